@@ -1,0 +1,409 @@
+/*
+ * The service core: upload, verify, index under a fenced lease, reconcile,
+ * flush and stop, as one pure step function (DESIGN.md section 6).
+ *
+ * Three lanes share the request table: the cycle (upload -> index -> publish
+ * -> confirm, or a reconcile page), the lease (claim, renew, release: on its
+ * own timer, never behind cycle work) and the spool (removals and quarantines
+ * once a pack is handed off or set aside).
+ */
+#include "service_internal.h"
+
+#include <assert.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ---- small helpers ---------------------------------------------------- */
+
+bool cs_svc_is_publisher(const cs_service *svc) { return svc->cfg.role == CS_ROLE_PUBLISHER; }
+
+void cs_svc_set_error(cs_service *svc, const char *what, const char *detail, cs_outcome outcome) {
+  snprintf(svc->stats.last_error, sizeof svc->stats.last_error, "%s %s: %s", what,
+           detail != NULL ? detail : "", cs_outcome_name(outcome));
+}
+
+uint32_t cs_svc_slot_index(const cs_service *svc, const pack_slot *slot) {
+  assert(slot >= svc->slots && slot < svc->slots + svc->slot_count);
+  return (uint32_t)(slot - svc->slots);
+}
+
+pack_slot *cs_svc_slot_find(cs_service *svc, const cs_uuid *pack_id) {
+  for (uint32_t i = 0; i < svc->slot_count; i++) {
+    pack_slot *slot = &svc->slots[i];
+    if (slot->stage != STAGE_FREE && cs_uuid_equal(&slot->ref.pack_id, pack_id)) return slot;
+  }
+  return NULL;
+}
+
+/* Own packs use the first spool_packs_max slots; adopted ones the rest. */
+pack_slot *cs_svc_slot_alloc(cs_service *svc, bool own) {
+  uint32_t first = own ? 0 : svc->cfg.spool_packs_max;
+  uint32_t end = own ? svc->cfg.spool_packs_max : svc->slot_count;
+  for (uint32_t i = first; i < end; i++) {
+    if (svc->slots[i].stage == STAGE_FREE) {
+      memset(&svc->slots[i], 0, sizeof svc->slots[i]);
+      if (own) svc->own_used++;
+      else svc->adopted_used++;
+      svc->slots[i].own = own;
+      return &svc->slots[i];
+    }
+  }
+  return NULL;
+}
+
+void cs_svc_slot_free(cs_service *svc, pack_slot *slot) {
+  assert(slot->stage != STAGE_FREE);
+  assert(!slot->busy);
+  if (slot->own) {
+    assert(svc->own_used > 0);
+    svc->own_used--;
+  } else {
+    assert(svc->adopted_used > 0);
+    svc->adopted_used--;
+  }
+  slot->stage = STAGE_FREE;
+}
+
+static uint32_t cs_svc_count_stage(const cs_service *svc, pack_stage a, pack_stage b) {
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < svc->slot_count; i++) {
+    uint8_t st = svc->slots[i].stage;
+    if (st == a || st == b) n++;
+  }
+  return n;
+}
+
+uint32_t cs_svc_owed_count(const cs_service *svc) {
+  return cs_svc_count_stage(svc, STAGE_OWED, STAGE_INDEXED);
+}
+
+bool cs_svc_lease_usable(const cs_service *svc, uint64_t now_ns) {
+  return svc->lease == CS_LEASE_HELD && now_ns < svc->lease_expires_ns;
+}
+
+/* ---- requests ----------------------------------------------------------- */
+
+request *cs_svc_req_alloc(cs_service *svc, cs_op op, req_lane lane, uint32_t slot, uint64_t now_ns) {
+  for (uint32_t i = 0; i < svc->request_max; i++) {
+    request *req = &svc->requests[i];
+    if (req->id != 0) continue;
+    req->id = svc->next_request_id++;
+    req->op = op;
+    req->lane = lane;
+    req->slot = slot;
+    req->sent_ns = now_ns;
+    svc->stats.requests++;
+    svc->stats.inflight++;
+    if (svc->stats.inflight > svc->stats.inflight_max_seen)
+      svc->stats.inflight_max_seen = svc->stats.inflight;
+    return req;
+  }
+  assert(!"request table sized at init must never run out");
+  return NULL;
+}
+
+static request *cs_svc_req_find(cs_service *svc, uint64_t id) {
+  if (id == 0) return NULL;
+  for (uint32_t i = 0; i < svc->request_max; i++)
+    if (svc->requests[i].id == id) return &svc->requests[i];
+  return NULL;
+}
+
+void cs_svc_req_free(cs_service *svc, request *req) {
+  assert(req->id != 0 && svc->stats.inflight > 0);
+  req->id = 0;
+  svc->stats.inflight--;
+}
+
+uint32_t cs_svc_lane_inflight(const cs_service *svc, req_lane lane, bool store_only) {
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < svc->request_max; i++) {
+    const request *req = &svc->requests[i];
+    if (req->id == 0 || req->lane != lane) continue;
+    if (store_only && req->op != CS_OP_STORE_PUT && req->op != CS_OP_STORE_HEAD) continue;
+    n++;
+  }
+  return n;
+}
+
+void cs_svc_action_init(cs_action *out, const request *req) {
+  memset(out, 0, sizeof *out);
+  out->id = req->id;
+  out->op = req->op;
+}
+
+/* ---- notifications, flushes, the rejected list -------------------------- */
+
+static void cs_svc_note_push(cs_service *svc, const cs_action *note) {
+  assert(svc->note_count < svc->note_max);
+  uint32_t at = (svc->note_head + svc->note_count) % svc->note_max;
+  svc->notes[at] = *note;
+  svc->note_count++;
+}
+
+static void cs_svc_rejected_push(cs_service *svc, pack_slot *slot, const char *reason) {
+  uint32_t at = (svc->rejected_head + svc->rejected_len) % svc->cfg.rejected_max;
+  if (svc->rejected_len == svc->cfg.rejected_max) {
+    svc->rejected_head = (svc->rejected_head + 1) % svc->cfg.rejected_max;
+  } else {
+    svc->rejected_len++;
+  }
+  svc->rejected[at].pack_id = slot->ref.pack_id;
+  svc->rejected[at].reported = false;
+  svc->stats.set_aside++;
+  char id_text[CS_UUID_TEXT_LEN + 1];
+  cs_uuid_format(&slot->ref.pack_id, id_text);
+  snprintf(svc->stats.last_error, sizeof svc->stats.last_error, "set aside %s: %s", id_text, reason);
+}
+
+void cs_svc_set_aside(cs_service *svc, pack_slot *slot, const char *reason) {
+  assert(slot->stage == STAGE_OWED || slot->stage == STAGE_UPLOADING || slot->stage == STAGE_INDEXED);
+  cs_svc_rejected_push(svc, slot, reason);
+  slot->reason = reason;
+  slot->queued = false;
+  if (!slot->own) {
+    /* The object stays in the store; nothing of ours holds it. */
+    cs_svc_slot_free(svc, slot);
+    return;
+  }
+  slot->stage = STAGE_SET_ASIDE;
+  slot->retry_at_ns = 0;
+}
+
+/* Own packs sealed at or before boundary_seq that are not yet handed off. */
+static uint32_t flush_missing(const cs_service *svc, uint64_t boundary_seq) {
+  uint32_t missing = 0;
+  for (uint32_t i = 0; i < svc->cfg.spool_packs_max; i++) {
+    const pack_slot *slot = &svc->slots[i];
+    bool pending = slot->stage == STAGE_SPOOLED || slot->stage == STAGE_UPLOADING ||
+                   slot->stage == STAGE_OWED || slot->stage == STAGE_INDEXED;
+    if (pending && slot->seal_seq <= boundary_seq) missing++;
+  }
+  return missing;
+}
+
+/* Fills the answer and marks the set-aside packs it names as reported. */
+static void flush_result_fill(cs_service *svc, const flush_entry *fl, cs_flush_result *res) {
+  memset(res, 0, sizeof *res);
+  res->flush_id = fl->id;
+  res->missing_packs = flush_missing(svc, fl->boundary_seq);
+  res->owed_packs = cs_svc_owed_count(svc);
+  res->drained = res->missing_packs == 0 && res->owed_packs == 0;
+  res->err = res->drained ? CS_E_OK : CS_E_TIMEOUT;
+  for (uint32_t k = 0; k < svc->rejected_len; k++) {
+    rejected_entry *rej = &svc->rejected[(svc->rejected_head + k) % svc->cfg.rejected_max];
+    if (rej->reported) continue;
+    res->rejected_count++;
+    if (res->rejected_named < CS_FLUSH_REJECTED_MAX) {
+      res->rejected[res->rejected_named++] = rej->pack_id;
+      rej->reported = true;
+    }
+  }
+}
+
+/* Answers every flush that is drained, or whose deadline has come. */
+static void flushes_check(cs_service *svc, uint64_t now_ns) {
+  for (uint32_t i = 0; i < svc->cfg.flush_max; i++) {
+    flush_entry *fl = &svc->flushes[i];
+    if (!fl->active) continue;
+    bool drained = flush_missing(svc, fl->boundary_seq) == 0 && cs_svc_owed_count(svc) == 0;
+    bool due = now_ns >= fl->deadline_ns;
+#if CAPSTORE_MUTANT == 4 /* flush without deadline */
+    due = false;
+#endif
+    if (!drained && !due) continue;
+    cs_action note;
+    memset(&note, 0, sizeof note);
+    note.op = CS_OP_FLUSH_DONE;
+    flush_result_fill(svc, fl, &note.flush);
+    fl->active = false;
+    cs_svc_note_push(svc, &note);
+  }
+}
+
+static void flush_begin(cs_service *svc, uint64_t now_ns, const cs_event *ev) {
+  cs_action note;
+  memset(&note, 0, sizeof note);
+  note.op = CS_OP_FLUSH_DONE;
+  note.flush.flush_id = ev->id;
+  if (svc->stopping) {
+    note.flush.err = CS_E_CLOSED;
+    cs_svc_note_push(svc, &note);
+    return;
+  }
+  for (uint32_t i = 0; i < svc->cfg.flush_max; i++) {
+    flush_entry *fl = &svc->flushes[i];
+    if (fl->active) continue;
+    fl->active = true;
+    fl->id = ev->id;
+    fl->deadline_ns = ev->deadline_ns;
+    fl->boundary_seq = svc->next_seal_seq - 1;
+    flushes_check(svc, now_ns);
+    return;
+  }
+  note.flush.err = CS_E_FULL;
+  cs_svc_note_push(svc, &note);
+}
+
+
+/* ---- events ------------------------------------------------------------- */
+
+static int on_sealed(cs_service *svc, uint64_t now_ns, const cs_event *ev) {
+  if (svc->stopping) return CS_E_CLOSED;
+  if (ev->pack == NULL || ev->pack->key_len == 0 || ev->pack->key_len >= CS_KEY_MAX)
+    return CS_E_INVALID_ARGUMENT;
+  if (cs_svc_slot_find(svc, &ev->pack->pack_id) != NULL) return CS_E_OK; /* sealing twice is a no-op */
+  pack_slot *slot = cs_svc_slot_alloc(svc, true);
+  if (slot == NULL) return CS_E_FULL;
+  slot->ref = *ev->pack;
+  slot->stage = STAGE_SPOOLED;
+  slot->maybe_uploaded = ev->recovered;
+  slot->seal_seq = svc->next_seal_seq++;
+  slot->sealed_at_ns = now_ns;
+  svc->stats.spooled++;
+  assert(slot->ref.key[slot->ref.key_len] == '\0');
+  return CS_E_OK;
+}
+
+static int on_done(cs_service *svc, uint64_t now_ns, const cs_event *ev) {
+  request *req = cs_svc_req_find(svc, ev->id);
+  if (req == NULL) return CS_E_INVALID_ARGUMENT;
+  if ((unsigned)ev->outcome >= (unsigned)CS_OUT_COUNT_) return CS_E_INVALID_ARGUMENT;
+  request copy = *req;
+  cs_svc_req_free(svc, req);
+  switch (copy.lane) {
+  case LANE_LEASE: cs_svc_lease_on_done(svc, now_ns, &copy, ev); break;
+  case LANE_SPOOL: cs_svc_spool_on_done(svc, now_ns, &copy, ev); break;
+  case LANE_CYCLE: cs_svc_cycle_on_done(svc, now_ns, &copy, ev); break;
+  }
+  return CS_E_OK;
+}
+
+int cs_service_on_event(cs_service *svc, uint64_t now_ns, const cs_event *ev) {
+  assert(svc != NULL);
+  if (ev == NULL) return CS_E_INVALID_ARGUMENT;
+  int rc = CS_E_OK;
+  switch (ev->kind) {
+  case CS_EV_START:
+    if (svc->started) return CS_E_STATE;
+    svc->started = true;
+    if (cs_svc_is_publisher(svc)) {
+      svc->reconcile_due = true;
+      svc->lease_next_ns = now_ns;
+    }
+    break;
+  case CS_EV_SEALED: rc = on_sealed(svc, now_ns, ev); break;
+  case CS_EV_DONE: rc = on_done(svc, now_ns, ev); break;
+  case CS_EV_FLUSH: flush_begin(svc, now_ns, ev); break;
+  case CS_EV_STOP: svc->stopping = true; break;
+  case CS_EV_RELEASE: svc->release_wanted = true; break;
+  default: return CS_E_INVALID_ARGUMENT;
+  }
+  flushes_check(svc, now_ns);
+  return rc;
+}
+
+/* ---- poll, deadlines, snapshot ----------------------------------------- */
+
+static bool note_pop(cs_service *svc, cs_action *out) {
+  if (svc->note_count == 0) return false;
+  *out = svc->notes[svc->note_head];
+  svc->note_head = (svc->note_head + 1) % svc->note_max;
+  svc->note_count--;
+  return true;
+}
+
+static bool stop_check(cs_service *svc, cs_action *out) {
+  if (!svc->stopping || svc->stopped) return false;
+  if (svc->phase != PHASE_IDLE) return false;
+  if (cs_svc_lane_inflight(svc, LANE_CYCLE, false) != 0 || cs_svc_lane_inflight(svc, LANE_SPOOL, false) != 0)
+    return false;
+  svc->stopped = true;
+  memset(out, 0, sizeof *out);
+  out->op = CS_OP_STOPPED;
+  return true;
+}
+
+bool cs_service_poll(cs_service *svc, uint64_t now_ns, cs_action *out) {
+  assert(svc != NULL && out != NULL);
+  flushes_check(svc, now_ns);
+  if (note_pop(svc, out)) return true;
+  if (!svc->started) return false;
+  if (cs_svc_lease_poll(svc, now_ns, out)) return true;
+  if (cs_svc_spool_poll(svc, now_ns, out)) return true;
+  if (cs_svc_cycle_poll(svc, now_ns, out)) return true;
+  return stop_check(svc, out);
+}
+
+static uint64_t min_ns(uint64_t a, uint64_t b) { return a < b ? a : b; }
+
+uint64_t cs_service_next_deadline(const cs_service *svc) {
+  assert(svc != NULL);
+  uint64_t at = CS_NEVER;
+  if (svc->note_count > 0) return 0;
+  for (uint32_t i = 0; i < svc->cfg.flush_max; i++)
+    if (svc->flushes[i].active) at = min_ns(at, svc->flushes[i].deadline_ns);
+  if (!svc->started) return at;
+  at = min_ns(at, cs_svc_lease_deadline(svc));
+  at = min_ns(at, cs_svc_cycle_deadline(svc));
+  at = min_ns(at, cs_svc_spool_deadline(svc));
+  return at;
+}
+
+void cs_service_snapshot(const cs_service *svc, uint64_t now_ns, cs_snapshot *out) {
+  assert(svc != NULL && out != NULL);
+  *out = svc->stats;
+  out->pending_index = cs_svc_owed_count(svc);
+  out->pending_spool = svc->own_used;
+  out->lease_state = svc->lease;
+  out->lease_term = svc->lease_term;
+  out->watermark = svc->lease_watermark;
+  out->rejected_count = svc->rejected_len;
+  uint64_t oldest = CS_NEVER;
+  for (uint32_t i = 0; i < svc->cfg.spool_packs_max; i++) {
+    const pack_slot *slot = &svc->slots[i];
+    if (slot->stage == STAGE_FREE || slot->stage == STAGE_DONE || slot->stage == STAGE_SET_ASIDE)
+      continue;
+    oldest = min_ns(oldest, slot->sealed_at_ns);
+  }
+  out->oldest_unshipped_age_ns = (oldest == CS_NEVER || oldest > now_ns) ? 0 : now_ns - oldest;
+}
+
+bool cs_service_stopped(const cs_service *svc) { return svc->stopped; }
+
+void cs_service_usage_get(const cs_service *svc, cs_service_usage *out) {
+  assert(svc != NULL && out != NULL);
+  memset(out, 0, sizeof *out);
+  out->packs_used = svc->own_used + svc->adopted_used;
+  out->packs_max = svc->slot_count;
+  out->owed_used = cs_svc_owed_count(svc);
+  out->owed_max = svc->cfg.cycle_packs_max;
+  out->inflight_used = svc->stats.inflight;
+  out->inflight_max = svc->request_max;
+  for (uint32_t i = 0; i < svc->cfg.flush_max; i++) out->flush_used += svc->flushes[i].active;
+  out->flush_max = svc->cfg.flush_max;
+}
+
+const char *cs_op_name(cs_op op) {
+  static const char *const names[CS_OP_COUNT_] = {
+      "none",        "store_put",   "store_head",       "store_list",      "spool_remove",
+      "spool_quarantine", "cat_head", "cat_claim",      "cat_read_claims", "cat_release",
+      "cat_index",   "cat_publish", "cat_committed",    "flush_done",      "stopped",
+  };
+  if ((unsigned)op >= (unsigned)CS_OP_COUNT_) return "bad_op";
+  return names[op];
+}
+
+bool cs_op_is_request(cs_op op) { return op > CS_OP_NONE && op < CS_OP_FLUSH_DONE; }
+
+const char *cs_lease_state_name(cs_lease_state state) {
+  switch (state) {
+  case CS_LEASE_NONE: return "none";
+  case CS_LEASE_CLAIMING: return "claiming";
+  case CS_LEASE_HELD: return "held";
+  case CS_LEASE_BUSY: return "busy";
+  case CS_LEASE_QUARANTINED: return "quarantined";
+  case CS_LEASE_RELEASED: return "released";
+  }
+  return "bad_state";
+}

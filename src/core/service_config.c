@@ -1,0 +1,145 @@
+/* The service core's configuration: defaults, validation and memory sizing. */
+#include "service_internal.h"
+
+#include <assert.h>
+#include <stdio.h>
+#include <string.h>
+
+void cs_service_config_default(cs_service_config *cfg, cs_role role) {
+  assert(cfg != NULL);
+  memset(cfg, 0, sizeof *cfg);
+  cfg->role = role;
+  cfg->spool_packs_max = 1024;
+  cfg->cycle_packs_max = 64;
+  cfg->store_inflight_max = 4;
+  cfg->index_batch_bytes_max = 8u * 1024u * 1024u;
+  cfg->index_attempts_max = 5;
+  cfg->backoff_base_ns = 200 * CS_MS_NS;
+  cfg->backoff_cap_ns = 30 * CS_SEC_NS;
+  cfg->lease_ttl_ns = 30 * CS_SEC_NS;
+  cfg->lease_guard_ns = 2 * CS_SEC_NS;
+  cfg->reconcile_interval_ns = 300 * CS_SEC_NS;
+  cfg->list_page_max = 1000;
+  cfg->flush_max = 8;
+  cfg->rejected_max = 256;
+  cfg->request_timeout_ns = 10 * CS_SEC_NS;
+}
+
+/* Writes "field: why" into msg and returns CS_E_CONFIG. */
+static int refuse(char *msg, size_t msg_size, const char *field, const char *why) {
+  if (msg != NULL && msg_size > 0) snprintf(msg, msg_size, "%s %s", field, why);
+  return CS_E_CONFIG;
+}
+
+#define NEED(cond, field, why)                                                                   \
+  do {                                                                                           \
+    if (!(cond)) return refuse(msg, msg_size, field, why);                                       \
+  } while (0)
+
+int cs_service_config_validate(const cs_service_config *cfg, char *msg, size_t msg_size) {
+  if (msg != NULL && msg_size > 0) msg[0] = '\0';
+  NEED(cfg != NULL, "config", "is missing");
+  NEED(cfg->role == CS_ROLE_PUBLISHER || cfg->role == CS_ROLE_UPLOADER, "role",
+       "must be publisher or uploader");
+  NEED(cfg->spool_packs_max >= 1 && cfg->spool_packs_max <= 1000000, "spool_packs_max",
+       "must be 1..1000000");
+  NEED(cfg->cycle_packs_max >= 1 && cfg->cycle_packs_max <= 65536, "cycle_packs_max",
+       "must be 1..65536");
+  NEED(cfg->store_inflight_max >= 1 && cfg->store_inflight_max <= 256, "store_inflight_max",
+       "must be 1..256");
+  NEED(cfg->index_batch_bytes_max >= 1, "index_batch_bytes_max", "must be > 0");
+  NEED(cfg->index_attempts_max >= 1 && cfg->index_attempts_max <= 1000, "index_attempts_max",
+       "must be 1..1000");
+  NEED(cfg->backoff_base_ns >= CS_MS_NS, "backoff_base_ns", "must be >= 1 ms");
+  NEED(cfg->backoff_cap_ns >= cfg->backoff_base_ns, "backoff_cap_ns", "must be >= backoff_base_ns");
+  NEED(cfg->backoff_cap_ns <= 3600 * CS_SEC_NS, "backoff_cap_ns", "must be <= 1 h");
+  NEED(cfg->lease_ttl_ns >= 3 * CS_MS_NS, "lease_ttl_ns", "must be >= 3 ms");
+  NEED(cfg->lease_ttl_ns <= 3600 * CS_SEC_NS, "lease_ttl_ns", "must be <= 1 h");
+  NEED(cfg->lease_guard_ns < cfg->lease_ttl_ns / 3, "lease_guard_ns", "must be < lease_ttl_ns / 3");
+  NEED(cfg->reconcile_interval_ns == 0 || cfg->reconcile_interval_ns >= CS_MS_NS,
+       "reconcile_interval_ns", "must be 0 (start only) or >= 1 ms");
+  NEED(cfg->list_page_max >= 1 && cfg->list_page_max <= 1000, "list_page_max", "must be 1..1000");
+  NEED(cfg->flush_max >= 1 && cfg->flush_max <= 64, "flush_max", "must be 1..64");
+  NEED(cfg->rejected_max >= 1 && cfg->rejected_max <= 65536, "rejected_max", "must be 1..65536");
+  NEED(cfg->request_timeout_ns >= CS_MS_NS, "request_timeout_ns", "must be >= 1 ms");
+  return CS_E_OK;
+}
+
+/* Rounds n up to a multiple of 16 so every carved array stays aligned. */
+static size_t align16(size_t n) { return (n + 15u) & ~(size_t)15u; }
+
+typedef struct layout {
+  size_t service, slots, requests, work, batches, batch_refs, ids, id_slots, page, flushes,
+      rejected, notes, total;
+} layout;
+
+static uint32_t id_capacity(const cs_service_config *cfg) {
+  return cfg->cycle_packs_max > cfg->list_page_max ? cfg->cycle_packs_max : cfg->list_page_max;
+}
+
+static void layout_compute(const cs_service_config *cfg, layout *out) {
+  uint32_t slot_count = cfg->spool_packs_max + cfg->cycle_packs_max;
+  uint32_t request_max = 2u * cfg->store_inflight_max + 2u;
+  uint32_t ids = id_capacity(cfg);
+  size_t at = 0;
+  out->service = at, at += align16(sizeof(cs_service));
+  out->slots = at, at += align16(sizeof(pack_slot) * slot_count);
+  out->requests = at, at += align16(sizeof(request) * request_max);
+  out->work = at, at += align16(sizeof(uint32_t) * cfg->cycle_packs_max);
+  out->batches = at, at += align16(sizeof(batch_range) * cfg->cycle_packs_max);
+  out->batch_refs = at, at += align16(sizeof(cs_pack_ref *) * cfg->cycle_packs_max);
+  out->ids = at, at += align16(sizeof(cs_uuid) * ids);
+  out->id_slots = at, at += align16(sizeof(uint32_t) * ids);
+  out->page = at, at += align16(sizeof(page_entry) * cfg->list_page_max);
+  out->flushes = at, at += align16(sizeof(flush_entry) * cfg->flush_max);
+  out->rejected = at, at += align16(sizeof(rejected_entry) * cfg->rejected_max);
+  out->notes = at, at += align16(sizeof(cs_action) * (cfg->flush_max + 2u));
+  out->total = at;
+}
+
+size_t cs_service_memory_size(const cs_service_config *cfg) {
+  if (cs_service_config_validate(cfg, NULL, 0) != CS_E_OK) return 0;
+  layout l;
+  layout_compute(cfg, &l);
+  return l.total;
+}
+
+int cs_service_init(cs_service **out, void *mem, size_t mem_size, const cs_service_config *cfg,
+                    const cs_uuid *lease_id, uint64_t seed, char *msg, size_t msg_size) {
+  if (out == NULL || lease_id == NULL) return CS_E_INVALID_ARGUMENT;
+  int rc = cs_service_config_validate(cfg, msg, msg_size);
+  if (rc != CS_E_OK) return rc;
+  layout l;
+  layout_compute(cfg, &l);
+  if (mem == NULL || mem_size < l.total || ((uintptr_t)mem & 15u) != 0) {
+    if (msg != NULL && msg_size > 0) snprintf(msg, msg_size, "memory: need %zu bytes, 16-aligned", l.total);
+    return CS_E_NO_MEMORY;
+  }
+  uint8_t *base = mem;
+  memset(base, 0, l.total);
+  cs_service *svc = (cs_service *)(void *)(base + l.service);
+  svc->cfg = *cfg;
+  svc->lease_id = *lease_id;
+  cs_prng_seed(&svc->prng, seed);
+  svc->slots = (pack_slot *)(void *)(base + l.slots);
+  svc->slot_count = cfg->spool_packs_max + cfg->cycle_packs_max;
+  svc->requests = (request *)(void *)(base + l.requests);
+  svc->request_max = 2u * cfg->store_inflight_max + 2u;
+  svc->work = (uint32_t *)(void *)(base + l.work);
+  svc->batches = (batch_range *)(void *)(base + l.batches);
+  svc->batch_refs = (const cs_pack_ref **)(void *)(base + l.batch_refs);
+  svc->ids = (cs_uuid *)(void *)(base + l.ids);
+  svc->id_slots = (uint32_t *)(void *)(base + l.id_slots);
+  svc->page = (page_entry *)(void *)(base + l.page);
+  svc->flushes = (flush_entry *)(void *)(base + l.flushes);
+  svc->rejected = (rejected_entry *)(void *)(base + l.rejected);
+  svc->notes = (cs_action *)(void *)(base + l.notes);
+  svc->note_max = cfg->flush_max + 2u;
+  svc->next_request_id = 1;
+  svc->next_seal_seq = 1;
+  svc->next_version = 1;
+  svc->lease = CS_LEASE_NONE;
+  *out = svc;
+  assert(svc->slot_count > 0 && svc->request_max >= 4);
+  return CS_E_OK;
+}

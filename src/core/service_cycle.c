@@ -1,0 +1,527 @@
+/*
+ * The service's cycle lane and spool lane.
+ *
+ * A cycle is one pass of the pipeline: upload a bounded set of spooled packs
+ * (HEAD first when they may already be there, PUT, HEAD to verify), then index
+ * what is owed in batches under the byte budget, publish the version, and
+ * confirm with a committed-ids read before any spool removal. A publisher with
+ * packs owed to the catalog uploads nothing new (DESIGN.md 6.4). A reconcile
+ * page takes the place of the upload step when a reconcile is due.
+ */
+#include "service_internal.h"
+
+#include <assert.h>
+#include <string.h>
+
+static bool sha_equal(const uint8_t a[32], const uint8_t b[32]) { return memcmp(a, b, 32) == 0; }
+
+static uint64_t backoff_delay(cs_service *svc) {
+#if CAPSTORE_MUTANT == 2 /* no backoff */
+  return 0;
+#endif
+  uint32_t shift = svc->failures > 40 ? 40 : svc->failures;
+  uint64_t window = svc->cfg.backoff_base_ns << shift;
+  if (window > svc->cfg.backoff_cap_ns || (window >> shift) != svc->cfg.backoff_base_ns)
+    window = svc->cfg.backoff_cap_ns;
+  /* Full jitter: uniform over [0, window]. */
+  return cs_prng_below(&svc->prng, window + 1);
+}
+
+static uint32_t count_spooled(const cs_service *svc) {
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < svc->cfg.spool_packs_max; i++) n += svc->slots[i].stage == STAGE_SPOOLED;
+  return n;
+}
+
+static void cycle_end(cs_service *svc, uint64_t now_ns, bool failed) {
+  assert(cs_svc_lane_inflight(svc, LANE_CYCLE, false) == 0);
+  for (uint32_t i = 0; i < svc->work_count; i++) {
+    pack_slot *slot = &svc->slots[svc->work[i]];
+    if (!slot->queued) continue;
+    slot->queued = false;
+    if (slot->stage == STAGE_UPLOADING) slot->stage = STAGE_SPOOLED;
+    if (slot->stage == STAGE_INDEXED) slot->stage = STAGE_OWED;
+    slot->upload = UPLOAD_NONE;
+  }
+  svc->work_count = 0;
+  svc->batch_count = 0;
+  svc->indexed_in_cycle = 0;
+  svc->phase = PHASE_IDLE;
+  svc->cycle_active = false;
+  if (failed) {
+    svc->stats.cycles_failed++;
+    svc->backoff_until_ns = now_ns + backoff_delay(svc);
+    if (svc->failures < 64) svc->failures++;
+  } else {
+    svc->failures = 0;
+    svc->backoff_until_ns = 0;
+  }
+}
+
+/* ---- upload ------------------------------------------------------------- */
+
+static void upload_begin(cs_service *svc) {
+  svc->work_count = 0;
+  while (svc->work_count < svc->cfg.cycle_packs_max) {
+    pack_slot *oldest = NULL;
+    for (uint32_t i = 0; i < svc->cfg.spool_packs_max; i++) {
+      pack_slot *slot = &svc->slots[i];
+      if (slot->stage != STAGE_SPOOLED || slot->queued) continue;
+      if (oldest == NULL || slot->seal_seq < oldest->seal_seq) oldest = slot;
+    }
+    if (oldest == NULL) break;
+    oldest->queued = true;
+    oldest->stage = STAGE_UPLOADING;
+    oldest->upload = oldest->maybe_uploaded ? UPLOAD_HEAD_FIRST : UPLOAD_PUT;
+    svc->work[svc->work_count++] = cs_svc_slot_index(svc, oldest);
+  }
+  svc->phase = PHASE_UPLOAD;
+}
+
+static bool upload_issue(cs_service *svc, uint64_t now_ns, cs_action *out) {
+  if (cs_svc_lane_inflight(svc, LANE_CYCLE, true) >= svc->cfg.store_inflight_max) return false;
+  for (uint32_t i = 0; i < svc->work_count; i++) {
+    pack_slot *slot = &svc->slots[svc->work[i]];
+    if (slot->stage != STAGE_UPLOADING || slot->upload == UPLOAD_NONE || slot->busy) continue;
+    cs_op op = slot->upload == UPLOAD_PUT ? CS_OP_STORE_PUT : CS_OP_STORE_HEAD;
+    request *req = cs_svc_req_alloc(svc, op, LANE_CYCLE, svc->work[i], now_ns);
+    slot->busy = true;
+    cs_svc_action_init(out, req);
+    out->pack = &slot->ref;
+    return true;
+  }
+  return false;
+}
+
+static bool head_matches(const pack_slot *slot, const cs_event *ev) {
+  return ev->head.is_pack && ev->head.size_bytes == slot->ref.size_bytes &&
+         sha_equal(ev->head.sha256, slot->ref.sha256);
+}
+
+static void upload_verified(cs_service *svc, pack_slot *slot) {
+  svc->stats.uploaded++;
+  slot->upload = UPLOAD_NONE;
+  slot->maybe_uploaded = true;
+  if (!cs_svc_is_publisher(svc)) {
+    slot->stage = STAGE_DONE; /* an uploader hands off at a verified upload */
+    return;
+  }
+#if CAPSTORE_MUTANT == 1 /* remove before index */
+  slot->stage = STAGE_DONE;
+  return;
+#endif
+  slot->stage = STAGE_OWED;
+}
+
+static void upload_failed(cs_service *svc, pack_slot *slot, const cs_event *ev) {
+  cs_svc_set_error(svc, "upload", slot->ref.key, ev->outcome);
+  if (cs_outcome_maybe_applied(ev->outcome)) slot->maybe_uploaded = true;
+  svc->cycle_failed = true;
+}
+
+static void upload_on_done(cs_service *svc, pack_slot *slot, const cs_event *ev) {
+  upload_step step = (upload_step)slot->upload;
+  if (ev->outcome == CS_OUT_OK && step == UPLOAD_PUT) {
+    slot->upload = UPLOAD_VERIFY;
+    return;
+  }
+  if (ev->outcome == CS_OUT_OK && head_matches(slot, ev)) {
+    upload_verified(svc, slot);
+    return;
+  }
+  if (ev->outcome == CS_OUT_OK) {
+    /* Present under our key with other bytes: never overwrite it. */
+    cs_svc_set_aside(svc, slot, "object in store has other bytes");
+    return;
+  }
+  if (ev->outcome == CS_OUT_NOT_FOUND && step == UPLOAD_HEAD_FIRST) {
+    slot->upload = UPLOAD_PUT;
+    return;
+  }
+  if (step == UPLOAD_PUT && (ev->outcome == CS_OUT_TOO_LARGE || ev->outcome == CS_OUT_INVALID)) {
+    cs_svc_set_aside(svc, slot, "store refused the pack");
+    return;
+  }
+  if (step == UPLOAD_VERIFY && ev->outcome == CS_OUT_NOT_FOUND) slot->maybe_uploaded = false;
+  upload_failed(svc, slot, ev);
+}
+
+/* ---- index, publish, confirm ------------------------------------------- */
+
+static void batches_push(cs_service *svc, uint32_t first, uint32_t count) {
+  assert(count > 0);
+  assert(svc->batch_count < svc->cfg.cycle_packs_max);
+  svc->batches[svc->batch_count].first = first;
+  svc->batches[svc->batch_count].count = count;
+  svc->batch_count++;
+}
+
+/* Greedy batches under the byte budget, stacked so the first is on top. */
+static void batches_build(cs_service *svc) {
+  uint32_t first = 0;
+  svc->batch_count = 0;
+  while (first < svc->work_count) {
+    uint32_t count = 0;
+    uint64_t bytes = 0;
+    while (first + count < svc->work_count) {
+      uint64_t b = svc->slots[svc->work[first + count]].ref.index_bytes;
+      if (count > 0 && bytes + b > svc->cfg.index_batch_bytes_max) break;
+      bytes += b;
+      count++;
+    }
+    batches_push(svc, first, count);
+    first += count;
+  }
+  for (uint32_t i = 0, j = svc->batch_count; i < j / 2; i++) {
+    batch_range t = svc->batches[i];
+    svc->batches[i] = svc->batches[j - 1 - i];
+    svc->batches[j - 1 - i] = t;
+  }
+}
+
+static bool index_begin(cs_service *svc, uint64_t now_ns) {
+  if (!cs_svc_lease_usable(svc, now_ns)) return false;
+  svc->work_count = 0;
+  for (uint32_t i = 0; i < svc->slot_count && svc->work_count < svc->cfg.cycle_packs_max; i++) {
+    pack_slot *slot = &svc->slots[i];
+    if (slot->stage != STAGE_OWED) continue;
+#if CAPSTORE_MUTANT != 5 /* mutant 5: a poison pack parks the queue */
+    if (slot->ref.index_bytes > svc->cfg.index_batch_bytes_max) {
+      cs_svc_set_aside(svc, slot, "too large for any index batch");
+      continue;
+    }
+#endif
+    slot->queued = true;
+    svc->work[svc->work_count++] = i;
+  }
+  if (svc->work_count == 0) return false;
+  batches_build(svc);
+  svc->version = svc->next_version++;
+  svc->indexed_in_cycle = 0;
+  svc->phase = PHASE_INDEX;
+  return true;
+}
+
+static bool index_issue(cs_service *svc, uint64_t now_ns, cs_action *out) {
+  if (svc->batch_count == 0 || cs_svc_lane_inflight(svc, LANE_CYCLE, false) != 0) return false;
+  if (!cs_svc_lease_usable(svc, now_ns)) {
+    svc->cycle_failed = true;
+    return false;
+  }
+  const batch_range *top = &svc->batches[svc->batch_count - 1];
+  for (uint32_t i = 0; i < top->count; i++) {
+    pack_slot *slot = &svc->slots[svc->work[top->first + i]];
+    assert(slot->stage == STAGE_OWED);
+    svc->batch_refs[i] = &slot->ref;
+    slot->busy = true;
+  }
+  request *req = cs_svc_req_alloc(svc, CS_OP_CAT_INDEX, LANE_CYCLE, top->first, now_ns);
+  cs_svc_action_init(out, req);
+  out->packs = svc->batch_refs;
+  out->count = top->count;
+  out->version = svc->version;
+  out->term = svc->lease_term;
+  out->lease_id = svc->lease_id;
+  return true;
+}
+
+/* Halves the top batch; the first half ends up on top. */
+static void batch_split(cs_service *svc, batch_range top) {
+  uint32_t half = top.count / 2;
+  batches_push(svc, top.first + half, top.count - half);
+  batches_push(svc, top.first, half);
+  svc->stats.batch_splits++;
+}
+
+static void index_refused_one(cs_service *svc, pack_slot *slot, cs_outcome outcome) {
+  if (outcome == CS_OUT_TOO_LARGE) {
+    cs_svc_set_aside(svc, slot, "catalog refused it as too large");
+    return;
+  }
+  slot->attempts++;
+  if (slot->attempts >= svc->cfg.index_attempts_max) {
+    cs_svc_set_aside(svc, slot, "catalog refused its content");
+    return;
+  }
+  svc->cycle_failed = true; /* back off before trying it again */
+}
+
+static void index_on_done(cs_service *svc, const cs_event *ev) {
+  assert(svc->batch_count > 0);
+  batch_range top = svc->batches[--svc->batch_count];
+  for (uint32_t i = 0; i < top.count; i++) svc->slots[svc->work[top.first + i]].busy = false;
+  if (ev->outcome == CS_OUT_OK) {
+    for (uint32_t i = 0; i < top.count; i++) svc->slots[svc->work[top.first + i]].stage = STAGE_INDEXED;
+    svc->indexed_in_cycle += top.count;
+    return;
+  }
+  bool content = ev->outcome == CS_OUT_TOO_LARGE || ev->outcome == CS_OUT_INVALID;
+  if (!content) {
+    cs_svc_set_error(svc, "index", "batch", ev->outcome);
+#if CAPSTORE_MUTANT == 10 /* an outage counts against the packs */
+    for (uint32_t i = 0; i < top.count; i++) {
+      pack_slot *slot = &svc->slots[svc->work[top.first + i]];
+      if (++slot->attempts >= svc->cfg.index_attempts_max) cs_svc_set_aside(svc, slot, "outage");
+    }
+#endif
+    svc->cycle_failed = true;
+    return;
+  }
+  cs_svc_set_error(svc, "index", "batch", ev->outcome);
+  if (top.count > 1) {
+#if CAPSTORE_MUTANT == 12 /* no halving: a refused batch is set aside whole */
+    for (uint32_t i = 0; i < top.count; i++)
+      cs_svc_set_aside(svc, &svc->slots[svc->work[top.first + i]], "batch refused");
+    return;
+#endif
+    batch_split(svc, top);
+    return;
+  }
+  pack_slot *slot = &svc->slots[svc->work[top.first]];
+#if CAPSTORE_MUTANT == 5
+  svc->cycle_failed = true;
+  return;
+#endif
+  index_refused_one(svc, slot, ev->outcome);
+}
+
+static bool publish_issue(cs_service *svc, uint64_t now_ns, cs_action *out) {
+  if (cs_svc_lane_inflight(svc, LANE_CYCLE, false) != 0 || svc->indexed_in_cycle == 0) return false;
+  request *req = cs_svc_req_alloc(svc, CS_OP_CAT_PUBLISH, LANE_CYCLE, 0, now_ns);
+  cs_svc_action_init(out, req);
+  out->version = svc->version;
+  out->term = svc->lease_term;
+  out->lease_id = svc->lease_id;
+  out->count = svc->indexed_in_cycle;
+  return true;
+}
+
+static bool confirm_issue(cs_service *svc, uint64_t now_ns, cs_action *out) {
+  if (cs_svc_lane_inflight(svc, LANE_CYCLE, false) != 0 || svc->id_count != 0) return false;
+  for (uint32_t i = 0; i < svc->work_count; i++) {
+    pack_slot *slot = &svc->slots[svc->work[i]];
+    if (slot->stage != STAGE_INDEXED) continue;
+    svc->ids[svc->id_count] = slot->ref.pack_id;
+    svc->id_slots[svc->id_count] = svc->work[i];
+    svc->id_count++;
+  }
+  if (svc->id_count == 0) return false;
+  request *req = cs_svc_req_alloc(svc, CS_OP_CAT_COMMITTED, LANE_CYCLE, 0, now_ns);
+  cs_svc_action_init(out, req);
+  out->ids = svc->ids;
+  out->count = svc->id_count;
+  return true;
+}
+
+static void confirm_on_done(cs_service *svc, uint64_t now_ns, const cs_event *ev) {
+  uint32_t n = svc->id_count;
+  svc->id_count = 0;
+  if (ev->outcome != CS_OUT_OK || ev->held == NULL) {
+    cs_svc_set_error(svc, "confirm", "committed ids", ev->outcome);
+    svc->cycle_failed = true;
+    return;
+  }
+  for (uint32_t i = 0; i < n; i++) {
+    pack_slot *slot = &svc->slots[svc->id_slots[i]];
+    assert(slot->stage == STAGE_INDEXED);
+    if (!ev->held[i]) {
+      /* Our write was fenced out: someone else holds the lease now. */
+      slot->stage = STAGE_OWED;
+      svc->stats.fenced_out++;
+      svc->cycle_failed = true;
+      svc->lease_next_ns = now_ns;
+      continue;
+    }
+    svc->stats.indexed++;
+    slot->queued = false;
+    if (slot->own) {
+      slot->stage = STAGE_DONE;
+      slot->retry_at_ns = 0;
+    } else {
+      cs_svc_slot_free(svc, slot);
+    }
+  }
+}
+
+/* ---- the cycle's control flow ------------------------------------------ */
+
+static bool cycle_has_work(cs_service *svc, uint64_t now_ns) {
+  if (!cs_svc_is_publisher(svc)) return count_spooled(svc) > 0;
+  bool usable = cs_svc_lease_usable(svc, now_ns);
+  uint32_t owed = cs_svc_owed_count(svc);
+  if (owed > 0 && usable) return true;
+  if (svc->reconcile_due && usable) return true;
+#if CAPSTORE_MUTANT == 8 /* upload while packs are owed */
+  return count_spooled(svc) > 0;
+#endif
+  return owed == 0 && count_spooled(svc) > 0;
+}
+
+static void cycle_start(cs_service *svc, uint64_t now_ns) {
+  svc->cycle_active = true;
+  svc->cycle_failed = false;
+  svc->stats.cycles++;
+#if CAPSTORE_MUTANT == 3 /* the lease is renewed only when a cycle starts */
+  if (svc->lease == CS_LEASE_HELD) svc->lease_renew_at_cycle = true;
+#endif
+  if (cs_svc_is_publisher(svc) && cs_svc_owed_count(svc) > 0 && index_begin(svc, now_ns)) return;
+  if (cs_svc_is_publisher(svc) && svc->reconcile_due && cs_svc_lease_usable(svc, now_ns)) {
+    cs_svc_recon_begin(svc);
+    return;
+  }
+  upload_begin(svc);
+}
+
+/* The phase has nothing in flight and nothing more to issue: move on. */
+static void cycle_advance(cs_service *svc, uint64_t now_ns) {
+  bool failed = svc->cycle_failed || svc->stopping;
+  switch (svc->phase) {
+  case PHASE_UPLOAD:
+    if (!failed && cs_svc_is_publisher(svc) && index_begin(svc, now_ns)) return;
+    break;
+  case PHASE_INDEX:
+    if (!failed && svc->indexed_in_cycle > 0) {
+      svc->phase = PHASE_PUBLISH;
+      return;
+    }
+    break;
+  case PHASE_PUBLISH:
+    if (!failed) {
+      svc->phase = PHASE_CONFIRM;
+      return;
+    }
+    break;
+  case PHASE_RECON_HEAD:
+    /* Adopted packs are indexed before the page goes on. */
+    if (!failed && cs_svc_owed_count(svc) > 0 && index_begin(svc, now_ns)) return;
+    /* fall through */
+  case PHASE_RECON_LIST:
+  case PHASE_RECON_COMMITTED:
+    if (!failed && cs_svc_recon_advance(svc, now_ns)) return;
+    break;
+  case PHASE_CONFIRM:
+  case PHASE_IDLE: break;
+  }
+  cycle_end(svc, now_ns, svc->cycle_failed);
+}
+
+static bool phase_issue(cs_service *svc, uint64_t now_ns, cs_action *out) {
+  if (svc->cycle_failed || svc->stopping) return false;
+  switch (svc->phase) {
+  case PHASE_UPLOAD: return upload_issue(svc, now_ns, out);
+  case PHASE_INDEX: return index_issue(svc, now_ns, out);
+  case PHASE_PUBLISH: return publish_issue(svc, now_ns, out);
+  case PHASE_CONFIRM: return confirm_issue(svc, now_ns, out);
+  case PHASE_RECON_LIST: return cs_svc_recon_list_issue(svc, now_ns, out);
+  case PHASE_RECON_COMMITTED: return cs_svc_recon_committed_issue(svc, now_ns, out);
+  case PHASE_RECON_HEAD: return cs_svc_recon_head_issue(svc, now_ns, out);
+  case PHASE_IDLE: break;
+  }
+  return false;
+}
+
+bool cs_svc_cycle_poll(cs_service *svc, uint64_t now_ns, cs_action *out) {
+  if (cs_svc_is_publisher(svc) && !svc->reconcile_due && svc->reconcile_next_ns != 0 &&
+      now_ns >= svc->reconcile_next_ns) {
+    svc->reconcile_due = true;
+    svc->reconcile_next_ns = 0;
+  }
+  /* Each turn either issues, waits, or moves the pipeline one phase on. */
+  for (uint32_t turn = 0; turn < 12; turn++) {
+    if (svc->phase == PHASE_IDLE) {
+      if (svc->stopping || now_ns < svc->backoff_until_ns || !cycle_has_work(svc, now_ns)) return false;
+      cycle_start(svc, now_ns);
+    }
+    if (phase_issue(svc, now_ns, out)) return true;
+    if (cs_svc_lane_inflight(svc, LANE_CYCLE, false) != 0) return false;
+    cycle_advance(svc, now_ns);
+    if (svc->phase == PHASE_IDLE && svc->backoff_until_ns > now_ns) return false;
+  }
+  return false;
+}
+
+void cs_svc_cycle_on_done(cs_service *svc, uint64_t now_ns, const request *req, const cs_event *ev) {
+  switch (req->op) {
+  case CS_OP_STORE_PUT:
+  case CS_OP_STORE_HEAD:
+    if (svc->phase == PHASE_RECON_HEAD) {
+      cs_svc_recon_head_on_done(svc, req, ev);
+      return;
+    }
+    svc->slots[req->slot].busy = false;
+    upload_on_done(svc, &svc->slots[req->slot], ev);
+    return;
+  case CS_OP_CAT_INDEX: index_on_done(svc, ev); return;
+  case CS_OP_CAT_PUBLISH:
+    if (ev->outcome != CS_OUT_OK) {
+      cs_svc_set_error(svc, "publish", "version", ev->outcome);
+      svc->cycle_failed = true;
+    }
+    return;
+  case CS_OP_CAT_COMMITTED:
+    if (svc->phase == PHASE_CONFIRM) confirm_on_done(svc, now_ns, ev);
+    else cs_svc_recon_committed_on_done(svc, ev);
+    return;
+  case CS_OP_STORE_LIST: cs_svc_recon_list_on_done(svc, ev); return;
+  default: assert(!"not a cycle request"); return;
+  }
+}
+
+uint64_t cs_svc_cycle_deadline(const cs_service *svc) {
+  uint64_t at = CS_NEVER;
+  if (svc->reconcile_next_ns != 0) at = svc->reconcile_next_ns;
+  if (svc->phase != PHASE_IDLE || svc->stopping) return at;
+  if (svc->backoff_until_ns != 0 && svc->backoff_until_ns < at) at = svc->backoff_until_ns;
+  /* With work waiting and no backoff the cycle can start now. */
+  if (svc->backoff_until_ns == 0) {
+    uint32_t spooled = count_spooled(svc);
+    if (spooled > 0 || svc->reconcile_due || cs_svc_owed_count(svc) > 0) at = 0;
+  }
+  return at;
+}
+
+/* ---- the spool lane ----------------------------------------------------- */
+
+bool cs_svc_spool_poll(cs_service *svc, uint64_t now_ns, cs_action *out) {
+  if (svc->stopped) return false;
+  if (cs_svc_lane_inflight(svc, LANE_SPOOL, false) >= svc->cfg.store_inflight_max) return false;
+  for (uint32_t i = 0; i < svc->cfg.spool_packs_max; i++) {
+    pack_slot *slot = &svc->slots[i];
+    if (slot->stage != STAGE_DONE && slot->stage != STAGE_SET_ASIDE) continue;
+    if (slot->busy || slot->retry_at_ns > now_ns) continue;
+    if (svc->stopping && slot->retry_at_ns != 0) continue; /* no retries while stopping */
+    cs_op op = slot->stage == STAGE_DONE ? CS_OP_SPOOL_REMOVE : CS_OP_SPOOL_QUARANTINE;
+    request *req = cs_svc_req_alloc(svc, op, LANE_SPOOL, i, now_ns);
+    slot->busy = true;
+    cs_svc_action_init(out, req);
+    out->pack = &slot->ref;
+    out->reason = slot->reason;
+    return true;
+  }
+  return false;
+}
+
+void cs_svc_spool_on_done(cs_service *svc, uint64_t now_ns, const request *req, const cs_event *ev) {
+  pack_slot *slot = &svc->slots[req->slot];
+  assert(slot->busy && slot->own);
+  slot->busy = false;
+  if (ev->outcome != CS_OUT_OK && ev->outcome != CS_OUT_NOT_FOUND) {
+    cs_svc_set_error(svc, cs_op_name(req->op), slot->ref.key, ev->outcome);
+    slot->retry_at_ns = now_ns + svc->cfg.backoff_base_ns;
+    return;
+  }
+  if (req->op == CS_OP_SPOOL_REMOVE) svc->stats.handed_off++;
+  cs_svc_slot_free(svc, slot);
+}
+
+uint64_t cs_svc_spool_deadline(const cs_service *svc) {
+  uint64_t at = CS_NEVER;
+  if (svc->stopped) return at;
+  for (uint32_t i = 0; i < svc->cfg.spool_packs_max; i++) {
+    const pack_slot *slot = &svc->slots[i];
+    if ((slot->stage == STAGE_DONE || slot->stage == STAGE_SET_ASIDE) && !slot->busy &&
+        slot->retry_at_ns < at)
+      at = slot->retry_at_ns;
+  }
+  return at;
+}

@@ -1,0 +1,167 @@
+/*
+ * The lease lane (DESIGN.md 5 and 6.7). A claim is a conditional insert at
+ * head term + 1 (it applies only while the head is free or ours), then a read
+ * of every claim at that term: the claim holds only when it is the sole one.
+ * Renewal is a claim at the next term by the same lease id on its own timer,
+ * every TTL/3, never behind cycle work. An unknown outcome on a lease write
+ * quarantines the publisher for one TTL. Our view of expiry is conservative:
+ * it counts from when the claim was sent, less a guard.
+ */
+#include "service_internal.h"
+
+#include <assert.h>
+#include <string.h>
+
+static uint64_t retry_delay(cs_service *svc) {
+  uint64_t base = svc->cfg.lease_ttl_ns / 6;
+  return base + cs_prng_below(&svc->prng, base + 1);
+}
+
+static void lease_lost(cs_service *svc, uint64_t now_ns, cs_lease_state state, uint64_t wait_ns) {
+  svc->lease = state;
+  svc->lease_renewing = false;
+  svc->lease_todo = LEASE_STEP_IDLE;
+  svc->lease_next_ns = now_ns + wait_ns;
+}
+
+static bool lease_issue(cs_service *svc, uint64_t now_ns, cs_action *out) {
+  static const cs_op ops[] = {CS_OP_NONE, CS_OP_CAT_HEAD, CS_OP_CAT_CLAIM, CS_OP_CAT_READ_CLAIMS,
+                              CS_OP_CAT_RELEASE};
+  lease_step step = svc->lease_todo;
+  assert(step != LEASE_STEP_IDLE && svc->lease_step == LEASE_STEP_IDLE);
+  request *req = cs_svc_req_alloc(svc, ops[step], LANE_LEASE, 0, now_ns);
+  cs_svc_action_init(out, req);
+  out->lease_id = svc->lease_id;
+  if (step == LEASE_STEP_CLAIM) out->term = svc->lease_base_term;
+  if (step == LEASE_STEP_READ) out->term = svc->lease_base_term + 1;
+  if (step == LEASE_STEP_RELEASE) out->term = svc->lease_term;
+  svc->lease_step = step;
+  svc->lease_todo = LEASE_STEP_IDLE;
+  return true;
+}
+
+static bool renew_due(cs_service *svc, uint64_t now_ns) {
+  if (svc->lease != CS_LEASE_HELD || now_ns < svc->lease_next_ns) return false;
+#if CAPSTORE_MUTANT == 3 /* the lease is renewed only when a cycle starts */
+  if (!svc->lease_renew_at_cycle) return false;
+  svc->lease_renew_at_cycle = false;
+#endif
+  return true;
+}
+
+bool cs_svc_lease_poll(cs_service *svc, uint64_t now_ns, cs_action *out) {
+  if (!cs_svc_is_publisher(svc) || svc->lease == CS_LEASE_RELEASED) return false;
+  if (svc->lease_step != LEASE_STEP_IDLE) return false;
+  if (svc->release_wanted) {
+    if (svc->lease != CS_LEASE_HELD) {
+      svc->lease = CS_LEASE_RELEASED;
+      return false;
+    }
+    svc->lease_todo = LEASE_STEP_RELEASE;
+    return lease_issue(svc, now_ns, out);
+  }
+  if (svc->lease == CS_LEASE_HELD && now_ns >= svc->lease_expires_ns) {
+    cs_svc_set_error(svc, "lease", "expired before renewal", CS_OUT_TIMEOUT);
+    lease_lost(svc, now_ns, CS_LEASE_NONE, 0);
+  }
+  if (renew_due(svc, now_ns)) {
+    svc->lease_renewing = true;
+    svc->lease_base_term = svc->lease_term;
+    svc->lease_todo = LEASE_STEP_CLAIM;
+  }
+  if (svc->lease_todo == LEASE_STEP_IDLE && svc->lease != CS_LEASE_HELD &&
+      svc->lease != CS_LEASE_CLAIMING && now_ns >= svc->lease_next_ns) {
+    svc->lease = CS_LEASE_CLAIMING;
+    svc->lease_todo = LEASE_STEP_HEAD;
+  }
+  if (svc->lease_todo == LEASE_STEP_IDLE) return false;
+  return lease_issue(svc, now_ns, out);
+}
+
+static void on_head(cs_service *svc, uint64_t now_ns, const cs_event *ev) {
+  if (ev->outcome != CS_OUT_OK) {
+    cs_svc_set_error(svc, "lease head", "", ev->outcome);
+    lease_lost(svc, now_ns, CS_LEASE_NONE, retry_delay(svc));
+    return;
+  }
+  if (ev->cat_head.watermark > svc->lease_watermark) svc->lease_watermark = ev->cat_head.watermark;
+  if (!ev->cat_head.head_free) {
+    lease_lost(svc, now_ns, CS_LEASE_BUSY, svc->cfg.lease_ttl_ns / 3);
+    return;
+  }
+  svc->lease_base_term = ev->cat_head.head_term;
+  svc->lease_todo = LEASE_STEP_CLAIM;
+}
+
+static void on_claim(cs_service *svc, uint64_t now_ns, const request *req, const cs_event *ev) {
+  if (ev->outcome == CS_OUT_OK) {
+    svc->lease_claim_sent_ns = req->sent_ns;
+    svc->lease_todo = LEASE_STEP_READ;
+    return;
+  }
+  cs_svc_set_error(svc, svc->lease_renewing ? "lease renew" : "lease claim", "", ev->outcome);
+  if (cs_outcome_maybe_applied(ev->outcome)) {
+    lease_lost(svc, now_ns, CS_LEASE_QUARANTINED, svc->cfg.lease_ttl_ns);
+    return;
+  }
+  if (svc->lease_renewing) {
+    /* Not applied: we still hold the term we had; try again soon. */
+    svc->lease_renewing = false;
+    svc->lease_next_ns = now_ns + svc->cfg.lease_ttl_ns / 12;
+    return;
+  }
+  lease_lost(svc, now_ns, CS_LEASE_NONE, retry_delay(svc));
+}
+
+static void on_read(cs_service *svc, uint64_t now_ns, const cs_event *ev) {
+  if (ev->outcome != CS_OUT_OK) {
+    /* Our claim applied; whether it holds is unknown: wait until it has expired. */
+    cs_svc_set_error(svc, "lease read", "", ev->outcome);
+    lease_lost(svc, now_ns, CS_LEASE_QUARANTINED, svc->cfg.lease_ttl_ns);
+    return;
+  }
+  if (!ev->claims.sole_mine) {
+    uint64_t wait = ev->claims.claim_count > 1 ? svc->cfg.lease_ttl_ns : retry_delay(svc);
+    cs_svc_set_error(svc, "lease claim", ev->claims.claim_count > 1 ? "contested" : "lost", CS_OUT_OK);
+    lease_lost(svc, now_ns, CS_LEASE_BUSY, wait);
+    return;
+  }
+  bool renewal = svc->lease_renewing;
+  svc->lease = CS_LEASE_HELD;
+  svc->lease_renewing = false;
+  svc->lease_term = svc->lease_base_term + 1;
+  svc->lease_expires_ns = svc->lease_claim_sent_ns + svc->cfg.lease_ttl_ns - svc->cfg.lease_guard_ns;
+  svc->lease_next_ns = svc->lease_claim_sent_ns + svc->cfg.lease_ttl_ns / 3;
+  if (renewal) {
+    svc->stats.lease_renewals++;
+  } else if (svc->next_version <= svc->lease_watermark) {
+    svc->next_version = svc->lease_watermark + 1;
+  }
+  assert(svc->lease_expires_ns > svc->lease_next_ns);
+}
+
+void cs_svc_lease_on_done(cs_service *svc, uint64_t now_ns, const request *req, const cs_event *ev) {
+  lease_step step = svc->lease_step;
+  assert(step != LEASE_STEP_IDLE);
+  svc->lease_step = LEASE_STEP_IDLE;
+  switch (step) {
+  case LEASE_STEP_HEAD: on_head(svc, now_ns, ev); return;
+  case LEASE_STEP_CLAIM: on_claim(svc, now_ns, req, ev); return;
+  case LEASE_STEP_READ: on_read(svc, now_ns, ev); return;
+  case LEASE_STEP_RELEASE:
+    if (ev->outcome != CS_OUT_OK) cs_svc_set_error(svc, "lease release", "", ev->outcome);
+    svc->lease = CS_LEASE_RELEASED;
+    return;
+  case LEASE_STEP_IDLE: break;
+  }
+  assert(!"lease completion without a lease request");
+}
+
+uint64_t cs_svc_lease_deadline(const cs_service *svc) {
+  if (!cs_svc_is_publisher(svc) || svc->lease == CS_LEASE_RELEASED) return CS_NEVER;
+  uint64_t at = CS_NEVER;
+  if (svc->lease == CS_LEASE_HELD) at = svc->lease_expires_ns;
+  if (svc->lease_step != LEASE_STEP_IDLE) return at;
+  if (svc->release_wanted || svc->lease_todo != LEASE_STEP_IDLE) return 0;
+  return svc->lease_next_ns < at ? svc->lease_next_ns : at;
+}
