@@ -15,6 +15,34 @@
  *
  * Every step carries a deadline; a step not completed by it counts as failed
  * with CS_E_TIMEOUT and the sequence goes on.
+ *
+ * Deadlines, with now the time the step is issued and R = stop_reserve_ns:
+ *   START_SERVICE, SWEEP_OPEN, OPEN_SINK  now + start_timeout_ns
+ *   FLUSH_SINK, FLUSH_SERVICE             the flush deadline (the service gets
+ *                                         what the sink's flush left of it)
+ *   SEAL_SINK, STOP_CAPTURE               max(end - R, now + R / 2)
+ *   DRAIN_SERVICE                         max(end - R, now)
+ *   STOP_SERVICE, RELEASE_LEASE           max(end, now + R / 2)
+ * where end = close (or replace) time + budget, and for a failed open's
+ * clean-up end = the open's time. Only the drain absorbs a budget that is
+ * spent: sealing (which protects captured records), stopping and releasing
+ * always get at least R / 2 each, so a close's steps all end by end + 2 R.
+ * A step is on time only when completed strictly before its deadline; one
+ * issued with no time left fails at once with CS_E_TIMEOUT.
+ *
+ * Open: START_SERVICE refused with an error means nothing started, so REPORT
+ * follows at once. Any later failure, or START_SERVICE timing out (it may
+ * have started after all), runs STOP_SERVICE and RELEASE_LEASE first. A
+ * failed open (or the open half of a replace) leaves the engine IDLE, so
+ * open may be tried again; close always ends CLOSED, which is final.
+ *
+ * States: IDLE -open-> OPENING -> OPEN or IDLE; OPEN -flush-> FLUSHING ->
+ * OPEN; OPEN -close-> CLOSING -> CLOSED; OPEN -replace-> REPLACING -> OPEN or
+ * IDLE. A replace's REPORT carries the first failure of either half, so a
+ * failed close half with a good open half reports an error while the engine
+ * is OPEN: read state to tell. The state changes when the REPORT is queued.
+ * A new operation needs the right state and every action of the previous one
+ * polled (its REPORT included); otherwise CS_E_STATE.
  */
 #ifndef CAPSTORE_ENGINE_H
 #define CAPSTORE_ENGINE_H
@@ -56,7 +84,9 @@ typedef struct cs_engine_config {
   uint64_t stop_reserve_ns;    /* kept back from the close budget for STOP and RELEASE */
 } cs_engine_config;
 
+/* Defaults: start_timeout 30 s, stop_reserve 5 s. */
 void cs_engine_config_default(cs_engine_config *cfg);
+/* CS_E_OK or CS_E_CONFIG with msg naming the field; both values >= 1 ms. */
 int cs_engine_config_validate(const cs_engine_config *cfg, char *msg, size_t msg_size);
 
 typedef struct cs_engine_action {
@@ -86,35 +116,54 @@ typedef struct cs_engine_log_entry {
   uint64_t at_ns;
 } cs_engine_log_entry;
 
+/* A replace's plan: five close steps, three open steps, two clean-up steps. */
+#define CS_ENGINE_PLAN_MAX 10u
+/* Every step of a plan and its REPORT may be queued at once. */
+#define CS_ENGINE_QUEUE_MAX (CS_ENGINE_PLAN_MAX + 1u)
+
+/* The fields are private; state may be read to learn whether the engine is open. */
 typedef struct cs_engine {
   cs_engine_config cfg;
   cs_engine_state state;
   cs_engine_opkind opkind;
-  uint32_t step_index;      /* position in the current sequence */
-  uint64_t op_deadline_ns;  /* flush deadline or close budget end */
+  cs_engine_step plan[CS_ENGINE_PLAN_MAX]; /* the steps of the current operation */
+  uint32_t plan_count;
+  uint32_t step_index;      /* position in plan of the step in flight */
+  uint64_t op_deadline_ns;  /* flush deadline, close budget end, or open time */
   uint64_t step_id;         /* id of the step in flight, 0 when none */
   cs_engine_step step_inflight;
   uint64_t step_deadline_ns;
   uint64_t next_id;
   int op_err;
   uint32_t op_failures;
-  bool report_pending;
-  bool action_pending;
-  cs_engine_action pending;
-  cs_engine_log_entry log[CS_ENGINE_LOG_MAX];
+  bool open_failed;         /* an open step of this operation failed */
+  cs_engine_action queue[CS_ENGINE_QUEUE_MAX];
+  uint32_t queue_head;
+  uint32_t queue_count;
+  cs_engine_log_entry log[CS_ENGINE_LOG_MAX]; /* failed steps, log[n % CS_ENGINE_LOG_MAX] */
   uint32_t log_count;       /* total failures logged (the ring keeps the last ones) */
   uint64_t steps_run;
 } cs_engine;
 
 int cs_engine_init(cs_engine *engine, const cs_engine_config *cfg, char *msg, size_t msg_size);
 
-/* Each starts an operation; CS_E_STATE when one is already running or the state forbids it. */
+/*
+ * Each starts an operation; CS_E_STATE when one is already running, its
+ * actions are not all polled, or the state forbids it. A flush deadline that
+ * has already passed is accepted: its steps fail at once with CS_E_TIMEOUT.
+ */
 int cs_engine_open(cs_engine *engine, uint64_t now_ns);
 int cs_engine_flush(cs_engine *engine, uint64_t now_ns, uint64_t deadline_ns);
 int cs_engine_close(cs_engine *engine, uint64_t now_ns, uint64_t budget_ns);
 int cs_engine_replace(cs_engine *engine, uint64_t now_ns, uint64_t budget_ns);
 
-/* The step with id finished with err. CS_E_INVALID_ARGUMENT for an unknown id. */
+/*
+ * The step with id finished with err (CS_E_OK or a negative cs_err).
+ * CS_E_INVALID_ARGUMENT, changing nothing, for an id that is not the step in
+ * flight (unknown, already done, or already failed by its deadline) or a
+ * positive err. CS_E_TIMEOUT when the step was past its deadline: it then
+ * counts as failed with CS_E_TIMEOUT, whatever err says.
+ */
 int cs_engine_on_step_done(cs_engine *engine, uint64_t now_ns, uint64_t id, int err);
 
 bool cs_engine_poll(cs_engine *engine, uint64_t now_ns, cs_engine_action *out);
