@@ -1,0 +1,36 @@
+/*
+ * capstore: the command-line tool. main() only dispatches to a subcommand
+ * group; add a group by adding one line to `commands` and one file.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+typedef struct cli_command {
+  const char *name;
+  const char *summary;
+  int (*run)(int argc, char **argv);
+} cli_command;
+
+static const cli_command commands[] = {
+    {"pack", "inspect, verify and build dmi-pack-v1 files", cli_pack_main},
+};
+
+static int usage(FILE *out) {
+  fprintf(out, "usage: capstore <command> [arguments]\n\ncommands:\n");
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+    fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+  }
+  return out == stdout ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) return usage(stderr);
+  if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0) return usage(stdout);
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+    if (strcmp(argv[1], commands[i].name) == 0) return commands[i].run(argc - 1, argv + 1);
+  }
+  fprintf(stderr, "capstore: unknown command '%s'\n", argv[1]);
+  return usage(stderr);
+}
