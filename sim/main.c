@@ -1,1 +1,157 @@
-int main(void) { return 0; }
+/*
+ * capstore-sim: runs the deterministic simulator.
+ *
+ *   capstore-sim --seed S            one seed (replays a failure bit for bit)
+ *   capstore-sim --seeds N [--first S]
+ *   capstore-sim --plan FILE         a hand-written fault plan
+ *   options: --trace, --profile swarm|none|all, --minutes M (safety phase), --quiet
+ */
+#include "sim.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct cli {
+  uint64_t seed;
+  uint64_t seeds;
+  bool many;
+  const char *plan_path;
+  const char *profile;
+  bool trace;
+  bool quiet;
+  uint64_t minutes;
+} cli;
+
+static const char *kind_name(int code) {
+  switch (code) {
+  case SIM_EXIT_CRASH: return "crash";
+  case SIM_EXIT_SAFETY: return "safety";
+  case SIM_EXIT_LIVENESS: return "liveness";
+  case SIM_EXIT_PLAN: return "plan";
+  case SIM_EXIT_USAGE: return "usage";
+  default: return "ok";
+  }
+}
+
+static int usage(const char *why) {
+  fprintf(stderr, "capstore-sim: %s\nusage: capstore-sim (--seed S | --seeds N [--first S] | --plan FILE)"
+                  " [--profile swarm|none|all] [--minutes M] [--trace] [--quiet]\n", why);
+  return SIM_EXIT_USAGE;
+}
+
+static bool parse_u64(const char *text, uint64_t *out) {
+  if (text == NULL || *text == '\0') return false;
+  char *end = NULL;
+  errno = 0;
+  unsigned long long v = strtoull(text, &end, 0);
+  if (errno != 0 || *end != '\0' || text[0] == '-') return false;
+  *out = v;
+  return true;
+}
+
+static int parse_args(int argc, char **argv, cli *c) {
+  memset(c, 0, sizeof *c);
+  c->minutes = 10;
+  bool have_seed = false;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (strcmp(a, "--trace") == 0) c->trace = true;
+    else if (strcmp(a, "--quiet") == 0) c->quiet = true;
+    else if (strcmp(a, "--seed") == 0 || strcmp(a, "--first") == 0) {
+      if (!parse_u64(v, &c->seed)) return usage("--seed/--first needs an unsigned integer");
+      have_seed = true, i++;
+    } else if (strcmp(a, "--seeds") == 0) {
+      if (!parse_u64(v, &c->seeds) || c->seeds == 0) return usage("--seeds needs a positive integer");
+      c->many = true, i++;
+    } else if (strcmp(a, "--minutes") == 0) {
+      if (!parse_u64(v, &c->minutes) || c->minutes == 0 || c->minutes > 1440) return usage("--minutes needs 1..1440");
+      i++;
+    } else if (strcmp(a, "--plan") == 0 && v != NULL) c->plan_path = v, i++;
+    else if (strcmp(a, "--profile") == 0 && v != NULL) c->profile = v, i++;
+    else return usage("unknown or incomplete option");
+  }
+  if (!have_seed && !c->many && c->plan_path == NULL) return usage("give --seed, --seeds or --plan");
+  if (!have_seed) c->seed = 1;
+  return 0;
+}
+
+static int load_plan(const char *path, cs_plan *plan) {
+  FILE *f = fopen(path, "rb");
+  if (f == NULL) {
+    fprintf(stderr, "capstore-sim: cannot open plan %s: %s\n", path, strerror(errno));
+    return SIM_EXIT_USAGE;
+  }
+  static char text[1 << 20];
+  size_t n = fread(text, 1, sizeof text, f);
+  bool too_big = n == sizeof text && fgetc(f) != EOF;
+  fclose(f);
+  if (too_big) {
+    fprintf(stderr, "capstore-sim: plan %s is larger than 1 MiB\n", path);
+    return SIM_EXIT_USAGE;
+  }
+  uint32_t line = 0;
+  char msg[256];
+  if (cs_plan_parse(text, n, plan, &line, msg, sizeof msg) != CS_E_OK) {
+    fprintf(stderr, "capstore-sim: %s: %s\n", path, msg);
+    return SIM_EXIT_USAGE;
+  }
+  return 0;
+}
+
+static void replay_line(const cli *c, uint64_t seed, FILE *out) {
+  fprintf(out, "replay: capstore-sim --seed %" PRIu64, seed);
+  if (c->profile != NULL) fprintf(out, " --profile %s", c->profile);
+  if (c->plan_path != NULL) fprintf(out, " --plan %s", c->plan_path);
+  if (c->minutes != 10) fprintf(out, " --minutes %" PRIu64, c->minutes);
+  fputs(" --trace\n", out);
+}
+
+static int run_one(const cli *c, const cs_plan *plan, uint64_t seed, FILE *out) {
+  sim_options opts = {.seed = seed, .profile_name = c->profile, .plan = plan, .plan_path = c->plan_path,
+                      .trace = c->trace, .out = out, .duration_ns = c->minutes * 60 * CS_SEC_NS,
+                      .liveness_ns = 300 * CS_SEC_NS};
+  sim_result res;
+  sim_run(&opts, &res);
+  if (res.exit_code != SIM_EXIT_OK) {
+    fprintf(out, "FAIL seed=%" PRIu64 " kind=%s at=%.3fs: %s\n", seed, kind_name(res.exit_code),
+            (double)res.sim_end_ns / 1e9, res.reason);
+    replay_line(c, seed, out);
+  }
+  fprintf(out, "seed=%" PRIu64 " result=%s events=%" PRIu64 " sim_time=%.1fs trace=%016" PRIx64 "\n", seed,
+          kind_name(res.exit_code), res.events, (double)res.sim_end_ns / 1e9, res.trace_hash);
+  return res.exit_code;
+}
+
+int main(int argc, char **argv) {
+  cli c;
+  int rc = parse_args(argc, argv, &c);
+  if (rc != 0) return rc;
+  static cs_plan plan;
+  if (c.plan_path != NULL && (rc = load_plan(c.plan_path, &plan)) != 0) return rc;
+  const cs_plan *planp = c.plan_path != NULL ? &plan : NULL;
+  if (!c.many) return run_one(&c, planp, c.seed, stdout);
+  FILE *sink = c.quiet ? fopen("/dev/null", "w") : stdout;
+  if (sink == NULL) return SIM_EXIT_CRASH;
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  uint64_t failed = 0;
+  int first_failure = 0;
+  for (uint64_t i = 0; i < c.seeds; i++) {
+    int code = run_one(&c, planp, c.seed + i, sink);
+    if (code == SIM_EXIT_OK) continue;
+    if (c.quiet) run_one(&c, planp, c.seed + i, stdout); /* print the failure in full */
+    failed++;
+    if (first_failure == 0) first_failure = code;
+  }
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+  fprintf(stderr, "%" PRIu64 " seeds in %.2f s: %.0f seeds per minute\n", c.seeds, secs,
+          secs > 0 ? (double)c.seeds * 60.0 / secs : 0.0);
+  printf("%" PRIu64 " passed, %" PRIu64 " failed\n", c.seeds - failed, failed);
+  if (c.quiet) fclose(sink);
+  return first_failure;
+}

@@ -282,6 +282,7 @@ static int on_done(cs_service *svc, uint64_t now_ns, const cs_event *ev) {
 int cs_service_on_event(cs_service *svc, uint64_t now_ns, const cs_event *ev) {
   assert(svc != NULL);
   if (ev == NULL) return CS_E_INVALID_ARGUMENT;
+  if (now_ns > svc->last_now_ns) svc->last_now_ns = now_ns;
   int rc = CS_E_OK;
   switch (ev->kind) {
   case CS_EV_START:
@@ -326,6 +327,7 @@ static bool stop_check(cs_service *svc, cs_action *out) {
 
 bool cs_service_poll(cs_service *svc, uint64_t now_ns, cs_action *out) {
   assert(svc != NULL && out != NULL);
+  if (now_ns > svc->last_now_ns) svc->last_now_ns = now_ns;
   flushes_check(svc, now_ns);
   if (note_pop(svc, out)) return true;
   if (!svc->started) return false;

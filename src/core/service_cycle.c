@@ -198,6 +198,8 @@ static bool index_begin(cs_service *svc, uint64_t now_ns) {
   batches_build(svc);
   svc->version = svc->next_version++;
   svc->indexed_in_cycle = 0;
+  svc->publish_sent = false;
+  svc->confirm_sent = false;
   svc->phase = PHASE_INDEX;
   return true;
 }
@@ -286,7 +288,8 @@ static void index_on_done(cs_service *svc, const cs_event *ev) {
 }
 
 static bool publish_issue(cs_service *svc, uint64_t now_ns, cs_action *out) {
-  if (cs_svc_lane_inflight(svc, LANE_CYCLE, false) != 0 || svc->indexed_in_cycle == 0) return false;
+  if (svc->publish_sent || svc->indexed_in_cycle == 0) return false;
+  svc->publish_sent = true;
   request *req = cs_svc_req_alloc(svc, CS_OP_CAT_PUBLISH, LANE_CYCLE, 0, now_ns);
   cs_svc_action_init(out, req);
   out->version = svc->version;
@@ -297,7 +300,7 @@ static bool publish_issue(cs_service *svc, uint64_t now_ns, cs_action *out) {
 }
 
 static bool confirm_issue(cs_service *svc, uint64_t now_ns, cs_action *out) {
-  if (cs_svc_lane_inflight(svc, LANE_CYCLE, false) != 0 || svc->id_count != 0) return false;
+  if (svc->confirm_sent) return false;
   for (uint32_t i = 0; i < svc->work_count; i++) {
     pack_slot *slot = &svc->slots[svc->work[i]];
     if (slot->stage != STAGE_INDEXED) continue;
@@ -306,6 +309,7 @@ static bool confirm_issue(cs_service *svc, uint64_t now_ns, cs_action *out) {
     svc->id_count++;
   }
   if (svc->id_count == 0) return false;
+  svc->confirm_sent = true;
   request *req = cs_svc_req_alloc(svc, CS_OP_CAT_COMMITTED, LANE_CYCLE, 0, now_ns);
   cs_svc_action_init(out, req);
   out->ids = svc->ids;
@@ -345,7 +349,7 @@ static void confirm_on_done(cs_service *svc, uint64_t now_ns, const cs_event *ev
 
 /* ---- the cycle's control flow ------------------------------------------ */
 
-static bool cycle_has_work(cs_service *svc, uint64_t now_ns) {
+static bool cycle_has_work(const cs_service *svc, uint64_t now_ns) {
   if (!cs_svc_is_publisher(svc)) return count_spooled(svc) > 0;
   bool usable = cs_svc_lease_usable(svc, now_ns);
   uint32_t owed = cs_svc_owed_count(svc);
@@ -471,12 +475,8 @@ uint64_t cs_svc_cycle_deadline(const cs_service *svc) {
   uint64_t at = CS_NEVER;
   if (svc->reconcile_next_ns != 0) at = svc->reconcile_next_ns;
   if (svc->phase != PHASE_IDLE || svc->stopping) return at;
-  if (svc->backoff_until_ns != 0 && svc->backoff_until_ns < at) at = svc->backoff_until_ns;
-  /* With work waiting and no backoff the cycle can start now. */
-  if (svc->backoff_until_ns == 0) {
-    uint32_t spooled = count_spooled(svc);
-    if (spooled > 0 || svc->reconcile_due || cs_svc_owed_count(svc) > 0) at = 0;
-  }
+  /* Work that could start is only waiting for the backoff to pass. */
+  if (cycle_has_work(svc, svc->last_now_ns) && svc->backoff_until_ns < at) at = svc->backoff_until_ns;
   return at;
 }
 

@@ -129,6 +129,8 @@ struct cs_service {
   uint32_t batch_count;
   const cs_pack_ref **batch_refs; /* the INDEX action's pack list */
   uint32_t indexed_in_cycle;
+  bool publish_sent;        /* this cycle's PUBLISH went out */
+  bool confirm_sent;        /* this cycle's COMMITTED check went out */
   uint64_t version;         /* this cycle's index version */
   uint64_t next_version;
   cs_uuid *ids;             /* COMMITTED ids */
@@ -173,6 +175,7 @@ struct cs_service {
   uint32_t note_count;
   uint32_t note_max;
 
+  uint64_t last_now_ns; /* the latest now_ns seen, for next_deadline */
   bool started;
   bool stopping;
   bool stopped;

@@ -42,6 +42,7 @@ static bool lease_issue(cs_service *svc, uint64_t now_ns, cs_action *out) {
 
 static bool renew_due(cs_service *svc, uint64_t now_ns) {
   if (svc->lease != CS_LEASE_HELD || now_ns < svc->lease_next_ns) return false;
+  if (svc->lease_renewing || svc->lease_todo != LEASE_STEP_IDLE) return false;
 #if CAPSTORE_MUTANT == 3 /* the lease is renewed only when a cycle starts */
   if (!svc->lease_renew_at_cycle) return false;
   svc->lease_renew_at_cycle = false;

@@ -1,0 +1,332 @@
+/*
+ * The simulator's models of the object store and the catalog. Each primitive
+ * applies atomically at the server's clock (the world's true time), which is
+ * the statement-level atomicity ClickHouse gives and the per-object atomicity
+ * S3 gives. Faults that lose or delay requests live in the network (world.c);
+ * what a server answers for a status override lives here.
+ */
+#include "world.h"
+
+#include <string.h>
+
+/* ---- the object store --------------------------------------------------- */
+
+/* Sim pack ids carry their truth index in the last four bytes. */
+static uint32_t truth_of(const sim_world *w, const cs_uuid *id) {
+  uint32_t index = (uint32_t)id->bytes[12] << 24 | (uint32_t)id->bytes[13] << 16 |
+                   (uint32_t)id->bytes[14] << 8 | id->bytes[15];
+  if (index < w->pack_count && cs_uuid_equal(&w->packs[index].ref.pack_id, id)) return index;
+  return SIM_NONE;
+}
+
+
+static int key_compare(const sim_object *obj, const char *key, uint32_t key_len) {
+  uint32_t n = obj->ref.key_len < key_len ? obj->ref.key_len : key_len;
+  int c = memcmp(obj->ref.key, key, n);
+  if (c != 0) return c;
+  return obj->ref.key_len < key_len ? -1 : obj->ref.key_len > key_len ? 1 : 0;
+}
+
+/* First position in the sorted order whose key is >= key. */
+static uint32_t order_lower_bound(const sim_world *w, const char *key, uint32_t key_len) {
+  uint32_t lo = 0, hi = w->object_count;
+  while (lo < hi) {
+    uint32_t mid = lo + (hi - lo) / 2;
+    if (key_compare(&w->objects[w->order[mid]], key, key_len) < 0) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+uint32_t sim_store_find(const sim_world *w, const char *key, uint32_t key_len) {
+  uint32_t pos = order_lower_bound(w, key, key_len);
+  if (pos < w->object_count && key_compare(&w->objects[w->order[pos]], key, key_len) == 0)
+    return w->order[pos];
+  return SIM_NONE;
+}
+
+void sim_store_put_object(sim_world *w, const cs_pack_ref *ref, bool is_pack, uint32_t pack) {
+  uint32_t found = sim_store_find(w, ref->key, ref->key_len);
+  if (found == SIM_NONE) {
+    if (w->object_count >= SIM_OBJECTS_MAX) sim_bail(w, SIM_EXIT_CRASH, "model bound: objects");
+    uint32_t pos = order_lower_bound(w, ref->key, ref->key_len);
+    found = w->object_count++;
+    memmove(&w->order[pos + 1], &w->order[pos], (w->object_count - 1 - pos) * sizeof w->order[0]);
+    w->order[pos] = (uint16_t)found;
+  }
+  sim_object *obj = &w->objects[found];
+  obj->ref = *ref;
+  obj->is_pack = is_pack;
+  obj->pack = pack;
+}
+
+static bool prefix_matches(const char *prefix, const char *key) {
+  size_t n = strlen(prefix);
+  return strncmp(prefix, key, n) == 0;
+}
+
+static cs_plan_method method_of(cs_op op) {
+  switch (op) {
+  case CS_OP_STORE_PUT: return CS_PLAN_METHOD_PUT;
+  case CS_OP_STORE_HEAD: return CS_PLAN_METHOD_HEAD;
+  case CS_OP_STORE_LIST: return CS_PLAN_METHOD_LIST;
+  default: return CS_PLAN_METHOD_ANY;
+  }
+}
+
+static cs_outcome outcome_of_status(uint32_t status) {
+  switch (status) {
+  case 400: return CS_OUT_INVALID;
+  case 403: return CS_OUT_FORBIDDEN;
+  case 404: return CS_OUT_NOT_FOUND;
+  case 412: return CS_OUT_PRECONDITION;
+  case 413: return CS_OUT_TOO_LARGE;
+  case 429:
+  case 503: return CS_OUT_THROTTLED;
+  default: return status >= 500 ? CS_OUT_SERVER_ERROR : CS_OUT_INVALID;
+  }
+}
+
+/* A status window matching this request answers for the server. */
+static bool store_status_override(sim_world *w, sim_req *req) {
+  const char *key = req->op == CS_OP_STORE_LIST ? w->prefix : req->ref.key;
+  for (uint32_t i = 0; i < SIM_WINDOWS_MAX; i++) {
+    const sim_fault_window *win = &w->windows[i];
+    if (!win->active || win->catalog || win->status == 0 || w->now_ns >= win->until_ns) continue;
+    if (win->method != CS_PLAN_METHOD_ANY && win->method != method_of(req->op)) continue;
+    if (!prefix_matches(win->prefix, key)) continue;
+    req->outcome = outcome_of_status(win->status);
+    return true;
+  }
+  return false;
+}
+
+static void head_fill(const sim_object *obj, cs_head_info *head) {
+  memset(head, 0, sizeof *head);
+  head->is_pack = obj->is_pack;
+  if (!obj->is_pack) {
+    head->size_bytes = obj->ref.size_bytes;
+    return;
+  }
+  head->size_bytes = obj->ref.size_bytes;
+  head->index_bytes = obj->ref.index_bytes;
+  head->record_count = obj->ref.record_count;
+  head->created_at_ns = obj->ref.created_at_ns;
+  head->pack_id = obj->ref.pack_id;
+  memcpy(head->sha256, obj->ref.sha256, sizeof head->sha256);
+}
+
+static void store_list(sim_world *w, sim_req *req) {
+  uint32_t prefix_len = (uint32_t)strlen(w->prefix);
+  uint32_t pos = req->token[0] != '\0' ? order_lower_bound(w, req->token, (uint32_t)strlen(req->token))
+                                       : order_lower_bound(w, w->prefix, prefix_len);
+  if (req->token[0] != '\0' && pos < w->object_count &&
+      key_compare(&w->objects[w->order[pos]], req->token, (uint32_t)strlen(req->token)) == 0)
+    pos++;
+  req->key_count = 0;
+  req->next_token[0] = '\0';
+  uint32_t limit = req->count < SIM_BATCH_MAX ? req->count : SIM_BATCH_MAX;
+  for (; pos < w->object_count; pos++) {
+    const sim_object *obj = &w->objects[w->order[pos]];
+    if (!prefix_matches(w->prefix, obj->ref.key)) break;
+    if (req->key_count == limit) {
+      const sim_object *last = &w->objects[req->keys[req->key_count - 1]];
+      memcpy(req->next_token, last->ref.key, last->ref.key_len + 1);
+      break;
+    }
+    req->keys[req->key_count++] = w->order[pos];
+  }
+  req->outcome = CS_OUT_OK;
+}
+
+void sim_store_apply(sim_world *w, sim_req *req) {
+  req->applied = true;
+  if (store_status_override(w, req)) {
+    req->applied = false;
+    return;
+  }
+  switch (req->op) {
+  case CS_OP_STORE_PUT: {
+    uint32_t pack = truth_of(w, &req->ref.pack_id);
+    if (pack != SIM_NONE) w->packs[pack].puts++;
+    sim_store_put_object(w, &req->ref, true, pack);
+    req->outcome = CS_OUT_OK;
+    return;
+  }
+  case CS_OP_STORE_HEAD: {
+    uint32_t found = sim_store_find(w, req->ref.key, req->ref.key_len);
+    if (found == SIM_NONE) {
+      req->outcome = CS_OUT_NOT_FOUND;
+      return;
+    }
+    head_fill(&w->objects[found], &req->head);
+    req->outcome = CS_OUT_OK;
+    return;
+  }
+  case CS_OP_STORE_LIST: store_list(w, req); return;
+  default: sim_bail(w, SIM_EXIT_CRASH, "store got op %s", cs_op_name(req->op));
+  }
+}
+
+/* ---- the catalog -------------------------------------------------------- */
+
+static uint64_t head_term(const sim_world *w) {
+  return w->claim_count == 0 ? 0 : w->claims[w->claim_count - 1].term;
+}
+
+/* Claims at the head term are the last ones appended (claims only go to head + 1). */
+static uint32_t head_first(const sim_world *w) {
+  uint64_t term = head_term(w);
+  uint32_t i = w->claim_count;
+  while (i > 0 && w->claims[i - 1].term == term) i--;
+  return i;
+}
+
+static bool head_free_for(const sim_world *w, const cs_uuid *lease_id) {
+  bool all_expired = true, all_mine = true;
+  for (uint32_t i = head_first(w); i < w->claim_count; i++) {
+    if (w->claims[i].expires_ns > w->now_ns) all_expired = false;
+    if (!cs_uuid_equal(&w->claims[i].lease_id, lease_id)) all_mine = false;
+  }
+  return all_expired || all_mine;
+}
+
+/* The sole live claimant of the head term (its proc), or SIM_NONE. */
+uint32_t sim_catalog_holder(const sim_world *w, uint64_t server_now_ns, uint64_t *term) {
+  uint32_t first = head_first(w);
+  *term = head_term(w);
+  if (w->claim_count == 0 || w->claim_count - first != 1) return SIM_NONE;
+  const sim_claim *claim = &w->claims[first];
+  if (claim->expires_ns <= server_now_ns) return SIM_NONE;
+  return claim->proc;
+}
+
+static bool fence_passes(const sim_world *w, const cs_uuid *lease_id) {
+  uint32_t first = head_first(w);
+  if (w->claim_count == 0 || w->claim_count - first != 1) return false;
+  const sim_claim *claim = &w->claims[first];
+  return cs_uuid_equal(&claim->lease_id, lease_id) && claim->expires_ns > w->now_ns + w->fence_margin_ns;
+}
+
+static void claim_append(sim_world *w, const sim_req *req, uint64_t term, uint64_t ttl_ns) {
+  if (w->claim_count >= SIM_CLAIMS_MAX) sim_bail(w, SIM_EXIT_CRASH, "model bound: claims");
+  sim_claim *claim = &w->claims[w->claim_count++];
+  claim->term = term;
+  claim->lease_id = req->lease_id;
+  claim->proc = req->proc;
+  claim->acquired_ns = w->now_ns;
+  claim->expires_ns = w->now_ns + ttl_ns;
+}
+
+static void catalog_claim(sim_world *w, sim_req *req) {
+  req->outcome = CS_OUT_OK;
+  if (head_term(w) != req->term || !head_free_for(w, &req->lease_id)) return; /* a no-op */
+  sim_check_claim(w, req->proc, req->term + 1);
+  claim_append(w, req, req->term + 1, w->base_svc.lease_ttl_ns);
+}
+
+static void catalog_read_claims(sim_world *w, sim_req *req) {
+  memset(&req->claims, 0, sizeof req->claims);
+  bool mine = false;
+  for (uint32_t i = 0; i < w->claim_count; i++) {
+    const sim_claim *claim = &w->claims[i];
+    if (claim->term != req->term) continue;
+    req->claims.claim_count++;
+    mine = cs_uuid_equal(&claim->lease_id, &req->lease_id) && claim->expires_ns > w->now_ns;
+  }
+  req->claims.sole_mine = req->claims.claim_count == 1 && mine;
+  req->outcome = CS_OUT_OK;
+}
+
+
+static void catalog_index(sim_world *w, sim_req *req) {
+  req->outcome = CS_OUT_OK;
+  if (!fence_passes(w, &req->lease_id)) {
+    w->counters.fenced_refused++;
+    return;
+  }
+  uint64_t bytes = 0;
+  bool invalid = false;
+  for (uint32_t i = 0; i < req->count; i++) {
+    uint32_t pack = req->packs[i];
+    if (pack == SIM_NONE) {
+      w->counters.index_foreign++;
+      continue;
+    }
+    bytes += w->packs[pack].ref.index_bytes;
+    invalid = invalid || w->packs[pack].poison_invalid;
+  }
+  if (bytes > w->catalog_insert_bytes_max) {
+    req->outcome = CS_OUT_TOO_LARGE;
+    return;
+  }
+  if (invalid) {
+    req->outcome = CS_OUT_INVALID;
+    return;
+  }
+  sim_check_effective_write(w, req);
+  for (uint32_t i = 0; i < req->count; i++) {
+    sim_pack *pack = req->packs[i] == SIM_NONE ? NULL : &w->packs[req->packs[i]];
+    if (pack != NULL && (pack->min_version == 0 || req->version < pack->min_version))
+      pack->min_version = req->version;
+  }
+}
+
+static void catalog_publish(sim_world *w, sim_req *req) {
+  req->outcome = CS_OUT_OK;
+  if (!fence_passes(w, &req->lease_id)) {
+    w->counters.fenced_refused++;
+    return;
+  }
+  sim_check_effective_write(w, req);
+  sim_check_publish(w, req);
+  if (w->publish_count >= SIM_PUBLISH_MAX) sim_bail(w, SIM_EXIT_CRASH, "model bound: publishes");
+  sim_publish *pub = &w->publishes[w->publish_count++];
+  pub->version = req->version;
+  pub->term = req->term;
+  pub->proc = req->proc;
+  pub->at_ns = w->now_ns;
+  if (req->version > w->watermark) w->watermark = req->version;
+}
+
+bool sim_catalog_committed(const sim_world *w, uint32_t pack) {
+  if (pack == SIM_NONE) return false;
+  uint64_t v = w->packs[pack].min_version;
+  return v != 0 && v <= w->watermark;
+}
+
+void sim_catalog_apply(sim_world *w, sim_req *req) {
+  req->applied = true;
+  switch (req->op) {
+  case CS_OP_CAT_HEAD:
+    req->cat_head.head_term = head_term(w);
+    req->cat_head.head_free = head_free_for(w, &req->lease_id);
+    req->cat_head.watermark = w->watermark;
+    req->outcome = CS_OUT_OK;
+    return;
+  case CS_OP_CAT_CLAIM: catalog_claim(w, req); return;
+  case CS_OP_CAT_READ_CLAIMS: catalog_read_claims(w, req); return;
+  case CS_OP_CAT_RELEASE:
+    req->outcome = CS_OUT_OK;
+    if (head_term(w) == req->term && head_free_for(w, &req->lease_id) && w->claim_count > 0 &&
+        cs_uuid_equal(&w->claims[w->claim_count - 1].lease_id, &req->lease_id))
+      claim_append(w, req, req->term + 1, 0); /* an already-expired tombstone */
+    return;
+  case CS_OP_CAT_INDEX: catalog_index(w, req); return;
+  case CS_OP_CAT_PUBLISH: catalog_publish(w, req); return;
+  case CS_OP_CAT_COMMITTED:
+    for (uint32_t i = 0; i < req->count; i++) req->held[i] = sim_catalog_committed(w, req->packs[i]);
+    req->outcome = CS_OUT_OK;
+    return;
+  default: sim_bail(w, SIM_EXIT_CRASH, "catalog got op %s", cs_op_name(req->op));
+  }
+}
+
+uint32_t sim_truth_of(const sim_world *w, const cs_uuid *id) { return truth_of(w, id); }
+
+void sim_models_init(sim_world *w) {
+  w->object_count = 0;
+  w->claim_count = 0;
+  w->publish_count = 0;
+  w->watermark = 0;
+}

@@ -1,0 +1,50 @@
+/* Swarm testing: per seed, each fault kind is on or off with its own rate. */
+#include "sim.h"
+
+#include <string.h>
+
+static const char *const fault_names[F_COUNT_] = {
+    "store_outage",   "store_stall",    "store_5xx",       "store_throttle",      "store_unknown",
+    "store_slow",     "store_403_head", "catalog_outage",  "catalog_stall",       "catalog_unknown",
+    "catalog_too_large", "rivals",      "pause_holder",    "clock_skew",          "poison_large",
+    "poison_invalid", "foreign_objects", "crashes",        "torn_writes",         "disk_full",
+    "uploaders",
+};
+
+const char *sim_fault_name(sim_fault fault) {
+  return (unsigned)fault < F_COUNT_ ? fault_names[fault] : "?";
+}
+
+void sim_profile_draw(sim_profile *profile, cs_prng *prng) {
+  memset(profile, 0, sizeof *profile);
+  for (uint32_t i = 0; i < F_COUNT_; i++) {
+    profile->on[i] = cs_prng_below(prng, 2) == 1;
+    /* Rates from rare to frequent: 5 to 100 per thousand opportunities. */
+    profile->rate_permille[i] = profile->on[i] ? 5 + (uint32_t)cs_prng_below(prng, 96) : 0;
+  }
+}
+
+int sim_profile_named(sim_profile *profile, const char *name, cs_prng *prng) {
+  if (strcmp(name, "swarm") == 0) {
+    sim_profile_draw(profile, prng);
+    return CS_E_OK;
+  }
+  memset(profile, 0, sizeof *profile);
+  if (strcmp(name, "none") == 0) return CS_E_OK;
+  if (strcmp(name, "all") != 0) return CS_E_NOT_FOUND;
+  for (uint32_t i = 0; i < F_COUNT_; i++) {
+    profile->on[i] = true;
+    profile->rate_permille[i] = 30;
+  }
+  return CS_E_OK;
+}
+
+void sim_profile_print(const sim_profile *profile, FILE *out) {
+  bool any = false;
+  for (uint32_t i = 0; i < F_COUNT_; i++) {
+    if (!profile->on[i]) continue;
+    fprintf(out, "%s%s=%u", any ? "," : "", fault_names[i], profile->rate_permille[i]);
+    any = true;
+  }
+  if (!any) fputs("none", out);
+}

@@ -1,0 +1,90 @@
+/*
+ * sim/sim.h: the deterministic simulator. One thread, virtual time, one
+ * seeded PRNG split into sub-streams. The cores under test (service, sink,
+ * engine) run unchanged; the world models the object store, the catalog, the
+ * spool file system, the network and the processes' clocks, and injects faults.
+ */
+#ifndef CAPSTORE_SIM_H
+#define CAPSTORE_SIM_H
+
+#include "capstore/engine.h"
+#include "capstore/service.h"
+#include "capstore/sink.h"
+#include "plan.h"
+
+#include <stdio.h>
+
+/* ---- exit codes: what kind of failure a run found ---------------------- */
+enum {
+  SIM_EXIT_OK = 0,
+  SIM_EXIT_USAGE = 2,
+  SIM_EXIT_CRASH = 3,    /* an assertion or a model bound broke: a bug, not a finding */
+  SIM_EXIT_SAFETY = 4,   /* an invariant was violated */
+  SIM_EXIT_LIVENESS = 5, /* did not drain after faults healed */
+  SIM_EXIT_PLAN = 6,     /* a plan's expectation did not hold */
+};
+
+/* ---- the swarm profile -------------------------------------------------- */
+
+typedef enum sim_fault {
+  F_STORE_OUTAGE = 0,
+  F_STORE_STALL,
+  F_STORE_5XX,
+  F_STORE_THROTTLE,
+  F_STORE_UNKNOWN,
+  F_STORE_SLOW,
+  F_STORE_403_HEAD,
+  F_CATALOG_OUTAGE,
+  F_CATALOG_STALL,
+  F_CATALOG_UNKNOWN,
+  F_CATALOG_TOO_LARGE,
+  F_RIVALS,
+  F_PAUSE_HOLDER,
+  F_CLOCK_SKEW,
+  F_POISON_LARGE,
+  F_POISON_INVALID,
+  F_FOREIGN_OBJECTS,
+  F_CRASHES,
+  F_TORN_WRITES,
+  F_DISK_FULL,
+  F_UPLOADERS,
+  F_COUNT_
+} sim_fault;
+
+typedef struct sim_profile {
+  bool on[F_COUNT_];
+  uint32_t rate_permille[F_COUNT_]; /* per-opportunity probability, in 1/1000 */
+} sim_profile;
+
+const char *sim_fault_name(sim_fault fault);
+/* Draws a swarm profile: each fault on or off with its own rate. */
+void sim_profile_draw(sim_profile *profile, cs_prng *prng);
+/* Named profiles: "swarm" (drawn), "none", "all". CS_E_NOT_FOUND otherwise. */
+int sim_profile_named(sim_profile *profile, const char *name, cs_prng *prng);
+void sim_profile_print(const sim_profile *profile, FILE *out);
+
+/* ---- run options and results ------------------------------------------ */
+
+typedef struct sim_options {
+  uint64_t seed;
+  const char *profile_name; /* NULL: swarm */
+  const cs_plan *plan;      /* NULL: the random workload */
+  const char *plan_path;    /* for the replay line */
+  bool trace;               /* print every event */
+  FILE *out;                /* where to print; never NULL */
+  uint64_t duration_ns;     /* safety phase length (default 10 simulated minutes) */
+  uint64_t liveness_ns;     /* liveness bound */
+} sim_options;
+
+typedef struct sim_result {
+  int exit_code;
+  uint64_t trace_hash;
+  uint64_t events;
+  uint64_t sim_end_ns;
+  char reason[512];
+} sim_result;
+
+/* Runs one seed (or one plan). Never exits the process. */
+void sim_run(const sim_options *opts, sim_result *result);
+
+#endif

@@ -1,0 +1,1178 @@
+/*
+ * The simulator's world: the event loop, the network, the processes that run
+ * the cores, the spool file system, the capture workload and swarm faults.
+ * Everything random comes from the world's sub-streams; events are ordered by
+ * (time, sequence), so a seed gives one trace, byte for byte.
+ */
+#include "world.h"
+
+#include <assert.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- bail-out, trace ---------------------------------------------------- */
+
+void sim_bail(sim_world *w, int exit_code, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(w->result->reason, sizeof w->result->reason, fmt, ap);
+  va_end(ap);
+  w->result->exit_code = exit_code;
+  longjmp(w->bail, 1);
+}
+
+static void hash_u64(sim_world *w, uint64_t v) {
+  for (int i = 0; i < 8; i++) {
+    w->trace_hash ^= (v >> (8 * i)) & 0xffu;
+    w->trace_hash *= UINT64_C(0x100000001b3);
+  }
+}
+
+static const char *ev_name(ev_kind kind) {
+  static const char *const names[] = {"?",      "wake",   "arrive",  "reply", "seal_step",
+                                      "spool",  "capture", "restart", "plan",  "fault",
+                                      "flush",  "phase",  "live_check", "fault_end", "resume"};
+  return (unsigned)kind < sizeof names / sizeof names[0] ? names[kind] : "?";
+}
+
+/* ---- the event heap ----------------------------------------------------- */
+
+static bool ev_before(const sim_event *a, const sim_event *b) {
+  return a->at_ns < b->at_ns || (a->at_ns == b->at_ns && a->seq < b->seq);
+}
+
+void sim_schedule(sim_world *w, uint64_t at_ns, ev_kind kind, uint32_t proc, uint64_t a, uint64_t b) {
+  if (w->heap_len >= SIM_EVENTS_MAX) sim_bail(w, SIM_EXIT_CRASH, "model bound: event heap");
+  sim_event ev = {.at_ns = at_ns < w->now_ns ? w->now_ns : at_ns, .seq = w->seq++, .kind = kind,
+                  .proc = proc, .a = a, .b = b};
+  ev.incarnation = proc < w->proc_count ? w->procs[proc].incarnation : 0;
+  uint32_t i = w->heap_len++;
+  while (i > 0) {
+    uint32_t parent = (i - 1) / 2;
+    if (!ev_before(&ev, &w->heap[parent])) break;
+    w->heap[i] = w->heap[parent];
+    i = parent;
+  }
+  w->heap[i] = ev;
+}
+
+static bool heap_pop(sim_world *w, sim_event *out) {
+  if (w->heap_len == 0) return false;
+  *out = w->heap[0];
+  sim_event last = w->heap[--w->heap_len];
+  uint32_t i = 0;
+  for (;;) {
+    uint32_t child = 2 * i + 1;
+    if (child >= w->heap_len) break;
+    if (child + 1 < w->heap_len && ev_before(&w->heap[child + 1], &w->heap[child])) child++;
+    if (!ev_before(&w->heap[child], &last)) break;
+    w->heap[i] = w->heap[child];
+    i = child;
+  }
+  if (w->heap_len > 0) w->heap[i] = last;
+  return true;
+}
+
+/* ---- clocks -------------------------------------------------------------- */
+
+static uint64_t local_of(const sim_proc *p, uint64_t true_ns) {
+  __int128 drift = (__int128)true_ns * p->drift_ppm / 1000000;
+  return (uint64_t)((__int128)true_ns + p->skew_ns + drift);
+}
+
+uint64_t sim_local_now(const sim_world *w, const sim_proc *p) { return local_of(p, w->now_ns); }
+
+static uint64_t true_of_local(const sim_proc *p, uint64_t local_ns) {
+  if (local_ns == CS_NEVER) return CS_NEVER;
+  __int128 base = (__int128)local_ns - p->skew_ns;
+  if (base < 0) return 0;
+  uint64_t t = (uint64_t)(base * 1000000 / (1000000 + p->drift_ppm));
+  while (local_of(p, t) < local_ns) t++;
+  return t;
+}
+
+static uint64_t rand_range(cs_prng *prng, uint64_t lo, uint64_t hi) {
+  return lo + cs_prng_below(prng, hi - lo + 1);
+}
+
+static bool chance(cs_prng *prng, uint32_t permille) { return cs_prng_below(prng, 1000) < permille; }
+
+/* ---- requests on the wire ------------------------------------------------ */
+
+static sim_req *req_alloc(sim_world *w, uint32_t *index) {
+  for (uint32_t i = 0; i < SIM_REQS_MAX; i++) {
+    if (w->reqs[i].used) continue;
+    memset(&w->reqs[i], 0, sizeof w->reqs[i]);
+    w->reqs[i].used = true;
+    *index = i;
+    return &w->reqs[i];
+  }
+  sim_bail(w, SIM_EXIT_CRASH, "model bound: requests in flight");
+}
+
+static void req_release(sim_req *req) {
+  assert(req->refs > 0);
+  if (--req->refs == 0) req->used = false;
+}
+
+static const sim_fault_window *window_for(const sim_world *w, bool catalog) {
+  for (uint32_t i = 0; i < SIM_WINDOWS_MAX; i++) {
+    const sim_fault_window *win = &w->windows[i];
+    if (win->active && win->catalog == catalog && win->status == 0 && w->now_ns < win->until_ns)
+      return win;
+  }
+  return NULL;
+}
+
+/* The swarm's per-request faults for this target, drawn at send time. */
+static cs_plan_mode random_mode(sim_world *w, bool catalog) {
+  if (w->liveness) return CS_PLAN_MODE_NONE;
+  const sim_profile *pr = &w->profile;
+  sim_fault unknown = catalog ? F_CATALOG_UNKNOWN : F_STORE_UNKNOWN;
+  if (pr->on[unknown] && chance(&w->prng_faults, pr->rate_permille[unknown] / 4)) return CS_PLAN_MODE_UNKNOWN;
+  if (!catalog && pr->on[F_STORE_5XX] && chance(&w->prng_faults, pr->rate_permille[F_STORE_5XX] / 4))
+    return CS_PLAN_MODE_5XX;
+  if (!catalog && pr->on[F_STORE_THROTTLE] &&
+      chance(&w->prng_faults, pr->rate_permille[F_STORE_THROTTLE] / 4))
+    return CS_PLAN_MODE_THROTTLE;
+  return CS_PLAN_MODE_NONE;
+}
+
+static void mark_catalog_unhealthy(sim_world *w, uint64_t until_ns) {
+  uint64_t end = until_ns + 2 * w->base_svc.lease_ttl_ns;
+  if (end > w->catalog_unhealthy_until_ns) w->catalog_unhealthy_until_ns = end;
+}
+
+static void net_send(sim_world *w, sim_proc *p, uint32_t index) {
+  sim_req *req = &w->reqs[index];
+  const sim_fault_window *win = window_for(w, req->to_catalog);
+  cs_plan_mode mode = win != NULL ? win->mode : random_mode(w, req->to_catalog);
+  if (req->to_catalog && mode != CS_PLAN_MODE_NONE && mode != CS_PLAN_MODE_TOO_LARGE)
+    mark_catalog_unhealthy(w, win != NULL ? win->until_ns : w->now_ns);
+  uint64_t latency = rand_range(&w->prng_net, 500000, 3000000);
+  if (req->op == CS_OP_STORE_PUT) latency += req->ref.size_bytes * 10; /* 100 MB/s */
+  if (mode == CS_PLAN_MODE_SLOW) latency = latency * 10 + 200 * CS_MS_NS;
+  uint64_t timeout = p->svc_cfg.request_timeout_ns;
+  req->refs = 1;
+  switch (mode) {
+  case CS_PLAN_MODE_CUT:
+    req->has_forced = true, req->forced = CS_OUT_REFUSED;
+    sim_schedule(w, w->now_ns + CS_MS_NS, EV_REPLY, p->index, index, 0);
+    return;
+  case CS_PLAN_MODE_STALL:
+    req->has_forced = true, req->forced = CS_OUT_TIMEOUT;
+    sim_schedule(w, w->now_ns + timeout, EV_REPLY, p->index, index, 0);
+    return;
+  case CS_PLAN_MODE_5XX:
+  case CS_PLAN_MODE_THROTTLE:
+    req->has_forced = true;
+    req->forced = mode == CS_PLAN_MODE_5XX ? CS_OUT_SERVER_ERROR : CS_OUT_THROTTLED;
+    sim_schedule(w, w->now_ns + latency, EV_REPLY, p->index, index, 0);
+    return;
+  case CS_PLAN_MODE_UNKNOWN:
+    req->has_forced = true, req->forced = CS_OUT_UNKNOWN;
+    break;
+  default: break;
+  }
+  req->refs = 2;
+  sim_schedule(w, w->now_ns + latency / 2, EV_ARRIVE, p->index, index, 0);
+  if (latency > timeout) {
+    req->has_forced = true, req->forced = CS_OUT_TIMEOUT;
+    latency = timeout;
+  }
+  sim_schedule(w, w->now_ns + latency, EV_REPLY, p->index, index, 0);
+}
+
+static void deliver_reply(sim_world *w, sim_proc *p, sim_req *req) {
+  cs_event ev;
+  memset(&ev, 0, sizeof ev);
+  ev.kind = CS_EV_DONE;
+  ev.id = req->action_id;
+  ev.outcome = req->has_forced ? req->forced : req->outcome;
+  ev.head = req->head;
+  ev.cat_head = req->cat_head;
+  ev.claims = req->claims;
+  ev.held = req->held;
+  const char *keys[SIM_BATCH_MAX];
+  for (uint32_t i = 0; i < req->key_count; i++) keys[i] = w->objects[req->keys[i]].ref.key;
+  ev.keys = keys;
+  ev.key_count = req->key_count;
+  ev.next_token = req->next_token;
+  hash_u64(w, (uint64_t)req->op << 32 | (uint64_t)ev.outcome);
+  int rc = cs_service_on_event(p->svc, sim_local_now(w, p), &ev);
+  if (rc != CS_E_OK) sim_bail(w, SIM_EXIT_CRASH, "proc %u: completion refused: %s", p->index, cs_strerror(rc));
+}
+
+/* ---- the spool ------------------------------------------------------------ */
+
+static uint32_t file_alloc(sim_world *w, sim_proc *p) {
+  for (uint32_t i = 0; i < SIM_FILES_MAX; i++)
+    if (p->files[i].state == FILE_FREE) return i;
+  sim_bail(w, SIM_EXIT_CRASH, "model bound: spool files of proc %u", p->index);
+}
+
+static uint32_t file_of_pack(const sim_proc *p, uint32_t pack) {
+  for (uint32_t i = 0; i < SIM_FILES_MAX; i++)
+    if (p->files[i].state != FILE_FREE && p->files[i].pack == pack) return i;
+  return SIM_NONE;
+}
+
+static void pack_make_id(sim_world *w, uint32_t index, cs_uuid *id) {
+  uint64_t ms = w->now_ns / CS_MS_NS + UINT64_C(1764460800000);
+  uint64_t r = cs_prng_next(&w->prng_storage);
+  for (int i = 0; i < 6; i++) id->bytes[i] = (uint8_t)(ms >> (40 - 8 * i));
+  id->bytes[6] = (uint8_t)(0x70 | (r & 0x0f));
+  id->bytes[7] = (uint8_t)(r >> 8);
+  id->bytes[8] = (uint8_t)(0x80 | ((r >> 16) & 0x3f));
+  for (int i = 9; i < 12; i++) id->bytes[i] = (uint8_t)(r >> (8 * (i - 6)));
+  for (int i = 0; i < 4; i++) id->bytes[12 + i] = (uint8_t)(index >> (24 - 8 * i));
+}
+
+/* A new truth pack: id, key, sizes, checksum; poison by the swarm's dice. */
+static uint32_t pack_create(sim_world *w, sim_proc *p, uint32_t records, uint64_t bytes, uint64_t index_bytes) {
+  if (w->pack_count >= SIM_PACKS_MAX) sim_bail(w, SIM_EXIT_CRASH, "model bound: packs");
+  uint32_t index = w->pack_count++;
+  sim_pack *pack = &w->packs[index];
+  memset(pack, 0, sizeof *pack);
+  pack->proc = p->index;
+  pack_make_id(w, index, &pack->ref.pack_id);
+  char id_text[CS_UUID_TEXT_LEN + 1];
+  cs_uuid_format(&pack->ref.pack_id, id_text);
+  char key[CS_KEY_MAX];
+  int n = snprintf(key, sizeof key, "%sv1/tenant=t/date=2026-11-30/session=s%u/rank=0/%s.dmi-pack",
+                   w->prefix, p->index, id_text);
+  cs_pack_ref_set_key(&pack->ref, key, (size_t)n);
+  pack->ref.created_at_ns = w->now_ns;
+  pack->ref.record_count = records;
+  pack->ref.size_bytes = bytes + 64u * records + 256u;
+  pack->ref.index_bytes = index_bytes;
+  for (int i = 0; i < 32; i += 8) {
+    uint64_t r = cs_prng_next(&w->prng_storage);
+    memcpy(pack->ref.sha256 + i, &r, 8);
+  }
+  const sim_profile *pr = &w->profile;
+  if (!w->liveness && pr->on[F_POISON_LARGE] && chance(&w->prng_faults, pr->rate_permille[F_POISON_LARGE] / 8)) {
+    pack->poison_large = true;
+    pack->ref.index_bytes = w->base_svc.index_batch_bytes_max + 1;
+  } else if (!w->liveness && pr->on[F_POISON_INVALID] &&
+             chance(&w->prng_faults, pr->rate_permille[F_POISON_INVALID] / 8)) {
+    pack->poison_invalid = true;
+  }
+  return index;
+}
+
+static void seal_ack(sim_world *w, sim_proc *p, uint32_t file, int err) {
+  sim_file *f = &p->files[file];
+  sim_pack *pack = &w->packs[f->pack];
+  uint64_t seq = 0;
+  for (uint32_t i = 0; i < SIM_PENDING_PACKS; i++) {
+    sim_pending_pack *pp = &p->pending[i];
+    if (pp->used && pp->capture_first == pack->capture_first && pp->records == pack->ref.record_count) {
+      seq = pp->seq;
+      pp->used = false;
+    }
+  }
+  if (err != CS_E_OK) {
+    f->state = FILE_FREE;
+    cs_sink_on_sealed(&p->sink, sim_local_now(w, p), seq, 0, err);
+    return;
+  }
+  pack->durable = true;
+  w->counters.durable_records += pack->ref.record_count;
+  cs_sink_on_sealed(&p->sink, sim_local_now(w, p), seq, pack->ref.size_bytes, CS_E_OK);
+  pack->sealed_order = ++w->sealed_order;
+  cs_event ev = {.kind = CS_EV_SEALED, .pack = &pack->ref};
+  int rc = cs_service_on_event(p->svc, sim_local_now(w, p), &ev);
+  if (rc != CS_E_OK) sim_bail(w, SIM_EXIT_CRASH, "proc %u: SEALED refused: %s", p->index, cs_strerror(rc));
+}
+
+/* Seal steps: 1 written and fsynced, 2 linked to the ready name, 3 directory fsynced. */
+static void seal_step(sim_world *w, sim_proc *p, uint32_t file, uint64_t stage) {
+  sim_file *f = &p->files[file];
+  if (f->state == FILE_FREE) return;
+  const sim_profile *pr = &w->profile;
+  if (stage == 1) {
+    if (!w->liveness && pr->on[F_DISK_FULL] && chance(&w->prng_storage, pr->rate_permille[F_DISK_FULL] / 8)) {
+      seal_ack(w, p, file, CS_E_IO); /* ENOSPC on write */
+      return;
+    }
+    f->synced = true;
+    sim_schedule(w, w->now_ns + rand_range(&w->prng_storage, 100000, 1000000), EV_SEAL_STEP, p->index, file, 2);
+    return;
+  }
+  if (stage == 2) {
+    f->state = FILE_READY;
+    sim_schedule(w, w->now_ns + rand_range(&w->prng_storage, 100000, 2000000), EV_SEAL_STEP, p->index, file, 3);
+    return;
+  }
+  f->linked = true;
+  seal_ack(w, p, file, CS_E_OK);
+}
+
+static void exec_sink_seal(sim_world *w, sim_proc *p, const cs_sink_action *act) {
+  sim_pending_pack *pp = NULL;
+  for (uint32_t i = 0; i < SIM_PENDING_PACKS; i++)
+    if (p->pending[i].used && p->pending[i].seq == act->pack_seq) pp = &p->pending[i];
+  if (pp == NULL || pp->records == 0) {
+    cs_sink_on_sealed(&p->sink, sim_local_now(w, p), act->pack_seq, 0, CS_E_OK);
+    if (pp != NULL) pp->used = false;
+    return;
+  }
+  if (act->record_count != pp->records)
+    sim_bail(w, SIM_EXIT_SAFETY, "proc %u: sink sealed pack %" PRIu64 " with %u records, %u were admitted",
+             p->index, act->pack_seq, act->record_count, pp->records);
+  uint32_t pack = pack_create(w, p, pp->records, pp->bytes, 256u + 96u * pp->records);
+  w->packs[pack].capture_first = pp->capture_first;
+  uint32_t file = file_alloc(w, p);
+  p->files[file] = (sim_file){.state = FILE_OPEN, .pack = pack};
+  uint64_t write_ns = pp->bytes * 5 + rand_range(&w->prng_storage, 200000, 3000000);
+  sim_schedule(w, w->now_ns + write_ns, EV_SEAL_STEP, p->index, file, 1);
+}
+
+/* A plan's `seal` step: packs appear sealed and durable at once. */
+void sim_seal_direct(sim_world *w, sim_proc *p, const cs_plan_step *step) {
+  for (uint32_t i = 0; i < step->count; i++) {
+    uint32_t pack = pack_create(w, p, step->records, step->size_bytes, step->index_bytes);
+    sim_pack *sp = &w->packs[pack];
+    sp->capture_first = p->next_capture_id;
+    p->next_capture_id += step->records;
+    w->counters.admitted_records += step->records;
+    sp->poison_large = step->index_bytes > w->base_svc.index_batch_bytes_max;
+    uint32_t file = file_alloc(w, p);
+    p->files[file] = (sim_file){.state = FILE_READY, .synced = true, .linked = true, .pack = pack};
+    sp->durable = true;
+    w->counters.durable_records += step->records;
+    if (!p->alive || p->svc == NULL) continue;
+    cs_sink_on_recovered(&p->sink, sp->ref.size_bytes);
+    sp->sealed_order = ++w->sealed_order;
+    cs_event ev = {.kind = CS_EV_SEALED, .pack = &sp->ref};
+    int rc = cs_service_on_event(p->svc, sim_local_now(w, p), &ev);
+    if (rc != CS_E_OK) sim_bail(w, SIM_EXIT_CRASH, "plan seal refused: %s", cs_strerror(rc));
+  }
+  sim_proc_pump(w, p);
+}
+
+
+/* ---- service actions ------------------------------------------------------ */
+
+static void send_request(sim_world *w, sim_proc *p, const cs_action *act) {
+  uint32_t index;
+  sim_req *req = req_alloc(w, &index);
+  req->proc = p->index;
+  req->incarnation = p->incarnation;
+  req->action_id = act->id;
+  req->op = act->op;
+  req->to_catalog = act->op >= CS_OP_CAT_HEAD && act->op <= CS_OP_CAT_COMMITTED;
+  req->lease_id = act->lease_id;
+  req->term = act->term;
+  req->version = act->version;
+  req->count = act->count;
+  req->sent_ns = w->now_ns;
+  if (act->pack != NULL) req->ref = *act->pack;
+  if (act->token != NULL) snprintf(req->token, sizeof req->token, "%s", act->token);
+  if (act->op == CS_OP_CAT_INDEX || act->op == CS_OP_CAT_COMMITTED) {
+    if (act->count > SIM_BATCH_MAX) sim_bail(w, SIM_EXIT_CRASH, "batch of %u exceeds the model", act->count);
+    for (uint32_t i = 0; i < act->count; i++) {
+      const cs_uuid *id = act->op == CS_OP_CAT_INDEX ? &act->packs[i]->pack_id : &act->ids[i];
+      req->packs[i] = sim_truth_of(w, id);
+    }
+  }
+  net_send(w, p, index);
+}
+
+static void spool_op(sim_world *w, sim_proc *p, const cs_action *act) {
+  uint32_t pack = sim_truth_of(w, &act->pack->pack_id);
+  if (pack == SIM_NONE) sim_bail(w, SIM_EXIT_SAFETY, "proc %u: spool op on an unknown pack", p->index);
+  if (act->op == CS_OP_SPOOL_REMOVE && p->crash_point == CS_PLAN_CRASH_BEFORE_REMOVE) {
+    p->crash_point = -1;
+    sim_proc_crash(w, p);
+    return;
+  }
+  if (act->op == CS_OP_SPOOL_REMOVE) sim_check_removal(w, p, pack);
+  if (act->op == CS_OP_SPOOL_QUARANTINE && !w->packs[pack].poison_large && !w->packs[pack].poison_invalid &&
+      w->packs[pack].ref.index_bytes <= w->catalog_insert_bytes_max)
+    sim_bail(w, SIM_EXIT_SAFETY, "proc %u: healthy pack %s set aside (%s)", p->index, act->pack->key,
+             act->reason != NULL ? act->reason : "");
+  sim_schedule(w, w->now_ns + rand_range(&w->prng_storage, 50000, 500000), EV_SPOOL_DONE, p->index,
+               act->id, pack | (uint64_t)(act->op == CS_OP_SPOOL_QUARANTINE) << 32);
+}
+
+static void spool_done(sim_world *w, sim_proc *p, uint64_t action_id, uint64_t b) {
+  uint32_t pack = (uint32_t)b;
+  bool quarantine = (b >> 32) != 0;
+  uint32_t file = file_of_pack(p, pack);
+  if (file != SIM_NONE) {
+    p->files[file].state = quarantine ? FILE_QUARANTINED : FILE_FREE;
+    if (!quarantine) w->packs[pack].removed = true;
+    if (p->sink_open) cs_sink_on_removed(&p->sink, w->packs[pack].ref.size_bytes);
+  }
+  cs_event ev = {.kind = CS_EV_DONE, .id = action_id,
+                 .outcome = file != SIM_NONE ? CS_OUT_OK : CS_OUT_NOT_FOUND};
+  int rc = cs_service_on_event(p->svc, sim_local_now(w, p), &ev);
+  if (rc != CS_E_OK) sim_bail(w, SIM_EXIT_CRASH, "spool completion refused: %s", cs_strerror(rc));
+}
+
+static sim_flush_rec *flush_rec(sim_proc *p, uint64_t id) {
+  for (uint32_t i = 0; i < SIM_FLUSHES_MAX; i++)
+    if (p->flushes[i].used && p->flushes[i].id == id) return &p->flushes[i];
+  return NULL;
+}
+
+static void on_flush_done(sim_world *w, sim_proc *p, const cs_action *act) {
+  sim_check_flush_done(w, p, &act->flush);
+  sim_flush_rec *rec = flush_rec(p, act->flush.flush_id);
+  if (rec != NULL) rec->used = false;
+  if ((p->step == CS_STEP_FLUSH_SERVICE || p->step == CS_STEP_DRAIN_SERVICE) &&
+      p->step_flush_id == act->flush.flush_id) {
+    uint64_t id = p->step_id;
+    p->step = CS_STEP_NONE;
+    cs_engine_on_step_done(&p->engine, sim_local_now(w, p), id, act->flush.drained ? CS_E_OK : CS_E_TIMEOUT);
+  }
+}
+
+static void exec_service_action(sim_world *w, sim_proc *p, const cs_action *act) {
+  hash_u64(w, (uint64_t)act->op << 48 | act->id);
+  if (w->opts->trace)
+    fprintf(w->opts->out, "%12.6f p%u  %s id=%" PRIu64 " term=%" PRIu64 " v=%" PRIu64 " n=%u\n",
+            (double)w->now_ns / 1e9, p->index, cs_op_name(act->op), act->id, act->term, act->version,
+            act->count);
+  switch (act->op) {
+  case CS_OP_SPOOL_REMOVE:
+  case CS_OP_SPOOL_QUARANTINE: spool_op(w, p, act); return;
+  case CS_OP_FLUSH_DONE: on_flush_done(w, p, act); return;
+  case CS_OP_STOPPED:
+    if (p->step == CS_STEP_STOP_SERVICE) {
+      uint64_t id = p->step_id;
+      p->step = CS_STEP_NONE;
+      cs_engine_on_step_done(&p->engine, sim_local_now(w, p), id, CS_E_OK);
+    }
+    return;
+  default:
+    if (!cs_op_is_request(act->op)) sim_bail(w, SIM_EXIT_CRASH, "unknown action %d", (int)act->op);
+    send_request(w, p, act);
+    return;
+  }
+}
+
+/* A service flush; expect is a cs_plan_flush_expect for plan checks. */
+static uint64_t service_flush(sim_world *w, sim_proc *p, uint64_t deadline_local, uint32_t expect) {
+  sim_flush_rec *rec = NULL;
+  for (uint32_t i = 0; i < SIM_FLUSHES_MAX && rec == NULL; i++)
+    if (!p->flushes[i].used) rec = &p->flushes[i];
+  if (rec == NULL) sim_bail(w, SIM_EXIT_CRASH, "model bound: flushes of proc %u", p->index);
+  *rec = (sim_flush_rec){.used = true, .id = ++p->next_flush_id, .called_local_ns = sim_local_now(w, p),
+                         .deadline_local_ns = deadline_local, .boundary_order = w->sealed_order,
+                         .expect = expect};
+  w->counters.flush_calls++;
+  cs_event ev = {.kind = CS_EV_FLUSH, .id = rec->id, .deadline_ns = deadline_local};
+  int rc = cs_service_on_event(p->svc, sim_local_now(w, p), &ev);
+  if (rc != CS_E_OK) sim_bail(w, SIM_EXIT_CRASH, "flush refused: %s", cs_strerror(rc));
+  return rec->id;
+}
+
+/* ---- sink actions ----------------------------------------------------------- */
+
+static void engine_step_done(sim_world *w, sim_proc *p, cs_engine_step step, int err) {
+  if (p->step != step) return;
+  uint64_t id = p->step_id;
+  p->step = CS_STEP_NONE;
+  cs_engine_on_step_done(&p->engine, sim_local_now(w, p), id, err);
+}
+
+static void exec_sink_action(sim_world *w, sim_proc *p, const cs_sink_action *act) {
+  hash_u64(w, (uint64_t)act->op << 56 | act->pack_seq);
+  switch (act->op) {
+  case CS_SINK_SEAL: exec_sink_seal(w, p, act); return;
+  case CS_SINK_FLUSHED: engine_step_done(w, p, CS_STEP_FLUSH_SINK, act->err); return;
+  case CS_SINK_CLOSED:
+    p->sink_closed = true;
+    engine_step_done(w, p, CS_STEP_SEAL_SINK, act->err);
+    return;
+  }
+  sim_bail(w, SIM_EXIT_CRASH, "unknown sink action %d", (int)act->op);
+}
+
+/* ---- engine steps ------------------------------------------------------------- */
+
+static void stats_fold(sim_proc *p) {
+  if (p->svc == NULL) return;
+  cs_snapshot snap;
+  cs_service_snapshot(p->svc, 0, &snap);
+  p->cycles_total += snap.cycles;
+  p->cycles_failed_total += snap.cycles_failed;
+  p->indexed_total += snap.indexed;
+  p->set_aside_total += snap.set_aside;
+  p->splits_total += snap.batch_splits;
+  p->skipped_total += snap.reconcile_skipped;
+  p->head_errors_total += snap.reconcile_head_errors;
+  if (snap.last_error[0] != '\0') memcpy(p->last_error, snap.last_error, sizeof p->last_error);
+  p->svc = NULL;
+}
+
+static void service_start(sim_world *w, sim_proc *p) {
+  if (p->svc != NULL && !cs_service_stopped(p->svc) && p->svc_started)
+    sim_bail(w, SIM_EXIT_SAFETY, "proc %u: a new service started before the old one stopped", p->index);
+  stats_fold(p);
+  for (int i = 0; i < 16; i += 8) {
+    uint64_t r = cs_prng_next(&w->prng_cores);
+    memcpy(p->lease_id.bytes + i, &r, 8);
+  }
+  char msg[128];
+  int rc = cs_service_init(&p->svc, p->svc_mem, p->svc_mem_size, &p->svc_cfg, &p->lease_id,
+                           cs_prng_next(&w->prng_cores), msg, sizeof msg);
+  if (rc != CS_E_OK) sim_bail(w, SIM_EXIT_CRASH, "service init: %s", msg);
+  p->svc_started = true;
+  uint64_t local = sim_local_now(w, p);
+  cs_event start = {.kind = CS_EV_START};
+  cs_service_on_event(p->svc, local, &start);
+  for (uint32_t i = 0; i < SIM_FILES_MAX; i++) {
+    if (p->files[i].state != FILE_READY) continue;
+    sim_pack *pack = &w->packs[p->files[i].pack];
+    pack->sealed_order = ++w->sealed_order;
+    cs_event ev = {.kind = CS_EV_SEALED, .pack = &pack->ref, .recovered = true};
+    rc = cs_service_on_event(p->svc, local, &ev);
+    if (rc != CS_E_OK) sim_bail(w, SIM_EXIT_CRASH, "recovery SEALED refused: %s", cs_strerror(rc));
+  }
+}
+
+static void sweep_open(sim_world *w, sim_proc *p) {
+  if (p->sink_open && !p->sink_closed)
+    sim_bail(w, SIM_EXIT_SAFETY, "proc %u: .open files swept while a sink writes", p->index);
+  for (uint32_t i = 0; i < SIM_FILES_MAX; i++)
+    if (p->files[i].state == FILE_OPEN) p->files[i].state = FILE_FREE;
+  memset(p->pending, 0, sizeof p->pending);
+}
+
+static void sink_open(sim_world *w, sim_proc *p) {
+  if (p->sink_open && !p->sink_closed)
+    sim_bail(w, SIM_EXIT_SAFETY, "proc %u: a new sink opened before the old one was sealed", p->index);
+  char msg[128];
+  if (cs_sink_init(&p->sink, &p->sink_cfg, msg, sizeof msg) != CS_E_OK)
+    sim_bail(w, SIM_EXIT_CRASH, "sink init: %s", msg);
+  for (uint32_t i = 0; i < SIM_FILES_MAX; i++)
+    if (p->files[i].state == FILE_READY) cs_sink_on_recovered(&p->sink, w->packs[p->files[i].pack].ref.size_bytes);
+  p->sink_open = true;
+  p->sink_closed = false;
+  p->capturing = p->workload && !w->liveness;
+  p->capture_retry_first_local = 0;
+  if (p->capturing) sim_schedule(w, w->now_ns + w->capture_interval_ns, EV_CAPTURE, p->index, 0, 0);
+}
+
+static bool exec_step_now(sim_world *w, sim_proc *p, const cs_engine_action *act) {
+  switch (act->step) {
+  case CS_STEP_START_SERVICE: service_start(w, p); return true;
+  case CS_STEP_SWEEP_OPEN: sweep_open(w, p); return true;
+  case CS_STEP_OPEN_SINK: sink_open(w, p); return true;
+  case CS_STEP_STOP_CAPTURE: p->capturing = false; return true;
+  case CS_STEP_FLUSH_SINK: return cs_sink_flush(&p->sink, act->deadline_ns, act->id) != CS_E_OK;
+  case CS_STEP_SEAL_SINK:
+    if (!p->sink_open || p->sink_closed) return true;
+    return cs_sink_close(&p->sink, sim_local_now(w, p)) != CS_E_OK;
+  case CS_STEP_FLUSH_SERVICE:
+  case CS_STEP_DRAIN_SERVICE:
+    if (p->svc == NULL || cs_service_stopped(p->svc)) return true;
+    p->step_flush_id = service_flush(w, p, act->deadline_ns, CS_PLAN_EXPECT_ANY);
+    return false;
+  case CS_STEP_STOP_SERVICE: {
+    if (p->svc == NULL || cs_service_stopped(p->svc)) return true;
+    cs_event ev = {.kind = CS_EV_STOP};
+    cs_service_on_event(p->svc, sim_local_now(w, p), &ev);
+    return false;
+  }
+  case CS_STEP_RELEASE_LEASE: {
+    if (p->svc == NULL || p->kind == PROC_UPLOADER) return true;
+    cs_event ev = {.kind = CS_EV_RELEASE};
+    cs_service_on_event(p->svc, sim_local_now(w, p), &ev);
+    p->step_waits_release = true;
+    return false;
+  }
+  default: break;
+  }
+  sim_bail(w, SIM_EXIT_CRASH, "unknown engine step %d", (int)act->step);
+}
+
+static void exec_engine_action(sim_world *w, sim_proc *p, const cs_engine_action *act) {
+  hash_u64(w, (uint64_t)act->step << 40 | act->id);
+  if (w->opts->trace)
+    fprintf(w->opts->out, "%12.6f p%u  engine %s err=%d\n", (double)w->now_ns / 1e9, p->index,
+            cs_engine_step_name(act->step), act->err);
+  if (act->step == CS_STEP_REPORT) {
+    if (act->opkind == CS_ENGINE_OP_CLOSE) w->counters.close_done++;
+    if (act->opkind == CS_ENGINE_OP_REPLACE) w->counters.replace_done++;
+    if (act->err != CS_E_OK) w->counters.engine_failures++;
+    p->engine_op = CS_ENGINE_OP_NONE;
+    return;
+  }
+  p->step = act->step;
+  p->step_id = act->id;
+  p->step_waits_release = false;
+  if (exec_step_now(w, p, act)) engine_step_done(w, p, act->step, CS_E_OK);
+}
+
+static void release_check(sim_world *w, sim_proc *p) {
+  if (p->step != CS_STEP_RELEASE_LEASE || !p->step_waits_release || p->svc == NULL) return;
+  cs_snapshot snap;
+  cs_service_snapshot(p->svc, 0, &snap);
+  if (snap.lease_state == CS_LEASE_RELEASED) engine_step_done(w, p, CS_STEP_RELEASE_LEASE, CS_E_OK);
+}
+
+/* ---- the pump: run a proc's cores until they have nothing more to say ---- */
+
+static void schedule_wake(sim_world *w, sim_proc *p) {
+  uint64_t local = sim_local_now(w, p);
+  uint64_t at = cs_engine_next_deadline(&p->engine);
+  if (p->svc != NULL) {
+    uint64_t d = cs_service_next_deadline(p->svc);
+    if (d < at) at = d;
+  }
+  if (p->sink_open) {
+    uint64_t d = cs_sink_next_deadline(&p->sink);
+    if (d < at) at = d;
+  }
+  if (at == CS_NEVER) return;
+  if (getenv("SIM_DEBUG_WAKE") && at <= local)
+    fprintf(stderr, "spin p%u: engine=%" PRIu64 " svc=%" PRIu64 " sink=%" PRIu64 " local=%" PRIu64 "\n", p->index,
+            cs_engine_next_deadline(&p->engine), p->svc ? cs_service_next_deadline(p->svc) : 0,
+            p->sink_open ? cs_sink_next_deadline(&p->sink) : 0, local);
+  uint64_t t = at <= local ? w->now_ns + CS_MS_NS : true_of_local(p, at);
+  if (p->wake_at_ns > w->now_ns && p->wake_at_ns <= t) return; /* an earlier wake is pending */
+  p->wake_at_ns = t;
+  sim_schedule(w, t, EV_WAKE, p->index, 0, 0);
+}
+
+void sim_proc_pump(sim_world *w, sim_proc *p) {
+  if (!p->alive || p->paused_until_ns > w->now_ns) return;
+  for (uint32_t turn = 0;; turn++) {
+    if (turn > 100000) sim_bail(w, SIM_EXIT_CRASH, "proc %u: cores never go quiet", p->index);
+    uint64_t local = sim_local_now(w, p);
+    bool progress = false;
+    cs_action act;
+    while (p->svc != NULL && cs_service_poll(p->svc, local, &act)) {
+      exec_service_action(w, p, &act);
+      progress = true;
+      if (!p->alive) return;
+    }
+    cs_sink_action sa;
+    while (p->sink_open && cs_sink_poll(&p->sink, local, &sa)) {
+      exec_sink_action(w, p, &sa);
+      progress = true;
+    }
+    cs_engine_action ea;
+    while (cs_engine_poll(&p->engine, local, &ea)) {
+      exec_engine_action(w, p, &ea);
+      progress = true;
+    }
+    release_check(w, p);
+    if (!progress) break;
+  }
+  sim_check_step(w);
+  schedule_wake(w, p);
+}
+
+static void proc_wake(sim_world *w, sim_proc *p) {
+  uint64_t local = sim_local_now(w, p);
+  cs_engine_tick(&p->engine, local);
+  if (p->sink_open) cs_sink_tick(&p->sink, local);
+  sim_proc_pump(w, p);
+}
+
+/* ---- the capture workload --------------------------------------------------- */
+
+static sim_pending_pack *pending_for(sim_world *w, sim_proc *p, uint64_t seq) {
+  sim_pending_pack *free_slot = NULL;
+  for (uint32_t i = 0; i < SIM_PENDING_PACKS; i++) {
+    if (p->pending[i].used && p->pending[i].seq == seq) return &p->pending[i];
+    if (!p->pending[i].used && free_slot == NULL) free_slot = &p->pending[i];
+  }
+  if (free_slot == NULL) sim_bail(w, SIM_EXIT_CRASH, "model bound: pending packs of proc %u", p->index);
+  *free_slot = (sim_pending_pack){.used = true, .seq = seq, .capture_first = p->next_capture_id};
+  return free_slot;
+}
+
+static void capture(sim_world *w, sim_proc *p) {
+  if (!p->capturing || !p->sink_open || p->sink_closed) return;
+  uint64_t local = sim_local_now(w, p);
+  uint64_t bytes = p->capture_retry_first_local != 0 ? p->capture_retry_bytes
+                                                     : rand_range(&w->prng_workload, 256, 16384);
+  uint64_t first = p->capture_retry_first_local != 0 ? p->capture_retry_first_local : local;
+  uint64_t seq = 0;
+  int rc = cs_sink_admit(&p->sink, local, bytes, first, &seq);
+  uint64_t next = w->now_ns + rand_range(&w->prng_workload, 1, 2 * w->capture_interval_ns);
+  if (rc == CS_E_WOULD_BLOCK) {
+    p->capture_retry_first_local = first;
+    p->capture_retry_bytes = bytes;
+    next = w->now_ns + 20 * CS_MS_NS;
+  } else {
+    p->capture_retry_first_local = 0;
+    if (rc == CS_E_OK) {
+      sim_pending_pack *pp = pending_for(w, p, seq);
+      if (pp->records == 0) pp->capture_first = p->next_capture_id;
+      if (pp->capture_first + pp->records != p->next_capture_id)
+        sim_bail(w, SIM_EXIT_CRASH, "proc %u: records of pack %" PRIu64 " interleave", p->index, seq);
+      pp->records++;
+      pp->bytes += bytes;
+      p->next_capture_id++;
+      w->counters.admitted_records++;
+    } else {
+      w->counters.refused_records++;
+    }
+  }
+  sim_proc_pump(w, p);
+  if (p->capturing) sim_schedule(w, next, EV_CAPTURE, p->index, 0, 0);
+}
+
+/* ---- crashes, restarts, pauses ----------------------------------------------- */
+
+void sim_proc_crash(sim_world *w, sim_proc *p) {
+  if (!p->alive) return;
+  if (w->opts->trace) fprintf(w->opts->out, "%12.6f p%u  CRASH\n", (double)w->now_ns / 1e9, p->index);
+  stats_fold(p);
+  p->alive = false;
+  p->incarnation++;
+  p->svc_started = false;
+  p->sink_open = false;
+  p->sink_closed = false;
+  p->capturing = false;
+  p->step = CS_STEP_NONE;
+  p->engine_op = CS_ENGINE_OP_NONE;
+  p->wake_at_ns = 0;
+  memset(p->pending, 0, sizeof p->pending);
+  memset(p->flushes, 0, sizeof p->flushes);
+  w->counters.crashes++;
+  bool torn = w->profile.on[F_TORN_WRITES];
+  for (uint32_t i = 0; i < SIM_FILES_MAX; i++) {
+    sim_file *f = &p->files[i];
+    /* A ready name whose directory entry was never fsynced may vanish. */
+    if (f->state == FILE_READY && !f->linked && (torn || chance(&w->prng_storage, 500))) f->state = FILE_OPEN;
+  }
+  uint64_t delay = w->liveness ? CS_MS_NS : w->restart_delay_ns / 2 + cs_prng_below(&w->prng_faults, w->restart_delay_ns);
+  sim_schedule(w, w->now_ns + delay, EV_RESTART, p->index, 0, 0);
+}
+
+static void proc_open(sim_world *w, sim_proc *p) {
+  char msg[128];
+  if (cs_engine_init(&p->engine, &p->engine_cfg, msg, sizeof msg) != CS_E_OK)
+    sim_bail(w, SIM_EXIT_CRASH, "engine init: %s", msg);
+  p->engine_op = CS_ENGINE_OP_OPEN;
+  if (cs_engine_open(&p->engine, sim_local_now(w, p)) != CS_E_OK) sim_bail(w, SIM_EXIT_CRASH, "engine open refused");
+  sim_proc_pump(w, p);
+}
+
+static void proc_restart(sim_world *w, sim_proc *p) {
+  if (p->alive) return;
+  p->alive = true;
+  p->paused_until_ns = 0;
+  proc_open(w, p);
+}
+
+static void proc_pause(sim_world *w, sim_proc *p, uint64_t for_ns) {
+  if (!p->alive || p->paused_until_ns > w->now_ns) return;
+  p->paused_until_ns = w->now_ns + for_ns;
+  w->counters.pauses++;
+  sim_schedule(w, p->paused_until_ns, EV_RESUME, p->index, 0, 0);
+}
+
+void sim_engine_start(sim_world *w, sim_proc *p, cs_engine_opkind op, uint64_t arg_ns) {
+  if (!p->alive) return;
+  uint64_t local = sim_local_now(w, p);
+  int rc = CS_E_STATE;
+  if (op == CS_ENGINE_OP_CLOSE) rc = cs_engine_close(&p->engine, local, arg_ns);
+  if (op == CS_ENGINE_OP_REPLACE) rc = cs_engine_replace(&p->engine, local, arg_ns);
+  if (op == CS_ENGINE_OP_FLUSH) rc = cs_engine_flush(&p->engine, local, local + arg_ns);
+  if (rc == CS_E_OK) p->engine_op = op;
+  sim_proc_pump(w, p);
+}
+
+void sim_flush_call(sim_world *w, sim_proc *p, uint64_t deadline_rel_ns, uint32_t expect) {
+  if (!p->alive || p->svc == NULL) return;
+  service_flush(w, p, sim_local_now(w, p) + deadline_rel_ns, expect);
+  sim_proc_pump(w, p);
+}
+
+void sim_window_add(sim_world *w, const sim_fault_window *win) {
+  for (uint32_t i = 0; i < SIM_WINDOWS_MAX; i++) {
+    if (w->windows[i].active && w->now_ns < w->windows[i].until_ns) continue;
+    w->windows[i] = *win;
+    w->windows[i].active = true;
+    if (win->catalog && win->mode != CS_PLAN_MODE_TOO_LARGE) mark_catalog_unhealthy(w, win->until_ns);
+    if (win->catalog && win->mode == CS_PLAN_MODE_TOO_LARGE) w->catalog_insert_bytes_max = 1;
+    sim_schedule(w, win->until_ns, EV_FAULT_END, SIM_NONE, i, 0);
+    return;
+  }
+}
+
+static void window_end(sim_world *w, uint32_t i) {
+  sim_fault_window *win = &w->windows[i];
+  if (!win->active || w->now_ns < win->until_ns) return;
+  win->active = false;
+  if (win->catalog && win->mode == CS_PLAN_MODE_TOO_LARGE)
+    w->catalog_insert_bytes_max = w->base_svc.index_batch_bytes_max;
+  for (uint32_t k = 0; k < w->proc_count; k++) sim_proc_pump(w, &w->procs[k]);
+}
+
+/* ---- the swarm's fault clock ---------------------------------------------------- */
+
+static uint32_t holder_proc(const sim_world *w) {
+  uint64_t term;
+  return sim_catalog_holder(w, w->now_ns, &term);
+}
+
+static void foreign_object(sim_world *w) {
+  cs_pack_ref ref;
+  memset(&ref, 0, sizeof ref);
+  char key[CS_KEY_MAX];
+  int n;
+  if (cs_prng_below(&w->prng_faults, 2) == 0) {
+    cs_uuid id;
+    for (int i = 0; i < 16; i++) id.bytes[i] = (uint8_t)cs_prng_next(&w->prng_faults);
+    char text[CS_UUID_TEXT_LEN + 1];
+    cs_uuid_format(&id, text);
+    n = snprintf(key, sizeof key, "%sv1/tenant=t/date=2026-11-30/session=x/rank=0/%s.dmi-pack", w->prefix, text);
+  } else {
+    n = snprintf(key, sizeof key, "%sv1/tenant=t/notes-%" PRIu64 ".txt", w->prefix, cs_prng_next(&w->prng_faults) % 1000);
+  }
+  cs_pack_ref_set_key(&ref, key, (size_t)n);
+  ref.size_bytes = 100;
+  sim_store_put_object(w, &ref, false, SIM_NONE);
+}
+
+static void random_window(sim_world *w, bool catalog, cs_plan_mode mode, uint64_t max_ns) {
+  sim_fault_window win;
+  memset(&win, 0, sizeof win);
+  win.catalog = catalog;
+  win.mode = mode;
+  win.until_ns = w->now_ns + rand_range(&w->prng_faults, CS_SEC_NS, max_ns);
+  sim_window_add(w, &win);
+}
+
+static void random_faults(sim_world *w) {
+  const sim_profile *pr = &w->profile;
+  cs_prng *r = &w->prng_faults;
+  if (pr->on[F_STORE_OUTAGE] && chance(r, pr->rate_permille[F_STORE_OUTAGE])) random_window(w, false, CS_PLAN_MODE_CUT, 20 * CS_SEC_NS);
+  if (pr->on[F_STORE_STALL] && chance(r, pr->rate_permille[F_STORE_STALL])) random_window(w, false, CS_PLAN_MODE_STALL, 20 * CS_SEC_NS);
+  if (pr->on[F_STORE_SLOW] && chance(r, pr->rate_permille[F_STORE_SLOW])) random_window(w, false, CS_PLAN_MODE_SLOW, 20 * CS_SEC_NS);
+  if (pr->on[F_CATALOG_OUTAGE] && chance(r, pr->rate_permille[F_CATALOG_OUTAGE])) random_window(w, true, CS_PLAN_MODE_CUT, 20 * CS_SEC_NS);
+  if (pr->on[F_CATALOG_STALL] && chance(r, pr->rate_permille[F_CATALOG_STALL])) random_window(w, true, CS_PLAN_MODE_STALL, 20 * CS_SEC_NS);
+  if (pr->on[F_STORE_403_HEAD] && chance(r, pr->rate_permille[F_STORE_403_HEAD])) {
+    sim_fault_window win;
+    memset(&win, 0, sizeof win);
+    win.status = 403;
+    win.method = CS_PLAN_METHOD_HEAD;
+    snprintf(win.prefix, sizeof win.prefix, "%sv1/tenant=t/date=2026-11-30/session=x/", w->prefix);
+    win.until_ns = w->now_ns + rand_range(r, CS_SEC_NS, 30 * CS_SEC_NS);
+    sim_window_add(w, &win);
+  }
+  if (pr->on[F_FOREIGN_OBJECTS] && chance(r, pr->rate_permille[F_FOREIGN_OBJECTS])) foreign_object(w);
+  if (pr->on[F_CRASHES] && chance(r, pr->rate_permille[F_CRASHES])) sim_proc_crash(w, &w->procs[cs_prng_below(r, w->proc_count)]);
+  if (pr->on[F_PAUSE_HOLDER] && chance(r, pr->rate_permille[F_PAUSE_HOLDER])) {
+    uint32_t holder = holder_proc(w);
+    if (holder != SIM_NONE) proc_pause(w, &w->procs[holder], rand_range(r, w->base_svc.lease_ttl_ns / 2, 3 * w->base_svc.lease_ttl_ns));
+  }
+  sim_schedule(w, w->now_ns + CS_SEC_NS, EV_RANDOM_FAULT, SIM_NONE, 0, 0);
+}
+
+/* ---- phases ------------------------------------------------------------------------ */
+
+static void liveness_begin(sim_world *w) {
+  w->liveness = true;
+  if (w->opts->trace) fprintf(w->opts->out, "%12.6f     LIVENESS: faults healed\n", (double)w->now_ns / 1e9);
+  for (uint32_t i = 0; i < SIM_WINDOWS_MAX; i++) w->windows[i].active = false;
+  w->catalog_insert_bytes_max = w->base_svc.index_batch_bytes_max;
+  for (uint32_t i = 0; i < w->proc_count; i++) {
+    sim_proc *p = &w->procs[i];
+    p->capturing = false;
+    if (p->paused_until_ns > w->now_ns) {
+      p->paused_until_ns = 0;
+      p->last_pause_end_ns = w->now_ns;
+    }
+    if (!p->alive) proc_restart(w, p);
+    else if (p->sink_open && !p->sink_closed) {
+      cs_sink_flush(&p->sink, sim_local_now(w, p), 0); /* seal what is open */
+      sim_proc_pump(w, p);
+    }
+  }
+  w->liveness_end_ns = w->now_ns + w->opts->liveness_ns;
+  sim_schedule(w, w->now_ns + CS_SEC_NS, EV_LIVENESS_CHECK, SIM_NONE, 0, 0);
+}
+
+static void liveness_check(sim_world *w) {
+  char why[256];
+  if (sim_check_drained(w, why, sizeof why)) {
+    w->done = true;
+    return;
+  }
+  if (w->now_ns >= w->liveness_end_ns)
+    sim_bail(w, SIM_EXIT_LIVENESS, "not drained %.0f s after faults healed: %s",
+             (double)w->opts->liveness_ns / 1e9, why);
+  sim_schedule(w, w->now_ns + CS_SEC_NS, EV_LIVENESS_CHECK, SIM_NONE, 0, 0);
+}
+
+/* ---- dispatch -------------------------------------------------------------------- */
+
+static bool defer_if_paused(sim_world *w, const sim_event *ev, sim_proc *p) {
+  if (p->paused_until_ns <= w->now_ns) return false;
+  sim_schedule(w, p->paused_until_ns, ev->kind, ev->proc, ev->a, ev->b);
+  return true;
+}
+
+static void crash_points(sim_world *w, sim_proc *p) {
+  if (p->crash_point != CS_PLAN_CRASH_AFTER_UPLOAD && p->crash_point != CS_PLAN_CRASH_AFTER_INDEX) return;
+  if (p->svc == NULL) return;
+  cs_snapshot snap;
+  cs_service_snapshot(p->svc, 0, &snap);
+  bool hit = p->crash_point == CS_PLAN_CRASH_AFTER_UPLOAD ? snap.uploaded > p->crash_uploaded_base
+                                                          : snap.indexed > p->crash_indexed_base;
+  if (!hit) return;
+  p->crash_point = -1;
+  sim_proc_crash(w, p);
+}
+
+static void on_reply(sim_world *w, const sim_event *ev, sim_proc *p) {
+  sim_req *req = &w->reqs[ev->a];
+  if (req->incarnation == p->incarnation && p->alive && p->paused_until_ns > w->now_ns) {
+    sim_schedule(w, p->paused_until_ns, EV_REPLY, ev->proc, ev->a, 0);
+    return; /* the same reference moves on */
+  }
+  if (req->incarnation == p->incarnation && p->alive) {
+    deliver_reply(w, p, req);
+    req_release(req);
+    crash_points(w, p);
+    sim_proc_pump(w, p);
+    return;
+  }
+  req_release(req);
+}
+
+static void periodic_flush(sim_world *w, sim_proc *p) {
+  if (w->liveness) return;
+  if (p->alive && p->workload && p->paused_until_ns <= w->now_ns && p->engine.state == CS_ENGINE_OPEN &&
+      p->engine_op == CS_ENGINE_OP_NONE)
+    sim_engine_start(w, p, CS_ENGINE_OP_FLUSH, 2 * CS_SEC_NS);
+  sim_schedule(w, w->now_ns + w->flush_interval_ns, EV_FLUSH_CALL, p->index, 0, 0);
+}
+
+static void dispatch_proc(sim_world *w, const sim_event *ev, sim_proc *p) {
+  bool stale = ev->incarnation != p->incarnation || !p->alive;
+  switch (ev->kind) {
+  case EV_REPLY: on_reply(w, ev, p); return;
+  case EV_ARRIVE: {
+    sim_req *req = &w->reqs[ev->a];
+    if (req->to_catalog) sim_catalog_apply(w, req);
+    else sim_store_apply(w, req);
+    req_release(req);
+    return;
+  }
+  case EV_RESTART: proc_restart(w, p); return;
+  case EV_RESUME:
+    p->last_pause_end_ns = w->now_ns;
+    sim_proc_pump(w, p);
+    return;
+  default: break;
+  }
+  if (stale || defer_if_paused(w, ev, p)) return;
+  switch (ev->kind) {
+  case EV_WAKE:
+    if (p->wake_at_ns == w->now_ns) p->wake_at_ns = 0;
+    proc_wake(w, p);
+    return;
+  case EV_SEAL_STEP:
+    seal_step(w, p, (uint32_t)ev->a, ev->b);
+    sim_proc_pump(w, p);
+    return;
+  case EV_SPOOL_DONE:
+    spool_done(w, p, ev->a, ev->b);
+    crash_points(w, p);
+    sim_proc_pump(w, p);
+    return;
+  case EV_CAPTURE: capture(w, p); return;
+  case EV_FLUSH_CALL: periodic_flush(w, p); return;
+  default: sim_bail(w, SIM_EXIT_CRASH, "event %s for a proc", ev_name(ev->kind));
+  }
+}
+
+static void dispatch(sim_world *w, const sim_event *ev) {
+  hash_u64(w, ev->at_ns);
+  hash_u64(w, (uint64_t)ev->kind << 32 | ev->proc);
+  hash_u64(w, ev->a ^ (ev->b << 1));
+  if (w->opts->trace && ev->kind != EV_WAKE)
+    fprintf(w->opts->out, "%12.6f p%d %s a=%" PRIu64 " b=%" PRIu64 "\n", (double)ev->at_ns / 1e9,
+            ev->proc == SIM_NONE ? -1 : (int)ev->proc, ev_name(ev->kind), ev->a, ev->b);
+  if (ev->proc != SIM_NONE) {
+    if (ev->proc >= w->proc_count) sim_bail(w, SIM_EXIT_CRASH, "event for proc %u", ev->proc);
+    dispatch_proc(w, ev, &w->procs[ev->proc]);
+    return;
+  }
+  switch (ev->kind) {
+  case EV_PLAN: sim_plan_step(w, &w->opts->plan->steps[ev->a]); return;
+  case EV_RANDOM_FAULT:
+    if (!w->liveness) random_faults(w);
+    return;
+  case EV_PHASE:
+    if (w->opts->plan != NULL) sim_plan_check_expects(w);
+    liveness_begin(w);
+    return;
+  case EV_LIVENESS_CHECK: liveness_check(w); return;
+  case EV_FAULT_END: window_end(w, (uint32_t)ev->a); return;
+  default: sim_bail(w, SIM_EXIT_CRASH, "event %s without a proc", ev_name(ev->kind));
+  }
+}
+
+/* ---- setup and the run ------------------------------------------------------------- */
+
+static void config_defaults(sim_world *w) {
+  cs_service_config_default(&w->base_svc, CS_ROLE_PUBLISHER);
+  w->base_svc.spool_packs_max = 48;
+  w->base_svc.cycle_packs_max = 8;
+  w->base_svc.store_inflight_max = 4;
+  w->base_svc.index_batch_bytes_max = 16384;
+  w->base_svc.backoff_base_ns = 100 * CS_MS_NS;
+  w->base_svc.backoff_cap_ns = 10 * CS_SEC_NS;
+  w->base_svc.lease_ttl_ns = 10 * CS_SEC_NS;
+  w->base_svc.lease_guard_ns = CS_SEC_NS;
+  w->base_svc.reconcile_interval_ns = 60 * CS_SEC_NS;
+  w->base_svc.list_page_max = 16;
+  w->base_svc.rejected_max = 32;
+  w->base_svc.request_timeout_ns = 2 * CS_SEC_NS;
+  cs_sink_config_default(&w->base_sink);
+  w->base_sink.pack_records_max = 32;
+  w->base_sink.pack_bytes_max = 256 * 1024;
+  w->base_sink.linger_ns = 2 * CS_SEC_NS;
+  w->base_sink.spool_bytes_max = 8 * 1024 * 1024;
+  w->base_sink.spool_packs_max = 48;
+  w->base_sink.full_policy = CS_FULL_BLOCK;
+  w->base_sink.block_max_ns = CS_SEC_NS;
+  cs_engine_config_default(&w->base_engine);
+  w->base_engine.stop_reserve_ns = 5 * CS_SEC_NS;
+  w->capture_interval_ns = 100 * CS_MS_NS;
+  w->flush_interval_ns = 30 * CS_SEC_NS;
+  w->restart_delay_ns = 5 * CS_SEC_NS;
+  w->fence_margin_ns = 200 * CS_MS_NS;
+  w->workload = true;
+  snprintf(w->prefix, sizeof w->prefix, "cat/");
+}
+
+static void profile_shape(sim_world *w) {
+  const sim_profile *pr = &w->profile;
+  w->uploaders = pr->on[F_UPLOADERS] ? 1 + (uint32_t)cs_prng_below(&w->prng_faults, 2) : 0;
+  w->rivals = pr->on[F_RIVALS] ? 1 + (uint32_t)cs_prng_below(&w->prng_faults, 2) : 0;
+  w->catalog_insert_bytes_max = w->base_svc.index_batch_bytes_max;
+  if (pr->on[F_CATALOG_TOO_LARGE]) w->catalog_insert_bytes_max = 3328 + cs_prng_below(&w->prng_faults, 8000);
+  if (pr->on[F_DISK_FULL]) {
+    w->base_sink.spool_packs_max = 8;
+    w->base_sink.spool_bytes_max = 1024 * 1024;
+    w->base_sink.full_policy = cs_prng_below(&w->prng_faults, 2) ? CS_FULL_BLOCK : CS_FULL_REFUSE;
+  }
+}
+
+static void proc_setup(sim_world *w, uint32_t index, proc_kind kind) {
+  sim_proc *p = &w->procs[index];
+  memset(p, 0, sizeof *p);
+  p->index = index;
+  p->kind = kind;
+  p->next_capture_id = (uint64_t)index << 40;
+  p->crash_point = -1;
+  p->svc_cfg = w->base_svc;
+  p->svc_cfg.role = kind == PROC_UPLOADER ? CS_ROLE_UPLOADER : CS_ROLE_PUBLISHER;
+  p->sink_cfg = w->base_sink;
+  if (p->sink_cfg.spool_packs_max > p->svc_cfg.spool_packs_max) p->sink_cfg.spool_packs_max = p->svc_cfg.spool_packs_max;
+  p->engine_cfg = w->base_engine;
+  p->workload = w->workload && kind != PROC_RIVAL;
+  if (w->profile.on[F_CLOCK_SKEW]) {
+    p->skew_ns = (int64_t)cs_prng_below(&w->prng_faults, CS_SEC_NS);
+    p->drift_ppm = (int32_t)cs_prng_below(&w->prng_faults, 401) - 200;
+  }
+  p->svc_mem_size = cs_service_memory_size(&p->svc_cfg);
+  if (p->svc_mem_size == 0) sim_bail(w, SIM_EXIT_USAGE, "invalid service config");
+  p->svc_mem = aligned_alloc(16, (p->svc_mem_size + 15) & ~(size_t)15);
+  if (p->svc_mem == NULL) sim_bail(w, SIM_EXIT_CRASH, "out of memory");
+}
+
+static void world_setup(sim_world *w) {
+  config_defaults(w);
+  cs_prng root;
+  cs_prng_seed(&root, w->opts->seed);
+  cs_prng_split(&root, &w->prng_faults);
+  cs_prng_split(&root, &w->prng_net);
+  cs_prng_split(&root, &w->prng_storage);
+  cs_prng_split(&root, &w->prng_workload);
+  cs_prng_split(&root, &w->prng_cores);
+  const char *name = w->opts->plan != NULL && w->opts->profile_name == NULL ? "none" : w->opts->profile_name;
+  if (sim_profile_named(&w->profile, name == NULL ? "swarm" : name, &w->prng_faults) != CS_E_OK)
+    sim_bail(w, SIM_EXIT_USAGE, "unknown profile '%s'", name);
+  profile_shape(w);
+  if (w->opts->plan != NULL) {
+    w->workload = false;
+    if (sim_plan_apply_settings(w, w->opts->plan) != CS_E_OK) sim_bail(w, SIM_EXIT_USAGE, "%s", w->result->reason);
+    w->catalog_insert_bytes_max = w->catalog_insert_bytes_max == 0 ? w->base_svc.index_batch_bytes_max : w->catalog_insert_bytes_max;
+  }
+  char msg[160];
+  if (cs_service_config_validate(&w->base_svc, msg, sizeof msg) != CS_E_OK) sim_bail(w, SIM_EXIT_USAGE, "config: %s", msg);
+  w->proc_count = 1 + w->uploaders + w->rivals;
+  if (w->proc_count > SIM_PROCS_MAX) sim_bail(w, SIM_EXIT_USAGE, "too many processes");
+  proc_setup(w, 0, PROC_PUBLISHER);
+  for (uint32_t i = 0; i < w->uploaders; i++) proc_setup(w, 1 + i, PROC_UPLOADER);
+  for (uint32_t i = 0; i < w->rivals; i++) proc_setup(w, 1 + w->uploaders + i, PROC_RIVAL);
+  sim_models_init(w);
+}
+
+static void world_start(sim_world *w) {
+  const cs_plan *plan = w->opts->plan;
+  w->safety_end_ns = plan != NULL && plan->end_ns != 0 ? plan->end_ns : w->opts->duration_ns;
+  for (uint32_t i = 0; i < w->proc_count; i++) {
+    sim_proc *p = &w->procs[i];
+    bool plan_rival = plan != NULL && p->kind == PROC_RIVAL;
+    if (plan_rival) continue; /* started by the plan's `rival start` */
+    if (p->kind == PROC_RIVAL) {
+      sim_schedule(w, cs_prng_below(&w->prng_faults, 60 * CS_SEC_NS), EV_RESTART, i, 0, 0);
+      continue;
+    }
+    p->alive = true;
+    proc_open(w, p);
+    if (p->workload) sim_schedule(w, w->flush_interval_ns, EV_FLUSH_CALL, i, 0, 0);
+  }
+  if (plan != NULL)
+    for (uint32_t i = 0; i < plan->step_count; i++) sim_schedule(w, plan->steps[i].at_ns, EV_PLAN, SIM_NONE, i, 0);
+  else
+    sim_schedule(w, CS_SEC_NS, EV_RANDOM_FAULT, SIM_NONE, 0, 0);
+  sim_schedule(w, w->safety_end_ns, EV_PHASE, SIM_NONE, 0, 0);
+}
+
+static void world_free(sim_world *w) {
+  for (uint32_t i = 0; i < w->proc_count; i++) free(w->procs[i].svc_mem);
+}
+
+void sim_run(const sim_options *opts, sim_result *result) {
+  static sim_world world;
+  sim_world *w = &world;
+  memset(w, 0, sizeof *w);
+  memset(result, 0, sizeof *result);
+  w->opts = opts;
+  w->result = result;
+  w->trace_hash = UINT64_C(0xcbf29ce484222325);
+  if (setjmp(w->bail) != 0) {
+    result->trace_hash = w->trace_hash;
+    result->events = w->events_run;
+    result->sim_end_ns = w->now_ns;
+    world_free(w);
+    return;
+  }
+  world_setup(w);
+  fprintf(opts->out, "seed=%" PRIu64 " profile: ", opts->seed);
+  sim_profile_print(&w->profile, opts->out);
+  fprintf(opts->out, " procs=%u uploaders=%u rivals=%u\n", w->proc_count, w->uploaders, w->rivals);
+  world_start(w);
+  sim_event ev;
+  while (!w->done && heap_pop(w, &ev)) {
+    w->now_ns = ev.at_ns;
+    w->events_run++;
+    dispatch(w, &ev);
+  }
+  if (!w->done) sim_bail(w, SIM_EXIT_LIVENESS, "the world ran out of events before draining");
+  result->exit_code = SIM_EXIT_OK;
+  result->trace_hash = w->trace_hash;
+  result->events = w->events_run;
+  result->sim_end_ns = w->now_ns;
+  world_free(w);
+}

@@ -1,0 +1,345 @@
+/*
+ * sim/world.h: the simulator's world, private to sim/. Fixed-size tables
+ * sized here; exceeding one is a simulator crash (exit code SIM_EXIT_CRASH),
+ * never a silent truncation.
+ */
+#ifndef CAPSTORE_SIM_WORLD_H
+#define CAPSTORE_SIM_WORLD_H
+
+#include "sim.h"
+
+#include <setjmp.h>
+
+#define SIM_PROCS_MAX 6u
+#define SIM_OBJECTS_MAX 2048u
+#define SIM_EVENTS_MAX 16384u
+#define SIM_REQS_MAX 256u
+#define SIM_PACKS_MAX 2048u
+#define SIM_CLAIMS_MAX 16384u
+#define SIM_PUBLISH_MAX 16384u
+#define SIM_FILES_MAX 128u
+#define SIM_BATCH_MAX 64u
+#define SIM_PENDING_PACKS 16u
+#define SIM_FLUSHES_MAX 16u
+#define SIM_NONE UINT32_MAX
+
+typedef enum proc_kind { PROC_PUBLISHER = 1, PROC_UPLOADER, PROC_RIVAL } proc_kind;
+
+/* What the world knows about every pack ever sealed: the ground truth. */
+typedef struct sim_pack {
+  cs_pack_ref ref;
+  uint32_t proc;
+  uint64_t capture_first; /* capture ids [capture_first, capture_first + ref.record_count) */
+  bool durable;           /* its seal was acknowledged */
+  bool poison_large;      /* too large for any index batch */
+  bool poison_invalid;    /* the catalog refuses its content */
+  bool removed;           /* gone from its spool */
+  uint64_t min_version;   /* lowest inventory version, 0 when never indexed */
+  uint64_t sealed_order;  /* when its SEALED reached the current service */
+  uint32_t puts;          /* PUTs applied by the store */
+  uint32_t reported;      /* times a flush named it as set aside */
+} sim_pack;
+
+typedef struct sim_object {
+  cs_pack_ref ref;   /* key, and for packs the metadata */
+  bool is_pack;
+  uint32_t pack;     /* truth index or SIM_NONE */
+} sim_object;
+
+typedef struct sim_claim {
+  uint64_t term;
+  cs_uuid lease_id;
+  uint32_t proc;
+  uint64_t acquired_ns;
+  uint64_t expires_ns;
+} sim_claim;
+
+typedef struct sim_publish {
+  uint64_t version;
+  uint64_t term;
+  uint32_t proc;
+  uint64_t at_ns;
+} sim_publish;
+
+/* A request on the wire, with its payload copied at send time. */
+typedef struct sim_req {
+  bool used;
+  uint32_t refs;              /* scheduled ARRIVE/REPLY events still to come */
+  cs_outcome forced;          /* network outcome that replaces the server's, or CS_OUT_OK */
+  bool has_forced;
+  uint32_t proc;
+  uint32_t incarnation;
+  uint64_t action_id;
+  cs_op op;
+  bool to_catalog;
+  bool applied;
+  bool answered;
+  cs_uuid lease_id;
+  uint64_t term;
+  uint64_t version;
+  uint32_t count;
+  uint32_t packs[SIM_BATCH_MAX];  /* INDEX: truth indexes; COMMITTED: truth or SIM_NONE */
+  cs_pack_ref ref;                /* PUT/HEAD */
+  char token[CS_KEY_MAX];
+  uint64_t sent_ns;               /* true time */
+  /* The answer. */
+  cs_outcome outcome;
+  cs_head_info head;
+  cs_cat_head cat_head;
+  cs_claims claims;
+  bool held[SIM_BATCH_MAX];
+  uint32_t key_count;
+  uint32_t keys[SIM_BATCH_MAX];  /* object indexes */
+  char next_token[CS_KEY_MAX];
+} sim_req;
+
+typedef enum file_state { FILE_FREE = 0, FILE_OPEN, FILE_READY, FILE_QUARANTINED } file_state;
+
+typedef struct sim_file {
+  uint8_t state;
+  bool synced;     /* data fsynced */
+  bool linked;     /* the ready name is durable (directory fsynced) */
+  uint32_t pack;   /* truth index */
+} sim_file;
+
+/* A pack the sink has opened or is sealing, by sink sequence number. */
+typedef struct sim_pending_pack {
+  bool used;
+  uint64_t seq;
+  uint64_t capture_first;
+  uint32_t records;
+  uint64_t bytes;
+} sim_pending_pack;
+
+typedef struct sim_flush_call {
+  bool used;
+  uint64_t id;
+  uint64_t called_local_ns;
+  uint64_t deadline_local_ns;
+  uint64_t boundary_order;
+  uint32_t expect;     /* cs_plan_flush_expect */
+  bool from_engine;
+} sim_flush_rec;
+
+typedef struct sim_proc {
+  uint32_t index;
+  proc_kind kind;
+  bool alive;
+  uint32_t incarnation;
+  uint64_t paused_until_ns;
+  uint64_t last_pause_end_ns;
+  int64_t skew_ns;
+  int32_t drift_ppm;
+  cs_uuid lease_id;
+  /* Cores. */
+  cs_service_config svc_cfg;
+  cs_service *svc;
+  void *svc_mem;
+  size_t svc_mem_size;
+  bool svc_started;
+  bool svc_stop_sent;
+  cs_sink_config sink_cfg;
+  cs_sink sink;
+  bool sink_open;
+  bool sink_closed;
+  cs_engine engine;
+  cs_engine_config engine_cfg;
+  cs_engine_step step;      /* engine step in flight */
+  uint64_t step_id;
+  uint64_t step_flush_id;   /* service flush the step waits for */
+  bool step_waits_release;
+  uint64_t engine_op_started_local;
+  cs_engine_opkind engine_op;
+  /* Spool. */
+  sim_file files[SIM_FILES_MAX];
+  sim_pending_pack pending[SIM_PENDING_PACKS];
+  /* Capture workload. */
+  uint64_t next_capture_id; /* (index << 40) + records admitted so far */
+  bool capturing;
+  bool workload;
+  uint64_t capture_retry_first_local; /* 0 when no record is waiting */
+  uint64_t capture_retry_bytes;
+  /* Flushes issued to the service. */
+  sim_flush_rec flushes[SIM_FLUSHES_MAX];
+  uint64_t next_flush_id;
+  /* Crash points armed by a plan. */
+  int crash_point;  /* -1 none, else cs_plan_crash_point */
+  uint64_t crash_uploaded_base;
+  uint64_t crash_indexed_base;
+  /* Wake-up bookkeeping. */
+  uint64_t wake_at_ns;
+  /* Stats carried across incarnations. */
+  cs_snapshot last_snapshot;
+  uint64_t cycles_total;
+  uint64_t indexed_total;
+  uint64_t set_aside_total;
+  uint64_t splits_total;
+  uint64_t skipped_total;
+  uint64_t head_errors_total;
+  uint64_t cycles_failed_total;
+  char last_error[CS_LAST_ERROR_MAX];
+} sim_proc;
+
+typedef enum ev_kind {
+  EV_WAKE = 1,      /* a proc's cores asked to be called */
+  EV_ARRIVE,        /* a request reaches its server */
+  EV_REPLY,         /* an answer (or its absence) reaches the client */
+  EV_SEAL_STEP,     /* the next step of a spool seal */
+  EV_SPOOL_DONE,    /* a spool removal/quarantine finished */
+  EV_CAPTURE,       /* the capture workload's next record */
+  EV_RESTART,       /* a crashed proc starts again */
+  EV_PLAN,          /* a plan step is due */
+  EV_RANDOM_FAULT,  /* the swarm's fault clock ticks */
+  EV_FLUSH_CALL,    /* the workload calls flush on its engine */
+  EV_PHASE,         /* end of the safety phase */
+  EV_LIVENESS_CHECK,
+  EV_FAULT_END,     /* a timed fault ends */
+  EV_RESUME,        /* a paused proc resumes */
+} ev_kind;
+
+typedef struct sim_event {
+  uint64_t at_ns;
+  uint64_t seq;
+  ev_kind kind;
+  uint32_t proc;
+  uint32_t incarnation;
+  uint64_t a; /* kind-specific */
+  uint64_t b;
+} sim_event;
+
+/* A timed fault on one server (from a plan or the swarm). */
+typedef struct sim_fault_window {
+  bool active;
+  bool catalog;         /* else store */
+  cs_plan_mode mode;
+  uint32_t status;      /* store status override (0: mode applies) */
+  cs_plan_method method;
+  char prefix[CS_PLAN_TEXT_MAX];
+  uint64_t until_ns;
+} sim_fault_window;
+
+#define SIM_WINDOWS_MAX 16u
+
+typedef struct sim_counters {
+  uint64_t admitted_records;
+  uint64_t refused_records;
+  uint64_t durable_records;
+  uint64_t flush_calls;
+  uint64_t flush_drained;
+  uint64_t flush_not_drained;
+  uint64_t flush_late;
+  uint64_t flush_expect_failed;
+  uint64_t rejected_reported;
+  uint64_t rival_acquired;
+  uint64_t holder_changes;
+  uint64_t fenced_refused;
+  uint64_t index_foreign;
+  uint64_t cycles_during_fault;
+  uint64_t crashes;
+  uint64_t pauses;
+  uint64_t replace_done;
+  uint64_t close_done;
+  uint64_t engine_failures;
+} sim_counters;
+
+typedef struct sim_world {
+  const sim_options *opts;
+  sim_result *result;
+  jmp_buf bail;
+  sim_profile profile;
+  cs_prng prng_net, prng_storage, prng_workload, prng_faults, prng_cores;
+  uint64_t now_ns;
+  uint64_t seq;
+  uint64_t events_run;
+  uint64_t trace_hash;
+  bool liveness;
+  bool done;
+  uint64_t safety_end_ns;
+  uint64_t liveness_end_ns;
+  /* Event heap. */
+  sim_event heap[SIM_EVENTS_MAX];
+  uint32_t heap_len;
+  /* Processes. */
+  sim_proc procs[SIM_PROCS_MAX];
+  uint32_t proc_count;
+  /* Ground truth. */
+  sim_pack packs[SIM_PACKS_MAX];
+  uint32_t pack_count;
+  uint64_t sealed_order;
+  /* Object store model. */
+  sim_object objects[SIM_OBJECTS_MAX];
+  uint32_t object_count;
+  uint16_t order[SIM_OBJECTS_MAX]; /* object indexes sorted by key */
+  bool store_if_none_match;        /* the store enforces conditional create */
+  /* Catalog model. */
+  sim_claim claims[SIM_CLAIMS_MAX];
+  uint32_t claim_count;
+  sim_publish publishes[SIM_PUBLISH_MAX];
+  uint32_t publish_count;
+  uint64_t watermark;
+  uint64_t catalog_insert_bytes_max;
+  uint64_t fence_margin_ns;
+  uint64_t last_holder_term;
+  uint32_t last_holder_proc;
+  uint32_t effective_term_proc[64]; /* proc with effective writes, by term % 64 */
+  uint64_t effective_term[64];
+  /* Network. */
+  sim_req reqs[SIM_REQS_MAX];
+  sim_fault_window windows[SIM_WINDOWS_MAX];
+  uint64_t catalog_unhealthy_until_ns;
+  /* Config shared by procs. */
+  cs_service_config base_svc;
+  cs_sink_config base_sink;
+  cs_engine_config base_engine;
+  uint64_t capture_interval_ns;
+  uint64_t flush_interval_ns;
+  uint64_t restart_delay_ns;
+  uint32_t uploaders;
+  uint32_t rivals;
+  bool workload;
+  sim_counters counters;
+  char prefix[64];
+} sim_world;
+
+/* world.c */
+void sim_bail(sim_world *w, int exit_code, const char *fmt, ...) __attribute__((format(printf, 3, 4), noreturn));
+void sim_schedule(sim_world *w, uint64_t at_ns, ev_kind kind, uint32_t proc, uint64_t a, uint64_t b);
+uint64_t sim_local_now(const sim_world *w, const sim_proc *p);
+void sim_proc_pump(sim_world *w, sim_proc *p);
+
+/* models.c: the object store and the catalog. */
+void sim_models_init(sim_world *w);
+void sim_store_apply(sim_world *w, sim_req *req);
+void sim_catalog_apply(sim_world *w, sim_req *req);
+bool sim_catalog_committed(const sim_world *w, uint32_t pack);
+uint32_t sim_store_find(const sim_world *w, const char *key, uint32_t key_len);
+void sim_store_put_object(sim_world *w, const cs_pack_ref *ref, bool is_pack, uint32_t pack);
+uint32_t sim_truth_of(const sim_world *w, const cs_uuid *id);
+uint32_t sim_catalog_holder(const sim_world *w, uint64_t server_now_ns, uint64_t *term);
+
+/* checker.c */
+void sim_check_removal(sim_world *w, sim_proc *p, uint32_t pack);
+void sim_check_flush_done(sim_world *w, sim_proc *p, const cs_flush_result *res);
+void sim_check_effective_write(sim_world *w, const sim_req *req);
+void sim_check_publish(sim_world *w, const sim_req *req);
+void sim_check_claim(sim_world *w, uint32_t proc, uint64_t term);
+void sim_check_step(sim_world *w);
+bool sim_check_drained(sim_world *w, char *why, size_t why_size);
+uint64_t sim_visible_records(const sim_world *w);
+
+/* plan_run.c */
+int sim_plan_apply_settings(sim_world *w, const cs_plan *plan);
+void sim_plan_step(sim_world *w, const cs_plan_step *step);
+bool sim_plan_counter(const sim_world *w, const char *name, uint64_t *out);
+/* Checks every `expect` line; bails with SIM_EXIT_PLAN naming the first that fails. */
+void sim_plan_check_expects(sim_world *w);
+
+
+/* world.c helpers used by plan_run.c */
+void sim_seal_direct(sim_world *w, sim_proc *p, const cs_plan_step *step);
+void sim_proc_crash(sim_world *w, sim_proc *p);
+void sim_engine_start(sim_world *w, sim_proc *p, cs_engine_opkind op, uint64_t arg_ns);
+void sim_flush_call(sim_world *w, sim_proc *p, uint64_t deadline_rel_ns, uint32_t expect);
+void sim_window_add(sim_world *w, const sim_fault_window *win);
+
+#endif
