@@ -24,9 +24,26 @@
  *   at T replace budget=D
  *   at T heal
  *
- * Counts and sizes are unsigned decimal integers; CODE is 100..599; TEXT is
- * 1..CS_PLAN_TEXT_MAX-1 printable non-space ASCII bytes. Steps must appear in
- * non-decreasing time order. A line longer than CS_PLAN_LINE_MAX is an error.
+ * Counts and sizes are unsigned decimal integers (0 included) that must fit
+ * their field; CODE is 100..599; TEXT is 1..CS_PLAN_TEXT_MAX-1 printable
+ * non-space ASCII bytes. After the verb and its word (mode, status CODE,
+ * object, start|stop), keys and the word 'foreign' may come in any order, each
+ * at most once. Steps must appear in non-decreasing time order.
+ *
+ * Defaults when a key is absent: seal count=1 size=65536 index=1024
+ * records=16; flush expect=any; crash point=now; store status method=any
+ * prefix="" (every key). Fields a verb does not use are zero.
+ *
+ * 'set' VALUE is an integer or a TIME (stored in ns); one NAME may be set
+ * only once. 'end' appears at most once and must be after 0s. 'expect'
+ * lines may repeat a NAME.
+ *
+ * A comment is a line whose first word starts with '#'; there are no
+ * comments after other words (TEXT may contain '#'). Lines end with LF or
+ * CRLF. A line may hold CS_PLAN_LINE_MAX bytes, not counting its line
+ * ending; one byte more is an error. Every byte of every line, comments
+ * included, must be a tab or printable ASCII (0x20..0x7e); NUL, a CR that
+ * does not end the line, and any other byte are errors.
  */
 #ifndef CAPSTORE_FAULTS_PLAN_H
 #define CAPSTORE_FAULTS_PLAN_H
@@ -146,14 +163,29 @@ typedef struct cs_plan {
  * plan. Returns CS_E_OK, or CS_E_PARSE / CS_E_TOO_LARGE with err_line set to
  * the 1-based offending line and msg naming what is wrong there, e.g.
  * "line 4: unknown key 'fro' for verb 'catalog'". Never reads past len.
+ *
+ * CS_E_TOO_LARGE means the plan outgrew a bound of this parser: a line over
+ * CS_PLAN_LINE_MAX, or more than CS_PLAN_STEPS_MAX steps, CS_PLAN_EXPECT_MAX
+ * expectations or CS_PLAN_SETTINGS_MAX settings. Everything else, values out
+ * of range included, is CS_E_PARSE. On success err_line is 0 and msg "".
+ * err_line may be NULL; msg may be NULL when msg_size is 0, and a message
+ * longer than msg_size is cut short (still NUL-terminated). On error plan
+ * holds the lines before the offending one. Pure: no allocation, no global
+ * state; plan is about 100 KiB, so callers usually keep it off the stack.
  */
 int cs_plan_parse(const char *text, size_t len, cs_plan *plan, uint32_t *err_line, char *msg,
                   size_t msg_size);
 
-/* Parses a TIME word ("15s"); CS_E_OK or CS_E_PARSE. Overflow is an error. */
+/*
+ * Parses a TIME word ("15s": decimal digits, then exactly one of the units
+ * ns, us, ms, s, m); CS_E_OK or CS_E_PARSE. Overflow of uint64_t ns is an
+ * error; out_ns is written only on success.
+ */
 int cs_plan_parse_time(const char *word, size_t len, uint64_t *out_ns);
 
+/* "catalog", "store status", ...; "unknown" outside the enum. Never NULL. */
 const char *cs_plan_verb_name(cs_plan_verb verb);
+/* "=", "!=", "<", "<=", ">", ">="; "?" outside the enum. Never NULL. */
 const char *cs_plan_op_name(cs_plan_op op);
 /* True when the expectation holds for actual. */
 bool cs_plan_expect_holds(const cs_plan_expect *expect, uint64_t actual);
