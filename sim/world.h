@@ -37,7 +37,8 @@ typedef struct sim_pack {
   uint64_t min_version;   /* lowest inventory version, 0 when never indexed */
   uint64_t sealed_order;  /* when its SEALED reached the current service */
   uint32_t puts;          /* PUTs applied by the store */
-  uint32_t reported;      /* times a flush named it as set aside */
+  uint32_t reported;      /* times a flush of reporter named it as set aside */
+  cs_uuid reporter;       /* lease id of the service that last reported it */
 } sim_pack;
 
 typedef struct sim_object {
@@ -128,6 +129,7 @@ typedef struct sim_proc {
   uint32_t incarnation;
   uint64_t paused_until_ns;
   uint64_t last_pause_end_ns;
+  uint64_t last_pause_end_local_ns;
   int64_t skew_ns;
   int32_t drift_ppm;
   cs_uuid lease_id;

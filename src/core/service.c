@@ -141,6 +141,13 @@ static void cs_svc_note_push(cs_service *svc, const cs_action *note) {
   svc->note_count++;
 }
 
+bool cs_svc_rejected_has(const cs_service *svc, const cs_uuid *pack_id) {
+  for (uint32_t k = 0; k < svc->rejected_len; k++)
+    if (cs_uuid_equal(&svc->rejected[(svc->rejected_head + k) % svc->cfg.rejected_max].pack_id, pack_id))
+      return true;
+  return false;
+}
+
 static void cs_svc_rejected_push(cs_service *svc, pack_slot *slot, const char *reason) {
   uint32_t at = (svc->rejected_head + svc->rejected_len) % svc->cfg.rejected_max;
   if (svc->rejected_len == svc->cfg.rejected_max) {

@@ -398,7 +398,8 @@ static void cycle_advance(cs_service *svc, uint64_t now_ns) {
   case PHASE_RECON_HEAD:
     /* Adopted packs are indexed before the page goes on. */
     if (!failed && cs_svc_owed_count(svc) > 0 && index_begin(svc, now_ns)) return;
-    /* fall through */
+    if (!failed && cs_svc_recon_advance(svc, now_ns)) return;
+    break;
   case PHASE_RECON_LIST:
   case PHASE_RECON_COMMITTED:
     if (!failed && cs_svc_recon_advance(svc, now_ns)) return;

@@ -79,6 +79,7 @@ static void page_add(cs_service *svc, const char *key) {
     return;
   }
   if (cs_svc_slot_find(svc, &id) != NULL) return; /* ours, already on its way */
+  if (cs_svc_rejected_has(svc, &id)) return;       /* set aside once; never adopted again */
   page_entry *entry = &svc->page[svc->page_count++];
   memset(entry, 0, sizeof *entry);
   entry->ref.pack_id = id;
