@@ -11,3 +11,26 @@ if(NOT JANSSON_FOUND)
   message(FATAL_ERROR "the pack reader needs jansson (Debian: libjansson-dev)")
 endif()
 target_link_libraries(capstore PUBLIC OpenSSL::Crypto ZLIB::ZLIB)
+
+# The pack unit tests need only the library (not the simulator), and read the
+# reference writer's golden packs.
+file(GLOB PACK_UNIT_TESTS CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/test_pack*.c)
+foreach(src ${PACK_UNIT_TESTS})
+  get_filename_component(name ${src} NAME_WE)
+  set_property(TARGET ${name} PROPERTY LINK_LIBRARIES capstore PkgConfig::CMOCKA)
+  target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR}/src/pack)
+  target_compile_definitions(${name} PRIVATE
+    CS_PACK_GOLDEN_DIR="${CMAKE_CURRENT_SOURCE_DIR}/pack_ref/golden")
+  set_tests_properties(unit.${name} PROPERTIES LABELS "unit;pack")
+endforeach()
+
+# Byte-for-byte compatibility with the Python reference writer (stdlib only).
+find_package(Python3 COMPONENTS Interpreter)
+if(Python3_Interpreter_FOUND)
+  add_test(NAME pack.compat
+    COMMAND Python3::Interpreter ${CMAKE_CURRENT_SOURCE_DIR}/pack_ref/compat_test.py
+            $<TARGET_FILE:capstore_cli> ${CMAKE_CURRENT_BINARY_DIR}/pack_compat)
+  set_tests_properties(pack.compat PROPERTIES LABELS pack TIMEOUT 300)
+else()
+  message(WARNING "python3 not found: the pack compatibility test is not registered")
+endif()

@@ -165,8 +165,9 @@ static int check_record(const cs_pack_writer *w, const cs_pack_meta *meta, uint6
   }
   if (pk_meta_check(meta, length, index, err) != CS_PACK_OK) return CS_E_INVALID_ARGUMENT;
   if (pk_idset_contains(w->ids, meta->capture_id.bytes, meta->capture_id.len)) {
-    return pk_fail(err, CS_PACK_E_DUPLICATE_ID, index, CS_PACK_NO_OFFSET, "capture_id",
-                   "record %u: capture_id repeats an earlier record's", index);
+    pk_fail(err, CS_PACK_E_DUPLICATE_ID, index, CS_PACK_NO_OFFSET, "capture_id",
+            "record %u: capture_id repeats an earlier record's", index);
+    return CS_E_INVALID_ARGUMENT; /* the caller's descriptor, not stored bytes */
   }
   int rc = check_key_fields(w, meta, err);
   if (rc != CS_E_OK) return rc;
