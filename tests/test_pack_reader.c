@@ -474,6 +474,16 @@ static void test_streaming_verifier(void **state) {
   assert_int_equal(cs_pack_verifier_finish(v, NULL, &err), CS_E_CORRUPT);
   tp_expect(err, CS_PACK_E_TRUNCATED, "only");
   cs_pack_verifier_free(v);
+  /* After a refusal the verifier refuses everything. */
+  tp_bytes bad = tp_read_file(CS_PACK_GOLDEN_DIR "/dtypes.dmi-pack");
+  bad.data[65] ^= 1;
+  assert_int_equal(cs_pack_verifier_new(&t, &f, &v, &err), CS_E_OK);
+  assert_int_equal(cs_pack_verifier_update(v, bad.data, 128, &err), CS_E_CORRUPT);
+  assert_int_equal(err.kind, CS_PACK_E_PAYLOAD_CRC);
+  assert_int_equal(cs_pack_verifier_update(v, bad.data + 64, 64, &err), CS_E_STATE);
+  assert_int_equal(cs_pack_verifier_finish(v, NULL, &err), CS_E_STATE);
+  cs_pack_verifier_free(v);
+  tp_free(&bad);
   /* A footer given with the wrong length is the caller's mistake. */
   cs_pack_footer other;
   assert_int_equal(cs_pack_footer_parse(&t, p.data + t.footer_offset, t.footer_length - 1, &other,

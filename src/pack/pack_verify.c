@@ -18,6 +18,7 @@ struct cs_pack_verifier {
   EVP_MD_CTX *sha; /* every byte before the trailer, then the trailer too */
   uint64_t position;
   uint64_t trailer_start;
+  bool failed; /* a refusal was reported: later calls are refused too */
   uint32_t record_index; /* the first record whose CRC is not yet checked */
   uint32_t record_crc;
   uint32_t footer_crc;
@@ -158,6 +159,11 @@ int cs_pack_verifier_update(cs_pack_verifier *v, const uint8_t *bytes, size_t le
     return pk_fail(err, CS_PACK_E_ARGUMENT, CS_PACK_NO_RECORD, CS_PACK_NO_OFFSET, "",
                    "verifier and bytes must not be NULL");
   }
+  if (v->failed) {
+    return pk_fail(err, CS_PACK_E_STATE, CS_PACK_NO_RECORD, v->position, "",
+                   "the verifier already refused this object at offset %llu",
+                   (unsigned long long)v->position);
+  }
   if (length > v->trailer->object_size - v->position) {
     return pk_fail(err, CS_PACK_E_ARGUMENT, CS_PACK_NO_RECORD, v->position, "",
                    "%zu more bytes at offset %llu pass the object size %llu", length,
@@ -166,7 +172,10 @@ int cs_pack_verifier_update(cs_pack_verifier *v, const uint8_t *bytes, size_t le
   while (length > 0) {
     size_t n = length < PK_SLICE_BYTES ? length : PK_SLICE_BYTES;
     int rc = take_region(v, bytes, &n, err);
-    if (rc != CS_E_OK) return rc;
+    if (rc != CS_E_OK) {
+      v->failed = true;
+      return rc;
+    }
     assert(n > 0 && n <= length);
     if (EVP_DigestUpdate(v->sha, bytes, n) != 1) {
       return pk_fail(err, CS_PACK_E_NO_MEMORY, 0, v->position, "", "SHA-256 update failed");
@@ -208,6 +217,11 @@ int cs_pack_verifier_finish(cs_pack_verifier *v, cs_pack_summary *summary, cs_pa
   if (v == NULL) {
     return pk_fail(err, CS_PACK_E_ARGUMENT, CS_PACK_NO_RECORD, CS_PACK_NO_OFFSET, "",
                    "verifier is NULL");
+  }
+  if (v->failed) {
+    return pk_fail(err, CS_PACK_E_STATE, CS_PACK_NO_RECORD, v->position, "",
+                   "the verifier already refused this object at offset %llu",
+                   (unsigned long long)v->position);
   }
   if (v->position != v->trailer->object_size) {
     return pk_fail(err, CS_PACK_E_TRUNCATED, CS_PACK_NO_RECORD, v->position, "",
