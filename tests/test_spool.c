@@ -1,0 +1,461 @@
+/*
+ * Unit tests of the POSIX spool: names, sealing (new, idempotent, conflict),
+ * listing without hashing, removal, quarantine, the owner lock, recovery of
+ * stale temp files and corrupt or misnamed packs, and refused arguments.
+ * (tests/test_spool_faults.c fails every system call in turn.)
+ */
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "capstore/spool.h"
+#include "test_pack_util.h"
+
+/* ---- Helpers ---- */
+
+static char *temp_dir(void) {
+  const char *base = getenv("TMPDIR");
+  char path[512];
+  snprintf(path, sizeof path, "%s/capstore-spool-XXXXXX", base != NULL ? base : "/tmp");
+  char *dir = strdup(path);
+  assert_non_null(mkdtemp(dir));
+  return dir;
+}
+
+static void remove_tree(char *dir) {
+  DIR *d = opendir(dir);
+  assert_non_null(d);
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    unlink(path);
+  }
+  closedir(d);
+  rmdir(dir);
+  free(dir);
+}
+
+static cs_uuid test_id(uint8_t n) {
+  cs_uuid id;
+  memset(&id, 0, sizeof id);
+  id.bytes[0] = 0x01;
+  id.bytes[6] = 0x70; /* version 7 */
+  id.bytes[8] = 0x80;
+  id.bytes[15] = n;
+  return id;
+}
+
+/* A pack with `count` records of `length` bytes; salt changes the payload bytes. */
+static tp_bytes build_pack(cs_uuid id, uint32_t count, uint32_t length, uint8_t salt) {
+  tp_bytes out = {0};
+  cs_pack_writer_config config = {.pack_id = id, .created_at_ns = 1717171717000000000u + salt,
+                                  .write = tp_write, .write_context = &out};
+  cs_pack_writer *w = NULL;
+  cs_pack_error err;
+  assert_int_equal(cs_pack_writer_open(&config, &w, &err), CS_E_OK);
+  uint8_t *payload = malloc(length + 1);
+  for (uint32_t i = 0; i < count; i++) {
+    char cid[32];
+    snprintf(cid, sizeof cid, "cap-%u", i);
+    cs_pack_meta m = tp_meta(cid, length);
+    for (uint32_t j = 0; j < length; j++) payload[j] = (uint8_t)(salt + i * 7 + j);
+    assert_int_equal(cs_pack_writer_add_record(w, &m, payload, length, &err), CS_E_OK);
+  }
+  free(payload);
+  assert_int_equal(cs_pack_writer_finish(w, NULL, &err), CS_E_OK);
+  cs_pack_writer_free(w);
+  return out;
+}
+
+static cs_spool *spool_start(const char *dir) {
+  cs_spool *spool = NULL;
+  char msg[256];
+  cs_spool_options options = {.create = true};
+  int rc = cs_spool_open(dir, &options, &spool, msg, sizeof msg);
+  if (rc != CS_E_OK) fail_msg("cs_spool_open: %s: %s", cs_strerror(rc), msg);
+  return spool;
+}
+
+static bool file_exists(const char *dir, const char *name) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  struct stat st;
+  return stat(path, &st) == 0;
+}
+
+static void write_file(const char *dir, const char *name, const void *bytes, size_t len) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE *f = fopen(path, "wb");
+  assert_non_null(f);
+  assert_int_equal(fwrite(bytes, 1, len, f), len);
+  fclose(f);
+}
+
+static size_t count_suffix(const char *dir, const char *suffix) {
+  DIR *d = opendir(dir);
+  assert_non_null(d);
+  size_t n = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    size_t len = strlen(e->d_name), slen = strlen(suffix);
+    if (len >= slen && strcmp(e->d_name + len - slen, suffix) == 0) n++;
+  }
+  closedir(d);
+  return n;
+}
+
+/* ---- Names ---- */
+
+static void test_ready_name_round_trip(void **state) {
+  (void)state;
+  cs_uuid id = test_id(9);
+  uint8_t sha[32];
+  for (int i = 0; i < 32; i++) sha[i] = (uint8_t)(i * 9);
+  char name[CS_SPOOL_NAME_MAX + 1];
+  cs_spool_ready_name(&id, 1234567890123u, 42, sha, name);
+  assert_true(strstr(name, ".1234567890123.42.") != NULL);
+  cs_spool_entry e;
+  assert_int_equal(cs_spool_parse_ready_name(name, &e), CS_E_OK);
+  assert_true(cs_uuid_equal(&e.pack_id, &id));
+  assert_int_equal(e.created_at_ns, 1234567890123u);
+  assert_int_equal(e.record_count, 42);
+  assert_memory_equal(e.sha256, sha, 32);
+  assert_string_equal(e.name, name);
+}
+
+static void test_ready_name_refusals(void **state) {
+  (void)state;
+  static const char *bad[] = {
+      "../x.dmi-pack.ready",
+      "01000000-0000-7000-8000-000000000009.1.1.zz.dmi-pack.ready",
+      "01000000-0000-7000-8000-000000000009.01.1."
+      "0000000000000000000000000000000000000000000000000000000000000000.dmi-pack.ready",
+      "01000000-0000-7000-8000-000000000009.1.1000001."
+      "0000000000000000000000000000000000000000000000000000000000000000.dmi-pack.ready",
+      "01000000-0000-7000-8000-000000000009.1.1."
+      "0000000000000000000000000000000000000000000000000000000000000000.dmi-pack.ready.x",
+      "01000000-0000-7000-8000-00000000000A.1.1."
+      "0000000000000000000000000000000000000000000000000000000000000000.dmi-pack.ready",
+      "01000000-0000-7000-8000-000000000009.1.1."
+      "0000000000000000000000000000000000000000000000000000000000000000/dmi-pack.ready",
+      "",
+  };
+  cs_spool_entry e;
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    if (cs_spool_parse_ready_name(bad[i], &e) != CS_E_PARSE) fail_msg("accepted \"%s\"", bad[i]);
+  }
+  assert_int_equal(cs_spool_parse_ready_name(NULL, &e), CS_E_INVALID_ARGUMENT);
+}
+
+/* ---- Sealing ---- */
+
+static void test_seal_list_remove(void **state) {
+  (void)state;
+  char *dir = temp_dir();
+  cs_spool *spool = spool_start(dir);
+  tp_bytes a = build_pack(test_id(1), 3, 100, 1);
+  tp_bytes b = build_pack(test_id(2), 1, 5000, 2);
+  cs_spool_entry ea, eb;
+  cs_spool_seal_result result = 0;
+  assert_int_equal(cs_spool_put(spool, a.data, a.len, &ea, &result), CS_E_OK);
+  assert_int_equal(result, CS_SPOOL_SEALED);
+  assert_int_equal(cs_spool_put(spool, b.data, b.len, &eb, &result), CS_E_OK);
+  assert_int_equal(ea.size_bytes, a.len);
+  assert_int_equal(ea.record_count, 3);
+  assert_true(file_exists(dir, ea.name));
+  assert_int_equal(count_suffix(dir, ".open"), 0);
+
+  cs_spool_entry list[4];
+  size_t count = 0;
+  assert_int_equal(cs_spool_list(spool, list, 4, &count), CS_E_OK);
+  assert_int_equal(count, 2);
+  assert_string_equal(list[0].name, ea.name); /* pack id order */
+  assert_string_equal(list[1].name, eb.name);
+  assert_int_equal(list[1].size_bytes, b.len);
+  uint64_t bytes = 0;
+  uint32_t packs = 0;
+  cs_spool_usage(spool, &bytes, &packs);
+  assert_int_equal(packs, 2);
+  assert_int_equal(bytes, a.len + b.len);
+
+  int fd = -1;
+  cs_spool_entry found;
+  assert_int_equal(cs_spool_open_pack(spool, &eb.pack_id, &fd, &found), CS_E_OK);
+  uint8_t *back = malloc(b.len);
+  assert_int_equal(pread(fd, back, b.len, 0), (ssize_t)b.len);
+  assert_memory_equal(back, b.data, b.len);
+  free(back);
+  close(fd);
+
+  uint64_t removed = 0;
+  assert_int_equal(cs_spool_remove(spool, &ea.pack_id, &removed), CS_E_OK);
+  assert_int_equal(removed, a.len);
+  assert_false(file_exists(dir, ea.name));
+  assert_int_equal(cs_spool_remove(spool, &ea.pack_id, NULL), CS_E_NOT_FOUND);
+  assert_non_null(strstr(cs_spool_last_error(spool), "is not in the spool"));
+  assert_int_equal(cs_spool_find(spool, &ea.pack_id, NULL), CS_E_NOT_FOUND);
+  assert_int_equal(cs_spool_find(spool, &eb.pack_id, NULL), CS_E_OK);
+
+  /* A new handle sees the same packs by name alone. */
+  assert_int_equal(cs_spool_close(spool), CS_E_OK);
+  spool = spool_start(dir);
+  cs_spool_usage(spool, &bytes, &packs);
+  assert_int_equal(packs, 1);
+  assert_int_equal(bytes, b.len);
+  cs_spool_close(spool);
+  tp_free(&a);
+  tp_free(&b);
+  remove_tree(dir);
+}
+
+static void test_seal_idempotent_and_conflict(void **state) {
+  (void)state;
+  char *dir = temp_dir();
+  cs_spool *spool = spool_start(dir);
+  tp_bytes a = build_pack(test_id(3), 2, 64, 1);
+  tp_bytes other = build_pack(test_id(3), 2, 64, 2); /* same id, other bytes */
+  cs_spool_seal_result result = 0;
+  assert_int_equal(cs_spool_put(spool, a.data, a.len, NULL, &result), CS_E_OK);
+  assert_int_equal(result, CS_SPOOL_SEALED);
+  assert_int_equal(cs_spool_put(spool, a.data, a.len, NULL, &result), CS_E_OK);
+  assert_int_equal(result, CS_SPOOL_ALREADY);
+  assert_int_equal(cs_spool_put(spool, other.data, other.len, NULL, &result), CS_E_CONFLICT);
+  assert_non_null(strstr(cs_spool_last_error(spool), "already sealed with other bytes"));
+  assert_int_equal(count_suffix(dir, ".ready"), 1);
+  assert_int_equal(count_suffix(dir, ".open"), 0);
+  /* The same after a restart: the index is rebuilt from names. */
+  cs_spool_close(spool);
+  spool = spool_start(dir);
+  assert_int_equal(cs_spool_put(spool, a.data, a.len, NULL, &result), CS_E_OK);
+  assert_int_equal(result, CS_SPOOL_ALREADY);
+  assert_int_equal(cs_spool_put(spool, other.data, other.len, NULL, &result), CS_E_CONFLICT);
+  cs_spool_close(spool);
+  tp_free(&a);
+  tp_free(&other);
+  remove_tree(dir);
+}
+
+static void test_seal_refuses_summary_mismatch(void **state) {
+  (void)state;
+  char *dir = temp_dir();
+  cs_spool *spool = spool_start(dir);
+  tp_bytes a = build_pack(test_id(4), 1, 10, 1);
+  cs_pack_summary summary;
+  cs_pack_error err;
+  assert_int_equal(cs_pack_verify_buffer(a.data, a.len, &summary, &err), CS_E_OK);
+  cs_spool_file *file = NULL;
+  assert_int_equal(cs_spool_begin(spool, &summary.pack_id, &file), CS_E_OK);
+  assert_int_equal(count_suffix(dir, ".open"), 1);
+  assert_int_equal(cs_spool_file_write(file, a.data, a.len - 1), CS_E_OK);
+  assert_int_equal(cs_spool_seal(spool, file, &summary, NULL, NULL), CS_E_INVALID_ARGUMENT);
+  assert_non_null(strstr(cs_spool_last_error(spool), "but the summary says"));
+  assert_int_equal(count_suffix(dir, ".open"), 0);
+  assert_int_equal(count_suffix(dir, ".ready"), 0);
+  /* A corrupt pack is refused by put before anything is written. */
+  a.data[100] ^= 1;
+  assert_int_equal(cs_spool_put(spool, a.data, a.len, NULL, NULL), CS_E_CORRUPT);
+  assert_non_null(strstr(cs_spool_last_error(spool), "does not verify"));
+  cs_spool_close(spool);
+  tp_free(&a);
+  remove_tree(dir);
+}
+
+/* ---- Owner lock ---- */
+
+static void test_owner_lock(void **state) {
+  (void)state;
+  char *dir = temp_dir();
+  cs_spool *spool = spool_start(dir);
+  cs_spool *second = NULL;
+  char msg[256];
+  assert_int_equal(cs_spool_open(dir, NULL, &second, msg, sizeof msg), CS_E_BUSY);
+  assert_null(second);
+  char want[64];
+  snprintf(want, sizeof want, "pid %ld", (long)getpid());
+  if (strstr(msg, want) == NULL) fail_msg("message does not name the holder: %s", msg);
+  cs_spool_close(spool);
+  assert_int_equal(cs_spool_open(dir, NULL, &second, msg, sizeof msg), CS_E_OK);
+  cs_spool_close(second);
+  remove_tree(dir);
+}
+
+static void test_open_refusals(void **state) {
+  (void)state;
+  cs_spool *spool = NULL;
+  char msg[256];
+  assert_int_equal(cs_spool_open(NULL, NULL, &spool, msg, sizeof msg), CS_E_INVALID_ARGUMENT);
+  assert_non_null(strstr(msg, "path"));
+  assert_int_equal(cs_spool_open("/nonexistent/capstore/x", NULL, &spool, msg, sizeof msg), CS_E_IO);
+  assert_non_null(strstr(msg, "/nonexistent/capstore/x"));
+  assert_int_equal(cs_spool_open("/tmp", NULL, NULL, msg, sizeof msg), CS_E_INVALID_ARGUMENT);
+  assert_int_equal(cs_spool_begin(NULL, NULL, NULL), CS_E_INVALID_ARGUMENT);
+  assert_int_equal(cs_spool_put(NULL, NULL, 0, NULL, NULL), CS_E_INVALID_ARGUMENT);
+  assert_int_equal(cs_spool_remove(NULL, NULL, NULL), CS_E_INVALID_ARGUMENT);
+  assert_int_equal(cs_spool_list(NULL, NULL, 0, NULL), CS_E_INVALID_ARGUMENT);
+  assert_int_equal(cs_spool_recover(NULL, NULL), CS_E_INVALID_ARGUMENT);
+  assert_string_equal(cs_spool_last_error(NULL), "spool is NULL");
+}
+
+/* ---- Recovery ---- */
+
+static void test_recover_sweeps_and_quarantines(void **state) {
+  (void)state;
+  char *dir = temp_dir();
+  cs_spool *spool = spool_start(dir);
+  tp_bytes good = build_pack(test_id(5), 2, 300, 1);
+  tp_bytes bad = build_pack(test_id(6), 2, 300, 2);
+  tp_bytes misnamed = build_pack(test_id(7), 1, 40, 3);
+  cs_spool_entry egood, ebad, emis;
+  assert_int_equal(cs_spool_put(spool, good.data, good.len, &egood, NULL), CS_E_OK);
+  assert_int_equal(cs_spool_put(spool, bad.data, bad.len, &ebad, NULL), CS_E_OK);
+  cs_spool_close(spool);
+
+  /* A payload bit flip in a sealed pack; a pack under another pack's name; a torn temp file. */
+  bad.data[200] ^= 0x10;
+  write_file(dir, ebad.name, bad.data, bad.len);
+  cs_pack_summary sm;
+  assert_int_equal(cs_pack_verify_buffer(misnamed.data, misnamed.len, &sm, NULL), CS_E_OK);
+  cs_spool_ready_name(&sm.pack_id, sm.created_at_ns, sm.record_count + 1, sm.sha256, emis.name);
+  write_file(dir, emis.name, misnamed.data, misnamed.len);
+  write_file(dir, ".01000000-0000-7000-8000-000000000008.0123456789abcdef.open", good.data, good.len / 2);
+  write_file(dir, "notes.txt", "x", 1);
+  write_file(dir, "bogus.dmi-pack.ready", "x", 1);
+
+  spool = spool_start(dir);
+  /* Listing trusts names: the flipped pack is still listed until recovery. */
+  size_t count = 0;
+  assert_int_equal(cs_spool_list(spool, NULL, 0, &count), CS_E_OK);
+  assert_int_equal(count, 3);
+  cs_spool_recovery report;
+  assert_int_equal(cs_spool_recover(spool, &report), CS_E_OK);
+  assert_int_equal(report.open_removed, 1);
+  assert_int_equal(report.ready_ok, 1);
+  assert_int_equal(report.quarantined, 3);
+  assert_int_equal(report.skipped, 1);
+  assert_int_equal(report.ready_bytes, good.len);
+  assert_int_equal(report.errors, 0);
+  assert_int_equal(count_suffix(dir, ".open"), 0);
+  assert_true(file_exists(dir, egood.name));
+  char qname[CS_SPOOL_NAME_MAX + 32];
+  snprintf(qname, sizeof qname, "%s.quarantined", ebad.name);
+  assert_true(file_exists(dir, qname));
+  /* The reason file names what failed. */
+  snprintf(qname, sizeof qname, "%s/%s.quarantined.reason", dir, ebad.name);
+  FILE *f = fopen(qname, "r");
+  assert_non_null(f);
+  char reason[512] = {0};
+  assert_non_null(fgets(reason, sizeof reason, f));
+  fclose(f);
+  if (strstr(reason, "payload_crc") == NULL) fail_msg("reason: %s", reason);
+  snprintf(qname, sizeof qname, "%s/%s.quarantined.reason", dir, emis.name);
+  f = fopen(qname, "r");
+  assert_non_null(f);
+  assert_non_null(fgets(reason, sizeof reason, f));
+  fclose(f);
+  if (strstr(reason, "name_mismatch") == NULL || strstr(reason, "record count") == NULL) {
+    fail_msg("reason: %s", reason);
+  }
+  assert_true(file_exists(dir, "bogus.dmi-pack.ready.quarantined"));
+  uint32_t packs = 0;
+  cs_spool_usage(spool, NULL, &packs);
+  assert_int_equal(packs, 1);
+  /* A second pass finds nothing more to do. */
+  assert_int_equal(cs_spool_recover(spool, &report), CS_E_OK);
+  assert_int_equal(report.quarantined, 0);
+  assert_int_equal(report.ready_ok, 1);
+  cs_spool_close(spool);
+  tp_free(&good);
+  tp_free(&bad);
+  tp_free(&misnamed);
+  remove_tree(dir);
+}
+
+static void test_sweep_refused_while_writing(void **state) {
+  (void)state;
+  char *dir = temp_dir();
+  cs_spool *spool = spool_start(dir);
+  cs_uuid id = test_id(10);
+  cs_spool_file *file = NULL;
+  assert_int_equal(cs_spool_begin(spool, &id, &file), CS_E_OK);
+  assert_int_equal(cs_spool_sweep_open(spool, NULL), CS_E_STATE);
+  assert_non_null(strstr(cs_spool_last_error(spool), "being written"));
+  assert_int_equal(count_suffix(dir, ".open"), 1);
+  cs_spool_abort(spool, file);
+  assert_int_equal(count_suffix(dir, ".open"), 0);
+  assert_int_equal(cs_spool_sweep_open(spool, NULL), CS_E_OK);
+  cs_spool_close(spool);
+  remove_tree(dir);
+}
+
+static void test_quarantine_by_caller(void **state) {
+  (void)state;
+  char *dir = temp_dir();
+  cs_spool *spool = spool_start(dir);
+  tp_bytes a = build_pack(test_id(11), 1, 10, 1);
+  cs_spool_entry e;
+  assert_int_equal(cs_spool_put(spool, a.data, a.len, &e, NULL), CS_E_OK);
+  uint64_t size = 0;
+  assert_int_equal(cs_spool_quarantine(spool, &e.pack_id, "catalog refused it", &size), CS_E_OK);
+  assert_int_equal(size, a.len);
+  assert_false(file_exists(dir, e.name));
+  assert_int_equal(count_suffix(dir, ".quarantined"), 1);
+  assert_int_equal(count_suffix(dir, ".quarantined.reason"), 1);
+  assert_int_equal(cs_spool_quarantine(spool, &e.pack_id, "again", NULL), CS_E_NOT_FOUND);
+  cs_spool_close(spool);
+  tp_free(&a);
+  remove_tree(dir);
+}
+
+/* A symlink planted under a ready name is never followed. */
+static void test_symlink_not_followed(void **state) {
+  (void)state;
+  char *dir = temp_dir();
+  cs_spool *spool = spool_start(dir);
+  tp_bytes a = build_pack(test_id(12), 1, 10, 1);
+  cs_pack_summary sm;
+  assert_int_equal(cs_pack_verify_buffer(a.data, a.len, &sm, NULL), CS_E_OK);
+  char name[CS_SPOOL_NAME_MAX + 1];
+  cs_spool_ready_name(&sm.pack_id, sm.created_at_ns, sm.record_count, sm.sha256, name);
+  char target[600], link_path[1024];
+  snprintf(target, sizeof target, "%s/outside", dir);
+  write_file(dir, "outside", a.data, a.len);
+  snprintf(link_path, sizeof link_path, "%s/%s", dir, name);
+  assert_int_equal(symlink(target, link_path), 0);
+  cs_spool_recovery report;
+  assert_int_equal(cs_spool_recover(spool, &report), CS_E_IO);
+  assert_int_equal(report.ready_ok, 0);
+  assert_int_equal(report.errors, 1);
+  cs_spool_close(spool);
+  tp_free(&a);
+  remove_tree(dir);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_ready_name_round_trip),
+      cmocka_unit_test(test_ready_name_refusals),
+      cmocka_unit_test(test_seal_list_remove),
+      cmocka_unit_test(test_seal_idempotent_and_conflict),
+      cmocka_unit_test(test_seal_refuses_summary_mismatch),
+      cmocka_unit_test(test_owner_lock),
+      cmocka_unit_test(test_open_refusals),
+      cmocka_unit_test(test_recover_sweeps_and_quarantines),
+      cmocka_unit_test(test_sweep_refused_while_writing),
+      cmocka_unit_test(test_quarantine_by_caller),
+      cmocka_unit_test(test_symlink_not_followed),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
