@@ -184,8 +184,11 @@ int cs_spool_find(const cs_spool *spool, const cs_uuid *pack_id, cs_spool_entry 
 int cs_spool_open_pack(cs_spool *spool, const cs_uuid *pack_id, int *fd, cs_spool_entry *out);
 
 /*
- * Removes a ready pack (after hand-off) and fsyncs the directory. *size_bytes
- * (may be NULL) gets its size for cs_sink_on_removed. CS_E_NOT_FOUND.
+ * Removes a ready pack (after hand-off). *size_bytes (may be NULL) gets its
+ * size for cs_sink_on_removed. CS_E_NOT_FOUND, or CS_E_IO when the unlink
+ * failed (the pack stays). The directory fsync after it is best effort: a
+ * power loss that undid the unlink only brings back a pack already handed
+ * off, whose second hand-off is a no-op.
  */
 int cs_spool_remove(cs_spool *spool, const cs_uuid *pack_id, uint64_t *size_bytes);
 

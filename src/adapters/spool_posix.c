@@ -717,10 +717,11 @@ int cs_spool_remove(cs_spool *spool, const cs_uuid *pack_id, uint64_t *size_byte
   uint64_t size = entry->size_bytes;
   index_drop(spool, at);
   if (size_bytes != NULL) *size_bytes = size;
-  /* The pack is gone from the index either way; a lost unlink only brings it back to upload again. */
-  if (spool->sys->fsync(spool->dirfd) != 0) {
-    return spool_fail_errno(spool, "fsync", "the spool directory after a removal");
-  }
+  /*
+   * Best effort: the name is gone. If a power loss undid the unlink, the pack
+   * would only come back to be handed off again, which is a no-op upstream.
+   */
+  (void)spool->sys->fsync(spool->dirfd);
   return CS_E_OK;
 }
 
