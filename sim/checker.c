@@ -131,7 +131,18 @@ void sim_check_claim(sim_world *w, uint32_t proc, uint64_t term) {
   (void)term;
   if (w->claim_count == 0) return;
   const sim_claim *head = &w->claims[w->claim_count - 1];
-  if (cs_uuid_equal(&head->lease_id, &w->procs[proc].lease_id)) return;
+  if (cs_uuid_equal(&head->lease_id, &w->procs[proc].lease_id)) {
+    /* A renewal: due every TTL/3 on its own timer, whatever the cycle does. */
+    const sim_proc *p = &w->procs[proc];
+    uint64_t late_ns = w->base_svc.lease_ttl_ns / 2;
+    bool quiet = w->now_ns >= w->catalog_unhealthy_until_ns &&
+                 w->now_ns >= p->last_pause_end_ns + w->base_svc.lease_ttl_ns;
+    bool live = head->expires_ns > w->now_ns; /* else a re-acquisition, not a renewal */
+    if (live && w->now_ns > head->acquired_ns + late_ns && quiet)
+      sim_bail(w, SIM_EXIT_SAFETY, "p%u renewed its lease %.1f s after its last claim (due every TTL/3) with the catalog healthy",
+               proc, (double)(w->now_ns - head->acquired_ns) / 1e9);
+    return;
+  }
   w->counters.holder_changes++;
   if (w->procs[proc].kind == PROC_RIVAL) w->counters.rival_acquired++;
   if (head->expires_ns == head->acquired_ns) return; /* released */
@@ -142,6 +153,16 @@ void sim_check_claim(sim_world *w, uint32_t proc, uint64_t term) {
   if (live && w->now_ns >= w->catalog_unhealthy_until_ns)
     sim_bail(w, SIM_EXIT_SAFETY, "p%u took the lease from p%u, alive and not paused, with the catalog healthy",
              proc, head->proc);
+}
+
+/* Failing requests back off: a proc never sees more than 100 outage answers in one second. */
+void sim_check_backoff(sim_world *w, sim_proc *p) {
+  if (w->now_ns >= p->fail_bucket_start_ns + CS_SEC_NS) {
+    p->fail_bucket_start_ns = w->now_ns;
+    p->fail_bucket_count = 0;
+  }
+  if (++p->fail_bucket_count > 100)
+    sim_bail(w, SIM_EXIT_SAFETY, "p%u got more than 100 failed answers within one second: it does not back off", p->index);
 }
 
 /* Bounded memory: every table within its bound, at most one cycle's uploads owed. */
@@ -156,6 +177,13 @@ void sim_check_step(sim_world *w) {
                u.owed_max);
     if (u.packs_used > u.packs_max || u.inflight_used > u.inflight_max || u.flush_used > u.flush_max)
       sim_bail(w, SIM_EXIT_SAFETY, "p%u exceeded a service table bound", i);
+    if (p->forbidden_heads > 0) {
+      cs_snapshot snap;
+      cs_service_snapshot(p->svc, 0, &snap);
+      if (snap.reconcile_head_errors < p->forbidden_heads)
+        sim_bail(w, SIM_EXIT_SAFETY, "p%u got %" PRIu64 " forbidden reconcile HEADs but counts %" PRIu64 " HEAD errors",
+                 i, p->forbidden_heads, snap.reconcile_head_errors);
+    }
   }
 }
 

@@ -9,6 +9,8 @@
 #include "sim.h"
 
 #include <errno.h>
+#include <signal.h>
+#include <unistd.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,8 +24,20 @@ typedef struct cli {
   const char *profile;
   bool trace;
   bool quiet;
+  bool stop_on_failure;
   uint64_t minutes;
 } cli;
+
+/* What to print if a core's assertion aborts the process mid-run. */
+static char crash_note[512];
+static size_t crash_note_len;
+
+static void on_fatal_signal(int sig) {
+  (void)sig;
+  ssize_t n = write(STDOUT_FILENO, crash_note, crash_note_len);
+  (void)n;
+  _exit(SIM_EXIT_CRASH);
+}
 
 static const char *kind_name(int code) {
   switch (code) {
@@ -38,7 +52,7 @@ static const char *kind_name(int code) {
 
 static int usage(const char *why) {
   fprintf(stderr, "capstore-sim: %s\nusage: capstore-sim (--seed S | --seeds N [--first S] | --plan FILE)"
-                  " [--profile swarm|none|all] [--minutes M] [--trace] [--quiet]\n", why);
+                  " [--profile swarm|none|all] [--minutes M] [--trace] [--quiet] [--stop-on-failure]\n", why);
   return SIM_EXIT_USAGE;
 }
 
@@ -61,6 +75,7 @@ static int parse_args(int argc, char **argv, cli *c) {
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (strcmp(a, "--trace") == 0) c->trace = true;
     else if (strcmp(a, "--quiet") == 0) c->quiet = true;
+    else if (strcmp(a, "--stop-on-failure") == 0) c->stop_on_failure = true;
     else if (strcmp(a, "--seed") == 0 || strcmp(a, "--first") == 0) {
       if (!parse_u64(v, &c->seed)) return usage("--seed/--first needs an unsigned integer");
       have_seed = true, i++;
@@ -110,7 +125,18 @@ static void replay_line(const cli *c, uint64_t seed, FILE *out) {
   fputs(" --trace\n", out);
 }
 
+static void arm_crash_note(const cli *c, uint64_t seed) {
+  int n = snprintf(crash_note, sizeof crash_note,
+                   "\nFAIL seed=%" PRIu64 " kind=crash: the process aborted (an assertion or a signal)\n"
+                   "replay: capstore-sim --seed %" PRIu64 "%s%s%s%s --trace\n",
+                   seed, seed, c->profile ? " --profile " : "", c->profile ? c->profile : "",
+                   c->plan_path ? " --plan " : "", c->plan_path ? c->plan_path : "");
+  crash_note_len = n < 0 ? 0 : (size_t)n < sizeof crash_note ? (size_t)n : sizeof crash_note - 1;
+}
+
 static int run_one(const cli *c, const cs_plan *plan, uint64_t seed, FILE *out) {
+  arm_crash_note(c, seed);
+  fflush(out);
   sim_options opts = {.seed = seed, .profile_name = c->profile, .plan = plan, .plan_path = c->plan_path,
                       .trace = c->trace, .out = out, .duration_ns = c->minutes * 60 * CS_SEC_NS,
                       .liveness_ns = 300 * CS_SEC_NS};
@@ -128,6 +154,9 @@ static int run_one(const cli *c, const cs_plan *plan, uint64_t seed, FILE *out) 
 
 int main(int argc, char **argv) {
   cli c;
+  signal(SIGABRT, on_fatal_signal);
+  signal(SIGSEGV, on_fatal_signal);
+  signal(SIGFPE, on_fatal_signal);
   int rc = parse_args(argc, argv, &c);
   if (rc != 0) return rc;
   static cs_plan plan;
@@ -146,6 +175,11 @@ int main(int argc, char **argv) {
     if (c.quiet) run_one(&c, planp, c.seed + i, stdout); /* print the failure in full */
     failed++;
     if (first_failure == 0) first_failure = code;
+    if (c.stop_on_failure) {
+      printf("first failure at seed %" PRIu64 " after %" PRIu64 " seeds\n", c.seed + i, i + 1);
+      c.seeds = i + 1;
+      break;
+    }
   }
   clock_gettime(CLOCK_MONOTONIC, &t1);
   double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;

@@ -48,6 +48,7 @@ typedef enum sim_fault {
   F_TORN_WRITES,
   F_DISK_FULL,
   F_UPLOADERS,
+  F_REPLACE,
   F_COUNT_
 } sim_fault;
 

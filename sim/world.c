@@ -201,6 +201,8 @@ static void deliver_reply(sim_world *w, sim_proc *p, sim_req *req) {
   ev.key_count = req->key_count;
   ev.next_token = req->next_token;
   hash_u64(w, (uint64_t)req->op << 32 | (uint64_t)ev.outcome);
+  if (cs_outcome_is_outage(ev.outcome)) sim_check_backoff(w, p);
+  if (req->head_only && ev.outcome == CS_OUT_FORBIDDEN) p->forbidden_heads++;
   int rc = cs_service_on_event(p->svc, sim_local_now(w, p), &ev);
   if (rc != CS_E_OK) sim_bail(w, SIM_EXIT_CRASH, "proc %u: completion refused: %s", p->index, cs_strerror(rc));
 }
@@ -276,16 +278,20 @@ static void seal_ack(sim_world *w, sim_proc *p, uint32_t file, int err) {
   }
   if (err != CS_E_OK) {
     f->state = FILE_FREE;
-    cs_sink_on_sealed(&p->sink, sim_local_now(w, p), seq, 0, err);
+    if (seq != 0) (void)cs_sink_on_sealed(&p->sink, sim_local_now(w, p), seq, 0, err);
     return;
   }
   pack->durable = true;
   w->counters.durable_records += pack->ref.record_count;
-  cs_sink_on_sealed(&p->sink, sim_local_now(w, p), seq, pack->ref.size_bytes, CS_E_OK);
+  /* A seal the old sink finished after a replace counts against the new sink's quota. */
+  if (seq == 0 || cs_sink_on_sealed(&p->sink, sim_local_now(w, p), seq, pack->ref.size_bytes, CS_E_OK) != CS_E_OK)
+    cs_sink_on_recovered(&p->sink, pack->ref.size_bytes);
   pack->sealed_order = ++w->sealed_order;
   cs_event ev = {.kind = CS_EV_SEALED, .pack = &pack->ref};
   int rc = cs_service_on_event(p->svc, sim_local_now(w, p), &ev);
-  if (rc != CS_E_OK) sim_bail(w, SIM_EXIT_CRASH, "proc %u: SEALED refused: %s", p->index, cs_strerror(rc));
+  /* A seal that outlived its service stays ready in the spool; the next start recovers it. */
+  if (rc != CS_E_OK && rc != CS_E_CLOSED)
+    sim_bail(w, SIM_EXIT_CRASH, "proc %u: SEALED refused: %s", p->index, cs_strerror(rc));
 }
 
 /* Seal steps: 1 written and fsynced, 2 linked to the ready name, 3 directory fsynced. */
@@ -362,6 +368,7 @@ static void send_request(sim_world *w, sim_proc *p, const cs_action *act) {
   sim_req *req = req_alloc(w, &index);
   req->proc = p->index;
   req->incarnation = p->incarnation;
+  req->svc_gen = p->svc_gen;
   req->action_id = act->id;
   req->op = act->op;
   req->to_catalog = act->op >= CS_OP_CAT_HEAD && act->op <= CS_OP_CAT_COMMITTED;
@@ -369,6 +376,7 @@ static void send_request(sim_world *w, sim_proc *p, const cs_action *act) {
   req->term = act->term;
   req->version = act->version;
   req->count = act->count;
+  req->head_only = act->head_only;
   req->sent_ns = w->now_ns;
   if (act->pack != NULL) req->ref = *act->pack;
   if (act->token != NULL) snprintf(req->token, sizeof req->token, "%s", act->token);
@@ -395,19 +403,21 @@ static void spool_op(sim_world *w, sim_proc *p, const cs_action *act) {
       w->packs[pack].ref.index_bytes <= w->catalog_insert_bytes_max)
     sim_bail(w, SIM_EXIT_SAFETY, "proc %u: healthy pack %s set aside (%s)", p->index, act->pack->key,
              act->reason != NULL ? act->reason : "");
-  sim_schedule(w, w->now_ns + rand_range(&w->prng_storage, 50000, 500000), EV_SPOOL_DONE, p->index,
-               act->id, pack | (uint64_t)(act->op == CS_OP_SPOOL_QUARANTINE) << 32);
+  sim_schedule(w, w->now_ns + rand_range(&w->prng_storage, 50000, 500000), EV_SPOOL_DONE, p->index, act->id,
+               pack | (uint64_t)(act->op == CS_OP_SPOOL_QUARANTINE) << 32 | (uint64_t)p->svc_gen << 33);
 }
 
 static void spool_done(sim_world *w, sim_proc *p, uint64_t action_id, uint64_t b) {
   uint32_t pack = (uint32_t)b;
-  bool quarantine = (b >> 32) != 0;
+  bool quarantine = ((b >> 32) & 1) != 0;
+  bool current = (uint32_t)(b >> 33) == p->svc_gen;
   uint32_t file = file_of_pack(p, pack);
   if (file != SIM_NONE) {
     p->files[file].state = quarantine ? FILE_QUARANTINED : FILE_FREE;
     if (!quarantine) w->packs[pack].removed = true;
     if (p->sink_open) cs_sink_on_removed(&p->sink, w->packs[pack].ref.size_bytes);
   }
+  if (!current) return; /* the file operation happened; its service was abandoned */
   cs_event ev = {.kind = CS_EV_DONE, .id = action_id,
                  .outcome = file != SIM_NONE ? CS_OUT_OK : CS_OUT_NOT_FOUND};
   int rc = cs_service_on_event(p->svc, sim_local_now(w, p), &ev);
@@ -512,9 +522,13 @@ static void stats_fold(sim_proc *p) {
 }
 
 static void service_start(sim_world *w, sim_proc *p) {
-  if (p->svc != NULL && !cs_service_stopped(p->svc) && p->svc_started)
-    sim_bail(w, SIM_EXIT_SAFETY, "proc %u: a new service started before the old one stopped", p->index);
+  /* An old service that did not stop in time is abandoned (its completions are dropped),
+     but it must at least have been told to stop. */
+  if (p->svc != NULL && !cs_service_stopped(p->svc) && p->svc_started && !p->svc_stop_sent)
+    sim_bail(w, SIM_EXIT_SAFETY, "proc %u: a new service started while the old one was never stopped", p->index);
   stats_fold(p);
+  p->svc_gen++;
+  p->svc_stop_sent = false;
   for (int i = 0; i < 16; i += 8) {
     uint64_t r = cs_prng_next(&w->prng_cores);
     memcpy(p->lease_id.bytes + i, &r, 8);
@@ -524,6 +538,7 @@ static void service_start(sim_world *w, sim_proc *p) {
                            cs_prng_next(&w->prng_cores), msg, sizeof msg);
   if (rc != CS_E_OK) sim_bail(w, SIM_EXIT_CRASH, "service init: %s", msg);
   p->svc_started = true;
+  p->forbidden_heads = 0;
   uint64_t local = sim_local_now(w, p);
   cs_event start = {.kind = CS_EV_START};
   cs_service_on_event(p->svc, local, &start);
@@ -546,7 +561,8 @@ static void sweep_open(sim_world *w, sim_proc *p) {
 }
 
 static void sink_open(sim_world *w, sim_proc *p) {
-  if (p->sink_open && !p->sink_closed)
+  /* A sink that was asked to seal but was late may still finish in the background. */
+  if (p->sink_open && !p->sink_closed && !p->seal_asked)
     sim_bail(w, SIM_EXIT_SAFETY, "proc %u: a new sink opened before the old one was sealed", p->index);
   char msg[128];
   if (cs_sink_init(&p->sink, &p->sink_cfg, msg, sizeof msg) != CS_E_OK)
@@ -555,6 +571,7 @@ static void sink_open(sim_world *w, sim_proc *p) {
     if (p->files[i].state == FILE_READY) cs_sink_on_recovered(&p->sink, w->packs[p->files[i].pack].ref.size_bytes);
   p->sink_open = true;
   p->sink_closed = false;
+  p->seal_asked = false;
   p->capturing = p->workload && !w->liveness;
   p->capture_retry_first_local = 0;
   if (p->capturing) sim_schedule(w, w->now_ns + w->capture_interval_ns, EV_CAPTURE, p->index, 0, 0);
@@ -568,6 +585,7 @@ static bool exec_step_now(sim_world *w, sim_proc *p, const cs_engine_action *act
   case CS_STEP_STOP_CAPTURE: p->capturing = false; return true;
   case CS_STEP_FLUSH_SINK: return cs_sink_flush(&p->sink, act->deadline_ns, act->id) != CS_E_OK;
   case CS_STEP_SEAL_SINK:
+    p->seal_asked = true;
     if (!p->sink_open || p->sink_closed) return true;
     return cs_sink_close(&p->sink, sim_local_now(w, p)) != CS_E_OK;
   case CS_STEP_FLUSH_SERVICE:
@@ -578,6 +596,7 @@ static bool exec_step_now(sim_world *w, sim_proc *p, const cs_engine_action *act
   case CS_STEP_STOP_SERVICE: {
     if (p->svc == NULL || cs_service_stopped(p->svc)) return true;
     cs_event ev = {.kind = CS_EV_STOP};
+    p->svc_stop_sent = true;
     cs_service_on_event(p->svc, sim_local_now(w, p), &ev);
     return false;
   }
@@ -611,11 +630,13 @@ static void exec_engine_action(sim_world *w, sim_proc *p, const cs_engine_action
   if (exec_step_now(w, p, act)) engine_step_done(w, p, act->step, CS_E_OK);
 }
 
-static void release_check(sim_world *w, sim_proc *p) {
-  if (p->step != CS_STEP_RELEASE_LEASE || !p->step_waits_release || p->svc == NULL) return;
+static bool release_check(sim_world *w, sim_proc *p) {
+  if (p->step != CS_STEP_RELEASE_LEASE || !p->step_waits_release || p->svc == NULL) return false;
   cs_snapshot snap;
   cs_service_snapshot(p->svc, 0, &snap);
-  if (snap.lease_state == CS_LEASE_RELEASED) engine_step_done(w, p, CS_STEP_RELEASE_LEASE, CS_E_OK);
+  if (snap.lease_state != CS_LEASE_RELEASED) return false;
+  engine_step_done(w, p, CS_STEP_RELEASE_LEASE, CS_E_OK);
+  return true;
 }
 
 /* ---- the pump: run a proc's cores until they have nothing more to say ---- */
@@ -664,7 +685,7 @@ void sim_proc_pump(sim_world *w, sim_proc *p) {
       exec_engine_action(w, p, &ea);
       progress = true;
     }
-    release_check(w, p);
+    if (release_check(w, p)) progress = true;
     if (!progress) break;
   }
   sim_check_step(w);
@@ -866,6 +887,12 @@ static void random_faults(sim_world *w) {
   }
   if (pr->on[F_FOREIGN_OBJECTS] && chance(r, pr->rate_permille[F_FOREIGN_OBJECTS])) foreign_object(w);
   if (pr->on[F_CRASHES] && chance(r, pr->rate_permille[F_CRASHES])) sim_proc_crash(w, &w->procs[cs_prng_below(r, w->proc_count)]);
+  if (pr->on[F_REPLACE] && chance(r, pr->rate_permille[F_REPLACE])) {
+    sim_proc *p = &w->procs[cs_prng_below(r, w->proc_count)];
+    if (p->kind != PROC_RIVAL && p->alive && p->paused_until_ns <= w->now_ns && p->engine.state == CS_ENGINE_OPEN &&
+        p->engine_op == CS_ENGINE_OP_NONE)
+      sim_engine_start(w, p, CS_ENGINE_OP_REPLACE, rand_range(r, CS_SEC_NS, 20 * CS_SEC_NS));
+  }
   if (pr->on[F_PAUSE_HOLDER] && chance(r, pr->rate_permille[F_PAUSE_HOLDER])) {
     uint32_t holder = holder_proc(w);
     if (holder != SIM_NONE) proc_pause(w, &w->procs[holder], rand_range(r, w->base_svc.lease_ttl_ns / 2, 3 * w->base_svc.lease_ttl_ns));
@@ -941,7 +968,7 @@ static void on_reply(sim_world *w, const sim_event *ev, sim_proc *p) {
     sim_schedule(w, p->paused_until_ns, EV_REPLY, ev->proc, ev->a, 0);
     return; /* the same reference moves on */
   }
-  if (req->incarnation == p->incarnation && p->alive) {
+  if (req->incarnation == p->incarnation && p->alive && req->svc_gen == p->svc_gen) {
     deliver_reply(w, p, req);
     req_release(req);
     crash_points(w, p);
@@ -965,6 +992,11 @@ static void dispatch_proc(sim_world *w, const sim_event *ev, sim_proc *p) {
   case EV_REPLY: on_reply(w, ev, p); return;
   case EV_ARRIVE: {
     sim_req *req = &w->reqs[ev->a];
+    /* A paused process has not yet written its request to the socket. */
+    if (req->incarnation == p->incarnation && p->alive && p->paused_until_ns > w->now_ns) {
+      sim_schedule(w, p->paused_until_ns, EV_ARRIVE, ev->proc, ev->a, 0);
+      return;
+    }
     if (req->to_catalog) sim_catalog_apply(w, req);
     else sim_store_apply(w, req);
     req_release(req);
@@ -1111,7 +1143,11 @@ static void world_setup(sim_world *w) {
   profile_shape(w);
   if (w->opts->plan != NULL) {
     w->workload = false;
-    if (sim_plan_apply_settings(w, w->opts->plan) != CS_E_OK) sim_bail(w, SIM_EXIT_USAGE, "%s", w->result->reason);
+    if (sim_plan_apply_settings(w, w->opts->plan) != CS_E_OK) {
+      char why[sizeof w->result->reason];
+      memcpy(why, w->result->reason, sizeof why);
+      sim_bail(w, SIM_EXIT_USAGE, "%s", why);
+    }
     w->catalog_insert_bytes_max = w->catalog_insert_bytes_max == 0 ? w->base_svc.index_batch_bytes_max : w->catalog_insert_bytes_max;
   }
   char msg[160];

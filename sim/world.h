@@ -11,10 +11,10 @@
 #include <setjmp.h>
 
 #define SIM_PROCS_MAX 6u
-#define SIM_OBJECTS_MAX 2048u
+#define SIM_OBJECTS_MAX 4096u
 #define SIM_EVENTS_MAX 16384u
 #define SIM_REQS_MAX 256u
-#define SIM_PACKS_MAX 2048u
+#define SIM_PACKS_MAX 4096u
 #define SIM_CLAIMS_MAX 16384u
 #define SIM_PUBLISH_MAX 16384u
 #define SIM_FILES_MAX 128u
@@ -65,6 +65,7 @@ typedef struct sim_publish {
 /* A request on the wire, with its payload copied at send time. */
 typedef struct sim_req {
   bool used;
+  uint32_t svc_gen;           /* the service instance that sent it */
   uint32_t refs;              /* scheduled ARRIVE/REPLY events still to come */
   cs_outcome forced;          /* network outcome that replaces the server's, or CS_OUT_OK */
   bool has_forced;
@@ -73,6 +74,7 @@ typedef struct sim_req {
   uint64_t action_id;
   cs_op op;
   bool to_catalog;
+  bool head_only;
   bool applied;
   bool answered;
   cs_uuid lease_id;
@@ -140,10 +142,12 @@ typedef struct sim_proc {
   size_t svc_mem_size;
   bool svc_started;
   bool svc_stop_sent;
+  uint32_t svc_gen;         /* bumped at every service start; older completions are dropped */
   cs_sink_config sink_cfg;
   cs_sink sink;
   bool sink_open;
   bool sink_closed;
+  bool seal_asked;    /* the engine asked this sink to seal and close */
   cs_engine engine;
   cs_engine_config engine_cfg;
   cs_engine_step step;      /* engine step in flight */
@@ -168,6 +172,10 @@ typedef struct sim_proc {
   int crash_point;  /* -1 none, else cs_plan_crash_point */
   uint64_t crash_uploaded_base;
   uint64_t crash_indexed_base;
+  /* Failed requests in the current one-second bucket (the backoff invariant). */
+  uint64_t fail_bucket_start_ns;
+  uint32_t fail_bucket_count;
+  uint64_t forbidden_heads; /* reconcile HEADs answered 403 to the current service */
   /* Wake-up bookkeeping. */
   uint64_t wake_at_ns;
   /* Stats carried across incarnations. */
@@ -326,6 +334,7 @@ void sim_check_effective_write(sim_world *w, const sim_req *req);
 void sim_check_publish(sim_world *w, const sim_req *req);
 void sim_check_claim(sim_world *w, uint32_t proc, uint64_t term);
 void sim_check_step(sim_world *w);
+void sim_check_backoff(sim_world *w, sim_proc *p);
 bool sim_check_drained(sim_world *w, char *why, size_t why_size);
 uint64_t sim_visible_records(const sim_world *w);
 

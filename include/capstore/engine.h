@@ -11,7 +11,8 @@
  *   close:   SEAL_SINK, STOP_CAPTURE, DRAIN_SERVICE (within the close budget),
  *            STOP_SERVICE, RELEASE_LEASE, REPORT; each failure is logged and the
  *            rest still run
- *   replace: the close steps, then the open steps, then REPORT
+ *   replace: the close steps, then the open steps, then REPORT; when SEAL_SINK
+ *            failed (the old sink may still be writing) SWEEP_OPEN is left out
  *
  * Every step carries a deadline; a step not completed by it counts as failed
  * with CS_E_TIMEOUT and the sequence goes on.
@@ -167,6 +168,7 @@ int cs_engine_replace(cs_engine *engine, uint64_t now_ns, uint64_t budget_ns);
 int cs_engine_on_step_done(cs_engine *engine, uint64_t now_ns, uint64_t id, int err);
 
 bool cs_engine_poll(cs_engine *engine, uint64_t now_ns, cs_engine_action *out);
+/* 0 while actions wait to be polled; else the step deadline, CS_NEVER when idle. */
 uint64_t cs_engine_next_deadline(const cs_engine *engine);
 /* Call at next_deadline: a step past its deadline fails with CS_E_TIMEOUT. */
 void cs_engine_tick(cs_engine *engine, uint64_t now_ns);

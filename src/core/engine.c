@@ -6,6 +6,10 @@
  */
 #include "capstore/engine.h"
 
+#ifndef CAPSTORE_MUTANT
+#define CAPSTORE_MUTANT 0
+#endif
+
 #include <assert.h>
 #include <string.h>
 
@@ -98,7 +102,9 @@ static void engine_plan_open(cs_engine *engine) {
 }
 
 static void engine_plan_close(cs_engine *engine) {
+#if CAPSTORE_MUTANT != 7 /* mutant 7: close without sealing the sink */
   engine_plan_append(engine, CS_STEP_SEAL_SINK);
+#endif
   engine_plan_append(engine, CS_STEP_STOP_CAPTURE);
   engine_plan_append(engine, CS_STEP_DRAIN_SERVICE);
   engine_plan_append(engine, CS_STEP_STOP_SERVICE);
@@ -176,6 +182,20 @@ static void engine_issue(cs_engine *engine, uint64_t now_ns) {
 }
 
 /*
+ * The old sink did not finish sealing: its .open file may still be written,
+ * so a replace must not sweep stale .open files now (the next clean start
+ * sweeps them).
+ */
+static void engine_plan_drop_sweep(cs_engine *engine) {
+  assert(engine->plan_count <= CS_ENGINE_PLAN_MAX);
+  uint32_t kept = engine->step_index + 1;
+  for (uint32_t i = engine->step_index + 1; i < engine->plan_count; i++)
+    if (engine->plan[i] != CS_STEP_SWEEP_OPEN) engine->plan[kept++] = engine->plan[i];
+  engine->plan_count = kept;
+  assert(kept >= engine->step_index + 1);
+}
+
+/*
  * Logs a failed step. A failed open step replaces the rest of the open with
  * the clean-up: nothing when START_SERVICE refused (nothing started),
  * otherwise STOP_SERVICE and RELEASE_LEASE.
@@ -189,6 +209,7 @@ static void engine_step_failed(cs_engine *engine, uint64_t now_ns, int err) {
   engine->log_count++;
   engine->op_failures++;
   if (engine->op_err == CS_E_OK) engine->op_err = err;
+  if (step == CS_STEP_SEAL_SINK) engine_plan_drop_sweep(engine);
   if (!step_is_open(step)) return;
   engine->open_failed = true;
   engine->plan_count = engine->step_index + 1;
@@ -302,6 +323,7 @@ bool cs_engine_poll(cs_engine *engine, uint64_t now_ns, cs_engine_action *out) {
 uint64_t cs_engine_next_deadline(const cs_engine *engine) {
   assert(engine != NULL);
   assert(engine->step_id == ENGINE_ID_NONE || engine->step_inflight != CS_STEP_NONE);
+  if (engine->queue_count != 0) return 0; /* actions wait for cs_engine_poll */
   if (engine->step_id == ENGINE_ID_NONE) return CS_NEVER;
   return engine->step_deadline_ns;
 }

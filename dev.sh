@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# capstore developer entry point. Installs what the build needs (Debian 12,
+# apt-get), configures and builds, then runs what you ask for.
+#
+#   ./dev.sh sim [N]     build and run the simulator over N swarm seeds (default 500)
+#   ./dev.sh test        build and run every test (ctest)
+#   ./dev.sh deps        only install the Debian packages
+set -euo pipefail
+cd "$(dirname "$0")"
+
+PACKAGES=(build-essential cmake ninja-build clang libclang-rt-14-dev pkg-config libcmocka-dev
+          libjansson-dev libssl-dev zlib1g-dev python3)
+
+deps() {
+  local missing=()
+  for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  local sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  echo "dev.sh: installing ${missing[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+}
+
+build() {
+  deps
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  ninja -C build
+}
+
+case "${1:-}" in
+  deps) deps ;;
+  sim)
+    build
+    ./build/capstore-sim --seeds "${2:-500}" --quiet
+    ;;
+  test)
+    build
+    ctest --test-dir build --output-on-failure -j"$(nproc)"
+    ;;
+  *) sed -n '2,9p' "$0"; exit 2 ;;
+esac

@@ -1,0 +1,26 @@
+#!/bin/sh
+# The cores reference no clock, random, file, socket, thread, allocation or
+# curl symbol. Inspects the core library's undefined symbols with nm.
+set -u
+lib=$1
+# Negative twin: the same check must refuse an archive that calls malloc and clock_gettime.
+if [ "${2:-}" != "--no-selftest" ]; then
+  tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+  printf '#include <stdlib.h>\n#include <time.h>\nvoid *bad(void);\nvoid *bad(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return malloc((size_t)t.tv_nsec); }\n' > "$tmp/bad.c"
+  cc -D_POSIX_C_SOURCE=200809L -c "$tmp/bad.c" -o "$tmp/bad.o" && ar rcs "$tmp/libbad.a" "$tmp/bad.o"
+  if sh "$0" "$tmp/libbad.a" --no-selftest >/dev/null 2>&1; then
+    echo "purity check accepted an archive calling malloc and clock_gettime"; exit 1
+  fi
+fi
+undef=$(nm -u "$lib" | grep -v ':$' | awk 'NF {print $NF}' | sed 's/@.*//' | sort -u)
+banned='^(time|clock|clock_gettime|gettimeofday|rand|random|srand|srandom|drand48|getrandom|arc4random|rand_r|fopen|fclose|fread|fwrite|fprintf|printf|puts|open|openat|close|read|write|pread|pwrite|fsync|fdatasync|unlink|rename|link|mkdir|stat|fstat|socket|connect|bind|listen|accept|send|recv|select|poll|epoll_wait|sleep|usleep|nanosleep|malloc|calloc|realloc|free|aligned_alloc|posix_memalign|mmap|munmap|pthread_.*|thrd_.*|mtx_.*|cnd_.*|curl_.*|cuda.*|abort|exit|getenv|signal|raise)$'
+hits=$(printf '%s\n' "$undef" | grep -E "$banned")
+if [ -n "$hits" ]; then
+  echo "core objects reference banned symbols:"; printf '  %s\n' $hits; exit 1
+fi
+allowed='^(memcpy|memset|memmove|memcmp|strlen|strnlen|strcmp|strncmp|snprintf|__assert_fail|__stack_chk_fail|__.*san.*|__ubsan_.*|__asan_.*|__sancov.*|__sanitizer.*|_GLOBAL_OFFSET_TABLE_)$'
+others=$(printf '%s\n' "$undef" | grep -vE "$allowed" | grep -v '^cs_' | grep -v '^$')
+if [ -n "$others" ]; then
+  echo "core objects reference symbols outside the allowed set (review and allow, or remove):"; printf '  %s\n' $others; exit 1
+fi
+echo "purity: $(printf '%s\n' "$undef" | grep -c .) undefined symbols, all allowed: $(printf '%s ' $undef)"
