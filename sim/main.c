@@ -4,7 +4,9 @@
  *   capstore-sim --seed S            one seed (replays a failure bit for bit)
  *   capstore-sim --seeds N [--first S]
  *   capstore-sim --plan FILE         a hand-written fault plan
- *   options: --trace, --profile swarm|none|all, --minutes M (safety phase), --quiet
+ *   options: --trace, --profile swarm|none|all, --without FAULT (repeatable: turn one
+ *   drawn fault kind off, to minimise a failure), --minutes M (safety phase),
+ *   --quiet, --stop-on-failure
  */
 #include "sim.h"
 
@@ -26,6 +28,8 @@ typedef struct cli {
   bool quiet;
   bool stop_on_failure;
   uint64_t minutes;
+  uint32_t without_mask;
+  char without_text[256];
 } cli;
 
 /* What to print if a core's assertion aborts the process mid-run. */
@@ -52,7 +56,7 @@ static const char *kind_name(int code) {
 
 static int usage(const char *why) {
   fprintf(stderr, "capstore-sim: %s\nusage: capstore-sim (--seed S | --seeds N [--first S] | --plan FILE)"
-                  " [--profile swarm|none|all] [--minutes M] [--trace] [--quiet] [--stop-on-failure]\n", why);
+                  " [--profile swarm|none|all] [--without FAULT]... [--minutes M] [--trace] [--quiet] [--stop-on-failure]\n", why);
   return SIM_EXIT_USAGE;
 }
 
@@ -87,6 +91,14 @@ static int parse_args(int argc, char **argv, cli *c) {
       i++;
     } else if (strcmp(a, "--plan") == 0 && v != NULL) c->plan_path = v, i++;
     else if (strcmp(a, "--profile") == 0 && v != NULL) c->profile = v, i++;
+    else if (strcmp(a, "--without") == 0 && v != NULL) {
+      sim_fault f = sim_fault_by_name(v);
+      if (f == F_COUNT_) return usage("--without needs a fault name as printed in the profile line");
+      c->without_mask |= 1u << f;
+      size_t used = strlen(c->without_text);
+      snprintf(c->without_text + used, sizeof c->without_text - used, " --without %s", v);
+      i++;
+    }
     else return usage("unknown or incomplete option");
   }
   if (!have_seed && !c->many && c->plan_path == NULL) return usage("give --seed, --seeds or --plan");
@@ -122,7 +134,7 @@ static void replay_line(const cli *c, uint64_t seed, FILE *out) {
   if (c->profile != NULL) fprintf(out, " --profile %s", c->profile);
   if (c->plan_path != NULL) fprintf(out, " --plan %s", c->plan_path);
   if (c->minutes != 10) fprintf(out, " --minutes %" PRIu64, c->minutes);
-  fputs(" --trace\n", out);
+  fprintf(out, "%s --trace\n", c->without_text);
 }
 
 static void arm_crash_note(const cli *c, uint64_t seed) {
@@ -139,7 +151,7 @@ static int run_one(const cli *c, const cs_plan *plan, uint64_t seed, FILE *out) 
   fflush(out);
   sim_options opts = {.seed = seed, .profile_name = c->profile, .plan = plan, .plan_path = c->plan_path,
                       .trace = c->trace, .out = out, .duration_ns = c->minutes * 60 * CS_SEC_NS,
-                      .liveness_ns = 300 * CS_SEC_NS};
+                      .liveness_ns = 300 * CS_SEC_NS, .without_mask = c->without_mask};
   sim_result res;
   sim_run(&opts, &res);
   if (res.exit_code != SIM_EXIT_OK) {

@@ -15,6 +15,12 @@ const char *sim_fault_name(sim_fault fault) {
   return (unsigned)fault < F_COUNT_ ? fault_names[fault] : "?";
 }
 
+sim_fault sim_fault_by_name(const char *name) {
+  for (uint32_t i = 0; i < F_COUNT_; i++)
+    if (strcmp(fault_names[i], name) == 0) return (sim_fault)i;
+  return F_COUNT_;
+}
+
 void sim_profile_draw(sim_profile *profile, cs_prng *prng) {
   memset(profile, 0, sizeof *profile);
   for (uint32_t i = 0; i < F_COUNT_; i++) {

@@ -58,6 +58,8 @@ typedef struct sim_profile {
 } sim_profile;
 
 const char *sim_fault_name(sim_fault fault);
+/* The fault kind named name, or F_COUNT_ when there is none. */
+sim_fault sim_fault_by_name(const char *name);
 /* Draws a swarm profile: each fault on or off with its own rate. */
 void sim_profile_draw(sim_profile *profile, cs_prng *prng);
 /* Named profiles: "swarm" (drawn), "none", "all". CS_E_NOT_FOUND otherwise. */
@@ -75,6 +77,7 @@ typedef struct sim_options {
   FILE *out;                /* where to print; never NULL */
   uint64_t duration_ns;     /* safety phase length (default 10 simulated minutes) */
   uint64_t liveness_ns;     /* liveness bound */
+  uint32_t without_mask;    /* fault kinds forced off after the draw (for minimising) */
 } sim_options;
 
 typedef struct sim_result {

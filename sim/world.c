@@ -1140,6 +1140,8 @@ static void world_setup(sim_world *w) {
   const char *name = w->opts->plan != NULL && w->opts->profile_name == NULL ? "none" : w->opts->profile_name;
   if (sim_profile_named(&w->profile, name == NULL ? "swarm" : name, &w->prng_faults) != CS_E_OK)
     sim_bail(w, SIM_EXIT_USAGE, "unknown profile '%s'", name);
+  for (uint32_t i = 0; i < F_COUNT_; i++)
+    if (w->opts->without_mask & (1u << i)) w->profile.on[i] = false, w->profile.rate_permille[i] = 0;
   profile_shape(w);
   if (w->opts->plan != NULL) {
     w->workload = false;
