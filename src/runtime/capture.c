@@ -1,0 +1,270 @@
+/*
+ * The capture sink's public face: configuration, open, the capture calls
+ * (the model's hot path), flush, close, removal and statistics. The worker
+ * (worker.c) does the packing and sealing.
+ *
+ * The hot path holds the mutex only to admit the record to the sink core,
+ * move the core's actions to the control queue and reserve staging room;
+ * the copy happens outside the lock, and the worker is woken only when it
+ * sleeps.
+ */
+#include <assert.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "runtime_internal.h"
+
+#define MIB (UINT64_C(1) << 20)
+#define SPOOL_RETRY_NS (10 * CS_MS_NS) /* re-check quota at least this often while blocked */
+
+/* ---- Small helpers ---- */
+
+__attribute__((format(printf, 4, 5)))
+static int refuse(int code, char *msg, size_t msg_size, const char *format, ...) {
+  if (msg != NULL && msg_size > 0) {
+    va_list args;
+    va_start(args, format);
+    vsnprintf(msg, msg_size, format, args);
+    va_end(args);
+  }
+  return code;
+}
+
+static void msg_clear(char *msg, size_t msg_size) {
+  if (msg != NULL && msg_size > 0) msg[0] = '\0';
+}
+
+uint64_t cs_capture_clock_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * CS_SEC_NS + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t rt_realtime_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (uint64_t)ts.tv_sec * CS_SEC_NS + (uint64_t)ts.tv_nsec;
+}
+
+void rt_cond_wait_until(pthread_cond_t *cond, pthread_mutex_t *mutex, uint64_t deadline_ns) {
+  if (deadline_ns == CS_NEVER) {
+    pthread_cond_wait(cond, mutex);
+    return;
+  }
+  struct timespec ts = {.tv_sec = (time_t)(deadline_ns / CS_SEC_NS),
+                        .tv_nsec = (long)(deadline_ns % CS_SEC_NS)};
+  int rc = pthread_cond_timedwait(cond, mutex, &ts);
+  assert(rc == 0 || rc == ETIMEDOUT);
+  (void)rc;
+}
+
+void rt_wake_worker(cs_capture *cap) {
+  if (atomic_load(&cap->worker_waiting)) pthread_cond_signal(&cap->work_cond);
+}
+
+void rt_note_error(cs_capture *cap, int err, const char *msg) {
+  assert(err < 0);
+  if (cap->pending_err != CS_E_OK) return;
+  cap->pending_err = err;
+  snprintf(cap->pending_msg, sizeof cap->pending_msg, "%s", msg);
+}
+
+void rt_drain_actions(cs_capture *cap, uint64_t record_pack_seq, uint64_t record_entry_seq) {
+  cs_sink_action action;
+  while (cs_sink_poll(&cap->sink, 0, &action)) {
+    assert(cap->control_count < RT_CONTROL_MAX); /* bounded by the core's seal slots */
+    /* A seal of the record's own pack runs after the record; any other before it. */
+    bool after = action.op == CS_SINK_SEAL && action.pack_seq == record_pack_seq;
+    uint32_t at = (cap->control_head + cap->control_count) % RT_CONTROL_MAX;
+    cap->control[at].action = action;
+    cap->control[at].position = after ? record_entry_seq + 1 : record_entry_seq;
+    cap->control_count++;
+  }
+}
+
+/* ---- Configuration ---- */
+
+void cs_capture_config_default(cs_capture_config *cfg) {
+  assert(cfg != NULL);
+  memset(cfg, 0, sizeof *cfg);
+  cs_sink_config_default(&cfg->sink);
+  cfg->staging_bytes = 128 * MIB;
+  cfg->record_bytes_max = 32 * MIB;
+  cfg->device_copies_max = 64;
+  cfg->recover_at_open = true;
+}
+
+int cs_capture_config_validate(const cs_capture_config *cfg, char *msg, size_t msg_size) {
+  if (cfg == NULL) return refuse(CS_E_CONFIG, msg, msg_size, "config is NULL");
+  char sink_msg[160];
+  if (cs_sink_config_validate(&cfg->sink, sink_msg, sizeof sink_msg) != CS_E_OK) {
+    return refuse(CS_E_CONFIG, msg, msg_size, "sink.%s", sink_msg);
+  }
+  if (cfg->staging_bytes < MIB) return refuse(CS_E_CONFIG, msg, msg_size, "staging_bytes must be >= 1 MiB");
+  if (cfg->staging_bytes > (UINT64_C(1) << 40)) {
+    return refuse(CS_E_CONFIG, msg, msg_size, "staging_bytes must be <= 1 TiB");
+  }
+  if (cfg->record_bytes_max == 0) return refuse(CS_E_CONFIG, msg, msg_size, "record_bytes_max must be > 0");
+  if (cfg->record_bytes_max > cfg->staging_bytes / 4) {
+    return refuse(CS_E_CONFIG, msg, msg_size, "record_bytes_max must be <= staging_bytes / 4");
+  }
+  if (cfg->record_bytes_max > cfg->sink.spool_bytes_max) {
+    return refuse(CS_E_CONFIG, msg, msg_size, "record_bytes_max must be <= sink.spool_bytes_max");
+  }
+  if (cfg->device_copies_max > 65536) {
+    return refuse(CS_E_CONFIG, msg, msg_size, "device_copies_max must be <= 65536");
+  }
+  msg_clear(msg, msg_size);
+  return CS_E_OK;
+}
+
+/* ---- Open ---- */
+
+/* The ring in pinned memory when the device path is on, else plain pages; touched now. */
+static int open_ring(cs_capture *cap, char *msg, size_t msg_size) {
+  uint64_t capacity = cap->cfg.staging_bytes & ~(uint64_t)(RT_ALIGN - 1);
+  void *base = NULL;
+  if (cap->device_ok && rt_cuda_host_alloc((size_t)capacity, &base, NULL, 0) == CS_E_OK) {
+    cap->ring_pinned = true;
+  } else if (posix_memalign(&base, 4096, (size_t)capacity) != 0) {
+    return refuse(CS_E_NO_MEMORY, msg, msg_size, "staging area of %llu bytes: allocation failed",
+                  (unsigned long long)capacity);
+  }
+  /* Touch every page now so the hot path never takes a page fault. */
+  memset(base, 0, (size_t)capacity);
+  cap->ring.base = base;
+  cap->ring.capacity = capacity;
+  return CS_E_OK;
+}
+
+/* Events for device copies; without a device the device path answers CS_E_UNSUPPORTED. */
+static void open_device(cs_capture *cap) {
+  if (cap->cfg.device_copies_max == 0) {
+    snprintf(cap->device_msg, sizeof cap->device_msg, "the device path is off (device_copies_max is 0)");
+    return;
+  }
+  if (rt_cuda_probe(cap->device_msg, sizeof cap->device_msg) != CS_E_OK) return;
+  cap->events = calloc(cap->cfg.device_copies_max, sizeof *cap->events);
+  if (cap->events == NULL) {
+    snprintf(cap->device_msg, sizeof cap->device_msg, "device event table allocation failed");
+    return;
+  }
+  for (uint32_t i = 0; i < cap->cfg.device_copies_max; i++) {
+    if (rt_cuda_event_create(&cap->events[i], cap->device_msg, sizeof cap->device_msg) != CS_E_OK) break;
+    cap->events_total++;
+  }
+  cap->events_free = cap->events_total;
+  cap->device_ok = cap->events_total > 0;
+}
+
+/* Opens the spool, recovers, and counts what is already there against the quota. */
+static int open_spool(cs_capture *cap, const char *dir, char *msg, size_t msg_size) {
+  cs_spool_options options = {.sys = cap->cfg.spool_sys, .create = true};
+  int rc = cs_spool_open(dir, &options, &cap->spool, msg, msg_size);
+  if (rc != CS_E_OK) return rc;
+  if (cap->cfg.recover_at_open) {
+    rc = cs_spool_recover(cap->spool, &cap->stats.recovery);
+    if (rc != CS_E_OK) {
+      return refuse(rc, msg, msg_size, "spool recovery: %.300s", cs_spool_last_error(cap->spool));
+    }
+  }
+  size_t count = 0;
+  cs_spool_entry *entries = NULL;
+  rc = cs_spool_list(cap->spool, NULL, 0, &count);
+  if (rc == CS_E_OK && count > 0) {
+    entries = calloc(count, sizeof *entries);
+    if (entries == NULL) return refuse(CS_E_NO_MEMORY, msg, msg_size, "spool listing allocation failed");
+    rc = cs_spool_list(cap->spool, entries, count, &count);
+  }
+  if (rc != CS_E_OK) {
+    free(entries);
+    return refuse(rc, msg, msg_size, "spool listing: %.300s", cs_spool_last_error(cap->spool));
+  }
+  for (size_t i = 0; i < count; i++) {
+    cs_sink_on_recovered(&cap->sink, entries[i].size_bytes);
+    cap->stats.recovered_packs++;
+    cap->stats.recovered_bytes += entries[i].size_bytes;
+  }
+  free(entries);
+  return CS_E_OK;
+}
+
+static int init_sync(cs_capture *cap) {
+  pthread_condattr_t attr;
+  if (pthread_condattr_init(&attr) != 0) return CS_E_NO_MEMORY;
+  pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+  int rc = pthread_mutex_init(&cap->mutex, NULL) | pthread_mutex_init(&cap->spool_mutex, NULL) |
+           pthread_cond_init(&cap->work_cond, &attr) | pthread_cond_init(&cap->space_cond, &attr) |
+           pthread_cond_init(&cap->done_cond, &attr);
+  pthread_condattr_destroy(&attr);
+  return rc == 0 ? CS_E_OK : CS_E_NO_MEMORY;
+}
+
+/* Starts the worker with every signal blocked: signals belong to the model's threads. */
+static int start_worker(cs_capture *cap, char *msg, size_t msg_size) {
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  int rc = pthread_create(&cap->worker, NULL, rt_worker_main, cap);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (rc != 0) return refuse(CS_E_NO_MEMORY, msg, msg_size, "pthread_create: %s", strerror(rc));
+  cap->worker_started = true;
+  return CS_E_OK;
+}
+
+void rt_capture_destroy(cs_capture *cap) {
+  for (uint32_t i = 0; i < cap->events_total; i++) rt_cuda_event_destroy(cap->events[i]);
+  free(cap->events);
+  if (cap->ring.base != NULL) {
+    if (cap->ring_pinned) rt_cuda_host_free(cap->ring.base);
+    else free(cap->ring.base);
+  }
+  if (cap->spool != NULL) cs_spool_close(cap->spool);
+  free(cap->key_tenant);
+  free(cap->key_session);
+  pthread_cond_destroy(&cap->work_cond);
+  pthread_cond_destroy(&cap->space_cond);
+  pthread_cond_destroy(&cap->done_cond);
+  pthread_mutex_destroy(&cap->spool_mutex);
+  pthread_mutex_destroy(&cap->mutex);
+  free(cap);
+}
+
+int cs_capture_open(const char *spool_dir, const cs_capture_config *cfg, cs_capture **out,
+                    char *msg, size_t msg_size) {
+  if (out == NULL) return refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "out is NULL");
+  *out = NULL;
+  if (spool_dir == NULL || spool_dir[0] == '\0') {
+    return refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "spool_dir is NULL or empty");
+  }
+  cs_capture_config defaults;
+  cs_capture_config_default(&defaults);
+  if (cfg == NULL) cfg = &defaults;
+  int rc = cs_capture_config_validate(cfg, msg, msg_size);
+  if (rc != CS_E_OK) return rc;
+  cs_capture *cap = calloc(1, sizeof *cap);
+  if (cap == NULL) return refuse(CS_E_NO_MEMORY, msg, msg_size, "capture allocation failed");
+  cap->cfg = *cfg;
+  if (init_sync(cap) != CS_E_OK) {
+    free(cap);
+    return refuse(CS_E_NO_MEMORY, msg, msg_size, "mutex or condition initialisation failed");
+  }
+  rc = cs_sink_init(&cap->sink, &cfg->sink, msg, msg_size);
+  assert(rc == CS_E_OK); /* validated above */
+  open_device(cap);
+  rc = open_ring(cap, msg, msg_size);
+  if (rc == CS_E_OK) rc = open_spool(cap, spool_dir, msg, msg_size);
+  if (rc == CS_E_OK) rc = start_worker(cap, msg, msg_size);
+  if (rc != CS_E_OK) {
+    rt_capture_destroy(cap);
+    return rc;
+  }
+  msg_clear(msg, msg_size);
+  *out = cap;
+  return CS_E_OK;
+}

@@ -1,0 +1,167 @@
+/*
+ * Flush, close, free, removal, listing and statistics of the capture sink.
+ * Flush and close ask the sink core and wait for the worker to carry out
+ * what it decided, each by its deadline.
+ */
+#include <assert.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime_internal.h"
+
+__attribute__((format(printf, 4, 5)))
+static int refuse(int code, char *msg, size_t msg_size, const char *format, ...) {
+  if (msg != NULL && msg_size > 0) {
+    va_list args;
+    va_start(args, format);
+    vsnprintf(msg, msg_size, format, args);
+    va_end(args);
+  }
+  return code;
+}
+
+static void msg_set(char *msg, size_t msg_size, const char *text) {
+  if (msg != NULL && msg_size > 0) snprintf(msg, msg_size, "%s", text);
+}
+
+/* Under the mutex: waits on done_cond; false once deadline_ns has passed. */
+static bool wait_done(cs_capture *cap, uint64_t deadline_ns) {
+  if (deadline_ns != CS_NEVER && cs_capture_clock_ns() >= deadline_ns) return false;
+  rt_cond_wait_until(&cap->done_cond, &cap->mutex, deadline_ns);
+  return true;
+}
+
+/* Under the mutex: asks the core for a flush, waiting out one still outstanding. */
+static int start_flush(cs_capture *cap, uint64_t id, uint64_t deadline_ns) {
+  for (;;) {
+    if (cap->close_started) return CS_E_CLOSED;
+    int rc = cs_sink_flush(&cap->sink, cs_capture_clock_ns(), id);
+    if (rc != CS_E_STATE) return rc;
+    /* An earlier flush that timed out is still outstanding in the core. */
+    if (!wait_done(cap, deadline_ns)) return CS_E_TIMEOUT;
+  }
+}
+
+static int flush_locked(cs_capture *cap, uint64_t deadline_ns, char *msg, size_t msg_size) {
+  if (cap->close_started) return refuse(CS_E_CLOSED, msg, msg_size, "the sink is closed");
+  while (cap->flush_active) {
+    if (!wait_done(cap, deadline_ns)) return refuse(CS_E_TIMEOUT, msg, msg_size, "flush deadline passed");
+    if (cap->close_started) return refuse(CS_E_CLOSED, msg, msg_size, "the sink is closed");
+  }
+  cap->flush_active = true;
+  uint64_t id = ++cap->flush_next_id;
+  int rc = start_flush(cap, id, deadline_ns);
+  if (rc == CS_E_OK) {
+    rt_drain_actions(cap, 0, cap->ring.reserved_count);
+    rt_wake_worker(cap);
+    while (cap->flush_done_id < id && !cap->close_done) {
+      if (!wait_done(cap, deadline_ns)) break;
+    }
+    if (cap->flush_done_id >= id) {
+      rc = cap->flush_done_err;
+      msg_set(msg, msg_size, cap->flush_done_msg);
+    } else {
+      rc = cap->close_done ? CS_E_CLOSED : CS_E_TIMEOUT;
+    }
+  }
+  if (rc == CS_E_TIMEOUT) refuse(rc, msg, msg_size, "flush deadline passed; sealing goes on");
+  if (rc == CS_E_CLOSED) refuse(rc, msg, msg_size, "the sink is closed");
+  cap->flush_active = false;
+  pthread_cond_broadcast(&cap->done_cond);
+  return rc;
+}
+
+int cs_capture_flush(cs_capture *cap, uint64_t deadline_ns, char *msg, size_t msg_size) {
+  if (cap == NULL) return refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "cap is NULL");
+  pthread_mutex_lock(&cap->mutex);
+  int rc = flush_locked(cap, deadline_ns, msg, msg_size);
+  pthread_mutex_unlock(&cap->mutex);
+  return rc;
+}
+
+/* Joins the worker once, whoever gets here first. */
+static void join_worker(cs_capture *cap) {
+  pthread_mutex_lock(&cap->mutex);
+  bool mine = cap->worker_started && !cap->worker_joined;
+  cap->worker_joined = true;
+  pthread_mutex_unlock(&cap->mutex);
+  if (mine) pthread_join(cap->worker, NULL);
+}
+
+int cs_capture_close(cs_capture *cap, uint64_t deadline_ns, char *msg, size_t msg_size) {
+  if (cap == NULL) return refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "cap is NULL");
+  pthread_mutex_lock(&cap->mutex);
+  if (!cap->close_started) {
+    cap->close_started = true;
+    int rc = cs_sink_close(&cap->sink, cs_capture_clock_ns());
+    assert(rc == CS_E_OK);
+    (void)rc;
+    rt_drain_actions(cap, 0, cap->ring.reserved_count);
+    rt_wake_worker(cap);
+    pthread_cond_broadcast(&cap->space_cond); /* blocked producers learn it is closed */
+  }
+  while (!cap->close_done) {
+    if (!wait_done(cap, deadline_ns)) break;
+  }
+  int rc = CS_E_TIMEOUT;
+  if (cap->close_done) {
+    rc = cap->close_err;
+    msg_set(msg, msg_size, cap->close_msg);
+    cap->close_err = CS_E_OK; /* reported once */
+    cap->close_msg[0] = '\0';
+  } else {
+    refuse(rc, msg, msg_size, "close deadline passed; sealing goes on");
+  }
+  pthread_mutex_unlock(&cap->mutex);
+  if (rc != CS_E_TIMEOUT) join_worker(cap);
+  return rc;
+}
+
+void cs_capture_free(cs_capture *cap) {
+  if (cap == NULL) return;
+  if (cap->worker_started) {
+    (void)cs_capture_close(cap, CS_NEVER, NULL, 0);
+    join_worker(cap);
+  }
+  rt_capture_destroy(cap);
+}
+
+int cs_capture_remove_pack(cs_capture *cap, const cs_uuid *pack_id, char *msg, size_t msg_size) {
+  if (cap == NULL || pack_id == NULL) {
+    return refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "cap and pack_id must not be NULL");
+  }
+  pthread_mutex_lock(&cap->spool_mutex);
+  uint64_t size = 0;
+  int rc = cs_spool_remove(cap->spool, pack_id, &size);
+  if (rc != CS_E_OK) {
+    refuse(rc, msg, msg_size, "%s", cs_spool_last_error(cap->spool));
+  } else {
+    /* Still under spool_mutex: the core counts every pack the spool lists. */
+    pthread_mutex_lock(&cap->mutex);
+    cs_sink_on_removed(&cap->sink, size);
+    pthread_cond_broadcast(&cap->space_cond);
+    pthread_mutex_unlock(&cap->mutex);
+    msg_set(msg, msg_size, "");
+  }
+  pthread_mutex_unlock(&cap->spool_mutex);
+  return rc;
+}
+
+int cs_capture_list(cs_capture *cap, cs_spool_entry *entries, size_t capacity, size_t *count) {
+  if (cap == NULL) return CS_E_INVALID_ARGUMENT;
+  pthread_mutex_lock(&cap->spool_mutex);
+  int rc = cs_spool_list(cap->spool, entries, capacity, count);
+  pthread_mutex_unlock(&cap->spool_mutex);
+  return rc;
+}
+
+void cs_capture_stats_get(cs_capture *cap, cs_capture_stats *out) {
+  assert(cap != NULL && out != NULL);
+  pthread_mutex_lock(&cap->mutex);
+  *out = cap->stats;
+  cs_sink_stats_get(&cap->sink, &out->sink);
+  out->staging_used_bytes = cap->ring.used;
+  pthread_mutex_unlock(&cap->mutex);
+}

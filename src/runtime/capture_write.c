@@ -1,0 +1,226 @@
+/*
+ * The capture calls: the model's hot path. Validate outside the lock, admit
+ * and reserve under it, copy outside it, publish the entry with one atomic
+ * store, and wake the worker only when it sleeps.
+ */
+#include <assert.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime_internal.h"
+
+__attribute__((format(printf, 4, 5)))
+static int refuse(int code, char *msg, size_t msg_size, const char *format, ...) {
+  if (msg != NULL && msg_size > 0) {
+    va_list args;
+    va_start(args, format);
+    vsnprintf(msg, msg_size, format, args);
+    va_end(args);
+  }
+  return code;
+}
+
+static char *copy_text(cs_pack_text text) {
+  char *out = malloc(text.len + 1);
+  if (out != NULL && text.len > 0) memcpy(out, text.bytes, text.len);
+  return out;
+}
+
+/* The first record fixes tenant, session and rank; the object key names them. */
+static int fix_key(cs_capture *cap, const cs_pack_meta *meta) {
+  pthread_mutex_lock(&cap->mutex);
+  int rc = CS_E_OK;
+  if (!atomic_load_explicit(&cap->key_fixed, memory_order_relaxed)) {
+    cap->key_tenant = copy_text(meta->tenant_id);
+    cap->key_session = copy_text(meta->session_id);
+    if (cap->key_tenant == NULL || cap->key_session == NULL) {
+      free(cap->key_tenant);
+      free(cap->key_session);
+      cap->key_tenant = cap->key_session = NULL;
+      rc = CS_E_NO_MEMORY;
+    } else {
+      cap->key_tenant_len = meta->tenant_id.len;
+      cap->key_session_len = meta->session_id.len;
+      cap->key_rank = meta->producer_rank;
+      atomic_store_explicit(&cap->key_fixed, true, memory_order_release);
+    }
+  }
+  pthread_mutex_unlock(&cap->mutex);
+  return rc;
+}
+
+static bool text_is(cs_pack_text text, const char *bytes, size_t len) {
+  return text.len == len && memcmp(text.bytes, bytes, len) == 0;
+}
+
+static int check_key(cs_capture *cap, const cs_pack_meta *meta, char *msg, size_t msg_size) {
+  if (!atomic_load_explicit(&cap->key_fixed, memory_order_acquire)) {
+    if (fix_key(cap, meta) != CS_E_OK) return refuse(CS_E_NO_MEMORY, msg, msg_size, "key field copy failed");
+  }
+  const char *field = NULL;
+  if (!text_is(meta->tenant_id, cap->key_tenant, cap->key_tenant_len)) field = "tenant_id";
+  else if (!text_is(meta->session_id, cap->key_session, cap->key_session_len)) field = "session_id";
+  else if (meta->producer_rank != cap->key_rank) field = "producer_rank";
+  if (field == NULL) return CS_E_OK;
+  return refuse(CS_E_INVALID_ARGUMENT, msg, msg_size,
+                "%s differs from this sink's first record: one sink writes one tenant, session "
+                "and rank (the object key names them); open another sink", field);
+}
+
+static int validate(cs_capture *cap, const cs_pack_meta *meta, const void *bytes, size_t length,
+                    char *msg, size_t msg_size) {
+  if (cap == NULL) return refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "cap is NULL");
+  if (meta == NULL) return refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "meta is NULL");
+  if (bytes == NULL && length > 0) {
+    return refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "bytes is NULL but length is %zu", length);
+  }
+  if (length > cap->cfg.record_bytes_max) {
+    return refuse(CS_E_TOO_LARGE, msg, msg_size, "record of %zu bytes exceeds record_bytes_max (%llu)",
+                  length, (unsigned long long)cap->cfg.record_bytes_max);
+  }
+  cs_pack_error err;
+  if (cs_pack_meta_validate(meta, length, &err) != CS_E_OK) {
+    return refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "descriptor: %s", err.message);
+  }
+  return check_key(cap, meta, msg, msg_size);
+}
+
+/* The refusal message for an admission error, under the mutex. */
+static int admit_refusal(cs_capture *cap, int rc, uint64_t length, char *msg, size_t msg_size) {
+  const cs_sink_config *sc = &cap->cfg.sink;
+  const char *policy = sc->full_policy == CS_FULL_REFUSE ? "refused at once (CS_FULL_REFUSE)"
+                                                          : "refused after block_max_ns (CS_FULL_BLOCK)";
+  cs_sink_stats st;
+  cs_sink_stats_get(&cap->sink, &st);
+  switch (rc) {
+  case CS_E_CLOSED: return refuse(rc, msg, msg_size, "the sink is closed");
+  case CS_E_FULL:
+    return refuse(rc, msg, msg_size, "staging area full (%llu of %llu bytes in use; the writer is behind): %s",
+                  (unsigned long long)cap->ring.used, (unsigned long long)cap->ring.capacity, policy);
+  case CS_E_SPOOL_FULL:
+    return refuse(rc, msg, msg_size, "spool quota full (%llu of %llu bytes, %u of %u packs): %s",
+                  (unsigned long long)st.spool_bytes, (unsigned long long)sc->spool_bytes_max,
+                  st.spool_packs, sc->spool_packs_max, policy);
+  case CS_E_TOO_LARGE:
+    return refuse(rc, msg, msg_size, "record of %llu bytes can never fit spool_bytes_max (%llu)",
+                  (unsigned long long)length, (unsigned long long)sc->spool_bytes_max);
+  default: break;
+  }
+  return refuse(rc, msg, msg_size, "admission failed: %s", cs_strerror(rc));
+}
+
+static uint64_t add_saturating(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
+
+/* Waits for staging room or quota; false once the policy's time is up. */
+static bool wait_for_space(cs_capture *cap, uint64_t give_up_ns, uint64_t retry_ns) {
+  if (cap->cfg.sink.full_policy == CS_FULL_REFUSE) return false;
+  uint64_t now = cs_capture_clock_ns();
+  if (now >= give_up_ns) return false;
+  uint64_t until = retry_ns < give_up_ns ? retry_ns : give_up_ns;
+  cap->producers_waiting++;
+  rt_cond_wait_until(&cap->space_cond, &cap->mutex, until);
+  cap->producers_waiting--;
+  return true;
+}
+
+typedef struct admission {
+  uint64_t size;   /* staging bytes */
+  uint64_t length; /* payload bytes */
+  bool device;
+  rt_entry *entry; /* out */
+} admission;
+
+/* Under the mutex: admit to the core, queue its actions, reserve the entry. */
+static int admit_locked(cs_capture *cap, admission *a, uint64_t first_try_ns) {
+  uint64_t give_up_ns = add_saturating(first_try_ns, cap->cfg.sink.block_max_ns);
+  bool waited_staging = false, waited_spool = false;
+  for (;;) {
+    if (cap->close_started) return CS_E_CLOSED;
+    bool room = rt_ring_fits(&cap->ring, a->size) && (!a->device || cap->events_free > 0);
+    uint64_t now = cs_capture_clock_ns();
+    if (!room) {
+      if (!waited_staging) cap->stats.staging_waits += cap->cfg.sink.full_policy == CS_FULL_BLOCK;
+      waited_staging = true;
+      if (wait_for_space(cap, give_up_ns, CS_NEVER)) continue;
+      cap->stats.staging_refused++;
+      return CS_E_FULL;
+    }
+    uint64_t pack_seq = 0;
+    int rc = cs_sink_admit(&cap->sink, now, a->length, first_try_ns, &pack_seq);
+    if (rc == CS_E_WOULD_BLOCK) {
+      if (!waited_spool) cap->stats.spool_waits++;
+      waited_spool = true;
+      wait_for_space(cap, give_up_ns, now + 10 * CS_MS_NS);
+      continue;
+    }
+    if (rc != CS_E_OK) return rc;
+    rt_drain_actions(cap, pack_seq, cap->ring.reserved_count);
+    a->entry = rt_ring_reserve(&cap->ring, a->size);
+    a->entry->pack_seq = pack_seq;
+    a->entry->payload_len = a->length;
+    if (a->device) {
+      a->entry->event = cap->events[--cap->events_free];
+      cap->stats.device_copies++;
+    }
+    if (cap->control_count > 0) rt_wake_worker(cap);
+    return CS_E_OK;
+  }
+}
+
+static int admit(cs_capture *cap, admission *a, char *msg, size_t msg_size) {
+  uint64_t first_try_ns = cs_capture_clock_ns();
+  pthread_mutex_lock(&cap->mutex);
+  int rc = admit_locked(cap, a, first_try_ns);
+  if (rc != CS_E_OK) admit_refusal(cap, rc, a->length, msg, msg_size);
+  pthread_mutex_unlock(&cap->mutex);
+  return rc;
+}
+
+/* Publishes a filled entry; the seq_cst store pairs with the worker's waiting flag. */
+static void publish(cs_capture *cap, rt_entry *entry, uint32_t state) {
+  atomic_store(&entry->state, state);
+  if (atomic_load(&cap->worker_waiting)) {
+    pthread_mutex_lock(&cap->mutex);
+    pthread_cond_signal(&cap->work_cond);
+    pthread_mutex_unlock(&cap->mutex);
+  }
+}
+
+int cs_capture_write(cs_capture *cap, const cs_pack_meta *meta, const void *bytes, size_t length,
+                     char *msg, size_t msg_size) {
+  int rc = validate(cap, meta, bytes, length, msg, msg_size);
+  if (rc != CS_E_OK) return rc;
+  admission a = {.size = rt_entry_size(meta, length), .length = length};
+  rc = admit(cap, &a, msg, msg_size);
+  if (rc != CS_E_OK) return rc;
+  rt_entry_fill_meta(a.entry, meta);
+  if (length > 0) memcpy(rt_entry_payload(a.entry), bytes, length);
+  publish(cap, a.entry, RT_ENTRY_READY);
+  if (msg != NULL && msg_size > 0) msg[0] = '\0';
+  return CS_E_OK;
+}
+
+int cs_capture_write_device(cs_capture *cap, const cs_pack_meta *meta, const void *device_bytes,
+                            size_t length, void *stream, char *msg, size_t msg_size) {
+  int rc = validate(cap, meta, device_bytes, length, msg, msg_size);
+  if (rc != CS_E_OK) return rc;
+  if (!cap->device_ok) return refuse(CS_E_UNSUPPORTED, msg, msg_size, "device path: %s", cap->device_msg);
+  admission a = {.size = rt_entry_size(meta, length), .length = length, .device = true};
+  rc = admit(cap, &a, msg, msg_size);
+  if (rc != CS_E_OK) return rc;
+  rt_entry_fill_meta(a.entry, meta);
+  rc = length == 0 ? CS_E_OK
+                   : rt_cuda_copy_d2h(rt_entry_payload(a.entry), device_bytes, length, stream,
+                                      a.entry->event, msg, msg_size);
+  if (rc != CS_E_OK) {
+    /* Admitted already: the worker skips it and counts it dropped; the caller hears it now. */
+    a.entry->err = rc;
+    publish(cap, a.entry, RT_ENTRY_FAILED);
+    return rc;
+  }
+  publish(cap, a.entry, length == 0 ? RT_ENTRY_READY : RT_ENTRY_DEVICE);
+  if (msg != NULL && msg_size > 0) msg[0] = '\0';
+  return CS_E_OK;
+}

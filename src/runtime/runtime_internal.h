@@ -1,0 +1,210 @@
+/*
+ * runtime_internal.h: what the files of the capture runtime (src/runtime)
+ * and its CUDA adapter (src/adapters/cuda_copy.c) share. Not installed.
+ *
+ * Threads: producers (any thread calling cs_capture_write*) and one worker.
+ * Everything in cs_capture is guarded by `mutex` except where a field says
+ * otherwise. Lock order: spool_mutex, then mutex (never the other way): a
+ * seal and its report to the sink core happen under spool_mutex, so a pack
+ * listed by a remover is always one the core already counts.
+ */
+#ifndef CAPSTORE_RUNTIME_INTERNAL_H
+#define CAPSTORE_RUNTIME_INTERNAL_H
+
+#include <pthread.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "capstore/capture.h"
+
+#define RT_HIDDEN __attribute__((visibility("hidden")))
+#define RT_ALIGN 64u
+#define RT_ERROR_MAX 384u
+
+static inline uint64_t rt_align_up(uint64_t value) {
+  return (value + (RT_ALIGN - 1)) & ~(uint64_t)(RT_ALIGN - 1);
+}
+
+/* ---- UUIDv7 (uuid7.c) ---- */
+
+typedef struct rt_uuid7 {
+  uint64_t last_ms;
+  uint32_t counter; /* 12 bits: orders ids made in the same millisecond */
+} rt_uuid7;
+
+/*
+ * A UUIDv7 for unix_ns (RFC 9562: 48-bit milliseconds, version 7, a 12-bit
+ * counter that starts random in each millisecond, variant 10, 62 random
+ * bits). Ids from one generator are strictly increasing even when the clock
+ * stalls or steps back. random must hold 10 bytes (from getrandom).
+ */
+RT_HIDDEN void rt_uuid7_make(rt_uuid7 *gen, uint64_t unix_ns, const uint8_t random[10], cs_uuid *out);
+/* rt_uuid7_make with CLOCK_REALTIME and getrandom; CS_E_IO when getrandom fails. */
+RT_HIDDEN int rt_uuid7_next(rt_uuid7 *gen, uint64_t unix_ns, cs_uuid *out);
+
+/* ---- Clocks and waits (capture.c) ---- */
+
+RT_HIDDEN uint64_t rt_realtime_ns(void);
+/* Waits on cond until signalled or deadline_ns (CLOCK_MONOTONIC; CS_NEVER: no deadline). */
+RT_HIDDEN void rt_cond_wait_until(pthread_cond_t *cond, pthread_mutex_t *mutex, uint64_t deadline_ns);
+
+/* ---- The staging ring (stage.c) ---- */
+
+enum rt_entry_state {
+  RT_ENTRY_RESERVED = 0, /* a producer is filling it */
+  RT_ENTRY_READY,        /* host bytes are in place */
+  RT_ENTRY_DEVICE,       /* a device copy was started: wait on event */
+  RT_ENTRY_FAILED,       /* the producer could not fill it: skip (err says why) */
+};
+
+enum rt_entry_kind {
+  RT_ENTRY_RECORD = 1,
+  RT_ENTRY_WRAP,         /* the rest of the ring is unused: go to offset 0 */
+};
+
+/* One staged record: this header, its texts, then its payload (each 64-aligned). */
+typedef struct rt_entry {
+  alignas(RT_ALIGN) _Atomic uint32_t state;
+  uint32_t kind;
+  uint64_t size;         /* bytes of the whole entry, a multiple of 64 */
+  uint64_t seq;          /* entry number, from 0 */
+  uint64_t pack_seq;     /* the sink core's pack */
+  uint64_t payload_len;
+  uint64_t payload_offset; /* from the entry's start */
+  void *event;           /* RT_ENTRY_DEVICE: the copy's completion event */
+  int err;               /* RT_ENTRY_FAILED */
+  cs_pack_meta meta;     /* text pointers into this entry */
+} rt_entry;
+
+typedef struct rt_ring {
+  uint8_t *base;
+  uint64_t capacity; /* a multiple of 64 */
+  uint64_t head;     /* offset of the oldest entry */
+  uint64_t tail;     /* offset of the next entry */
+  uint64_t used;     /* bytes held, wasted wrap space included */
+  uint64_t reserved_count; /* entries reserved so far */
+  uint64_t consumed_count; /* entries released so far */
+} rt_ring;
+
+/* Bytes an entry for meta and a payload of length needs. */
+RT_HIDDEN uint64_t rt_entry_size(const cs_pack_meta *meta, uint64_t length);
+/* True when an entry of size bytes fits now. */
+RT_HIDDEN bool rt_ring_fits(const rt_ring *ring, uint64_t size);
+/* Reserves size bytes (rt_ring_fits must hold); returns the entry, its seq set. */
+RT_HIDDEN rt_entry *rt_ring_reserve(rt_ring *ring, uint64_t size);
+/* The oldest entry, skipping wrap markers; NULL when none is reserved. */
+RT_HIDDEN rt_entry *rt_ring_head(rt_ring *ring);
+/* Releases the oldest entry (returned by rt_ring_head). */
+RT_HIDDEN void rt_ring_release(rt_ring *ring, rt_entry *entry);
+/* Copies meta's texts after the header and points entry->meta at them. */
+RT_HIDDEN void rt_entry_fill_meta(rt_entry *entry, const cs_pack_meta *meta);
+static inline uint8_t *rt_entry_payload(rt_entry *entry) {
+  return (uint8_t *)entry + entry->payload_offset;
+}
+
+/* ---- CUDA adapter (src/adapters/cuda_copy.c) ---- */
+
+/* CS_E_OK when a device is usable; CS_E_UNSUPPORTED with msg otherwise. */
+RT_HIDDEN int rt_cuda_probe(char *msg, size_t msg_size);
+RT_HIDDEN int rt_cuda_host_alloc(size_t size, void **out, char *msg, size_t msg_size);
+RT_HIDDEN void rt_cuda_host_free(void *ptr);
+RT_HIDDEN int rt_cuda_event_create(void **out, char *msg, size_t msg_size);
+RT_HIDDEN void rt_cuda_event_destroy(void *event);
+/* cudaMemcpyAsync(dst, src, D2H, stream) then cudaEventRecord(event, stream). */
+RT_HIDDEN int rt_cuda_copy_d2h(void *dst, const void *src, size_t length, void *stream, void *event,
+                               char *msg, size_t msg_size);
+/* Waits for event on the calling thread (the worker, never a producer). */
+RT_HIDDEN int rt_cuda_event_wait(void *event, char *msg, size_t msg_size);
+
+/* ---- The sink ---- */
+
+/* A sink action and the entry count it must wait for before it runs. */
+typedef struct rt_control {
+  cs_sink_action action;
+  uint64_t position;
+} rt_control;
+
+#define RT_CONTROL_MAX 16u
+
+struct cs_capture {
+  cs_capture_config cfg;
+  pthread_mutex_t mutex;
+  pthread_cond_t work_cond;   /* the worker waits here */
+  pthread_cond_t space_cond;  /* producers wait for staging room or quota */
+  pthread_cond_t done_cond;   /* flush and close wait here */
+  pthread_t worker;
+  bool worker_started;
+  bool worker_joined;
+  atomic_bool worker_waiting; /* set by the worker under mutex before it sleeps */
+  uint32_t producers_waiting;
+
+  cs_sink sink;
+  rt_ring ring;
+  bool ring_pinned;
+  rt_control control[RT_CONTROL_MAX];
+  uint32_t control_head;
+  uint32_t control_count;
+
+  /* Device copies: a free list of events. */
+  void **events;
+  uint32_t events_free;
+  uint32_t events_total;
+  bool device_ok;
+  char device_msg[RT_ERROR_MAX];
+
+  /* The key fields every record must share (set once, read without the lock after). */
+  atomic_bool key_fixed;
+  char *key_tenant;
+  size_t key_tenant_len;
+  char *key_session;
+  size_t key_session_len;
+  uint32_t key_rank;
+
+  /* Flush and close. */
+  uint64_t flush_next_id;
+  uint64_t flush_done_id;
+  int flush_done_err;
+  char flush_done_msg[RT_ERROR_MAX];
+  bool flush_active;
+  bool close_started;
+  bool close_done;
+  int close_err;
+  char close_msg[RT_ERROR_MAX];
+
+  /* Errors not yet reported by a flush or close (first one wins). */
+  int pending_err;
+  char pending_msg[RT_ERROR_MAX];
+
+  cs_capture_stats stats;
+
+  /* The spool: used by the worker and by remove/list callers. */
+  pthread_mutex_t spool_mutex;
+  cs_spool *spool;
+
+  /* Worker-only state. */
+  rt_uuid7 ids;
+  uint64_t pack_seq;          /* the pack being written, 0 when none */
+  cs_pack_writer *writer;
+  cs_spool_file *file;
+  int pack_err;               /* the open pack failed: its records are dropped */
+  uint32_t pack_records;
+  uint32_t pack_dropped;
+};
+
+/* Frees everything of a capture whose worker is stopped or never started (capture.c). */
+RT_HIDDEN void rt_capture_destroy(cs_capture *cap);
+
+/* Worker (worker.c). */
+RT_HIDDEN void *rt_worker_main(void *context);
+
+/* Under mutex: moves the sink's actions to the control queue; position as named. */
+RT_HIDDEN void rt_drain_actions(cs_capture *cap, uint64_t record_pack_seq, uint64_t record_entry_seq);
+/* Under mutex: wakes the worker if it sleeps. */
+RT_HIDDEN void rt_wake_worker(cs_capture *cap);
+/* Under mutex: notes an error for the next flush or close (first one wins). */
+RT_HIDDEN void rt_note_error(cs_capture *cap, int err, const char *msg);
+
+#endif

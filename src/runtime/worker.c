@@ -1,0 +1,281 @@
+/*
+ * The capture worker: the one background thread of a sink. It takes staged
+ * records in admission order and streams them through the pack writer into
+ * the pack's .open file, and carries out the sink core's actions in their
+ * place in that order: SEAL (finish the pack, seal it in the spool, report
+ * the outcome to the core), FLUSHED and CLOSED (wake the waiting caller).
+ * It also ticks the core at its linger deadline (CLOCK_MONOTONIC).
+ *
+ * A record the worker cannot pack is never dropped silently: it is counted
+ * in records_dropped and its error is reported by the next flush or close.
+ */
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime_internal.h"
+
+/* Pack writer callback: appends to the pack's temp file under the spool mutex. */
+static int write_to_spool(void *context, const uint8_t *bytes, size_t length) {
+  cs_capture *cap = context;
+  pthread_mutex_lock(&cap->spool_mutex);
+  int rc = cs_spool_file_write(cap->file, bytes, length);
+  pthread_mutex_unlock(&cap->spool_mutex);
+  return rc == CS_E_OK ? 0 : -1;
+}
+
+static void note_error(cs_capture *cap, int err, const char *msg) {
+  pthread_mutex_lock(&cap->mutex);
+  rt_note_error(cap, err, msg);
+  pthread_mutex_unlock(&cap->mutex);
+}
+
+static void pack_fail(cs_capture *cap, int err, const char *msg) {
+  if (cap->pack_err == CS_E_OK) cap->pack_err = err;
+  note_error(cap, err, msg);
+}
+
+/* Opens a pack: a UUIDv7 id, its temp file and a writer streaming into it. */
+static void pack_open(cs_capture *cap) {
+  assert(cap->writer == NULL && cap->file == NULL);
+  char text[RT_ERROR_MAX];
+  uint64_t created_at_ns = rt_realtime_ns();
+  cs_uuid id;
+  if (rt_uuid7_next(&cap->ids, created_at_ns, &id) != CS_E_OK) {
+    pack_fail(cap, CS_E_IO, "getrandom failed for a pack id");
+    return;
+  }
+  pthread_mutex_lock(&cap->spool_mutex);
+  int rc = cs_spool_begin(cap->spool, &id, &cap->file);
+  if (rc != CS_E_OK) snprintf(text, sizeof text, "pack temp file: %.300s", cs_spool_last_error(cap->spool));
+  pthread_mutex_unlock(&cap->spool_mutex);
+  if (rc != CS_E_OK) {
+    pack_fail(cap, rc, text);
+    return;
+  }
+  cs_pack_writer_config config = {.pack_id = id, .created_at_ns = created_at_ns,
+                                  .write = write_to_spool, .write_context = cap};
+  cs_pack_error err;
+  rc = cs_pack_writer_open(&config, &cap->writer, &err);
+  if (rc != CS_E_OK) {
+    snprintf(text, sizeof text, "pack writer: %.300s", err.message);
+    pack_fail(cap, rc, text);
+  }
+}
+
+/* Waits for a device copy; CS_E_OK or the error (noted). */
+static int wait_device(cs_capture *cap, rt_entry *entry) {
+  char text[RT_ERROR_MAX];
+  char cuda[256];
+  int rc = rt_cuda_event_wait(entry->event, cuda, sizeof cuda);
+  if (rc == CS_E_OK) return CS_E_OK;
+  snprintf(text, sizeof text, "device copy of record %.*s failed: %s",
+           (int)(entry->meta.capture_id.len < 64 ? entry->meta.capture_id.len : 64),
+           entry->meta.capture_id.bytes, cuda);
+  note_error(cap, rc, text);
+  return rc;
+}
+
+/* Appends one staged record to its pack. Without the mutex. */
+static void handle_record(cs_capture *cap, rt_entry *entry) {
+  uint32_t state = atomic_load(&entry->state);
+  assert(state != RT_ENTRY_RESERVED);
+  assert(cap->pack_seq == 0 || cap->pack_seq == entry->pack_seq);
+  cap->pack_seq = entry->pack_seq;
+  int rc = state == RT_ENTRY_FAILED ? entry->err : CS_E_OK; /* the caller was told */
+  if (rc == CS_E_OK && state == RT_ENTRY_DEVICE) rc = wait_device(cap, entry);
+  if (rc == CS_E_OK && cap->pack_err == CS_E_OK && cap->writer == NULL) pack_open(cap);
+  if (rc != CS_E_OK || cap->pack_err != CS_E_OK) {
+    cap->pack_dropped++;
+    return;
+  }
+  cs_pack_error err;
+  rc = cs_pack_writer_add_record(cap->writer, &entry->meta, rt_entry_payload(entry),
+                                 (size_t)entry->payload_len, &err);
+  if (rc == CS_E_OK) {
+    cap->pack_records++;
+    return;
+  }
+  cap->pack_dropped++;
+  char text[RT_ERROR_MAX];
+  if (err.kind == CS_PACK_E_WRITE) {
+    pthread_mutex_lock(&cap->spool_mutex);
+    snprintf(text, sizeof text, "pack write failed: %.300s", cs_spool_last_error(cap->spool));
+    pthread_mutex_unlock(&cap->spool_mutex);
+    pack_fail(cap, CS_E_IO, text);
+    return;
+  }
+  /* The writer refused this record only (a duplicate capture id, a limit): it stays usable. */
+  snprintf(text, sizeof text, "record dropped: the pack writer refused it: %.300s", err.message);
+  note_error(cap, rc, text);
+}
+
+/* Finishes the pack (its writer emits under the spool mutex itself); CS_E_OK or noted. */
+static int finish_pack(cs_capture *cap, cs_pack_summary *summary) {
+  cs_pack_error err;
+  int rc = cs_pack_writer_finish(cap->writer, summary, &err);
+  if (rc != CS_E_OK) {
+    char text[RT_ERROR_MAX];
+    snprintf(text, sizeof text, "pack finish failed: %.300s", err.message);
+    note_error(cap, rc, text);
+  }
+  return rc;
+}
+
+/* Under the spool mutex: seals the finished pack; CS_E_OK with *size, or the error (noted). */
+static int seal_pack(cs_capture *cap, const cs_pack_summary *summary, uint64_t *size, bool *sealed_new) {
+  cs_spool_entry entry;
+  cs_spool_seal_result result = CS_SPOOL_SEALED;
+  int rc = cs_spool_seal(cap->spool, cap->file, summary, &entry, &result);
+  cap->file = NULL;
+  *size = rc == CS_E_OK ? entry.size_bytes : 0;
+  *sealed_new = rc == CS_E_OK && result == CS_SPOOL_SEALED;
+  if (rc != CS_E_OK) {
+    char text[RT_ERROR_MAX];
+    snprintf(text, sizeof text, "pack seal failed: %.300s", cs_spool_last_error(cap->spool));
+    note_error(cap, rc, text);
+  }
+  return rc;
+}
+
+static void pack_reset(cs_capture *cap) {
+  cs_pack_writer_free(cap->writer);
+  cap->writer = NULL;
+  cap->file = NULL;
+  cap->pack_seq = 0;
+  cap->pack_err = CS_E_OK;
+  cap->pack_records = 0;
+  cap->pack_dropped = 0;
+}
+
+/*
+ * SEAL: seal the pack and report to the core, both under the spool mutex so
+ * that a remover never sees a pack the core does not count yet.
+ */
+static void handle_seal(cs_capture *cap, const cs_sink_action *action) {
+  assert(cap->pack_seq == 0 || cap->pack_seq == action->pack_seq);
+  uint64_t size = 0;
+  bool sealed_new = false;
+  int rc = cap->pack_err;
+  bool empty = rc == CS_E_OK && cap->writer == NULL; /* every record was dropped (and reported) */
+  cs_pack_summary summary;
+  if (rc == CS_E_OK && !empty) rc = finish_pack(cap, &summary);
+  pthread_mutex_lock(&cap->spool_mutex);
+  if (rc == CS_E_OK && !empty) rc = seal_pack(cap, &summary, &size, &sealed_new);
+  else if (cap->file != NULL) cs_spool_abort(cap->spool, cap->file);
+  cap->file = NULL;
+  pthread_mutex_lock(&cap->mutex);
+  int core_rc = cs_sink_on_sealed(&cap->sink, cs_capture_clock_ns(), action->pack_seq, size, rc);
+  assert(core_rc == CS_E_OK);
+  (void)core_rc;
+  /* No file was made for an empty pack: it leaves the spool as it is "sealed". */
+  if (empty) cs_sink_on_removed(&cap->sink, 0);
+  rt_drain_actions(cap, 0, cap->ring.reserved_count);
+  if (rc == CS_E_OK) {
+    cap->stats.records_written += cap->pack_records;
+    cap->stats.records_dropped += cap->pack_dropped;
+    cap->stats.packs_sealed += sealed_new;
+    cap->stats.bytes_sealed += size;
+  } else {
+    cap->stats.records_dropped += cap->pack_records + cap->pack_dropped;
+    pthread_cond_broadcast(&cap->space_cond); /* a failed seal returns its quota */
+  }
+  pthread_mutex_unlock(&cap->mutex);
+  pthread_mutex_unlock(&cap->spool_mutex);
+  pack_reset(cap);
+}
+
+/* Under the mutex: the error a flush or close reports, taken once. */
+static int take_report(cs_capture *cap, int core_err, char *msg, size_t msg_size) {
+  int err = cap->pending_err != CS_E_OK ? cap->pending_err : core_err;
+  if (cap->pending_err != CS_E_OK) snprintf(msg, msg_size, "%s", cap->pending_msg);
+  else if (core_err != CS_E_OK) snprintf(msg, msg_size, "a seal failed: %s", cs_strerror(core_err));
+  else msg[0] = '\0';
+  cap->pending_err = CS_E_OK;
+  cap->pending_msg[0] = '\0';
+  return err;
+}
+
+static void handle_action(cs_capture *cap, const cs_sink_action *action) {
+  if (action->op == CS_SINK_SEAL) {
+    handle_seal(cap, action);
+    return;
+  }
+  pthread_mutex_lock(&cap->mutex);
+  if (action->op == CS_SINK_FLUSHED) {
+    assert(action->flush_id > cap->flush_done_id);
+    cap->flush_done_err = take_report(cap, action->err, cap->flush_done_msg, sizeof cap->flush_done_msg);
+    cap->flush_done_id = action->flush_id;
+  } else {
+    assert(action->op == CS_SINK_CLOSED);
+    cap->close_err = take_report(cap, action->err, cap->close_msg, sizeof cap->close_msg);
+    cap->close_done = true;
+    pthread_cond_broadcast(&cap->space_cond);
+  }
+  pthread_cond_broadcast(&cap->done_cond);
+  pthread_mutex_unlock(&cap->mutex);
+}
+
+/* Under the mutex: the next control action whose records are all consumed. */
+static bool control_ready(const cs_capture *cap) {
+  return cap->control_count > 0 &&
+         cap->control[cap->control_head].position <= cap->ring.consumed_count;
+}
+
+/* Under the mutex: true when the loop has something to do now. */
+static bool has_work(cs_capture *cap, uint64_t deadline_ns) {
+  if (control_ready(cap) || cap->close_done) return true;
+  rt_entry *head = rt_ring_head(&cap->ring);
+  if (head != NULL && atomic_load(&head->state) != RT_ENTRY_RESERVED) return true;
+  return deadline_ns != CS_NEVER && cs_capture_clock_ns() >= deadline_ns;
+}
+
+/* Under the mutex: sleeps until woken or deadline_ns; the flag pairs with the producers' publish. */
+static void sleep_until(cs_capture *cap, uint64_t deadline_ns) {
+  atomic_store(&cap->worker_waiting, true);
+  if (!has_work(cap, deadline_ns)) rt_cond_wait_until(&cap->work_cond, &cap->mutex, deadline_ns);
+  atomic_store(&cap->worker_waiting, false);
+}
+
+/* Under the mutex: consumes the head entry (unlocking while packing it). */
+static void consume(cs_capture *cap, rt_entry *entry) {
+  pthread_mutex_unlock(&cap->mutex);
+  handle_record(cap, entry);
+  pthread_mutex_lock(&cap->mutex);
+  if (entry->event != NULL) cap->events[cap->events_free++] = entry->event;
+  assert(cap->events_free <= cap->events_total);
+  rt_ring_release(&cap->ring, entry);
+  if (cap->producers_waiting > 0) pthread_cond_broadcast(&cap->space_cond);
+}
+
+void *rt_worker_main(void *context) {
+  cs_capture *cap = context;
+  pthread_mutex_lock(&cap->mutex);
+  for (;;) {
+    if (control_ready(cap)) {
+      cs_sink_action action = cap->control[cap->control_head].action;
+      cap->control_head = (cap->control_head + 1) % RT_CONTROL_MAX;
+      cap->control_count--;
+      pthread_mutex_unlock(&cap->mutex);
+      handle_action(cap, &action);
+      pthread_mutex_lock(&cap->mutex);
+      continue;
+    }
+    uint64_t deadline_ns = cs_sink_next_deadline(&cap->sink);
+    if (deadline_ns != CS_NEVER && cs_capture_clock_ns() >= deadline_ns) {
+      cs_sink_tick(&cap->sink, cs_capture_clock_ns());
+      rt_drain_actions(cap, 0, cap->ring.reserved_count);
+      if (control_ready(cap)) continue;
+    }
+    rt_entry *head = rt_ring_head(&cap->ring);
+    if (head != NULL && atomic_load(&head->state) != RT_ENTRY_RESERVED) {
+      consume(cap, head);
+      continue;
+    }
+    if (cap->close_done && head == NULL && cap->control_count == 0) break;
+    sleep_until(cap, cs_sink_next_deadline(&cap->sink));
+  }
+  pthread_mutex_unlock(&cap->mutex);
+  return NULL;
+}

@@ -1,0 +1,857 @@
+/*
+ * Unit tests of the capture sink runtime: configuration and argument
+ * refusals, a host round trip read back with the pack reader, sealing by
+ * count and by linger, flush and close ordering, several capturing threads,
+ * a full spool under both policies, a full staging area, seal failures and
+ * refused records reported by flush, crash recovery with a torn .open file,
+ * and UUIDv7 pack ids.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "capstore/capture.h"
+#include "runtime_internal.h"
+#include "test_pack_util.h"
+
+#define MS CS_MS_NS
+#define DEADLINE(ms) (cs_capture_clock_ns() + (uint64_t)(ms) * MS)
+
+/* ---- Helpers ---- */
+
+static char *temp_dir(void) {
+  const char *base = getenv("TMPDIR");
+  char path[512];
+  snprintf(path, sizeof path, "%s/capstore-capture-XXXXXX", base != NULL ? base : "/tmp");
+  char *dir = strdup(path);
+  assert_non_null(mkdtemp(dir));
+  return dir;
+}
+
+static void remove_tree(char *dir) {
+  DIR *d = opendir(dir);
+  assert_non_null(d);
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    unlink(path);
+  }
+  closedir(d);
+  rmdir(dir);
+  free(dir);
+}
+
+static size_t count_suffix(const char *dir, const char *suffix) {
+  DIR *d = opendir(dir);
+  assert_non_null(d);
+  size_t n = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    size_t len = strlen(e->d_name), slen = strlen(suffix);
+    if (len >= slen && strcmp(e->d_name + len - slen, suffix) == 0) n++;
+  }
+  closedir(d);
+  return n;
+}
+
+static cs_capture_config small_config(cs_full_policy policy) {
+  cs_capture_config cfg;
+  cs_capture_config_default(&cfg);
+  cfg.sink.pack_records_max = 4;
+  cfg.sink.pack_bytes_max = 64 * 1024;
+  cfg.sink.linger_ns = 10 * CS_SEC_NS;
+  cfg.sink.spool_bytes_max = 64 * 1024 * 1024;
+  cfg.sink.spool_packs_max = 1000;
+  cfg.sink.full_policy = policy;
+  cfg.sink.block_max_ns = 100 * MS;
+  cfg.staging_bytes = 4 * 1024 * 1024;
+  cfg.record_bytes_max = 1024 * 1024;
+  return cfg;
+}
+
+static cs_capture *capture_start(const char *dir, const cs_capture_config *cfg) {
+  cs_capture *cap = NULL;
+  char msg[256];
+  int rc = cs_capture_open(dir, cfg, &cap, msg, sizeof msg);
+  if (rc != CS_E_OK) fail_msg("cs_capture_open: %s: %s", cs_strerror(rc), msg);
+  return cap;
+}
+
+static void fill_payload(uint8_t *bytes, size_t len, uint32_t seed) {
+  uint32_t x = seed * 2654435761u + 1;
+  for (size_t i = 0; i < len; i++) {
+    x = x * 1103515245u + 12345u;
+    bytes[i] = (uint8_t)(x >> 16);
+  }
+}
+
+/* Writes a uint8 record "<prefix>-<n>" of len bytes filled from seed n. */
+static int write_record(cs_capture *cap, const char *prefix, uint32_t n, uint32_t len, char *msg,
+                        size_t msg_size) {
+  char id[64];
+  snprintf(id, sizeof id, "%s-%u", prefix, n);
+  cs_pack_meta meta = tp_meta(id, len);
+  meta.step_number = n;
+  uint8_t *bytes = malloc(len + 1);
+  fill_payload(bytes, len, n);
+  int rc = cs_capture_write(cap, &meta, bytes, len, msg, msg_size);
+  free(bytes);
+  return rc;
+}
+
+static void write_ok(cs_capture *cap, const char *prefix, uint32_t n, uint32_t len) {
+  char msg[256];
+  int rc = write_record(cap, prefix, n, len, msg, sizeof msg);
+  if (rc != CS_E_OK) fail_msg("write %s-%u: %s: %s", prefix, n, cs_strerror(rc), msg);
+}
+
+/* One record as read back: its capture id, step and whether its bytes matched. */
+typedef struct seen {
+  char id[64];
+  uint64_t step;
+  uint64_t length;
+  uint64_t pack_order; /* pack index in name (pack id) order */
+  uint32_t record_index;
+} seen;
+
+typedef struct readback {
+  seen *records;
+  size_t count;
+  size_t packs;
+} readback;
+
+static uint8_t *read_whole(const char *path, size_t *size) {
+  int fd = open(path, O_RDONLY);
+  assert_true(fd >= 0);
+  struct stat st;
+  assert_int_equal(fstat(fd, &st), 0);
+  uint8_t *data = malloc((size_t)st.st_size + 1);
+  assert_int_equal(pread(fd, data, (size_t)st.st_size, 0), st.st_size);
+  close(fd);
+  *size = (size_t)st.st_size;
+  return data;
+}
+
+/* Reads and fully verifies every ready pack, checking each payload against its seed. */
+static int entry_order(const void *a, const void *b) {
+  return strcmp(((const cs_spool_entry *)a)->name, ((const cs_spool_entry *)b)->name);
+}
+
+/* The ready packs by name (without the spool's lock: a sink may own it). */
+static cs_spool_entry *ready_entries(const char *dir, size_t *count) {
+  DIR *d = opendir(dir);
+  assert_non_null(d);
+  cs_spool_entry *entries = NULL;
+  *count = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    cs_spool_entry entry;
+    if (cs_spool_parse_ready_name(e->d_name, &entry) != CS_E_OK) continue;
+    entries = realloc(entries, (*count + 1) * sizeof *entries);
+    entries[(*count)++] = entry;
+  }
+  closedir(d);
+  if (*count > 1) qsort(entries, *count, sizeof *entries, entry_order);
+  return entries;
+}
+
+static readback read_all(const char *dir) {
+  size_t count = 0;
+  cs_spool_entry *entries = ready_entries(dir, &count);
+  readback out = {.records = NULL, .count = 0, .packs = count};
+  for (size_t p = 0; p < count; p++) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, entries[p].name);
+    size_t size = 0;
+    uint8_t *data = read_whole(path, &size);
+    cs_pack_summary summary;
+    cs_pack_error err;
+    if (cs_pack_verify_buffer(data, size, &summary, &err) != CS_E_OK) fail_msg("verify: %s", err.message);
+    assert_memory_equal(summary.sha256, entries[p].sha256, 32);
+    cs_pack_trailer trailer;
+    assert_int_equal(cs_pack_trailer_parse(data + size - 64, size, &trailer, &err), CS_E_OK);
+    cs_pack_footer footer;
+    assert_int_equal(cs_pack_footer_parse(&trailer, data + trailer.footer_offset,
+                                          (size_t)trailer.footer_length, &footer, &err), CS_E_OK);
+    out.records = realloc(out.records, (out.count + footer.record_count) * sizeof *out.records);
+    for (uint32_t r = 0; r < footer.record_count; r++) {
+      const cs_pack_record *rec = &footer.records[r];
+      seen *s = &out.records[out.count++];
+      snprintf(s->id, sizeof s->id, "%.*s", (int)rec->meta.capture_id.len, rec->meta.capture_id.bytes);
+      s->step = rec->meta.step_number;
+      s->length = rec->decoded_length;
+      s->pack_order = p;
+      s->record_index = r;
+      uint8_t *want = malloc(rec->decoded_length + 1);
+      fill_payload(want, (size_t)rec->decoded_length, (uint32_t)s->step);
+      if (memcmp(want, data + rec->offset, (size_t)rec->decoded_length) != 0) {
+        fail_msg("record %s: payload differs", s->id);
+      }
+      free(want);
+    }
+    cs_pack_footer_free(&footer);
+    free(data);
+  }
+  free(entries);
+  return out;
+}
+
+static void readback_free(readback *r) {
+  free(r->records);
+  memset(r, 0, sizeof *r);
+}
+
+static const seen *find_seen(const readback *r, const char *id) {
+  const seen *hit = NULL;
+  for (size_t i = 0; i < r->count; i++) {
+    if (strcmp(r->records[i].id, id) == 0) {
+      if (hit != NULL) fail_msg("record %s appears twice", id);
+      hit = &r->records[i];
+    }
+  }
+  return hit;
+}
+
+/* ---- Configuration and refusals ---- */
+
+static void test_config_refusals(void **state) {
+  (void)state;
+  char msg[256];
+  cs_capture_config cfg;
+  cs_capture_config_default(&cfg);
+  assert_int_equal(cs_capture_config_validate(&cfg, msg, sizeof msg), CS_E_OK);
+  assert_string_equal(msg, "");
+  cfg.staging_bytes = 1000;
+  assert_int_equal(cs_capture_config_validate(&cfg, msg, sizeof msg), CS_E_CONFIG);
+  assert_non_null(strstr(msg, "staging_bytes"));
+  cs_capture_config_default(&cfg);
+  cfg.record_bytes_max = cfg.staging_bytes;
+  assert_int_equal(cs_capture_config_validate(&cfg, msg, sizeof msg), CS_E_CONFIG);
+  assert_non_null(strstr(msg, "record_bytes_max"));
+  cs_capture_config_default(&cfg);
+  cfg.record_bytes_max = 0;
+  assert_int_equal(cs_capture_config_validate(&cfg, msg, sizeof msg), CS_E_CONFIG);
+  assert_non_null(strstr(msg, "record_bytes_max"));
+  cs_capture_config_default(&cfg);
+  cfg.sink.linger_ns = 5;
+  assert_int_equal(cs_capture_config_validate(&cfg, msg, sizeof msg), CS_E_CONFIG);
+  assert_non_null(strstr(msg, "sink.linger_ns"));
+  cs_capture_config_default(&cfg);
+  cfg.sink.full_policy = 7;
+  assert_int_equal(cs_capture_config_validate(&cfg, msg, sizeof msg), CS_E_CONFIG);
+  assert_non_null(strstr(msg, "full_policy"));
+  assert_int_equal(cs_capture_config_validate(NULL, msg, sizeof msg), CS_E_CONFIG);
+  /* open refuses the same config before touching the directory. */
+  cs_capture *cap = NULL;
+  cfg.sink.full_policy = 7;
+  assert_int_equal(cs_capture_open("/tmp/never-created-capstore", &cfg, &cap, msg, sizeof msg), CS_E_CONFIG);
+  assert_null(cap);
+  assert_int_equal(cs_capture_open(NULL, NULL, &cap, msg, sizeof msg), CS_E_INVALID_ARGUMENT);
+  assert_non_null(strstr(msg, "spool_dir"));
+  assert_int_equal(cs_capture_open("/tmp", NULL, NULL, msg, sizeof msg), CS_E_INVALID_ARGUMENT);
+  assert_int_equal(cs_capture_open("/proc/capstore-denied/x", NULL, &cap, msg, sizeof msg), CS_E_IO);
+  assert_non_null(strstr(msg, "/proc/capstore-denied/x"));
+}
+
+static void test_write_refusals(void **state) {
+  (void)state;
+  char *dir = temp_dir();
+  cs_capture_config cfg = small_config(CS_FULL_REFUSE);
+  cs_capture *cap = capture_start(dir, &cfg);
+  char msg[256];
+  uint8_t bytes[16] = {0};
+  cs_pack_meta meta = tp_meta("a", 16);
+  assert_int_equal(cs_capture_write(NULL, &meta, bytes, 16, msg, sizeof msg), CS_E_INVALID_ARGUMENT);
+  assert_non_null(strstr(msg, "cap is NULL"));
+  assert_int_equal(cs_capture_write(cap, NULL, bytes, 16, msg, sizeof msg), CS_E_INVALID_ARGUMENT);
+  assert_non_null(strstr(msg, "meta is NULL"));
+  assert_int_equal(cs_capture_write(cap, &meta, NULL, 16, msg, sizeof msg), CS_E_INVALID_ARGUMENT);
+  assert_non_null(strstr(msg, "bytes is NULL"));
+  /* The descriptor says 16 elements of uint8: 15 bytes is a shape mismatch. */
+  assert_int_equal(cs_capture_write(cap, &meta, bytes, 15, msg, sizeof msg), CS_E_INVALID_ARGUMENT);
+  assert_non_null(strstr(msg, "shape"));
+  cs_pack_meta bad = meta;
+  bad.token_end = 1;
+  bad.token_start = 2;
+  assert_int_equal(cs_capture_write(cap, &bad, bytes, 16, msg, sizeof msg), CS_E_INVALID_ARGUMENT);
+  assert_non_null(strstr(msg, "token_end"));
+  bad = meta;
+  bad.run_id = cs_pack_text_of("");
+  assert_int_equal(cs_capture_write(cap, &bad, bytes, 16, msg, sizeof msg), CS_E_INVALID_ARGUMENT);
+  assert_non_null(strstr(msg, "run_id"));
+  /* Oversize: over record_bytes_max. */
+  uint32_t big = (uint32_t)cfg.record_bytes_max + 1;
+  uint8_t *huge = calloc(big, 1);
+  cs_pack_meta hm = tp_meta("huge", big);
+  assert_int_equal(cs_capture_write(cap, &hm, huge, big, msg, sizeof msg), CS_E_TOO_LARGE);
+  assert_non_null(strstr(msg, "record_bytes_max"));
+  free(huge);
+  /* The first good record fixes tenant, session and rank. */
+  assert_int_equal(cs_capture_write(cap, &meta, bytes, 16, msg, sizeof msg), CS_E_OK);
+  assert_string_equal(msg, "");
+  cs_pack_meta other = tp_meta("b", 16);
+  other.tenant_id = cs_pack_text_of("tenant-b");
+  assert_int_equal(cs_capture_write(cap, &other, bytes, 16, msg, sizeof msg), CS_E_INVALID_ARGUMENT);
+  assert_non_null(strstr(msg, "tenant_id"));
+  other = tp_meta("b", 16);
+  other.producer_rank = 3;
+  assert_int_equal(cs_capture_write(cap, &other, bytes, 16, msg, sizeof msg), CS_E_INVALID_ARGUMENT);
+  assert_non_null(strstr(msg, "producer_rank"));
+  /* Without a device the device path says why. */
+  assert_int_equal(cs_capture_write_device(cap, &meta, bytes, 16, NULL, msg, sizeof msg), CS_E_UNSUPPORTED);
+  assert_non_null(strstr(msg, "device path"));
+  assert_int_equal(cs_capture_flush(NULL, CS_NEVER, msg, sizeof msg), CS_E_INVALID_ARGUMENT);
+  assert_int_equal(cs_capture_close(NULL, CS_NEVER, msg, sizeof msg), CS_E_INVALID_ARGUMENT);
+  assert_int_equal(cs_capture_remove_pack(cap, NULL, msg, sizeof msg), CS_E_INVALID_ARGUMENT);
+  assert_int_equal(cs_capture_close(cap, DEADLINE(5000), msg, sizeof msg), CS_E_OK);
+  cs_capture_stats stats;
+  cs_capture_stats_get(cap, &stats);
+  assert_int_equal(stats.records_written, 1);
+  assert_int_equal(stats.records_dropped, 0);
+  cs_capture_free(cap);
+  remove_tree(dir);
+}
+
+/* ---- Round trips and sealing ---- */
+
+static void test_round_trip_and_count_sealing(void **state) {
+  (void)state;
+  char *dir = temp_dir();
+  cs_capture_config cfg = small_config(CS_FULL_REFUSE);
+  cs_capture *cap = capture_start(dir, &cfg);
+  /* 10 records of 4 per pack: 2 packs sealed by count, the rest by the flush. */
+  for (uint32_t i = 0; i < 10; i++) write_ok(cap, "rt", i, 100 + i * 37);
+  char msg[256];
+  assert_int_equal(cs_capture_flush(cap, DEADLINE(5000), msg, sizeof msg), CS_E_OK);
+  size_t count = 0;
+  assert_int_equal(cs_capture_list(cap, NULL, 0, &count), CS_E_OK);
+  assert_int_equal(count, 3);
+  cs_capture_stats stats;
+  cs_capture_stats_get(cap, &stats);
+  assert_int_equal(stats.records_written, 10);
+  assert_int_equal(stats.packs_sealed, 3);
+  assert_int_equal(stats.sink.packs_sealed, 3);
+  assert_int_equal(stats.sink.spool_packs, 3);
+  assert_int_equal(stats.sink.spool_bytes, stats.bytes_sealed);
+  readback r = read_all(dir);
+  assert_int_equal(r.count, 10);
+  /* Capture order: records in pack-id order, then index order, are rt-0 .. rt-9. */
+  for (uint32_t i = 0; i < 10; i++) {
+    char id[32];
+    snprintf(id, sizeof id, "rt-%u", i);
+    assert_string_equal(r.records[i].id, id);
+    assert_int_equal(r.records[i].length, 100 + i * 37);
+  }
+  assert_int_equal(r.records[4].pack_order, 1);
+  assert_int_equal(r.records[9].pack_order, 2);
+  readback_free(&r);
+  assert_int_equal(cs_capture_close(cap, DEADLINE(5000), msg, sizeof msg), CS_E_OK);
+  cs_capture_free(cap);
+  assert_int_equal(count_suffix(dir, ".open"), 0);
+  remove_tree(dir);
+}
+
+static void test_dtypes_round_trip(void **state) {
+  (void)state;
+  char *dir = temp_dir();
+  cs_capture_config cfg = small_config(CS_FULL_REFUSE);
+  cs_capture *cap = capture_start(dir, &cfg);
+  static const cs_dtype dtypes[] = {CS_DTYPE_FLOAT32, CS_DTYPE_BFLOAT16, CS_DTYPE_FLOAT16, CS_DTYPE_INT64};
+  for (uint32_t i = 0; i < 4; i++) {
+    char id[32];
+    snprintf(id, sizeof id, "dt-%u", i);
+    uint32_t elems = 1000 + i;
+    uint32_t len = elems * cs_dtype_item_size(dtypes[i]);
+    cs_pack_meta meta = tp_meta(id, elems);
+    meta.dtype = dtypes[i];
+    meta.rank = 2;
+    meta.shape[0] = 1;
+    meta.shape[1] = elems;
+    meta.step_number = i;
+    uint8_t *bytes = malloc(len);
+    fill_payload(bytes, len, i);
+    char msg[256];
+    assert_int_equal(cs_capture_write(cap, &meta, bytes, len, msg, sizeof msg), CS_E_OK);
+    free(bytes);
+  }
+  assert_int_equal(cs_capture_close(cap, DEADLINE(5000), NULL, 0), CS_E_OK);
+  cs_capture_free(cap);
+  readback r = read_all(dir);
+  assert_int_equal(r.count, 4);
+  readback_free(&r);
+  remove_tree(dir);
+}
+
+static void test_linger_seals_without_flush(void **state) {
+  (void)state;
+  char *dir = temp_dir();
+  cs_capture_config cfg = small_config(CS_FULL_REFUSE);
+  cfg.sink.linger_ns = 20 * MS;
+  cs_capture *cap = capture_start(dir, &cfg);
+  write_ok(cap, "lg", 1, 10);
+  size_t count = 0;
+  for (int i = 0; i < 200 && count == 0; i++) {
+    struct timespec ts = {0, 10 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    assert_int_equal(cs_capture_list(cap, NULL, 0, &count), CS_E_OK);
+  }
+  assert_int_equal(count, 1);
+  cs_capture_stats stats;
+  cs_capture_stats_get(cap, &stats);
+  assert_int_equal(stats.records_written, 1);
+  cs_capture_free(cap);
+  remove_tree(dir);
+}
+
+static void test_flush_close_ordering(void **state) {
+  (void)state;
+  char *dir = temp_dir();
+  cs_capture_config cfg = small_config(CS_FULL_REFUSE);
+  cs_capture *cap = capture_start(dir, &cfg);
+  char msg[256];
+  /* A flush with nothing open answers at once. */
+  assert_int_equal(cs_capture_flush(cap, DEADLINE(5000), msg, sizeof msg), CS_E_OK);
+  write_ok(cap, "fc", 1, 10);
+  /* Flush: every record before it is in a sealed pack when it returns. */
+  assert_int_equal(cs_capture_flush(cap, DEADLINE(5000), msg, sizeof msg), CS_E_OK);
+  size_t count = 0;
+  assert_int_equal(cs_capture_list(cap, NULL, 0, &count), CS_E_OK);
+  assert_int_equal(count, 1);
+  write_ok(cap, "fc", 2, 10);
+  write_ok(cap, "fc", 3, 10);
+  /* Close seals the rest, then refuses records and flushes. */
+  assert_int_equal(cs_capture_close(cap, DEADLINE(5000), msg, sizeof msg), CS_E_OK);
+  assert_int_equal(cs_capture_list(cap, NULL, 0, &count), CS_E_OK);
+  assert_int_equal(count, 2);
+  assert_int_equal(write_record(cap, "fc", 4, 10, msg, sizeof msg), CS_E_CLOSED);
+  assert_non_null(strstr(msg, "closed"));
+  assert_int_equal(cs_capture_flush(cap, DEADLINE(5000), msg, sizeof msg), CS_E_CLOSED);
+  assert_int_equal(cs_capture_close(cap, DEADLINE(5000), msg, sizeof msg), CS_E_OK);
+  cs_capture_stats stats;
+  cs_capture_stats_get(cap, &stats);
+  assert_int_equal(stats.records_written, 3);
+  assert_int_equal(stats.sink.refused_closed, 0); /* refused before the core: close_started */
+  cs_capture_free(cap);
+  readback r = read_all(dir);
+  assert_int_equal(r.count, 3);
+  readback_free(&r);
+  remove_tree(dir);
+}
+
+/* ---- Several capturing threads ---- */
+
+typedef struct producer {
+  cs_capture *cap;
+  uint32_t thread;
+  uint32_t records;
+  uint32_t length;
+  int failures;
+} producer;
+
+static void *producer_main(void *context) {
+  producer *p = context;
+  for (uint32_t i = 0; i < p->records; i++) {
+    char id[64];
+    snprintf(id, sizeof id, "t%u-%u", p->thread, i);
+    uint32_t seed = p->thread * 100000 + i;
+    uint32_t len = p->length + (i % 7) * 64;
+    cs_pack_meta meta = tp_meta(id, len);
+    meta.step_number = seed;
+    meta.sequence_id = cs_pack_text_of(id);
+    uint8_t *bytes = malloc(len);
+    fill_payload(bytes, len, seed);
+    if (cs_capture_write(p->cap, &meta, bytes, len, NULL, 0) != CS_E_OK) p->failures++;
+    free(bytes);
+  }
+  return NULL;
+}
+
+static void test_many_threads(void **state) {
+  (void)state;
+  char *dir = temp_dir();
+  cs_capture_config cfg = small_config(CS_FULL_BLOCK);
+  cfg.sink.pack_records_max = 50;
+  cfg.sink.pack_bytes_max = 256 * 1024;
+  cfg.sink.block_max_ns = 30 * CS_SEC_NS;
+  cfg.staging_bytes = 1024 * 1024; /* small: producers wait for the worker now and then */
+  cfg.record_bytes_max = 64 * 1024;
+  cs_capture *cap = capture_start(dir, &cfg);
+  enum { THREADS = 4, RECORDS = 400 };
+  producer producers[THREADS];
+  pthread_t threads[THREADS];
+  for (uint32_t t = 0; t < THREADS; t++) {
+    producers[t] = (producer){.cap = cap, .thread = t, .records = RECORDS, .length = 1000 + t * 3000};
+    assert_int_equal(pthread_create(&threads[t], NULL, producer_main, &producers[t]), 0);
+  }
+  /* Flushes race with the producers. */
+  for (int i = 0; i < 5; i++) assert_int_equal(cs_capture_flush(cap, DEADLINE(30000), NULL, 0), CS_E_OK);
+  for (uint32_t t = 0; t < THREADS; t++) {
+    pthread_join(threads[t], NULL);
+    assert_int_equal(producers[t].failures, 0);
+  }
+  char msg[256];
+  assert_int_equal(cs_capture_close(cap, DEADLINE(30000), msg, sizeof msg), CS_E_OK);
+  cs_capture_stats stats;
+  cs_capture_stats_get(cap, &stats);
+  assert_int_equal(stats.records_written, THREADS * RECORDS);
+  assert_int_equal(stats.records_dropped, 0);
+  cs_capture_free(cap);
+  readback r = read_all(dir);
+  assert_int_equal(r.count, THREADS * RECORDS);
+  /* Every record once, and each thread's records in its call order. */
+  for (uint32_t t = 0; t < THREADS; t++) {
+    const seen *previous = NULL;
+    for (uint32_t i = 0; i < RECORDS; i++) {
+      char id[64];
+      snprintf(id, sizeof id, "t%u-%u", t, i);
+      const seen *s = find_seen(&r, id);
+      if (s == NULL) fail_msg("record %s is missing", id);
+      if (previous != NULL) {
+        bool after = s->pack_order > previous->pack_order ||
+                     (s->pack_order == previous->pack_order && s->record_index > previous->record_index);
+        if (!after) fail_msg("record %s is before its predecessor", id);
+      }
+      previous = s;
+    }
+  }
+  readback_free(&r);
+  remove_tree(dir);
+}
+
+/* ---- A full spool ---- */
+
+static void test_full_spool_refuse(void **state) {
+  (void)state;
+  char *dir = temp_dir();
+  cs_capture_config cfg = small_config(CS_FULL_REFUSE);
+  cfg.sink.spool_packs_max = 3;
+  cs_capture *cap = capture_start(dir, &cfg);
+  char msg[256];
+  uint32_t accepted = 0;
+  int rc = CS_E_OK;
+  for (uint32_t i = 0; i < 100 && rc == CS_E_OK; i++) {
+    rc = write_record(cap, "fr", i, 100, msg, sizeof msg);
+    if (rc == CS_E_OK) accepted++;
+  }
+  assert_int_equal(rc, CS_E_SPOOL_FULL);
+  assert_non_null(strstr(msg, "spool quota full"));
+  assert_non_null(strstr(msg, "CS_FULL_REFUSE"));
+  assert_int_equal(accepted, 12); /* 3 packs of 4 records */
+  /* Refused at once, counted, and nothing admitted is lost. */
+  assert_int_equal(cs_capture_flush(cap, DEADLINE(5000), msg, sizeof msg), CS_E_OK);
+  cs_capture_stats stats;
+  cs_capture_stats_get(cap, &stats);
+  assert_int_equal(stats.sink.refused_full, 1);
+  assert_int_equal(stats.records_written, accepted);
+  /* A removal (hand-off) makes room again. */
+  cs_spool_entry entries[4];
+  size_t count = 0;
+  assert_int_equal(cs_capture_list(cap, entries, 4, &count), CS_E_OK);
+  assert_int_equal(count, 3);
+  assert_int_equal(cs_capture_remove_pack(cap, &entries[0].pack_id, msg, sizeof msg), CS_E_OK);
+  assert_int_equal(cs_capture_remove_pack(cap, &entries[0].pack_id, msg, sizeof msg), CS_E_NOT_FOUND);
+  assert_non_null(strstr(msg, "not in the spool"));
+  write_ok(cap, "fr", 1000, 100);
+  cs_capture_free(cap);
+  remove_tree(dir);
+}
+
+typedef struct remover {
+  cs_capture *cap;
+  uint64_t delay_ms;
+} remover;
+
+static void *remover_main(void *context) {
+  remover *r = context;
+  struct timespec ts = {(time_t)(r->delay_ms / 1000), (long)(r->delay_ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+  cs_spool_entry entries[8];
+  size_t count = 0;
+  assert_int_equal(cs_capture_list(r->cap, entries, 8, &count), CS_E_OK);
+  assert_true(count > 0);
+  assert_int_equal(cs_capture_remove_pack(r->cap, &entries[0].pack_id, NULL, 0), CS_E_OK);
+  return NULL;
+}
+
+static void test_full_spool_block(void **state) {
+  (void)state;
+  char *dir = temp_dir();
+  cs_capture_config cfg = small_config(CS_FULL_BLOCK);
+  cfg.sink.spool_packs_max = 2;
+  cfg.sink.block_max_ns = 150 * MS;
+  cs_capture *cap = capture_start(dir, &cfg);
+  char msg[256];
+  for (uint32_t i = 0; i < 8; i++) write_ok(cap, "fb", i, 100);
+  /* The quota is full: the producer waits block_max_ns, then is refused. */
+  uint64_t start = cs_capture_clock_ns();
+  assert_int_equal(write_record(cap, "fb", 8, 100, msg, sizeof msg), CS_E_SPOOL_FULL);
+  uint64_t waited = cs_capture_clock_ns() - start;
+  assert_true(waited >= 150 * MS);
+  assert_true(waited < 5 * CS_SEC_NS);
+  assert_non_null(strstr(msg, "CS_FULL_BLOCK"));
+  /* A removal while a producer waits lets it in before its time runs out. */
+  cfg.sink.block_max_ns = 150 * MS;
+  remover r = {.cap = cap, .delay_ms = 40};
+  pthread_t thread;
+  assert_int_equal(pthread_create(&thread, NULL, remover_main, &r), 0);
+  start = cs_capture_clock_ns();
+  write_ok(cap, "fb", 9, 100);
+  waited = cs_capture_clock_ns() - start;
+  pthread_join(thread, NULL);
+  assert_true(waited >= 20 * MS);
+  cs_capture_stats stats;
+  cs_capture_stats_get(cap, &stats);
+  assert_int_equal(stats.spool_waits, 2);
+  assert_int_equal(stats.sink.refused_full, 1);
+  assert_true(stats.sink.would_block >= 2);
+  assert_int_equal(cs_capture_close(cap, DEADLINE(5000), msg, sizeof msg), CS_E_OK);
+  cs_capture_stats_get(cap, &stats);
+  assert_int_equal(stats.records_written, 9);
+  cs_capture_free(cap);
+  remove_tree(dir);
+}
+
+/* ---- Faults: slow and failing fsync ---- */
+
+static _Atomic int fsync_mode; /* 0 real, 1 fail, 2 slow (200 ms) */
+
+static int test_fsync(int fd) {
+  int mode = fsync_mode;
+  if (mode == 1) {
+    errno = EIO;
+    return -1;
+  }
+  if (mode == 2) {
+    struct timespec ts = {0, 200 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+  }
+  return fsync(fd);
+}
+
+static _Atomic int write_slow; /* 1: every write(2) of the spool takes 300 ms */
+
+static ssize_t test_write(int fd, const void *bytes, size_t length) {
+  if (write_slow) {
+    struct timespec ts = {0, 300 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+  }
+  return write(fd, bytes, length);
+}
+
+static cs_spool_sys fault_sys(void) {
+  cs_spool_sys sys = *cs_spool_sys_posix();
+  sys.fsync = test_fsync;
+  sys.write = test_write;
+  return sys;
+}
+
+static void test_seal_failure_reported(void **state) {
+  (void)state;
+  char *dir = temp_dir();
+  cs_spool_sys sys = fault_sys();
+  cs_capture_config cfg = small_config(CS_FULL_REFUSE);
+  cfg.spool_sys = &sys;
+  fsync_mode = 0;
+  cs_capture *cap = capture_start(dir, &cfg);
+  write_ok(cap, "sf", 1, 100);
+  fsync_mode = 1;
+  char msg[256];
+  assert_int_equal(cs_capture_flush(cap, DEADLINE(5000), msg, sizeof msg), CS_E_IO);
+  if (strstr(msg, "fsync") == NULL) fail_msg("message: %s", msg);
+  /* Reported once: the next flush is clean. */
+  fsync_mode = 0;
+  assert_int_equal(cs_capture_flush(cap, DEADLINE(5000), msg, sizeof msg), CS_E_OK);
+  write_ok(cap, "sf", 2, 100);
+  assert_int_equal(cs_capture_close(cap, DEADLINE(5000), msg, sizeof msg), CS_E_OK);
+  cs_capture_stats stats;
+  cs_capture_stats_get(cap, &stats);
+  assert_int_equal(stats.records_dropped, 1);
+  assert_int_equal(stats.records_written, 1);
+  assert_int_equal(stats.sink.seal_errors, 1);
+  assert_int_equal(stats.sink.spool_packs, 1); /* the failed pack's quota came back */
+  cs_capture_free(cap);
+  assert_int_equal(count_suffix(dir, ".open"), 0);
+  assert_int_equal(count_suffix(dir, ".ready"), 1);
+  remove_tree(dir);
+}
+
+static void test_staging_full(void **state) {
+  (void)state;
+  char *dir = temp_dir();
+  cs_spool_sys sys = fault_sys();
+  cs_capture_config cfg = small_config(CS_FULL_REFUSE);
+  cfg.spool_sys = &sys;
+  cfg.sink.pack_records_max = 1000;
+  cfg.staging_bytes = 1024 * 1024;
+  cfg.record_bytes_max = 200 * 1024;
+  cfg.sink.pack_bytes_max = 32 * 1024 * 1024;
+  fsync_mode = 0;
+  cs_capture *cap = capture_start(dir, &cfg);
+  write_slow = 1; /* the worker's writes take 300 ms each: it falls behind */
+  char msg[256];
+  int rc = CS_E_OK;
+  uint32_t accepted = 0;
+  for (uint32_t i = 0; i < 50 && rc == CS_E_OK; i++) {
+    rc = write_record(cap, "sg", i, 150 * 1024, msg, sizeof msg);
+    if (rc == CS_E_OK) accepted++;
+  }
+  assert_int_equal(rc, CS_E_FULL);
+  assert_non_null(strstr(msg, "staging area full"));
+  assert_true(accepted >= 4);
+  cs_capture_stats stats;
+  cs_capture_stats_get(cap, &stats);
+  assert_int_equal(stats.staging_refused, 1);
+  assert_int_equal(stats.sink.refused_full, 0); /* the quota was never the limit */
+  write_slow = 0;
+  assert_int_equal(cs_capture_close(cap, DEADLINE(30000), msg, sizeof msg), CS_E_OK);
+  cs_capture_stats_get(cap, &stats);
+  assert_int_equal(stats.records_written, accepted);
+  cs_capture_free(cap);
+  remove_tree(dir);
+}
+
+static void test_refused_record_reported(void **state) {
+  (void)state;
+  char *dir = temp_dir();
+  cs_capture_config cfg = small_config(CS_FULL_REFUSE);
+  cs_capture *cap = capture_start(dir, &cfg);
+  write_ok(cap, "dup", 1, 10);
+  write_ok(cap, "dup", 1, 10); /* the same capture id in the same pack */
+  write_ok(cap, "dup", 2, 10);
+  char msg[256];
+  assert_int_equal(cs_capture_flush(cap, DEADLINE(5000), msg, sizeof msg), CS_E_INVALID_ARGUMENT);
+  if (strstr(msg, "capture_id") == NULL) fail_msg("message: %s", msg);
+  cs_capture_stats stats;
+  cs_capture_stats_get(cap, &stats);
+  assert_int_equal(stats.records_written, 2);
+  assert_int_equal(stats.records_dropped, 1);
+  cs_capture_free(cap);
+  readback r = read_all(dir);
+  assert_int_equal(r.count, 2);
+  readback_free(&r);
+  remove_tree(dir);
+}
+
+/* ---- Recovery ---- */
+
+static void test_crash_recovery_torn_open(void **state) {
+  (void)state;
+  char *dir = temp_dir();
+  cs_capture_config cfg = small_config(CS_FULL_REFUSE);
+  cs_capture *cap = capture_start(dir, &cfg);
+  for (uint32_t i = 0; i < 4; i++) write_ok(cap, "cr", i, 500); /* one pack, sealed by count */
+  assert_int_equal(cs_capture_flush(cap, DEADLINE(5000), NULL, 0), CS_E_OK);
+  cs_capture_free(cap);
+  /* A crash mid-pack: a torn temp file; and a sealed pack whose bytes rotted. */
+  char path[1024];
+  snprintf(path, sizeof path, "%s/.01890000-0000-7000-8000-000000000001.0011223344556677.open", dir);
+  FILE *f = fopen(path, "wb");
+  assert_non_null(f);
+  fwrite("DMIPACK\0partial", 1, 15, f);
+  fclose(f);
+  readback before = read_all(dir);
+  assert_int_equal(before.count, 4);
+  readback_free(&before);
+  cap = capture_start(dir, &cfg);
+  cs_capture_stats stats;
+  cs_capture_stats_get(cap, &stats);
+  assert_int_equal(stats.recovery.open_removed, 1);
+  assert_int_equal(stats.recovery.ready_ok, 1);
+  assert_int_equal(stats.recovered_packs, 1);
+  assert_true(stats.recovered_bytes > 2000);
+  assert_int_equal(stats.sink.spool_packs, 1); /* counted against the quota */
+  assert_int_equal(count_suffix(dir, ".open"), 0);
+  /* A second sink on the same spool is refused while this one owns it. */
+  cs_capture *second = NULL;
+  char msg[256];
+  assert_int_equal(cs_capture_open(dir, &cfg, &second, msg, sizeof msg), CS_E_BUSY);
+  assert_non_null(strstr(msg, "pid"));
+  write_ok(cap, "cr", 10, 500);
+  cs_capture_free(cap);
+  readback after = read_all(dir);
+  assert_int_equal(after.count, 5);
+  readback_free(&after);
+  remove_tree(dir);
+}
+
+/* ---- Pack ids ---- */
+
+static void test_uuid7(void **state) {
+  (void)state;
+  rt_uuid7 gen = {0};
+  uint8_t random[10];
+  memset(random, 0xff, sizeof random);
+  cs_uuid previous;
+  memset(&previous, 0, sizeof previous);
+  uint64_t t = 1717171717123456789u;
+  /* Many ids in one millisecond, then the clock going back: still increasing. */
+  for (int i = 0; i < 5000; i++) {
+    cs_uuid id;
+    rt_uuid7_make(&gen, i < 4000 ? t : t - 5 * CS_SEC_NS, random, &id);
+    assert_int_equal(id.bytes[6] >> 4, 7);
+    assert_int_equal(id.bytes[8] >> 6, 2);
+    assert_true(cs_uuid_compare(&previous, &id) < 0);
+    previous = id;
+  }
+  cs_uuid id;
+  rt_uuid7_make(&gen, t + CS_SEC_NS, random, &id);
+  uint64_t ms = 0;
+  for (int i = 0; i < 6; i++) ms = ms << 8 | id.bytes[i];
+  assert_int_equal(ms, (t + CS_SEC_NS) / CS_MS_NS);
+  /* The packs of a sink carry increasing v7 ids. */
+  char *dir = temp_dir();
+  cs_capture_config cfg = small_config(CS_FULL_REFUSE);
+  cfg.sink.pack_records_max = 1;
+  cs_capture *cap = capture_start(dir, &cfg);
+  for (uint32_t i = 0; i < 5; i++) write_ok(cap, "id", i, 10);
+  assert_int_equal(cs_capture_close(cap, DEADLINE(5000), NULL, 0), CS_E_OK);
+  readback r = read_all(dir);
+  assert_int_equal(r.count, 5);
+  for (uint32_t i = 0; i < 5; i++) {
+    char want[32];
+    snprintf(want, sizeof want, "id-%u", i);
+    assert_string_equal(r.records[i].id, want); /* pack id order is capture order */
+  }
+  readback_free(&r);
+  cs_spool_entry entries[5];
+  size_t count = 0;
+  assert_int_equal(cs_capture_list(cap, entries, 5, &count), CS_E_OK);
+  for (size_t i = 0; i < count; i++) assert_int_equal(entries[i].pack_id.bytes[6] >> 4, 7);
+  cs_capture_free(cap);
+  remove_tree(dir);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_config_refusals),
+      cmocka_unit_test(test_write_refusals),
+      cmocka_unit_test(test_round_trip_and_count_sealing),
+      cmocka_unit_test(test_dtypes_round_trip),
+      cmocka_unit_test(test_linger_seals_without_flush),
+      cmocka_unit_test(test_flush_close_ordering),
+      cmocka_unit_test(test_many_threads),
+      cmocka_unit_test(test_full_spool_refuse),
+      cmocka_unit_test(test_full_spool_block),
+      cmocka_unit_test(test_seal_failure_reported),
+      cmocka_unit_test(test_staging_full),
+      cmocka_unit_test(test_refused_record_reported),
+      cmocka_unit_test(test_crash_recovery_torn_open),
+      cmocka_unit_test(test_uuid7),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
