@@ -403,6 +403,7 @@ typedef struct prop_world {
   int first_err;
   cs_engine_step seen[CS_ENGINE_PLAN_MAX + 1];
   uint32_t seen_count;
+  bool seal_failed;       /* SEAL_SINK failed in the current operation */
   cs_engine_action report;
 } prop_world;
 
@@ -414,6 +415,7 @@ static void prop_carry_out(prop_world *world, const cs_engine_action *action) {
   PROP_CHECK(world->seen_count <= CS_ENGINE_PLAN_MAX);
   world->seen[world->seen_count++] = action->step;
   if (action->deadline_ns <= world->now_ns) { /* issued with no time left: already failed */
+    if (action->step == CS_STEP_SEAL_SINK) world->seal_failed = true;
     world->failures++;
     if (world->first_err == CS_E_OK) world->first_err = CS_E_TIMEOUT;
     PROP_CHECK(cs_engine_on_step_done(engine, world->now_ns, action->id, CS_E_OK) == CS_E_INVALID_ARGUMENT);
@@ -428,6 +430,7 @@ static void prop_carry_out(prop_world *world, const cs_engine_action *action) {
   if (choice == 1) err = CS_E_IO;
   if (choice == 2 || choice == 3) err = CS_E_TIMEOUT;
   if (err != CS_E_OK) {
+    if (action->step == CS_STEP_SEAL_SINK) world->seal_failed = true;
     world->failures++;
     if (world->first_err == CS_E_OK) world->first_err = err;
   }
@@ -452,6 +455,7 @@ static void prop_drive(prop_world *world, cs_engine_opkind opkind) {
   world->failures = 0;
   world->first_err = CS_E_OK;
   world->seen_count = 0;
+  world->seal_failed = false;
   cs_engine_action action;
   for (uint32_t round = 0; round <= CS_ENGINE_QUEUE_MAX; round++) {
     PROP_CHECK(cs_engine_poll(&world->engine, world->now_ns, &action));
@@ -502,7 +506,12 @@ static void prop_close_or_replace(prop_world *world, bool replace) {
     return;
   }
   PROP_CHECK(world->seen[5] == CS_STEP_START_SERVICE);
-  bool opened = world->seen_count == 8 && world->seen[7] == CS_STEP_OPEN_SINK;
+  /* After a failed seal the old sink may still write: the replace must not sweep. */
+  for (uint32_t i = 5; i < world->seen_count; i++)
+    PROP_CHECK(!world->seal_failed || world->seen[i] != CS_STEP_SWEEP_OPEN);
+  bool opened = world->seen[world->seen_count - 1] == CS_STEP_OPEN_SINK;
+  /* Otherwise the sink opens only after the sweep. */
+  if (opened && !world->seal_failed) PROP_CHECK(world->seen[world->seen_count - 2] == CS_STEP_SWEEP_OPEN);
   PROP_CHECK(world->engine.state == (opened ? CS_ENGINE_OPEN : CS_ENGINE_IDLE));
 }
 

@@ -289,6 +289,10 @@ static void index_on_done(cs_service *svc, const cs_event *ev) {
 
 static bool publish_issue(cs_service *svc, uint64_t now_ns, cs_action *out) {
   if (svc->publish_sent || svc->indexed_in_cycle == 0) return false;
+  if (!cs_svc_lease_usable(svc, now_ns)) {
+    svc->cycle_failed = true;
+    return false;
+  }
   svc->publish_sent = true;
   request *req = cs_svc_req_alloc(svc, CS_OP_CAT_PUBLISH, LANE_CYCLE, 0, now_ns);
   cs_svc_action_init(out, req);
