@@ -21,9 +21,11 @@
  * Every system call the spool makes goes through a cs_spool_sys table, so
  * tests can fail the Nth call (SQLite style) or stop after N calls (a crash).
  *
- * A spool is used by one thread at a time; the capture runtime serialises
- * its own use and offers thread-safe wrappers (capture.h). Public names use
- * the cs_ prefix like the other headers.
+ * A spool is used by one thread at a time, except that a cs_spool_file may
+ * be written and synced (cs_spool_file_write, cs_spool_file_sync) by another
+ * thread while the spool serves other calls: those touch only the file.
+ * The capture runtime serialises the rest and offers thread-safe wrappers
+ * (capture.h). Public names use the cs_ prefix like the other headers.
  *
  * Errors: CS_E_INVALID_ARGUMENT (NULL or out-of-contract arguments),
  * CS_E_IO (a system call failed: msg names it and strerror), CS_E_BUSY
@@ -127,8 +129,22 @@ typedef struct cs_spool_file cs_spool_file;
  */
 int cs_spool_begin(cs_spool *spool, const cs_uuid *pack_id, cs_spool_file **out);
 
-/* Appends bytes to the temp file. CS_E_IO; after a failure the file refuses every write. */
+/*
+ * Appends bytes to the temp file. CS_E_IO (cs_spool_file_error says why);
+ * after a failure the file refuses every write.
+ */
 int cs_spool_file_write(cs_spool_file *file, const void *bytes, size_t length);
+
+/*
+ * The first step of a seal, which may run outside the spool's serialisation:
+ * writes what is buffered, checks the size and pack id against the summary
+ * (CS_E_INVALID_ARGUMENT), fsyncs and closes the temp file (CS_E_IO). The
+ * seal then only links. Optional: cs_spool_seal does it when not done.
+ */
+int cs_spool_file_sync(cs_spool_file *file, const cs_pack_summary *summary);
+
+/* The last error of a file operation; never NULL. */
+const char *cs_spool_file_error(const cs_spool_file *file);
 
 /* A cs_pack_write_fn writing to a cs_spool_file (context): 0 or -1. */
 int cs_spool_file_write_fn(void *context, const uint8_t *bytes, size_t length);

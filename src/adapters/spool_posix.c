@@ -50,7 +50,9 @@ struct cs_spool_file {
   uint64_t bytes; /* accepted so far, buffered or written */
   size_t buffered;
   uint8_t *buffer;
+  bool synced; /* flushed, fsynced and closed: the seal only links it */
   char name[SPOOL_OPEN_NAME_LEN + 1];
+  char error[SPOOL_ERROR_MAX]; /* file errors stay here: a file may be used beside its spool */
 };
 
 /* ---- Real system calls ---- */
@@ -479,16 +481,34 @@ int cs_spool_begin(cs_spool *spool, const cs_uuid *pack_id, cs_spool_file **out)
   return CS_E_OK;
 }
 
+__attribute__((format(printf, 3, 4)))
+static int file_fail(cs_spool_file *file, int code, const char *format, ...) {
+  va_list args;
+  va_start(args, format);
+  vsnprintf(file->error, sizeof file->error, format, args);
+  va_end(args);
+  return code;
+}
+
+static int file_fail_errno(cs_spool_file *file, const char *call) {
+  int saved = errno;
+  return file_fail(file, CS_E_IO, "%s %s: %s", call, file->name, strerror(saved));
+}
+
+const char *cs_spool_file_error(const cs_spool_file *file) {
+  return file == NULL ? "file is NULL" : file->error;
+}
+
 /* Writes all of bytes (retrying short writes and EINTR); CS_E_IO and the file fails. */
 static int file_write_all(cs_spool_file *file, const uint8_t *bytes, size_t length) {
-  cs_spool *spool = file->spool;
+  const cs_spool_sys *sys = file->spool->sys;
   while (length > 0) {
-    ssize_t n = spool->sys->write(file->fd, bytes, length);
+    ssize_t n = sys->write(file->fd, bytes, length);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       if (n == 0) errno = EIO;
       file->failed = true;
-      return spool_fail_errno(spool, "write", file->name);
+      return file_fail_errno(file, "write");
     }
     bytes += n;
     length -= (size_t)n;
@@ -505,7 +525,10 @@ static int file_drain(cs_spool_file *file) {
 
 int cs_spool_file_write(cs_spool_file *file, const void *bytes, size_t length) {
   if (file == NULL || (bytes == NULL && length > 0)) return CS_E_INVALID_ARGUMENT;
-  if (file->failed) return spool_fail(file->spool, CS_E_IO, "%s: an earlier write failed", file->name);
+  if (file->failed || file->synced) {
+    return file_fail(file, CS_E_IO, "%s: %s", file->name,
+                     file->synced ? "the file is already synced" : "an earlier write failed");
+  }
   const uint8_t *in = bytes;
   file->bytes += length;
   if (file->buffered + length > SPOOL_BUFFER_BYTES) {
@@ -540,26 +563,40 @@ void cs_spool_abort(cs_spool *spool, cs_spool_file *file) {
   file_release(file, true);
 }
 
-/* Flushes, checks the size, fsyncs and closes the temp file. */
-static int file_finish(cs_spool_file *file, const cs_pack_summary *summary) {
-  cs_spool *spool = file->spool;
-  if (file->failed) return spool_fail(spool, CS_E_IO, "%s: an earlier write failed", file->name);
+int cs_spool_file_sync(cs_spool_file *file, const cs_pack_summary *summary) {
+  if (file == NULL || summary == NULL) return CS_E_INVALID_ARGUMENT;
+  if (file->synced) return CS_E_OK;
+  const cs_spool_sys *sys = file->spool->sys;
+  if (file->failed) return file_fail(file, CS_E_IO, "%s: an earlier write failed", file->name);
   int rc = file_drain(file);
   if (rc != CS_E_OK) return rc;
   if (file->bytes != summary->size_bytes) {
-    return spool_fail(spool, CS_E_INVALID_ARGUMENT,
-                      "%s holds %llu bytes but the summary says %llu", file->name,
-                      (unsigned long long)file->bytes, (unsigned long long)summary->size_bytes);
+    return file_fail(file, CS_E_INVALID_ARGUMENT, "%s holds %llu bytes but the summary says %llu",
+                     file->name, (unsigned long long)file->bytes,
+                     (unsigned long long)summary->size_bytes);
   }
   if (!cs_uuid_equal(&file->pack_id, &summary->pack_id)) {
-    return spool_fail(spool, CS_E_INVALID_ARGUMENT, "%s: the summary names another pack id",
-                      file->name);
+    return file_fail(file, CS_E_INVALID_ARGUMENT, "%s: the summary names another pack id", file->name);
   }
-  if (spool->sys->fsync(file->fd) != 0) return spool_fail_errno(spool, "fsync", file->name);
+  if (sys->fsync(file->fd) != 0) {
+    file->failed = true;
+    return file_fail_errno(file, "fsync");
+  }
   int fd = file->fd;
   file->fd = -1;
-  if (spool->sys->close(fd) != 0) return spool_fail_errno(spool, "close", file->name);
+  if (sys->close(fd) != 0) {
+    file->failed = true;
+    return file_fail_errno(file, "close");
+  }
+  file->synced = true;
   return CS_E_OK;
+}
+
+/* cs_spool_file_sync, its error copied to the spool's. */
+static int file_finish(cs_spool_file *file, const cs_pack_summary *summary) {
+  int rc = cs_spool_file_sync(file, summary);
+  if (rc != CS_E_OK) spool_fail(file->spool, rc, "%s", file->error);
+  return rc;
 }
 
 /* Links (or renames) the temp name to the ready name; *renamed tells which. */
@@ -647,6 +684,7 @@ int cs_spool_put(cs_spool *spool, const uint8_t *object, size_t size, cs_spool_e
   if (rc != CS_E_OK) return rc;
   rc = cs_spool_file_write(file, object, size);
   if (rc != CS_E_OK) {
+    spool_fail(spool, rc, "%s", file->error);
     cs_spool_abort(spool, file);
     return rc;
   }

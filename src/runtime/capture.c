@@ -200,21 +200,31 @@ static int init_sync(cs_capture *cap) {
   pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
   int rc = pthread_mutex_init(&cap->mutex, NULL) | pthread_mutex_init(&cap->spool_mutex, NULL) |
            pthread_cond_init(&cap->work_cond, &attr) | pthread_cond_init(&cap->space_cond, &attr) |
-           pthread_cond_init(&cap->done_cond, &attr);
+           pthread_cond_init(&cap->done_cond, &attr) | pthread_cond_init(&cap->seal_cond, &attr);
   pthread_condattr_destroy(&attr);
   return rc == 0 ? CS_E_OK : CS_E_NO_MEMORY;
 }
 
-/* Starts the worker with every signal blocked: signals belong to the model's threads. */
+/* Starts the sealer and the worker with every signal blocked: signals belong to the model's threads. */
 static int start_worker(cs_capture *cap, char *msg, size_t msg_size) {
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
-  int rc = pthread_create(&cap->worker, NULL, rt_worker_main, cap);
+  int rc = pthread_create(&cap->sealer, NULL, rt_sealer_main, cap);
+  cap->sealer_started = rc == 0;
+  if (rc == 0) rc = pthread_create(&cap->worker, NULL, rt_worker_main, cap);
+  cap->worker_started = cap->sealer_started && rc == 0;
   pthread_sigmask(SIG_SETMASK, &old, NULL);
-  if (rc != 0) return refuse(CS_E_NO_MEMORY, msg, msg_size, "pthread_create: %s", strerror(rc));
-  cap->worker_started = true;
-  return CS_E_OK;
+  if (rc == 0) return CS_E_OK;
+  if (cap->sealer_started) {
+    pthread_mutex_lock(&cap->mutex);
+    cap->sealer_stop = true;
+    pthread_cond_signal(&cap->seal_cond);
+    pthread_mutex_unlock(&cap->mutex);
+    pthread_join(cap->sealer, NULL);
+    cap->sealer_started = false;
+  }
+  return refuse(CS_E_NO_MEMORY, msg, msg_size, "pthread_create: %s", strerror(rc));
 }
 
 void rt_capture_destroy(cs_capture *cap) {
@@ -230,6 +240,7 @@ void rt_capture_destroy(cs_capture *cap) {
   pthread_cond_destroy(&cap->work_cond);
   pthread_cond_destroy(&cap->space_cond);
   pthread_cond_destroy(&cap->done_cond);
+  pthread_cond_destroy(&cap->seal_cond);
   pthread_mutex_destroy(&cap->spool_mutex);
   pthread_mutex_destroy(&cap->mutex);
   free(cap);

@@ -87,7 +87,9 @@ static void join_worker(cs_capture *cap) {
   bool mine = cap->worker_started && !cap->worker_joined;
   cap->worker_joined = true;
   pthread_mutex_unlock(&cap->mutex);
-  if (mine) pthread_join(cap->worker, NULL);
+  if (!mine) return;
+  pthread_join(cap->worker, NULL); /* it stops the sealer on its way out */
+  pthread_join(cap->sealer, NULL);
 }
 
 int cs_capture_close(cs_capture *cap, uint64_t deadline_ns, char *msg, size_t msg_size) {

@@ -129,6 +129,20 @@ typedef struct rt_control {
 
 #define RT_CONTROL_MAX 16u
 
+/* A finished pack on its way to the sealer thread. */
+typedef struct rt_seal_job {
+  uint64_t pack_seq;
+  cs_spool_file *file;     /* NULL when the pack has no file */
+  cs_pack_summary summary;
+  int err;                 /* the pack failed before its seal (noted already) */
+  bool empty;              /* every record was dropped: no file, nothing to seal */
+  uint32_t records;
+  uint32_t dropped;
+} rt_seal_job;
+
+/* One job per seal in flight in the sink core. */
+#define RT_SEALS_MAX CS_SINK_SEALS_MAX
+
 struct cs_capture {
   cs_capture_config cfg;
   pthread_mutex_t mutex;
@@ -136,6 +150,13 @@ struct cs_capture {
   pthread_cond_t space_cond;  /* producers wait for staging room or quota */
   pthread_cond_t done_cond;   /* flush and close wait here */
   pthread_t worker;
+  pthread_t sealer;           /* fsyncs and links finished packs, so packing goes on meanwhile */
+  pthread_cond_t seal_cond;   /* the sealer waits here */
+  bool sealer_started;
+  bool sealer_stop;
+  rt_seal_job seal_jobs[RT_SEALS_MAX];
+  uint32_t seal_head;
+  uint32_t seal_count;
   bool worker_started;
   bool worker_joined;
   atomic_bool worker_waiting; /* set by the worker under mutex before it sleeps */
@@ -197,8 +218,9 @@ struct cs_capture {
 /* Frees everything of a capture whose worker is stopped or never started (capture.c). */
 RT_HIDDEN void rt_capture_destroy(cs_capture *cap);
 
-/* Worker (worker.c). */
+/* Worker and sealer threads (worker.c). */
 RT_HIDDEN void *rt_worker_main(void *context);
+RT_HIDDEN void *rt_sealer_main(void *context);
 
 /* Under mutex: moves the sink's actions to the control queue; position as named. */
 RT_HIDDEN void rt_drain_actions(cs_capture *cap, uint64_t record_pack_seq, uint64_t record_entry_seq);

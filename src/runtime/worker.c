@@ -16,13 +16,10 @@
 
 #include "runtime_internal.h"
 
-/* Pack writer callback: appends to the pack's temp file under the spool mutex. */
+/* Pack writer callback: a file is written beside its spool's other calls (spool.h). */
 static int write_to_spool(void *context, const uint8_t *bytes, size_t length) {
   cs_capture *cap = context;
-  pthread_mutex_lock(&cap->spool_mutex);
-  int rc = cs_spool_file_write(cap->file, bytes, length);
-  pthread_mutex_unlock(&cap->spool_mutex);
-  return rc == CS_E_OK ? 0 : -1;
+  return cs_spool_file_write(cap->file, bytes, length) == CS_E_OK ? 0 : -1;
 }
 
 static void note_error(cs_capture *cap, int err, const char *msg) {
@@ -100,9 +97,7 @@ static void handle_record(cs_capture *cap, rt_entry *entry) {
   cap->pack_dropped++;
   char text[RT_ERROR_MAX];
   if (err.kind == CS_PACK_E_WRITE) {
-    pthread_mutex_lock(&cap->spool_mutex);
-    snprintf(text, sizeof text, "pack write failed: %.300s", cs_spool_last_error(cap->spool));
-    pthread_mutex_unlock(&cap->spool_mutex);
+    snprintf(text, sizeof text, "pack write failed: %.300s", cs_spool_file_error(cap->file));
     pack_fail(cap, CS_E_IO, text);
     return;
   }
@@ -111,7 +106,7 @@ static void handle_record(cs_capture *cap, rt_entry *entry) {
   note_error(cap, rc, text);
 }
 
-/* Finishes the pack (its writer emits under the spool mutex itself); CS_E_OK or noted. */
+/* Finishes the pack's writer; CS_E_OK or the error (noted). */
 static int finish_pack(cs_capture *cap, cs_pack_summary *summary) {
   cs_pack_error err;
   int rc = cs_pack_writer_finish(cap->writer, summary, &err);
@@ -123,22 +118,7 @@ static int finish_pack(cs_capture *cap, cs_pack_summary *summary) {
   return rc;
 }
 
-/* Under the spool mutex: seals the finished pack; CS_E_OK with *size, or the error (noted). */
-static int seal_pack(cs_capture *cap, const cs_pack_summary *summary, uint64_t *size, bool *sealed_new) {
-  cs_spool_entry entry;
-  cs_spool_seal_result result = CS_SPOOL_SEALED;
-  int rc = cs_spool_seal(cap->spool, cap->file, summary, &entry, &result);
-  cap->file = NULL;
-  *size = rc == CS_E_OK ? entry.size_bytes : 0;
-  *sealed_new = rc == CS_E_OK && result == CS_SPOOL_SEALED;
-  if (rc != CS_E_OK) {
-    char text[RT_ERROR_MAX];
-    snprintf(text, sizeof text, "pack seal failed: %.300s", cs_spool_last_error(cap->spool));
-    note_error(cap, rc, text);
-  }
-  return rc;
-}
-
+/* Forgets the pack: its file (if any) now belongs to a seal job. */
 static void pack_reset(cs_capture *cap) {
   cs_pack_writer_free(cap->writer);
   cap->writer = NULL;
@@ -150,40 +130,81 @@ static void pack_reset(cs_capture *cap) {
 }
 
 /*
- * SEAL: seal the pack and report to the core, both under the spool mutex so
- * that a remover never sees a pack the core does not count yet.
+ * SEAL (worker): finish the pack and hand it to the sealer, so packing the
+ * next pack overlaps this one's fsync. Jobs are bounded by the core's seals
+ * in flight.
  */
 static void handle_seal(cs_capture *cap, const cs_sink_action *action) {
   assert(cap->pack_seq == 0 || cap->pack_seq == action->pack_seq);
-  uint64_t size = 0;
-  bool sealed_new = false;
-  int rc = cap->pack_err;
-  bool empty = rc == CS_E_OK && cap->writer == NULL; /* every record was dropped (and reported) */
-  cs_pack_summary summary;
-  if (rc == CS_E_OK && !empty) rc = finish_pack(cap, &summary);
-  pthread_mutex_lock(&cap->spool_mutex);
-  if (rc == CS_E_OK && !empty) rc = seal_pack(cap, &summary, &size, &sealed_new);
-  else if (cap->file != NULL) cs_spool_abort(cap->spool, cap->file);
-  cap->file = NULL;
+  rt_seal_job job = {.pack_seq = action->pack_seq, .file = cap->file, .err = cap->pack_err,
+                     .records = cap->pack_records, .dropped = cap->pack_dropped};
+  job.empty = job.err == CS_E_OK && cap->writer == NULL; /* every record was dropped (and reported) */
+  if (job.err == CS_E_OK && !job.empty) job.err = finish_pack(cap, &job.summary);
+  pack_reset(cap);
   pthread_mutex_lock(&cap->mutex);
-  int core_rc = cs_sink_on_sealed(&cap->sink, cs_capture_clock_ns(), action->pack_seq, size, rc);
+  assert(cap->seal_count < RT_SEALS_MAX);
+  cap->seal_jobs[(cap->seal_head + cap->seal_count) % RT_SEALS_MAX] = job;
+  cap->seal_count++;
+  pthread_cond_signal(&cap->seal_cond);
+  pthread_mutex_unlock(&cap->mutex);
+}
+
+/* Sealer: fsync (outside every lock), then link and report under the spool mutex. */
+static void seal_job(cs_capture *cap, rt_seal_job *job) {
+  char text[RT_ERROR_MAX];
+  int rc = job->err;
+  if (rc == CS_E_OK && !job->empty) {
+    rc = cs_spool_file_sync(job->file, &job->summary);
+    if (rc != CS_E_OK) snprintf(text, sizeof text, "pack seal failed: %.300s", cs_spool_file_error(job->file));
+  }
+  uint64_t size = 0;
+  cs_spool_seal_result result = CS_SPOOL_SEALED;
+  pthread_mutex_lock(&cap->spool_mutex);
+  if (rc == CS_E_OK && !job->empty) {
+    cs_spool_entry entry;
+    rc = cs_spool_seal(cap->spool, job->file, &job->summary, &entry, &result);
+    if (rc != CS_E_OK) snprintf(text, sizeof text, "pack seal failed: %.300s", cs_spool_last_error(cap->spool));
+    size = rc == CS_E_OK ? entry.size_bytes : 0;
+  } else if (job->file != NULL) {
+    cs_spool_abort(cap->spool, job->file);
+  }
+  pthread_mutex_lock(&cap->mutex);
+  if (rc != CS_E_OK && rc != job->err) rt_note_error(cap, rc, text);
+  int core_rc = cs_sink_on_sealed(&cap->sink, cs_capture_clock_ns(), job->pack_seq, size, rc);
   assert(core_rc == CS_E_OK);
   (void)core_rc;
   /* No file was made for an empty pack: it leaves the spool as it is "sealed". */
-  if (empty) cs_sink_on_removed(&cap->sink, 0);
+  if (job->empty) cs_sink_on_removed(&cap->sink, 0);
   rt_drain_actions(cap, 0, cap->ring.reserved_count);
+  rt_wake_worker(cap);
   if (rc == CS_E_OK) {
-    cap->stats.records_written += cap->pack_records;
-    cap->stats.records_dropped += cap->pack_dropped;
-    cap->stats.packs_sealed += sealed_new;
+    cap->stats.records_written += job->records;
+    cap->stats.records_dropped += job->dropped;
+    cap->stats.packs_sealed += !job->empty && result == CS_SPOOL_SEALED;
     cap->stats.bytes_sealed += size;
   } else {
-    cap->stats.records_dropped += cap->pack_records + cap->pack_dropped;
+    cap->stats.records_dropped += job->records + job->dropped;
     pthread_cond_broadcast(&cap->space_cond); /* a failed seal returns its quota */
   }
   pthread_mutex_unlock(&cap->mutex);
   pthread_mutex_unlock(&cap->spool_mutex);
-  pack_reset(cap);
+}
+
+void *rt_sealer_main(void *context) {
+  cs_capture *cap = context;
+  pthread_mutex_lock(&cap->mutex);
+  for (;;) {
+    while (cap->seal_count == 0 && !cap->sealer_stop) pthread_cond_wait(&cap->seal_cond, &cap->mutex);
+    if (cap->seal_count == 0) break;
+    rt_seal_job job = cap->seal_jobs[cap->seal_head];
+    cap->seal_head = (cap->seal_head + 1) % RT_SEALS_MAX;
+    cap->seal_count--;
+    pthread_mutex_unlock(&cap->mutex);
+    seal_job(cap, &job);
+    pthread_mutex_lock(&cap->mutex);
+  }
+  pthread_mutex_unlock(&cap->mutex);
+  return NULL;
 }
 
 /* Under the mutex: the error a flush or close reports, taken once. */
@@ -276,6 +297,8 @@ void *rt_worker_main(void *context) {
     if (cap->close_done && head == NULL && cap->control_count == 0) break;
     sleep_until(cap, cs_sink_next_deadline(&cap->sink));
   }
+  cap->sealer_stop = true; /* CLOSED came after every seal: its queue is empty */
+  pthread_cond_signal(&cap->seal_cond);
   pthread_mutex_unlock(&cap->mutex);
   return NULL;
 }
