@@ -9,6 +9,7 @@
 #include <assert.h>
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -653,10 +654,6 @@ static void schedule_wake(sim_world *w, sim_proc *p) {
     if (d < at) at = d;
   }
   if (at == CS_NEVER) return;
-  if (getenv("SIM_DEBUG_WAKE") && at <= local)
-    fprintf(stderr, "spin p%u: engine=%" PRIu64 " svc=%" PRIu64 " sink=%" PRIu64 " local=%" PRIu64 "\n", p->index,
-            cs_engine_next_deadline(&p->engine), p->svc ? cs_service_next_deadline(p->svc) : 0,
-            p->sink_open ? cs_sink_next_deadline(&p->sink) : 0, local);
   uint64_t t = at <= local ? w->now_ns + CS_MS_NS : true_of_local(p, at);
   if (p->wake_at_ns > w->now_ns && p->wake_at_ns <= t) return; /* an earlier wake is pending */
   p->wake_at_ns = t;
@@ -1191,7 +1188,7 @@ static void world_free(sim_world *w) {
 void sim_run(const sim_options *opts, sim_result *result) {
   static sim_world world;
   sim_world *w = &world;
-  memset(w, 0, sizeof *w);
+  memset(w, 0, offsetof(sim_world, heap));
   memset(result, 0, sizeof *result);
   w->opts = opts;
   w->result = result;

@@ -266,25 +266,18 @@ typedef struct sim_world {
   bool done;
   uint64_t safety_end_ns;
   uint64_t liveness_end_ns;
-  /* Event heap. */
-  sim_event heap[SIM_EVENTS_MAX];
   uint32_t heap_len;
   /* Processes. */
   sim_proc procs[SIM_PROCS_MAX];
   uint32_t proc_count;
   /* Ground truth. */
-  sim_pack packs[SIM_PACKS_MAX];
   uint32_t pack_count;
   uint64_t sealed_order;
   /* Object store model. */
-  sim_object objects[SIM_OBJECTS_MAX];
   uint32_t object_count;
-  uint16_t order[SIM_OBJECTS_MAX]; /* object indexes sorted by key */
   bool store_if_none_match;        /* the store enforces conditional create */
   /* Catalog model. */
-  sim_claim claims[SIM_CLAIMS_MAX];
   uint32_t claim_count;
-  sim_publish publishes[SIM_PUBLISH_MAX];
   uint32_t publish_count;
   uint64_t watermark;
   uint64_t catalog_insert_bytes_max;
@@ -309,6 +302,14 @@ typedef struct sim_world {
   bool workload;
   sim_counters counters;
   char prefix[64];
+  /* Large tables last: sim_run clears only what comes before them; every entry
+     is written in full before it is read. */
+  sim_event heap[SIM_EVENTS_MAX];
+  sim_pack packs[SIM_PACKS_MAX];
+  sim_object objects[SIM_OBJECTS_MAX];
+  uint16_t order[SIM_OBJECTS_MAX]; /* object indexes sorted by key */
+  sim_claim claims[SIM_CLAIMS_MAX];
+  sim_publish publishes[SIM_PUBLISH_MAX];
 } sim_world;
 
 /* world.c */

@@ -61,20 +61,23 @@ void cs_svc_slot_free(cs_service *svc, pack_slot *slot) {
     assert(svc->adopted_used > 0);
     svc->adopted_used--;
   }
-  slot->stage = STAGE_FREE;
+  cs_svc_stage_set(svc, slot, STAGE_FREE);
 }
 
-static uint32_t cs_svc_count_stage(const cs_service *svc, pack_stage a, pack_stage b) {
-  uint32_t n = 0;
-  for (uint32_t i = 0; i < svc->slot_count; i++) {
-    uint8_t st = svc->slots[i].stage;
-    if (st == a || st == b) n++;
+void cs_svc_stage_set(cs_service *svc, pack_slot *slot, pack_stage stage) {
+  assert((unsigned)stage < STAGE_COUNT_ && slot->stage < STAGE_COUNT_);
+  if (slot->stage != STAGE_FREE) {
+    assert(svc->stage_count[slot->stage] > 0);
+    svc->stage_count[slot->stage]--;
   }
-  return n;
+  slot->stage = (uint8_t)stage;
+  if (stage != STAGE_FREE) svc->stage_count[stage]++;
 }
+
+uint32_t cs_svc_stage_count(const cs_service *svc, pack_stage stage) { return svc->stage_count[stage]; }
 
 uint32_t cs_svc_owed_count(const cs_service *svc) {
-  return cs_svc_count_stage(svc, STAGE_OWED, STAGE_INDEXED);
+  return svc->stage_count[STAGE_OWED] + svc->stage_count[STAGE_INDEXED];
 }
 
 bool cs_svc_lease_usable(const cs_service *svc, uint64_t now_ns) {
@@ -173,7 +176,7 @@ void cs_svc_set_aside(cs_service *svc, pack_slot *slot, const char *reason) {
     cs_svc_slot_free(svc, slot);
     return;
   }
-  slot->stage = STAGE_SET_ASIDE;
+  cs_svc_stage_set(svc, slot, STAGE_SET_ASIDE);
   slot->retry_at_ns = 0;
 }
 
@@ -263,7 +266,7 @@ static int on_sealed(cs_service *svc, uint64_t now_ns, const cs_event *ev) {
   pack_slot *slot = cs_svc_slot_alloc(svc, true);
   if (slot == NULL) return CS_E_FULL;
   slot->ref = *ev->pack;
-  slot->stage = STAGE_SPOOLED;
+  cs_svc_stage_set(svc, slot, STAGE_SPOOLED);
   slot->maybe_uploaded = ev->recovered;
   slot->seal_seq = svc->next_seal_seq++;
   slot->sealed_at_ns = now_ns;

@@ -27,11 +27,7 @@ static uint64_t backoff_delay(cs_service *svc) {
   return cs_prng_below(&svc->prng, window + 1);
 }
 
-static uint32_t count_spooled(const cs_service *svc) {
-  uint32_t n = 0;
-  for (uint32_t i = 0; i < svc->cfg.spool_packs_max; i++) n += svc->slots[i].stage == STAGE_SPOOLED;
-  return n;
-}
+static uint32_t count_spooled(const cs_service *svc) { return cs_svc_stage_count(svc, STAGE_SPOOLED); }
 
 static void cycle_end(cs_service *svc, uint64_t now_ns, bool failed) {
   assert(cs_svc_lane_inflight(svc, LANE_CYCLE, false) == 0);
@@ -39,8 +35,8 @@ static void cycle_end(cs_service *svc, uint64_t now_ns, bool failed) {
     pack_slot *slot = &svc->slots[svc->work[i]];
     if (!slot->queued) continue;
     slot->queued = false;
-    if (slot->stage == STAGE_UPLOADING) slot->stage = STAGE_SPOOLED;
-    if (slot->stage == STAGE_INDEXED) slot->stage = STAGE_OWED;
+    if (slot->stage == STAGE_UPLOADING) cs_svc_stage_set(svc, slot, STAGE_SPOOLED);
+    if (slot->stage == STAGE_INDEXED) cs_svc_stage_set(svc, slot, STAGE_OWED);
     slot->upload = UPLOAD_NONE;
   }
   svc->work_count = 0;
@@ -71,7 +67,7 @@ static void upload_begin(cs_service *svc) {
     }
     if (oldest == NULL) break;
     oldest->queued = true;
-    oldest->stage = STAGE_UPLOADING;
+    cs_svc_stage_set(svc, oldest, STAGE_UPLOADING);
     oldest->upload = oldest->maybe_uploaded ? UPLOAD_HEAD_FIRST : UPLOAD_PUT;
     svc->work[svc->work_count++] = cs_svc_slot_index(svc, oldest);
   }
@@ -103,14 +99,14 @@ static void upload_verified(cs_service *svc, pack_slot *slot) {
   slot->upload = UPLOAD_NONE;
   slot->maybe_uploaded = true;
   if (!cs_svc_is_publisher(svc)) {
-    slot->stage = STAGE_DONE; /* an uploader hands off at a verified upload */
+    cs_svc_stage_set(svc, slot, STAGE_DONE); /* an uploader hands off at a verified upload */
     return;
   }
 #if CAPSTORE_MUTANT == 1 /* remove before index */
-  slot->stage = STAGE_DONE;
+  cs_svc_stage_set(svc, slot, STAGE_DONE);
   return;
 #endif
-  slot->stage = STAGE_OWED;
+  cs_svc_stage_set(svc, slot, STAGE_OWED);
 }
 
 static void upload_failed(cs_service *svc, pack_slot *slot, const cs_event *ev) {
@@ -253,7 +249,7 @@ static void index_on_done(cs_service *svc, const cs_event *ev) {
   batch_range top = svc->batches[--svc->batch_count];
   for (uint32_t i = 0; i < top.count; i++) svc->slots[svc->work[top.first + i]].busy = false;
   if (ev->outcome == CS_OUT_OK) {
-    for (uint32_t i = 0; i < top.count; i++) svc->slots[svc->work[top.first + i]].stage = STAGE_INDEXED;
+    for (uint32_t i = 0; i < top.count; i++) cs_svc_stage_set(svc, &svc->slots[svc->work[top.first + i]], STAGE_INDEXED);
     svc->indexed_in_cycle += top.count;
     return;
   }
@@ -311,7 +307,7 @@ static bool confirm_issue(cs_service *svc, uint64_t now_ns, cs_action *out) {
     if (slot->stage != STAGE_INDEXED) continue;
     svc->stats.indexed++;
     slot->queued = false;
-    if (slot->own) slot->stage = STAGE_DONE;
+    if (slot->own) cs_svc_stage_set(svc, slot, STAGE_DONE);
     else cs_svc_slot_free(svc, slot);
   }
   (void)now_ns;
@@ -347,7 +343,7 @@ static void confirm_on_done(cs_service *svc, uint64_t now_ns, const cs_event *ev
     assert(slot->stage == STAGE_INDEXED);
     if (!ev->held[i]) {
       /* Our write was fenced out: someone else holds the lease now. */
-      slot->stage = STAGE_OWED;
+      cs_svc_stage_set(svc, slot, STAGE_OWED);
       svc->stats.fenced_out++;
       svc->cycle_failed = true;
       svc->lease_next_ns = now_ns;
@@ -356,7 +352,7 @@ static void confirm_on_done(cs_service *svc, uint64_t now_ns, const cs_event *ev
     svc->stats.indexed++;
     slot->queued = false;
     if (slot->own) {
-      slot->stage = STAGE_DONE;
+      cs_svc_stage_set(svc, slot, STAGE_DONE);
       slot->retry_at_ns = 0;
     } else {
       cs_svc_slot_free(svc, slot);
@@ -500,8 +496,12 @@ uint64_t cs_svc_cycle_deadline(const cs_service *svc) {
 
 /* ---- the spool lane ----------------------------------------------------- */
 
+static uint32_t count_handed_or_aside(const cs_service *svc) {
+  return cs_svc_stage_count(svc, STAGE_DONE) + cs_svc_stage_count(svc, STAGE_SET_ASIDE);
+}
+
 bool cs_svc_spool_poll(cs_service *svc, uint64_t now_ns, cs_action *out) {
-  if (svc->stopped) return false;
+  if (svc->stopped || count_handed_or_aside(svc) == 0) return false;
   if (cs_svc_lane_inflight(svc, LANE_SPOOL, false) >= svc->cfg.store_inflight_max) return false;
   for (uint32_t i = 0; i < svc->cfg.spool_packs_max; i++) {
     pack_slot *slot = &svc->slots[i];
@@ -534,7 +534,7 @@ void cs_svc_spool_on_done(cs_service *svc, uint64_t now_ns, const request *req, 
 
 uint64_t cs_svc_spool_deadline(const cs_service *svc) {
   uint64_t at = CS_NEVER;
-  if (svc->stopped) return at;
+  if (svc->stopped || count_handed_or_aside(svc) == 0) return at;
   for (uint32_t i = 0; i < svc->cfg.spool_packs_max; i++) {
     const pack_slot *slot = &svc->slots[i];
     if ((slot->stage == STAGE_DONE || slot->stage == STAGE_SET_ASIDE) && !slot->busy &&

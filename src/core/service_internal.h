@@ -22,6 +22,8 @@ typedef enum pack_stage {
   STAGE_SET_ASIDE, /* rejected: quarantine in the spool pending */
 } pack_stage;
 
+#define STAGE_COUNT_ 7
+
 typedef enum upload_step {
   UPLOAD_NONE = 0,
   UPLOAD_HEAD_FIRST, /* it may already be there: HEAD before PUT */
@@ -110,6 +112,7 @@ struct cs_service {
   uint32_t slot_count;
   uint32_t own_used;
   uint32_t adopted_used;
+  uint32_t stage_count[STAGE_COUNT_]; /* slots per stage (FREE not counted) */
   uint64_t next_seal_seq;
 
   request *requests;
@@ -184,6 +187,9 @@ struct cs_service {
 
 /* Shared by service.c, service_cycle.c and service_lease.c. */
 bool cs_svc_is_publisher(const cs_service *svc);
+/* Moves slot to stage, keeping the per-stage counts. */
+void cs_svc_stage_set(cs_service *svc, pack_slot *slot, pack_stage stage);
+uint32_t cs_svc_stage_count(const cs_service *svc, pack_stage stage);
 void cs_svc_set_error(cs_service *svc, const char *what, const char *detail, cs_outcome outcome);
 uint32_t cs_svc_slot_index(const cs_service *svc, const pack_slot *slot);
 pack_slot *cs_svc_slot_find(cs_service *svc, const cs_uuid *pack_id);

@@ -162,7 +162,7 @@ static void adopt(cs_service *svc, page_entry *entry, const cs_head_info *head) 
   slot->ref.record_count = head->record_count;
   slot->ref.created_at_ns = head->created_at_ns;
   memcpy(slot->ref.sha256, head->sha256, sizeof slot->ref.sha256);
-  slot->stage = STAGE_OWED;
+  cs_svc_stage_set(svc, slot, STAGE_OWED);
   slot->maybe_uploaded = true;
   svc->stats.reconcile_adopted++;
 }
