@@ -64,7 +64,7 @@ void rt_cond_wait_until(pthread_cond_t *cond, pthread_mutex_t *mutex, uint64_t d
 }
 
 void rt_wake_worker(cs_capture *cap) {
-  if (atomic_load(&cap->worker_waiting)) pthread_cond_signal(&cap->work_cond);
+  if (atomic_load(&cap->worker_sleep) != RT_AWAKE) pthread_cond_signal(&cap->work_cond);
 }
 
 void rt_note_error(cs_capture *cap, int err, const char *msg) {

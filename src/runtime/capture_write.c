@@ -130,6 +130,7 @@ typedef struct admission {
   uint64_t length; /* payload bytes */
   bool device;
   rt_entry *entry; /* out */
+  bool pressure;   /* out: staging is filling up, wake even a polling worker */
 } admission;
 
 /* Under the mutex: admit to the core, queue its actions, reserve the entry. */
@@ -164,7 +165,8 @@ static int admit_locked(cs_capture *cap, admission *a, uint64_t first_try_ns) {
       a->entry->event = cap->events[--cap->events_free];
       cap->stats.device_copies++;
     }
-    if (cap->control_count > 0) rt_wake_worker(cap);
+    a->pressure = cap->ring.used > cap->ring.capacity / 4 ||
+                  (a->device && cap->events_free < cap->events_total / 4);
     return CS_E_OK;
   }
 }
@@ -178,10 +180,15 @@ static int admit(cs_capture *cap, admission *a, char *msg, size_t msg_size) {
   return rc;
 }
 
-/* Publishes a filled entry; the seq_cst store pairs with the worker's waiting flag. */
-static void publish(cs_capture *cap, rt_entry *entry, uint32_t state) {
-  atomic_store(&entry->state, state);
-  if (atomic_load(&cap->worker_waiting)) {
+/*
+ * Publishes a filled entry. The seq_cst store pairs with the worker's
+ * seq_cst sleep flag: an idle worker is always woken; a polling one only
+ * under staging pressure (it looks again within RT_POLL_NS anyway).
+ */
+static void publish(cs_capture *cap, const admission *a, uint32_t state) {
+  atomic_store(&a->entry->state, state);
+  int sleep = atomic_load(&cap->worker_sleep);
+  if (sleep == RT_IDLE || (sleep == RT_POLLING && a->pressure)) {
     pthread_mutex_lock(&cap->mutex);
     pthread_cond_signal(&cap->work_cond);
     pthread_mutex_unlock(&cap->mutex);
@@ -197,7 +204,7 @@ int cs_capture_write(cs_capture *cap, const cs_pack_meta *meta, const void *byte
   if (rc != CS_E_OK) return rc;
   rt_entry_fill_meta(a.entry, meta);
   if (length > 0) memcpy(rt_entry_payload(a.entry), bytes, length);
-  publish(cap, a.entry, RT_ENTRY_READY);
+  publish(cap, &a, RT_ENTRY_READY);
   if (msg != NULL && msg_size > 0) msg[0] = '\0';
   return CS_E_OK;
 }
@@ -217,10 +224,10 @@ int cs_capture_write_device(cs_capture *cap, const cs_pack_meta *meta, const voi
   if (rc != CS_E_OK) {
     /* Admitted already: the worker skips it and counts it dropped; the caller hears it now. */
     a.entry->err = rc;
-    publish(cap, a.entry, RT_ENTRY_FAILED);
+    publish(cap, &a, RT_ENTRY_FAILED);
     return rc;
   }
-  publish(cap, a.entry, length == 0 ? RT_ENTRY_READY : RT_ENTRY_DEVICE);
+  publish(cap, &a, length == 0 ? RT_ENTRY_READY : RT_ENTRY_DEVICE);
   if (msg != NULL && msg_size > 0) msg[0] = '\0';
   return CS_E_OK;
 }

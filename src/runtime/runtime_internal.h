@@ -129,6 +129,15 @@ typedef struct rt_control {
 
 #define RT_CONTROL_MAX 16u
 
+/*
+ * How the worker sleeps. While a pack is open it polls (wakes every
+ * RT_POLL_NS), so producers need not wake it: a wake is a system call that
+ * would dominate the capture call's tail latency. Only an idle worker (no
+ * pack open) must be woken, or one that polls while staging fills up.
+ */
+enum rt_sleep { RT_AWAKE = 0, RT_POLLING, RT_IDLE };
+#define RT_POLL_NS (1000u * 1000u)
+
 /* A finished pack on its way to the sealer thread. */
 typedef struct rt_seal_job {
   uint64_t pack_seq;
@@ -159,7 +168,7 @@ struct cs_capture {
   uint32_t seal_count;
   bool worker_started;
   bool worker_joined;
-  atomic_bool worker_waiting; /* set by the worker under mutex before it sleeps */
+  atomic_int worker_sleep;    /* RT_AWAKE, RT_POLLING or RT_IDLE; set by the worker under mutex */
   uint32_t producers_waiting;
 
   cs_sink sink;
@@ -224,7 +233,7 @@ RT_HIDDEN void *rt_sealer_main(void *context);
 
 /* Under mutex: moves the sink's actions to the control queue; position as named. */
 RT_HIDDEN void rt_drain_actions(cs_capture *cap, uint64_t record_pack_seq, uint64_t record_entry_seq);
-/* Under mutex: wakes the worker if it sleeps. */
+/* Under mutex: wakes the worker if it sleeps (polling or idle). */
 RT_HIDDEN void rt_wake_worker(cs_capture *cap);
 /* Under mutex: notes an error for the next flush or close (first one wins). */
 RT_HIDDEN void rt_note_error(cs_capture *cap, int err, const char *msg);

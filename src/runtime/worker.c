@@ -252,11 +252,21 @@ static bool has_work(cs_capture *cap, uint64_t deadline_ns) {
   return deadline_ns != CS_NEVER && cs_capture_clock_ns() >= deadline_ns;
 }
 
-/* Under the mutex: sleeps until woken or deadline_ns; the flag pairs with the producers' publish. */
+/*
+ * Under the mutex: sleeps until woken or deadline_ns (the linger deadline).
+ * With a pack open or a record being filled it polls instead (RT_POLL_NS),
+ * so producers need not wake it. The flag pairs with the producers' publish.
+ */
 static void sleep_until(cs_capture *cap, uint64_t deadline_ns) {
-  atomic_store(&cap->worker_waiting, true);
+  bool active = cs_sink_next_deadline(&cap->sink) != CS_NEVER || /* a pack is open */
+                cap->ring.consumed_count < cap->ring.reserved_count;
+  if (active) {
+    uint64_t poll_ns = cs_capture_clock_ns() + RT_POLL_NS;
+    if (poll_ns < deadline_ns) deadline_ns = poll_ns;
+  }
+  atomic_store(&cap->worker_sleep, active ? RT_POLLING : RT_IDLE);
   if (!has_work(cap, deadline_ns)) rt_cond_wait_until(&cap->work_cond, &cap->mutex, deadline_ns);
-  atomic_store(&cap->worker_waiting, false);
+  atomic_store(&cap->worker_sleep, RT_AWAKE);
 }
 
 /* Under the mutex: consumes the head entry (unlocking while packing it). */
