@@ -18,7 +18,7 @@ hits=$(printf '%s\n' "$undef" | grep -E "$banned")
 if [ -n "$hits" ]; then
   echo "core objects reference banned symbols:"; printf '  %s\n' $hits; exit 1
 fi
-allowed='^(memcpy|memset|memmove|memcmp|strlen|strnlen|strcmp|strncmp|snprintf|__assert_fail|__stack_chk_fail|__.*san.*|__ubsan_.*|__asan_.*|__sancov.*|__sanitizer.*|_GLOBAL_OFFSET_TABLE_)$'
+allowed='^(memcpy|memset|memmove|memcmp|memchr|strlen|strnlen|strcmp|strncmp|strcspn|snprintf|__assert_fail|__stack_chk_fail|__.*san.*|__ubsan_.*|__asan_.*|__sancov.*|__sanitizer.*|_GLOBAL_OFFSET_TABLE_)$'
 others=$(printf '%s\n' "$undef" | grep -vE "$allowed" | grep -v '^cs_' | grep -v '^$')
 if [ -n "$others" ]; then
   echo "core objects reference symbols outside the allowed set (review and allow, or remove):"; printf '  %s\n' $others; exit 1

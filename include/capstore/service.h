@@ -51,6 +51,14 @@ void cs_service_config_default(cs_service_config *cfg, cs_role role);
  */
 int cs_service_config_validate(const cs_service_config *cfg, char *msg, size_t msg_size);
 
+/*
+ * Validates an endpoint URL for the adapters' configuration: an explicit
+ * scheme, https:// always, http:// only when allow_insecure, a non-empty host
+ * (no spaces, no userinfo), an optional port 1..65535. Returns CS_E_OK or
+ * CS_E_CONFIG with msg naming field and what is wrong.
+ */
+int cs_endpoint_validate(const char *field, const char *url, bool allow_insecure, char *msg, size_t msg_size);
+
 /* Bytes of caller memory cs_service_init needs for cfg (0 if cfg is invalid). */
 size_t cs_service_memory_size(const cs_service_config *cfg);
 

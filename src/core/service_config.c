@@ -65,6 +65,41 @@ int cs_service_config_validate(const cs_service_config *cfg, char *msg, size_t m
   return CS_E_OK;
 }
 
+/* Parses an optional ":port" at text[0..len); true when absent or 1..65535. */
+static bool port_ok(const char *text, size_t len) {
+  if (len == 0) return true;
+  if (text[0] != ':' || len < 2 || len > 6) return false;
+  uint32_t port = 0;
+  for (size_t i = 1; i < len; i++) {
+    if (text[i] < '0' || text[i] > '9') return false;
+    port = port * 10 + (uint32_t)(text[i] - '0');
+  }
+  return port >= 1 && port <= 65535;
+}
+
+int cs_endpoint_validate(const char *field, const char *url, bool allow_insecure, char *msg, size_t msg_size) {
+  if (msg != NULL && msg_size > 0) msg[0] = '\0';
+  if (field == NULL) field = "endpoint";
+  NEED(url != NULL && url[0] != '\0', field, "is empty");
+  size_t skip;
+  if (strncmp(url, "https://", 8) == 0) skip = 8;
+  else if (strncmp(url, "http://", 7) == 0) skip = 7;
+  else return refuse(msg, msg_size, field, "needs an explicit scheme: https:// (or http:// when insecure is allowed)");
+  NEED(skip == 8 || allow_insecure, field, "uses http:// but insecure endpoints are not allowed");
+  const char *host = url + skip;
+  size_t host_len = strcspn(host, "/?#");
+  NEED(host_len > 0, field, "has no host");
+  for (size_t i = 0; i < host_len; i++) {
+    unsigned char c = (unsigned char)host[i];
+    NEED(c > 0x20 && c < 0x7f && c != '@', field, "has a space, a control byte or userinfo in its host");
+  }
+  const char *colon = memchr(host, ':', host_len);
+  size_t name_len = colon == NULL ? host_len : (size_t)(colon - host);
+  NEED(name_len > 0, field, "has no host name");
+  NEED(port_ok(host + name_len, host_len - name_len), field, "has a port outside 1..65535");
+  return CS_E_OK;
+}
+
 /* Rounds n up to a multiple of 16 so every carved array stays aligned. */
 static size_t align16(size_t n) { return (n + 15u) & ~(size_t)15u; }
 
