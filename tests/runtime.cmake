@@ -8,3 +8,15 @@ foreach(src ${RUNTIME_UNIT_TESTS})
   target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR}/src/runtime)
   set_tests_properties(unit.${name} PROPERTIES LABELS "unit;runtime" TIMEOUT 300)
 endforeach()
+
+# GPU checks (tests/gpu): built when the CUDA toolkit is found; without a
+# device they exit 77 and ctest reports them skipped, never passed.
+# tests/gpu/run_gpu_checks.sh builds and runs them on a machine with a GPU.
+if(TARGET CUDA::cudart)
+  add_executable(test_capture_gpu ${CMAKE_CURRENT_SOURCE_DIR}/gpu/test_capture_gpu.c)
+  target_link_libraries(test_capture_gpu PRIVATE capstore_runtime CUDA::cudart)
+  add_test(NAME gpu.capture COMMAND test_capture_gpu)
+  set_tests_properties(gpu.capture PROPERTIES LABELS "gpu;runtime" SKIP_RETURN_CODE 77 TIMEOUT 300)
+  add_executable(capstore-bench-d2h ${CMAKE_CURRENT_SOURCE_DIR}/gpu/bench_d2h.c)
+  target_link_libraries(capstore-bench-d2h PRIVATE capstore_runtime CUDA::cudart)
+endif()
