@@ -186,7 +186,7 @@ static int usage(void) {
 
 static int parse(int argc, char **argv, options *o) {
   *o = (options){.seconds = 1.0, .pace = 0.5, .pack_bytes = 64ull << 20};
-  for (int i = 1; i < argc; i++) {
+  for (int i = 1; i < argc; i += 2) {
     const char *value = i + 1 < argc ? argv[i + 1] : NULL;
     if (strcmp(argv[i], "--smoke") == 0 && value != NULL) {
       o->dir = value;
@@ -199,7 +199,6 @@ static int parse(int argc, char **argv, options *o) {
     else if (strcmp(argv[i], "--pace") == 0 && value != NULL) o->pace = strtod(value, NULL);
     else if (strcmp(argv[i], "--pack-bytes") == 0 && value != NULL) o->pack_bytes = strtoull(value, NULL, 10);
     else return usage();
-    i++;
   }
   if (o->dir == NULL || o->record_bytes == 0 || o->record_bytes % 4 != 0 || o->seconds <= 0 ||
       o->pace <= 0 || o->pace > 1) {
