@@ -83,7 +83,12 @@ static ssize_t f_write(int fd, const void *bytes, size_t length) {
 static ssize_t f_pread(int fd, void *bytes, size_t length, off_t offset) {
   return fault_now() ? -1 : REAL->pread(fd, bytes, length, offset);
 }
-static int f_fsync(int fd) { return fault_now() ? -1 : REAL->fsync(fd); }
+/*
+ * fsync is counted and failed like every call, but a success does not reach
+ * the disk: this test models process crashes, which keep the page cache
+ * (power loss is the simulator's spool model), and real fsyncs made it slow.
+ */
+static int f_fsync(int fd) { return fault_now() ? -1 : (fd >= 0 ? 0 : -1); }
 static int f_ftruncate(int fd, off_t length) { return fault_now() ? -1 : REAL->ftruncate(fd, length); }
 static int f_fstat(int fd, struct stat *out) { return fault_now() ? -1 : REAL->fstat(fd, out); }
 static int f_fstatat(int dirfd, const char *path, struct stat *out, int flags) {
