@@ -129,6 +129,8 @@ static const cs_spool_sys faulty = {
     .flock = f_flock, .fdopendir = f_fdopendir, .readdir = f_readdir, .closedir = f_closedir,
 };
 
+static const cs_spool_options clean_options = {.sys = &faulty}; /* used with FAULT_OFF */
+
 static void fault_arm(enum fault_mode mode, long fail_at) {
   fi.mode = mode;
   fi.fail_at = fail_at;
@@ -267,7 +269,7 @@ static void check_after(const char *dir, const fixture *f, const bool *sealed, c
   fault_arm(FAULT_OFF, 0);
   cs_spool *spool = NULL;
   char msg[256];
-  int rc = cs_spool_open(dir, NULL, &spool, msg, sizeof msg);
+  int rc = cs_spool_open(dir, &clean_options, &spool, msg, sizeof msg);
   if (rc != CS_E_OK) fail_msg("%s: reopen: %s", what, msg);
   cs_spool_recovery report;
   rc = cs_spool_recover(spool, &report);
@@ -363,8 +365,9 @@ static void test_seal_crash(void **state) {
 
 /* Two good packs, a torn temp file, a flipped pack and a misnamed one. */
 static void recovery_setup(const char *dir, const fixture *f, tp_bytes *flipped, char *flipped_name) {
+  fault_arm(FAULT_OFF, 0);
   cs_spool *spool = NULL;
-  assert_int_equal(cs_spool_open(dir, NULL, &spool, NULL, 0), CS_E_OK);
+  assert_int_equal(cs_spool_open(dir, &clean_options, &spool, NULL, 0), CS_E_OK);
   assert_int_equal(cs_spool_put(spool, f->packs[0].data, f->packs[0].len, NULL, NULL), CS_E_OK);
   assert_int_equal(cs_spool_put(spool, f->packs[2].data, f->packs[2].len, NULL, NULL), CS_E_OK);
   cs_spool_close(spool);
@@ -401,7 +404,7 @@ static void run_recovery_faults(enum fault_mode mode) {
     /* The clean pass quarantines the flipped pack unless the faulty pass already did. */
     fault_arm(FAULT_OFF, 0);
     cs_spool *clean = NULL;
-    assert_int_equal(cs_spool_open(dir, NULL, &clean, NULL, 0), CS_E_OK);
+    assert_int_equal(cs_spool_open(dir, &clean_options, &clean, NULL, 0), CS_E_OK);
     cs_spool_recovery report;
     assert_int_equal(cs_spool_recover(clean, &report), CS_E_OK);
     assert_true(report.quarantined <= 1);
