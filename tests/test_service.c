@@ -1395,27 +1395,6 @@ static void rw_time(rand_world *w) {
   w->d->now += rw_below(w, 300 * MS);
 }
 
-/*
- * KNOWN CORE BUGS (see the skipped test_bug_* tests): next_deadline reports a
- * due deadline that poll cannot serve while (1) a lease request is in flight
- * past our view of expiry, (2) the spool lane is full and another removal
- * waits, (3) stopping with a spool retry pending. The random test still fails
- * on any other due-but-empty deadline.
- */
-static bool known_spin(const rand_world *w) {
-  cs_snapshot snap;
-  cs_service_snapshot(w->d->svc, w->d->now, &snap);
-  uint32_t spool = 0;
-  bool lease = false;
-  for (uint32_t k = 0; k < w->out_count; k++) {
-    cs_op op = w->out[k].op;
-    spool += op == CS_OP_SPOOL_REMOVE || op == CS_OP_SPOOL_QUARANTINE;
-    lease = lease || is_lease_op(op);
-  }
-  if (lease && snap.lease_state == CS_LEASE_HELD) return true;
-  if (spool >= w->d->cfg.store_inflight_max) return true;
-  return w->stop_sent;
-}
 
 static void rw_step(rand_world *w) {
   uint64_t r = rw_below(w, 100);
@@ -1434,7 +1413,7 @@ static void rw_step(rand_world *w) {
   rw_drain(w);
   rw_check_bounds(w);
   /* A deadline already due that yields no action would make a driver spin. */
-  RCHECK(cs_service_next_deadline(w->d->svc) > w->d->now || known_spin(w));
+  RCHECK(cs_service_next_deadline(w->d->svc) > w->d->now);
 }
 
 /* Answers everything until STOPPED comes; the lease lane may go on after it. */
@@ -1493,14 +1472,10 @@ static void test_random_uploader_stays_bounded(void **state) {
   random_run(CS_ROLE_UPLOADER);
 }
 
-/* ---- KNOWN CORE BUGS (skipped unless CAPSTORE_SHOW_BUGS=1) --------------- */
-
-static void skip_unless_showing_bugs(void) {
-  if (getenv("CAPSTORE_SHOW_BUGS") == NULL) skip();
-}
+/* ---- Regressions: core bugs these tests found (now fixed) ---------------- */
 
 /*
- * KNOWN CORE BUG (spool deadline busy loop, lane full): a handed-off pack
+ * REGRESSION (spool deadline busy loop, lane full; fixed): a handed-off pack
  * waiting for a free spool-lane slot makes cs_svc_spool_deadline answer 0
  * (its retry_at_ns), but cs_svc_spool_poll cannot issue it until a removal in
  * flight completes. A driver that waits for next_deadline spins meanwhile.
@@ -1508,9 +1483,8 @@ static void skip_unless_showing_bugs(void) {
  * are handed off at once. Expected: no due deadline while nothing can be
  * issued (the completion that frees the lane is an event anyway).
  */
-static void test_bug_spool_deadline_due_while_lane_full(void **state) {
+static void test_regression_spool_deadline_not_due_while_lane_full(void **state) {
   (void)state;
-  skip_unless_showing_bugs();
   drv *d = uploader(); /* store_inflight_max 2 */
   for (uint32_t n = 1; n <= 3; n++) assert_int_equal(drv_seal(d, drv_pack(d, n), true), CS_E_OK);
   for (uint32_t n = 1; n <= 3; n++) {
@@ -1521,22 +1495,20 @@ static void test_bug_spool_deadline_due_while_lane_full(void **state) {
   }
   cs_action a;
   assert_false(cs_service_poll(d->svc, d->now, &a)); /* the lane is full */
-  /* Fails today: next_deadline is 0. */
   assert_true(cs_service_next_deadline(d->svc) > d->now);
   drv_free(d);
 }
 
 /*
- * KNOWN CORE BUG (spool deadline busy loop while stopping): after STOP,
+ * REGRESSION (spool deadline busy loop while stopping; fixed): after STOP,
  * cs_svc_spool_poll skips slots whose removal is being retried
  * (retry_at_ns != 0), but cs_svc_spool_deadline still answers their
  * retry_at_ns. Once it passes, and while a cycle request is still in flight
  * (so STOPPED cannot be emitted yet), next_deadline stays in the past and the
  * driver spins until that request completes.
  */
-static void test_bug_spool_deadline_due_while_stopping(void **state) {
+static void test_regression_spool_deadline_not_due_while_stopping(void **state) {
   (void)state;
-  skip_unless_showing_bugs();
   drv *d = uploader();
   assert_int_equal(drv_seal(d, drv_pack(d, 1), true), CS_E_OK);
   assert_int_equal(drv_seal(d, drv_pack(d, 2), false), CS_E_OK);
@@ -1550,42 +1522,30 @@ static void test_bug_spool_deadline_due_while_stopping(void **state) {
   d->now += d->cfg.backoff_base_ns;
   cs_action a;
   assert_false(cs_service_poll(d->svc, d->now, &a)); /* no retries while stopping */
-  /* Fails today: next_deadline is the skipped retry time, now. */
   assert_true(cs_service_next_deadline(d->svc) > d->now);
   drv_free(d);
 }
 
 /*
- * KNOWN CORE BUG (notification queue overflow aborts): every FLUSH that is
- * answered at once (nothing pending, CS_E_FULL, or CS_E_CLOSED) pushes a
- * FLUSH_DONE note, but the note ring holds only flush_max + 2. A driver that
- * delivers flush_max + 3 such FLUSH events before it polls hits
- * assert(note_count < note_max) in cs_svc_note_push and the process aborts
- * (assertions stay on in release builds). Expected: every event accepted
- * (answers queued, or the event refused with an error code), no abort. Runs
- * in a child process so that the abort fails only this test.
+ * REGRESSION (notification queue overflow aborted; fixed): FLUSH events that
+ * are answered at once used to overflow the note ring into an assertion. Now
+ * a FLUSH that finds the answers of earlier ones still unpolled is refused
+ * with CS_E_FULL, and accepted again once they are polled.
  */
-static void test_bug_flush_notes_overflow_aborts(void **state) {
+static void test_regression_flush_answers_waiting_refuse_more(void **state) {
   (void)state;
-  skip_unless_showing_bugs();
   cs_service_config cfg = drv_config(CS_ROLE_UPLOADER);
-  cfg.flush_max = 1; /* notes ring of 3 */
+  cfg.flush_max = 1; /* notes ring of 3: two answers may wait */
   drv *d = drv_new(&cfg);
   drv_start(d);
-  fflush(NULL);
-  pid_t child = fork();
-  assert_true(child >= 0);
-  if (child == 0) {
-    for (uint64_t id = 1; id <= 4; id++)
-      if (drv_flush(d, id, d->now + SEC) != CS_E_OK) _exit(1);
-    _exit(0);
-  }
-  int status = 0;
-  assert_int_equal(waitpid(child, &status, 0), child);
-  if (WIFSIGNALED(status))
-    fail_msg("four FLUSH events without a poll killed the process (signal %d)",
-             WTERMSIG(status));
-  assert_true(WIFEXITED(status));
+  assert_int_equal(drv_flush(d, 1, d->now + SEC), CS_E_OK);
+  assert_int_equal(drv_flush(d, 2, d->now + SEC), CS_E_OK);
+  assert_int_equal(drv_flush(d, 3, d->now + SEC), CS_E_FULL);
+  cs_action a;
+  uint32_t answers = 0;
+  while (cs_service_poll(d->svc, d->now, &a)) answers += a.op == CS_OP_FLUSH_DONE;
+  assert_int_equal(answers, 2);
+  assert_int_equal(drv_flush(d, 3, d->now + SEC), CS_E_OK);
   drv_free(d);
 }
 
@@ -1641,9 +1601,9 @@ int main(void) {
       cmocka_unit_test(test_sealed_bad_ref_refused),
       cmocka_unit_test(test_random_publisher_stays_bounded),
       cmocka_unit_test(test_random_uploader_stays_bounded),
-      cmocka_unit_test(test_bug_spool_deadline_due_while_lane_full),
-      cmocka_unit_test(test_bug_spool_deadline_due_while_stopping),
-      cmocka_unit_test(test_bug_flush_notes_overflow_aborts),
+      cmocka_unit_test(test_regression_spool_deadline_not_due_while_lane_full),
+      cmocka_unit_test(test_regression_spool_deadline_not_due_while_stopping),
+      cmocka_unit_test(test_regression_flush_answers_waiting_refuse_more),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

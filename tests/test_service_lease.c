@@ -2,7 +2,7 @@
  * Unit tests of the service core's lease lane (docs/catalog-protocol.md, "The
  * lease"): claim, renewal on its own timer, quarantine after an unknown
  * outcome, busy and contested heads, release, and our local view of expiry.
- * Tests marked KNOWN CORE BUG are skipped unless CAPSTORE_SHOW_BUGS=1.
+ * Tests marked REGRESSION pin core bugs these tests found (fixed).
  */
 #include "test_service_driver.h"
 
@@ -361,19 +361,18 @@ static void test_versions_across_acquisitions(void **state) {
   drv_free(d);
 }
 
-/* ---- KNOWN CORE BUG ------------------------------------------------------ */
+/* ---- Regression: a core bug these tests found (fixed) ------------------ */
 
 /*
- * KNOWN CORE BUG (lease deadline busy loop): while a lease request is in
+ * REGRESSION (lease deadline busy loop; fixed): while a lease request is in
  * flight, cs_svc_lease_deadline returns lease_expires_ns even once it has
  * passed, and cs_service_poll has nothing to do until the request completes.
  * A driver that waits for next_deadline spins at 100% CPU for as long as the
  * renewal is outstanding (up to request_timeout). Expected: a deadline in the
  * future (or CS_NEVER) once expiry has been acted on.
  */
-static void test_bug_lease_deadline_spins_past_expiry(void **state) {
+static void test_regression_lease_deadline_not_past_expiry(void **state) {
   (void)state;
-  if (getenv("CAPSTORE_SHOW_BUGS") == NULL) skip();
   drv *d = publisher();
   d->now = DRV_T0 + d->cfg.lease_ttl_ns / 3;
   drv_expect(d, CS_OP_CAT_CLAIM); /* the renewal, outstanding */
@@ -381,7 +380,6 @@ static void test_bug_lease_deadline_spins_past_expiry(void **state) {
   cs_action a;
   assert_false(cs_service_poll(d->svc, d->now, &a));
   assert_false(cs_service_poll(d->svc, d->now, &a));
-  /* Fails today: the deadline is 5 ms in the past and stays there. */
   assert_true(cs_service_next_deadline(d->svc) > d->now);
   drv_free(d);
 }
@@ -401,7 +399,7 @@ int main(void) {
       cmocka_unit_test(test_no_index_after_local_expiry),
       cmocka_unit_test(test_expiry_without_renewal_claims_again),
       cmocka_unit_test(test_versions_across_acquisitions),
-      cmocka_unit_test(test_bug_lease_deadline_spins_past_expiry),
+      cmocka_unit_test(test_regression_lease_deadline_not_past_expiry),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -224,7 +224,8 @@ int cs_service_init(cs_service **out, void *mem, size_t mem_size, const cs_servi
 /*
  * Delivers one event at now_ns. Returns CS_E_OK, CS_E_INVALID_ARGUMENT for an
  * unknown completion id, CS_E_FULL when a sealed pack does not fit the table
- * (the spool quota should have refused it), CS_E_CLOSED after STOP.
+ * (the spool quota should have refused it) or when flush answers are waiting
+ * to be polled (poll, then flush again), CS_E_CLOSED for SEALED after STOP.
  */
 int cs_service_on_event(cs_service *svc, uint64_t now_ns, const cs_event *ev);
 

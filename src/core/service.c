@@ -222,6 +222,7 @@ static void flushes_check(cs_service *svc, uint64_t now_ns) {
     due = false;
 #endif
     if (!drained && !due) continue;
+    if (svc->note_count + 1 >= svc->note_max) return; /* answered after the next poll */
     cs_action note;
     memset(&note, 0, sizeof note);
     note.op = CS_OP_FLUSH_DONE;
@@ -231,7 +232,11 @@ static void flushes_check(cs_service *svc, uint64_t now_ns) {
   }
 }
 
-static void flush_begin(cs_service *svc, uint64_t now_ns, const cs_event *ev) {
+/* One note slot stays free for STOPPED; flush answers use the rest. */
+static bool note_room_for_flush(const cs_service *svc) { return svc->note_count + 1 < svc->note_max; }
+
+static int flush_begin(cs_service *svc, uint64_t now_ns, const cs_event *ev) {
+  if (!note_room_for_flush(svc)) return CS_E_FULL; /* answers wait to be polled */
   cs_action note;
   memset(&note, 0, sizeof note);
   note.op = CS_OP_FLUSH_DONE;
@@ -239,7 +244,7 @@ static void flush_begin(cs_service *svc, uint64_t now_ns, const cs_event *ev) {
   if (svc->stopping) {
     note.flush.err = CS_E_CLOSED;
     cs_svc_note_push(svc, &note);
-    return;
+    return CS_E_OK;
   }
   for (uint32_t i = 0; i < svc->cfg.flush_max; i++) {
     flush_entry *fl = &svc->flushes[i];
@@ -249,10 +254,11 @@ static void flush_begin(cs_service *svc, uint64_t now_ns, const cs_event *ev) {
     fl->deadline_ns = ev->deadline_ns;
     fl->boundary_seq = svc->next_seal_seq - 1;
     flushes_check(svc, now_ns);
-    return;
+    return CS_E_OK;
   }
   note.flush.err = CS_E_FULL;
   cs_svc_note_push(svc, &note);
+  return CS_E_OK;
 }
 
 
@@ -305,7 +311,7 @@ int cs_service_on_event(cs_service *svc, uint64_t now_ns, const cs_event *ev) {
     break;
   case CS_EV_SEALED: rc = on_sealed(svc, now_ns, ev); break;
   case CS_EV_DONE: rc = on_done(svc, now_ns, ev); break;
-  case CS_EV_FLUSH: flush_begin(svc, now_ns, ev); break;
+  case CS_EV_FLUSH: rc = flush_begin(svc, now_ns, ev); break;
   case CS_EV_STOP: svc->stopping = true; break;
   case CS_EV_RELEASE: svc->release_wanted = true; break;
   default: return CS_E_INVALID_ARGUMENT;
@@ -344,6 +350,8 @@ bool cs_service_poll(cs_service *svc, uint64_t now_ns, cs_action *out) {
   if (cs_svc_lease_poll(svc, now_ns, out)) return true;
   if (cs_svc_spool_poll(svc, now_ns, out)) return true;
   if (cs_svc_cycle_poll(svc, now_ns, out)) return true;
+  /* The cycle may have just handed off or set aside packs: their spool work is due now. */
+  if (cs_svc_spool_poll(svc, now_ns, out)) return true;
   return stop_check(svc, out);
 }
 

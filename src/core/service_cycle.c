@@ -535,11 +535,13 @@ void cs_svc_spool_on_done(cs_service *svc, uint64_t now_ns, const request *req, 
 uint64_t cs_svc_spool_deadline(const cs_service *svc) {
   uint64_t at = CS_NEVER;
   if (svc->stopped || count_handed_or_aside(svc) == 0) return at;
+  /* A full lane frees itself with a completion, which is an event. */
+  if (cs_svc_lane_inflight(svc, LANE_SPOOL, false) >= svc->cfg.store_inflight_max) return at;
   for (uint32_t i = 0; i < svc->cfg.spool_packs_max; i++) {
     const pack_slot *slot = &svc->slots[i];
-    if ((slot->stage == STAGE_DONE || slot->stage == STAGE_SET_ASIDE) && !slot->busy &&
-        slot->retry_at_ns < at)
-      at = slot->retry_at_ns;
+    if (slot->stage != STAGE_DONE && slot->stage != STAGE_SET_ASIDE) continue;
+    if (slot->busy || (svc->stopping && slot->retry_at_ns != 0)) continue; /* as spool_poll */
+    if (slot->retry_at_ns < at) at = slot->retry_at_ns;
   }
   return at;
 }

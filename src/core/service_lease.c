@@ -52,6 +52,12 @@ static bool renew_due(cs_service *svc, uint64_t now_ns) {
 
 bool cs_svc_lease_poll(cs_service *svc, uint64_t now_ns, cs_action *out) {
   if (!cs_svc_is_publisher(svc) || svc->lease == CS_LEASE_RELEASED) return false;
+  if (svc->lease == CS_LEASE_HELD && now_ns >= svc->lease_expires_ns) {
+    /* Even with a renewal in flight: past our own expiry we no longer hold it. */
+    cs_svc_set_error(svc, "lease", "expired before renewal", CS_OUT_TIMEOUT);
+    svc->lease = CS_LEASE_NONE;
+    svc->lease_next_ns = now_ns;
+  }
   if (svc->lease_step != LEASE_STEP_IDLE) return false;
   if (svc->release_wanted) {
     if (svc->lease != CS_LEASE_HELD) {
@@ -60,10 +66,6 @@ bool cs_svc_lease_poll(cs_service *svc, uint64_t now_ns, cs_action *out) {
     }
     svc->lease_todo = LEASE_STEP_RELEASE;
     return lease_issue(svc, now_ns, out);
-  }
-  if (svc->lease == CS_LEASE_HELD && now_ns >= svc->lease_expires_ns) {
-    cs_svc_set_error(svc, "lease", "expired before renewal", CS_OUT_TIMEOUT);
-    lease_lost(svc, now_ns, CS_LEASE_NONE, 0);
   }
   if (renew_due(svc, now_ns)) {
     svc->lease_renewing = true;
@@ -162,7 +164,7 @@ uint64_t cs_svc_lease_deadline(const cs_service *svc) {
   if (!cs_svc_is_publisher(svc) || svc->lease == CS_LEASE_RELEASED) return CS_NEVER;
   uint64_t at = CS_NEVER;
   if (svc->lease == CS_LEASE_HELD) at = svc->lease_expires_ns;
-  if (svc->lease_step != LEASE_STEP_IDLE) return at;
+  if (svc->lease_step != LEASE_STEP_IDLE) return at; /* poll lapses a passed expiry at once */
   if (svc->release_wanted || svc->lease_todo != LEASE_STEP_IDLE) return 0;
   return svc->lease_next_ns < at ? svc->lease_next_ns : at;
 }
