@@ -654,6 +654,13 @@ static void schedule_wake(sim_world *w, sim_proc *p) {
     if (d < at) at = d;
   }
   if (at == CS_NEVER) return;
+  /* After a quiet pump nothing is due: a deadline at or before now makes a real driver spin. */
+  p->spins = at <= local ? p->spins + 1 : 0;
+  if (p->spins > 0)
+    sim_bail(w, SIM_EXIT_LIVENESS, "p%u busy loop: next deadline %" PRIu64 " ns is not after now %" PRIu64
+             " ns but nothing is due (engine %" PRIu64 ", service %" PRIu64 ", sink %" PRIu64 ")", p->index, at, local,
+             cs_engine_next_deadline(&p->engine), p->svc != NULL ? cs_service_next_deadline(p->svc) : CS_NEVER,
+             p->sink_open ? cs_sink_next_deadline(&p->sink) : CS_NEVER);
   uint64_t t = at <= local ? w->now_ns + CS_MS_NS : true_of_local(p, at);
   if (p->wake_at_ns > w->now_ns && p->wake_at_ns <= t) return; /* an earlier wake is pending */
   p->wake_at_ns = t;
@@ -662,6 +669,9 @@ static void schedule_wake(sim_world *w, sim_proc *p) {
 
 void sim_proc_pump(sim_world *w, sim_proc *p) {
   if (!p->alive || p->paused_until_ns > w->now_ns) return;
+  /* Time has passed since the last pump: let the timers of sink and engine act. */
+  cs_engine_tick(&p->engine, sim_local_now(w, p));
+  if (p->sink_open) cs_sink_tick(&p->sink, sim_local_now(w, p));
   for (uint32_t turn = 0;; turn++) {
     if (turn > 100000) sim_bail(w, SIM_EXIT_CRASH, "proc %u: cores never go quiet", p->index);
     uint64_t local = sim_local_now(w, p);
@@ -689,12 +699,7 @@ void sim_proc_pump(sim_world *w, sim_proc *p) {
   schedule_wake(w, p);
 }
 
-static void proc_wake(sim_world *w, sim_proc *p) {
-  uint64_t local = sim_local_now(w, p);
-  cs_engine_tick(&p->engine, local);
-  if (p->sink_open) cs_sink_tick(&p->sink, local);
-  sim_proc_pump(w, p);
-}
+static void proc_wake(sim_world *w, sim_proc *p) { sim_proc_pump(w, p); }
 
 /* ---- the capture workload --------------------------------------------------- */
 

@@ -178,6 +178,7 @@ typedef struct sim_proc {
   uint64_t forbidden_heads; /* reconcile HEADs answered 403 to the current service */
   /* Wake-up bookkeeping. */
   uint64_t wake_at_ns;
+  uint32_t spins;           /* consecutive quiet pumps with a deadline already due */
   /* Stats carried across incarnations. */
   cs_snapshot last_snapshot;
   uint64_t cycles_total;
