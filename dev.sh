@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 PACKAGES=(build-essential cmake ninja-build clang libclang-rt-14-dev pkg-config libcmocka-dev
-          libjansson-dev libssl-dev zlib1g-dev python3)
+          libjansson-dev libssl-dev zlib1g-dev libisal-dev python3)
 
 deps() {
   local missing=()

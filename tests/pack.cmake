@@ -11,6 +11,17 @@ if(NOT JANSSON_FOUND)
   message(FATAL_ERROR "the pack reader needs jansson (Debian: libjansson-dev)")
 endif()
 target_link_libraries(capstore PUBLIC OpenSSL::Crypto ZLIB::ZLIB)
+# CRC-32 through Intel ISA-L (Debian libisal-dev) when present: the same
+# function as zlib's crc32 with carry-less multiplication, an order of
+# magnitude faster. zlib stays the reference and the fallback.
+pkg_check_modules(ISAL IMPORTED_TARGET libisal)
+if(ISAL_FOUND)
+  target_link_libraries(capstore PUBLIC PkgConfig::ISAL)
+  target_compile_definitions(capstore PRIVATE CAPSTORE_HAVE_ISAL=1)
+else()
+  message(STATUS "ISA-L not found (Debian: libisal-dev): CRC-32 uses zlib")
+  target_compile_definitions(capstore PRIVATE CAPSTORE_HAVE_ISAL=0)
+endif()
 
 # The pack unit tests need only the library (not the simulator), and read the
 # reference writer's golden packs.

@@ -121,6 +121,14 @@ PK_HIDDEN void pk_hex_lower(const uint8_t *bytes, size_t len, char *out);
 
 /* ---- CRC-32 and SHA-256 ---- */
 
+/*
+ * The running CRC-32 of the format (zlib's): pass 0 to start, then the value
+ * so far. Uses ISA-L when the build found it, zlib otherwise.
+ */
 PK_HIDDEN uint32_t pk_crc32(uint32_t crc, const uint8_t *bytes, size_t len);
+/* zlib's crc32_z: the reference pk_crc32 must equal. */
+PK_HIDDEN uint32_t pk_crc32_zlib(uint32_t crc, const uint8_t *bytes, size_t len);
+/* True when pk_crc32 is ISA-L's (so tests can say which one they compared). */
+PK_HIDDEN bool pk_crc32_accelerated(void);
 
 #endif
