@@ -49,6 +49,7 @@ static const char *kind_name(int code) {
   case SIM_EXIT_SAFETY: return "safety";
   case SIM_EXIT_LIVENESS: return "liveness";
   case SIM_EXIT_PLAN: return "plan";
+  case SIM_EXIT_MODEL: return "model_bound";
   case SIM_EXIT_USAGE: return "usage";
   default: return "ok";
   }
@@ -64,8 +65,8 @@ static bool parse_u64(const char *text, uint64_t *out) {
   if (text == NULL || *text == '\0') return false;
   char *end = NULL;
   errno = 0;
-  unsigned long long v = strtoull(text, &end, 0);
-  if (errno != 0 || *end != '\0' || text[0] == '-') return false;
+  unsigned long long v = strtoull(text, &end, 10);
+  if (errno != 0 || *end != '\0' || text[0] < '0' || text[0] > '9') return false;
   *out = v;
   return true;
 }
@@ -87,7 +88,7 @@ static int parse_args(int argc, char **argv, cli *c) {
       if (!parse_u64(v, &c->seeds) || c->seeds == 0) return usage("--seeds needs a positive integer");
       c->many = true, i++;
     } else if (strcmp(a, "--minutes") == 0) {
-      if (!parse_u64(v, &c->minutes) || c->minutes == 0 || c->minutes > 1440) return usage("--minutes needs 1..1440");
+      if (!parse_u64(v, &c->minutes) || c->minutes == 0 || c->minutes > 60) return usage("--minutes needs 1..60");
       i++;
     } else if (strcmp(a, "--plan") == 0 && v != NULL) c->plan_path = v, i++;
     else if (strcmp(a, "--profile") == 0 && v != NULL) c->profile = v, i++;
@@ -103,6 +104,7 @@ static int parse_args(int argc, char **argv, cli *c) {
   }
   if (!have_seed && !c->many && c->plan_path == NULL) return usage("give --seed, --seeds or --plan");
   if (!have_seed) c->seed = 1;
+  if (c->many && c->seeds - 1 > UINT64_MAX - c->seed) return usage("--first + --seeds passes the largest seed");
   return 0;
 }
 
@@ -154,6 +156,10 @@ static int run_one(const cli *c, const cs_plan *plan, uint64_t seed, FILE *out) 
                       .liveness_ns = 300 * CS_SEC_NS, .without_mask = c->without_mask};
   sim_result res;
   sim_run(&opts, &res);
+  if (res.exit_code == SIM_EXIT_USAGE) {
+    fprintf(stderr, "capstore-sim: %s\n", res.reason);
+    return res.exit_code;
+  }
   if (res.exit_code != SIM_EXIT_OK) {
     fprintf(out, "FAIL seed=%" PRIu64 " kind=%s at=%.3fs: %s\n", seed, kind_name(res.exit_code),
             (double)res.sim_end_ns / 1e9, res.reason);

@@ -48,7 +48,7 @@ uint32_t sim_store_find(const sim_world *w, const char *key, uint32_t key_len) {
 void sim_store_put_object(sim_world *w, const cs_pack_ref *ref, bool is_pack, uint32_t pack) {
   uint32_t found = sim_store_find(w, ref->key, ref->key_len);
   if (found == SIM_NONE) {
-    if (w->object_count >= SIM_OBJECTS_MAX) sim_bail(w, SIM_EXIT_CRASH, "model bound: objects");
+    if (w->object_count >= SIM_OBJECTS_MAX) sim_bail(w, SIM_EXIT_MODEL, "model bound: objects");
     uint32_t pos = order_lower_bound(w, ref->key, ref->key_len);
     found = w->object_count++;
     memmove(&w->order[pos + 1], &w->order[pos], (w->object_count - 1 - pos) * sizeof w->order[0]);
@@ -209,7 +209,7 @@ static bool fence_passes(const sim_world *w, const cs_uuid *lease_id) {
 }
 
 static void claim_append(sim_world *w, const sim_req *req, uint64_t term, uint64_t ttl_ns) {
-  if (w->claim_count >= SIM_CLAIMS_MAX) sim_bail(w, SIM_EXIT_CRASH, "model bound: claims");
+  if (w->claim_count >= SIM_CLAIMS_MAX) sim_bail(w, SIM_EXIT_MODEL, "model bound: claims");
   sim_claim *claim = &w->claims[w->claim_count++];
   claim->term = term;
   claim->lease_id = req->lease_id;
@@ -280,13 +280,34 @@ static void catalog_publish(sim_world *w, sim_req *req) {
   }
   sim_check_effective_write(w, req);
   sim_check_publish(w, req);
-  if (w->publish_count >= SIM_PUBLISH_MAX) sim_bail(w, SIM_EXIT_CRASH, "model bound: publishes");
+  if (w->publish_count >= SIM_PUBLISH_MAX) sim_bail(w, SIM_EXIT_MODEL, "model bound: publishes");
   sim_publish *pub = &w->publishes[w->publish_count++];
   pub->version = req->version;
   pub->term = req->term;
   pub->proc = req->proc;
   pub->at_ns = w->now_ns;
   if (req->version > w->watermark) w->watermark = req->version;
+}
+
+/* Rejected rows for set-aside packs; only poison may be rejected. */
+static void catalog_reject(sim_world *w, sim_req *req) {
+  req->outcome = CS_OUT_OK;
+  if (!fence_passes(w, &req->lease_id)) {
+    w->counters.fenced_refused++;
+    return;
+  }
+  sim_check_effective_write(w, req);
+  for (uint32_t i = 0; i < req->count; i++) {
+    uint32_t pack = req->packs[i];
+    if (pack == SIM_NONE) continue;
+    sim_pack *sp = &w->packs[pack];
+    if (!sp->poison_large && !sp->poison_invalid && sp->ref.index_bytes <= w->catalog_insert_bytes_max) {
+      char id[CS_UUID_TEXT_LEN + 1];
+      cs_uuid_format(&sp->ref.pack_id, id);
+      sim_bail(w, SIM_EXIT_SAFETY, "p%u recorded healthy pack %s as rejected", req->proc, id);
+    }
+    sp->rejected = true;
+  }
 }
 
 bool sim_catalog_committed(const sim_world *w, uint32_t pack) {
@@ -315,9 +336,14 @@ void sim_catalog_apply(sim_world *w, sim_req *req) {
   case CS_OP_CAT_INDEX: catalog_index(w, req); return;
   case CS_OP_CAT_PUBLISH: catalog_publish(w, req); return;
   case CS_OP_CAT_COMMITTED:
-    for (uint32_t i = 0; i < req->count; i++) req->held[i] = sim_catalog_committed(w, req->packs[i]);
+    for (uint32_t i = 0; i < req->count; i++) {
+      uint32_t pack = req->packs[i];
+      req->held[i] = sim_catalog_committed(w, pack);
+      req->rejected[i] = pack != SIM_NONE && w->packs[pack].rejected;
+    }
     req->outcome = CS_OUT_OK;
     return;
+  case CS_OP_CAT_REJECT: catalog_reject(w, req); return;
   default: sim_bail(w, SIM_EXIT_CRASH, "catalog got op %s", cs_op_name(req->op));
   }
 }

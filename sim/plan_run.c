@@ -84,7 +84,7 @@ static void plan_fault(sim_world *w, const cs_plan_step *step) {
   memset(&win, 0, sizeof win);
   win.catalog = step->verb == CS_PLAN_CATALOG;
   win.mode = step->mode;
-  win.until_ns = w->now_ns + step->for_ns;
+  win.until_ns = step->for_ns > UINT64_MAX - w->now_ns ? UINT64_MAX : w->now_ns + step->for_ns;
   if (step->verb == CS_PLAN_STORE_STATUS) {
     win.status = step->status;
     win.method = step->method;
@@ -135,7 +135,7 @@ void sim_plan_step(sim_world *w, const cs_plan_step *step) {
     }
     return;
   case CS_PLAN_PAUSE: {
-    p->paused_until_ns = w->now_ns + step->for_ns;
+    p->paused_until_ns = step->for_ns > UINT64_MAX / 2 ? UINT64_MAX / 2 : w->now_ns + step->for_ns;
     w->counters.pauses++;
     sim_schedule(w, p->paused_until_ns, EV_RESUME, 0, 0, 0);
     return;

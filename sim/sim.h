@@ -22,6 +22,7 @@ enum {
   SIM_EXIT_SAFETY = 4,   /* an invariant was violated */
   SIM_EXIT_LIVENESS = 5, /* did not drain after faults healed */
   SIM_EXIT_PLAN = 6,     /* a plan's expectation did not hold */
+  SIM_EXIT_MODEL = 7,    /* a simulator table bound was hit: the harness's limit, not a finding */
 };
 
 /* ---- the swarm profile -------------------------------------------------- */

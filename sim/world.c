@@ -45,7 +45,7 @@ static bool ev_before(const sim_event *a, const sim_event *b) {
 }
 
 void sim_schedule(sim_world *w, uint64_t at_ns, ev_kind kind, uint32_t proc, uint64_t a, uint64_t b) {
-  if (w->heap_len >= SIM_EVENTS_MAX) sim_bail(w, SIM_EXIT_CRASH, "model bound: event heap");
+  if (w->heap_len >= SIM_EVENTS_MAX) sim_bail(w, SIM_EXIT_MODEL, "model bound: event heap");
   sim_event ev = {.at_ns = at_ns < w->now_ns ? w->now_ns : at_ns, .seq = w->seq++, .kind = kind,
                   .proc = proc, .a = a, .b = b};
   ev.incarnation = proc < w->proc_count ? w->procs[proc].incarnation : 0;
@@ -110,7 +110,7 @@ static sim_req *req_alloc(sim_world *w, uint32_t *index) {
     *index = i;
     return &w->reqs[i];
   }
-  sim_bail(w, SIM_EXIT_CRASH, "model bound: requests in flight");
+  sim_bail(w, SIM_EXIT_MODEL, "model bound: requests in flight");
 }
 
 static void req_release(sim_req *req) {
@@ -196,6 +196,7 @@ static void deliver_reply(sim_world *w, sim_proc *p, sim_req *req) {
   ev.cat_head = req->cat_head;
   ev.claims = req->claims;
   ev.held = req->held;
+  ev.rejected = req->rejected;
   const char *keys[SIM_BATCH_MAX];
   for (uint32_t i = 0; i < req->key_count; i++) keys[i] = w->objects[req->keys[i]].ref.key;
   ev.keys = keys;
@@ -213,7 +214,7 @@ static void deliver_reply(sim_world *w, sim_proc *p, sim_req *req) {
 static uint32_t file_alloc(sim_world *w, sim_proc *p) {
   for (uint32_t i = 0; i < SIM_FILES_MAX; i++)
     if (p->files[i].state == FILE_FREE) return i;
-  sim_bail(w, SIM_EXIT_CRASH, "model bound: spool files of proc %u", p->index);
+  sim_bail(w, SIM_EXIT_MODEL, "model bound: spool files of proc %u", p->index);
 }
 
 static uint32_t file_of_pack(const sim_proc *p, uint32_t pack) {
@@ -235,7 +236,7 @@ static void pack_make_id(sim_world *w, uint32_t index, cs_uuid *id) {
 
 /* A new truth pack: id, key, sizes, checksum; poison by the swarm's dice. */
 static uint32_t pack_create(sim_world *w, sim_proc *p, uint32_t records, uint64_t bytes, uint64_t index_bytes) {
-  if (w->pack_count >= SIM_PACKS_MAX) sim_bail(w, SIM_EXIT_CRASH, "model bound: packs");
+  if (w->pack_count >= SIM_PACKS_MAX) sim_bail(w, SIM_EXIT_MODEL, "model bound: packs");
   uint32_t index = w->pack_count++;
   sim_pack *pack = &w->packs[index];
   memset(pack, 0, sizeof *pack);
@@ -321,7 +322,7 @@ static void seal_step(sim_world *w, sim_proc *p, uint32_t file, uint64_t stage) 
 static void exec_sink_seal(sim_world *w, sim_proc *p, const cs_sink_action *act) {
   sim_pending_pack *pp = NULL;
   for (uint32_t i = 0; i < SIM_PENDING_PACKS; i++)
-    if (p->pending[i].used && p->pending[i].seq == act->pack_seq) pp = &p->pending[i];
+    if (p->pending[i].used && p->pending[i].seq == act->pack_seq && act->pack_seq != 0) pp = &p->pending[i];
   if (pp == NULL || pp->records == 0) {
     cs_sink_on_sealed(&p->sink, sim_local_now(w, p), act->pack_seq, 0, CS_E_OK);
     if (pp != NULL) pp->used = false;
@@ -330,6 +331,7 @@ static void exec_sink_seal(sim_world *w, sim_proc *p, const cs_sink_action *act)
   if (act->record_count != pp->records)
     sim_bail(w, SIM_EXIT_SAFETY, "proc %u: sink sealed pack %" PRIu64 " with %u records, %u were admitted",
              p->index, act->pack_seq, act->record_count, pp->records);
+  pp->sealing = true;
   uint32_t pack = pack_create(w, p, pp->records, pp->bytes, 256u + 96u * pp->records);
   w->packs[pack].capture_first = pp->capture_first;
   uint32_t file = file_alloc(w, p);
@@ -372,7 +374,7 @@ static void send_request(sim_world *w, sim_proc *p, const cs_action *act) {
   req->svc_gen = p->svc_gen;
   req->action_id = act->id;
   req->op = act->op;
-  req->to_catalog = act->op >= CS_OP_CAT_HEAD && act->op <= CS_OP_CAT_COMMITTED;
+  req->to_catalog = act->op >= CS_OP_CAT_HEAD && act->op <= CS_OP_CAT_REJECT;
   req->lease_id = act->lease_id;
   req->term = act->term;
   req->version = act->version;
@@ -381,7 +383,7 @@ static void send_request(sim_world *w, sim_proc *p, const cs_action *act) {
   req->sent_ns = w->now_ns;
   if (act->pack != NULL) req->ref = *act->pack;
   if (act->token != NULL) snprintf(req->token, sizeof req->token, "%s", act->token);
-  if (act->op == CS_OP_CAT_INDEX || act->op == CS_OP_CAT_COMMITTED) {
+  if (act->op == CS_OP_CAT_INDEX || act->op == CS_OP_CAT_COMMITTED || act->op == CS_OP_CAT_REJECT) {
     if (act->count > SIM_BATCH_MAX) sim_bail(w, SIM_EXIT_CRASH, "batch of %u exceeds the model", act->count);
     for (uint32_t i = 0; i < act->count; i++) {
       const cs_uuid *id = act->op == CS_OP_CAT_INDEX ? &act->packs[i]->pack_id : &act->ids[i];
@@ -472,7 +474,7 @@ static uint64_t service_flush(sim_world *w, sim_proc *p, uint64_t deadline_local
   sim_flush_rec *rec = NULL;
   for (uint32_t i = 0; i < SIM_FLUSHES_MAX && rec == NULL; i++)
     if (!p->flushes[i].used) rec = &p->flushes[i];
-  if (rec == NULL) sim_bail(w, SIM_EXIT_CRASH, "model bound: flushes of proc %u", p->index);
+  if (rec == NULL) sim_bail(w, SIM_EXIT_MODEL, "model bound: flushes of proc %u", p->index);
   *rec = (sim_flush_rec){.used = true, .id = ++p->next_flush_id, .called_local_ns = sim_local_now(w, p),
                          .deadline_local_ns = deadline_local, .boundary_order = w->sealed_order,
                          .expect = expect};
@@ -568,6 +570,12 @@ static void sink_open(sim_world *w, sim_proc *p) {
   char msg[128];
   if (cs_sink_init(&p->sink, &p->sink_cfg, msg, sizeof msg) != CS_E_OK)
     sim_bail(w, SIM_EXIT_CRASH, "sink init: %s", msg);
+  /* The old sink's records that never reached a seal are gone with it (never durable);
+     its seals in flight still finish and are matched by their captures. */
+  for (uint32_t i = 0; i < SIM_PENDING_PACKS; i++)
+    if (p->pending[i].used && !p->pending[i].sealing) p->pending[i].used = false;
+  for (uint32_t i = 0; i < SIM_PENDING_PACKS; i++)
+    if (p->pending[i].used) p->pending[i].seq = 0; /* old numbering: never matched by seq again */
   for (uint32_t i = 0; i < SIM_FILES_MAX; i++)
     if (p->files[i].state == FILE_READY) cs_sink_on_recovered(&p->sink, w->packs[p->files[i].pack].ref.size_bytes);
   p->sink_open = true;
@@ -706,10 +714,10 @@ static void proc_wake(sim_world *w, sim_proc *p) { sim_proc_pump(w, p); }
 static sim_pending_pack *pending_for(sim_world *w, sim_proc *p, uint64_t seq) {
   sim_pending_pack *free_slot = NULL;
   for (uint32_t i = 0; i < SIM_PENDING_PACKS; i++) {
-    if (p->pending[i].used && p->pending[i].seq == seq) return &p->pending[i];
+    if (p->pending[i].used && p->pending[i].seq == seq && seq != 0) return &p->pending[i];
     if (!p->pending[i].used && free_slot == NULL) free_slot = &p->pending[i];
   }
-  if (free_slot == NULL) sim_bail(w, SIM_EXIT_CRASH, "model bound: pending packs of proc %u", p->index);
+  if (free_slot == NULL) sim_bail(w, SIM_EXIT_MODEL, "model bound: pending packs of proc %u", p->index);
   *free_slot = (sim_pending_pack){.used = true, .seq = seq, .capture_first = p->next_capture_id};
   return free_slot;
 }
@@ -1156,8 +1164,9 @@ static void world_setup(sim_world *w) {
   }
   char msg[160];
   if (cs_service_config_validate(&w->base_svc, msg, sizeof msg) != CS_E_OK) sim_bail(w, SIM_EXIT_USAGE, "config: %s", msg);
+  if (w->uploaders > SIM_PROCS_MAX - 1 || w->rivals > SIM_PROCS_MAX - 1 || 1 + w->uploaders + w->rivals > SIM_PROCS_MAX)
+    sim_bail(w, SIM_EXIT_USAGE, "at most %u processes: 1 publisher + uploaders + rivals", SIM_PROCS_MAX);
   w->proc_count = 1 + w->uploaders + w->rivals;
-  if (w->proc_count > SIM_PROCS_MAX) sim_bail(w, SIM_EXIT_USAGE, "too many processes");
   proc_setup(w, 0, PROC_PUBLISHER);
   for (uint32_t i = 0; i < w->uploaders; i++) proc_setup(w, 1 + i, PROC_UPLOADER);
   for (uint32_t i = 0; i < w->rivals; i++) proc_setup(w, 1 + w->uploaders + i, PROC_RIVAL);
@@ -1167,6 +1176,10 @@ static void world_setup(sim_world *w) {
 static void world_start(sim_world *w) {
   const cs_plan *plan = w->opts->plan;
   w->safety_end_ns = plan != NULL && plan->end_ns != 0 ? plan->end_ns : w->opts->duration_ns;
+  for (uint32_t i = 0; plan != NULL && i < plan->step_count; i++)
+    if (plan->steps[i].at_ns >= w->safety_end_ns)
+      sim_bail(w, SIM_EXIT_USAGE, "plan line %u: step at or after the end (%.3f s): faults heal there", plan->steps[i].line,
+               (double)w->safety_end_ns / 1e9);
   for (uint32_t i = 0; i < w->proc_count; i++) {
     sim_proc *p = &w->procs[i];
     bool plan_rival = plan != NULL && p->kind == PROC_RIVAL;

@@ -11,12 +11,12 @@
 #include <setjmp.h>
 
 #define SIM_PROCS_MAX 6u
-#define SIM_OBJECTS_MAX 4096u
+#define SIM_OBJECTS_MAX 16384u
 #define SIM_EVENTS_MAX 16384u
 #define SIM_REQS_MAX 256u
-#define SIM_PACKS_MAX 4096u
-#define SIM_CLAIMS_MAX 16384u
-#define SIM_PUBLISH_MAX 16384u
+#define SIM_PACKS_MAX 16384u
+#define SIM_CLAIMS_MAX 65536u
+#define SIM_PUBLISH_MAX 65536u
 #define SIM_FILES_MAX 128u
 #define SIM_BATCH_MAX 64u
 #define SIM_PENDING_PACKS 16u
@@ -34,6 +34,7 @@ typedef struct sim_pack {
   bool poison_large;      /* too large for any index batch */
   bool poison_invalid;    /* the catalog refuses its content */
   bool removed;           /* gone from its spool */
+  bool rejected;          /* the catalog holds a rejected row for it */
   uint64_t min_version;   /* lowest inventory version, 0 when never indexed */
   uint64_t sealed_order;  /* when its SEALED reached the current service */
   uint32_t puts;          /* PUTs applied by the store */
@@ -91,6 +92,7 @@ typedef struct sim_req {
   cs_cat_head cat_head;
   cs_claims claims;
   bool held[SIM_BATCH_MAX];
+  bool rejected[SIM_BATCH_MAX];
   uint32_t key_count;
   uint32_t keys[SIM_BATCH_MAX];  /* object indexes */
   char next_token[CS_KEY_MAX];
@@ -108,6 +110,7 @@ typedef struct sim_file {
 /* A pack the sink has opened or is sealing, by sink sequence number. */
 typedef struct sim_pending_pack {
   bool used;
+  bool sealing;   /* its SEAL was carried out: a file exists */
   uint64_t seq;
   uint64_t capture_first;
   uint32_t records;
@@ -308,7 +311,7 @@ typedef struct sim_world {
   sim_event heap[SIM_EVENTS_MAX];
   sim_pack packs[SIM_PACKS_MAX];
   sim_object objects[SIM_OBJECTS_MAX];
-  uint16_t order[SIM_OBJECTS_MAX]; /* object indexes sorted by key */
+  uint16_t order[SIM_OBJECTS_MAX]; /* object indexes sorted by key (SIM_OBJECTS_MAX <= 65536) */
   sim_claim claims[SIM_CLAIMS_MAX];
   sim_publish publishes[SIM_PUBLISH_MAX];
 } sim_world;

@@ -3,12 +3,13 @@
 # curl symbol. Inspects the core library's undefined symbols with nm.
 set -u
 lib=$1
+srcdir=${2:-}
 # Negative twin: the same check must refuse an archive that calls malloc and clock_gettime.
-if [ "${2:-}" != "--no-selftest" ]; then
+if [ "${3:-}" != "--no-selftest" ]; then
   tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
   printf '#include <stdlib.h>\n#include <time.h>\nvoid *bad(void);\nvoid *bad(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return malloc((size_t)t.tv_nsec); }\n' > "$tmp/bad.c"
   cc -D_POSIX_C_SOURCE=200809L -c "$tmp/bad.c" -o "$tmp/bad.o" && ar rcs "$tmp/libbad.a" "$tmp/bad.o"
-  if sh "$0" "$tmp/libbad.a" --no-selftest >/dev/null 2>&1; then
+  if sh "$0" "$tmp/libbad.a" "" --no-selftest >/dev/null 2>&1; then
     echo "purity check accepted an archive calling malloc and clock_gettime"; exit 1
   fi
 fi
@@ -22,5 +23,13 @@ allowed='^(memcpy|memset|memmove|memcmp|memchr|strlen|strnlen|strcmp|strncmp|str
 others=$(printf '%s\n' "$undef" | grep -vE "$allowed" | grep -v '^cs_' | grep -v '^$')
 if [ -n "$others" ]; then
   echo "core objects reference symbols outside the allowed set (review and allow, or remove):"; printf '  %s\n' $others; exit 1
+fi
+# No mutable static state: every core object's state lives in memory its caller gives.
+# (.data.rel.ro holds const tables of pointers: read-only after relocation, allowed.)
+state=$(objdump -t "$lib" | grep -E '[[:space:]]\.(data|bss)[[:space:]]' | grep -v '[[:space:]]\.data\.rel\.ro' | awk '{print $NF}')
+if [ -n "$state" ]; then echo "core objects hold mutable static state:"; printf '  %s\n' $state; exit 1; fi
+# No inline assembly (rdtsc and friends are clocks too).
+if [ -n "$srcdir" ] && grep -rnE '\b(asm|__asm__|__rdtsc|__builtin_ia32_rdtsc|__builtin_readcyclecounter)\b' "$srcdir"; then
+  echo "inline assembly or cycle counters in the cores"; exit 1
 fi
 echo "purity: $(printf '%s\n' "$undef" | grep -c .) undefined symbols, all allowed: $(printf '%s ' $undef)"

@@ -21,7 +21,7 @@ add_test(NAME sim.plan_refused
 set_tests_properties(sim.plan_refused PROPERTIES LABELS sim)
 
 add_test(NAME purity.cores
-         COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/purity.sh $<TARGET_FILE:capstore_core>)
+         COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/purity.sh $<TARGET_FILE:capstore_core> ${CMAKE_SOURCE_DIR}/src/core)
 set_tests_properties(purity.cores PROPERTIES LABELS sim)
 
 if(CAPSTORE_MUTANTS AND CAPSTORE_MUTANT STREQUAL "0")

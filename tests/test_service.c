@@ -614,6 +614,7 @@ static void test_publisher_too_large_single_sets_aside(void **state) {
   cs_action quarantine = drv_expect_pack(d, CS_OP_SPOOL_QUARANTINE, &d->packs[1]);
   assert_non_null(quarantine.reason);
   drv_answer(d, &quarantine, CS_OUT_OK);
+  drv_record_rejected(d, &d->packs[1]);
   drv_expect_none(d);
   cs_snapshot snap;
   drv_snap(d, &snap);
@@ -634,9 +635,22 @@ static void budget_case(uint64_t index_bytes, cs_op expected) {
   a->index_bytes = index_bytes;
   assert_int_equal(drv_seal(d, a, false), CS_E_OK);
   drv_upload(d, a);
+  if (expected == CS_OP_SPOOL_QUARANTINE) {
+    /* No INDEX at all: the rejected row goes out, the spool copy is quarantined, the row is read back. */
+    cs_action rej = drv_expect(d, CS_OP_CAT_REJECT);
+    assert_memory_equal(rej.ids[0].bytes, a->pack_id.bytes, 16);
+    drv_answer(d, &rej, CS_OUT_OK);
+  }
   cs_action next = drv_expect(d, expected);
   if (expected == CS_OP_CAT_INDEX) assert_int_equal(next.packs[0]->index_bytes, index_bytes);
   else drv_assert_pack(&next, a);
+  if (expected == CS_OP_SPOOL_QUARANTINE) {
+    drv_answer(d, &next, CS_OUT_OK);
+    cs_action back = drv_expect(d, CS_OP_CAT_COMMITTED);
+    static const bool held[1] = {false}, rejected[1] = {true};
+    drv_answer_rows(d, &back, held, rejected);
+    drv_expect_none(d);
+  }
   cs_snapshot snap;
   drv_snap(d, &snap);
   assert_int_equal(snap.set_aside, expected == CS_OP_SPOOL_QUARANTINE);

@@ -213,6 +213,29 @@ static inline void drv_answer_committed(drv *d, const cs_action *a, const bool *
   drv_send(d, &ev);
 }
 
+/* COMMITTED answered with both arrays: indexed (held) and rejected rows. */
+static inline void drv_answer_rows(drv *d, const cs_action *a, const bool *held, const bool *rejected) {
+  cs_event ev = drv_done(a, CS_OUT_OK);
+  ev.held = held;
+  ev.rejected = rejected;
+  drv_send(d, &ev);
+}
+
+/*
+ * A publisher records a set-aside pack in the catalog: CAT_REJECT for its id
+ * (fenced on the held term), then a COMMITTED read-back that finds the row.
+ */
+static inline void drv_record_rejected(drv *d, const cs_pack_ref *pack) {
+  cs_action rej = drv_expect(d, CS_OP_CAT_REJECT);
+  assert_int_equal(rej.count, 1);
+  assert_memory_equal(rej.ids[0].bytes, pack->pack_id.bytes, 16);
+  drv_answer(d, &rej, CS_OUT_OK);
+  cs_action back = drv_expect(d, CS_OP_CAT_COMMITTED);
+  assert_int_equal(back.count, 1);
+  static const bool held[1] = {false}, rejected[1] = {true};
+  drv_answer_rows(d, &back, held, rejected);
+}
+
 static inline void drv_answer_cat_head(drv *d, const cs_action *a, uint64_t term, bool free_,
                                        uint64_t watermark) {
   cs_event ev = drv_done(a, CS_OUT_OK);

@@ -360,6 +360,7 @@ static drv *adopted_then_set_aside(void) {
   cs_action head = expect_recon_head(d, 1);
   cs_head_info info = drv_head_of(&d->packs[1]);
   drv_answer_head(d, &head, &info);
+  drv_record_rejected(d, &d->packs[1]);
   drv_expect_none(d);
   cs_snapshot snap = snap_of(d);
   assert_int_equal(snap.reconcile_adopted, 1);

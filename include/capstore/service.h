@@ -78,7 +78,8 @@ typedef enum cs_op {
   CS_OP_CAT_RELEASE,     /* expired tombstone at term + 1 iff the head is term and ours */
   CS_OP_CAT_INDEX,       /* fenced insert of descriptors and inventory for packs at version */
   CS_OP_CAT_PUBLISH,     /* fenced insert of the publish row for version */
-  CS_OP_CAT_COMMITTED,   /* which of ids the catalog holds (published inventory) */
+  CS_OP_CAT_COMMITTED,   /* which of ids are indexed (published inventory), which rejected */
+  CS_OP_CAT_REJECT,      /* fenced insert of rejected rows for ids (set-aside packs) */
   /* Notifications to the driver; they need no completion. */
   CS_OP_FLUSH_DONE,
   CS_OP_STOPPED,
@@ -110,8 +111,8 @@ typedef struct cs_action {
   uint64_t version; /* INDEX, PUBLISH */
   const cs_pack_ref *pack;           /* PUT, HEAD, SPOOL_* */
   const cs_pack_ref *const *packs;   /* INDEX */
-  const cs_uuid *ids;                /* COMMITTED */
-  uint32_t count;                    /* packs in INDEX, ids in COMMITTED, keys in LIST */
+  const cs_uuid *ids;                /* COMMITTED, REJECT */
+  uint32_t count;                    /* packs in INDEX, ids in COMMITTED and REJECT, keys in LIST */
   bool head_only;    /* HEAD by key from a LIST page: pack_id may be unknown */
   const char *token; /* LIST continuation (NUL-terminated; "" for the first page) */
   const char *reason; /* SPOOL_QUARANTINE: why, static text */
@@ -164,7 +165,8 @@ typedef struct cs_event {
   cs_head_info head;
   cs_cat_head cat_head;
   cs_claims claims;
-  const bool *held;          /* COMMITTED: one per id */
+  const bool *held;          /* COMMITTED: one per id, indexed at a published version */
+  const bool *rejected;      /* COMMITTED: one per id, recorded as rejected (NULL: none) */
   const char *const *keys;   /* LIST: key_count NUL-terminated keys */
   uint32_t key_count;
   const char *next_token;    /* LIST: NULL or "" when this was the last page */
@@ -196,6 +198,7 @@ typedef struct cs_snapshot {
   uint64_t reconcile_adopted;
   uint64_t reconcile_skipped;
   uint64_t reconcile_head_errors;
+  uint64_t reconcile_list_errors;  /* LIST refused (not an outage): the pass ends, retried later */
   uint64_t cycles;
   uint64_t cycles_failed;
   uint64_t fenced_out;       /* indexed packs the catalog did not confirm */

@@ -145,21 +145,45 @@ static void cs_svc_note_push(cs_service *svc, const cs_action *note) {
 }
 
 bool cs_svc_rejected_has(const cs_service *svc, const cs_uuid *pack_id) {
-  for (uint32_t k = 0; k < svc->rejected_len; k++)
-    if (cs_uuid_equal(&svc->rejected[(svc->rejected_head + k) % svc->cfg.rejected_max].pack_id, pack_id))
-      return true;
+  for (uint32_t k = 0; k < svc->cfg.rejected_max; k++)
+    if (svc->rejected[k].seq != 0 && cs_uuid_equal(&svc->rejected[k].pack_id, pack_id)) return true;
   return false;
 }
 
-static void cs_svc_rejected_push(cs_service *svc, pack_slot *slot, const char *reason) {
-  uint32_t at = (svc->rejected_head + svc->rejected_len) % svc->cfg.rejected_max;
-  if (svc->rejected_len == svc->cfg.rejected_max) {
-    svc->rejected_head = (svc->rejected_head + 1) % svc->cfg.rejected_max;
-  } else {
-    svc->rejected_len++;
+uint32_t cs_svc_rejected_unrecorded(const cs_service *svc) {
+  uint32_t n = 0;
+  for (uint32_t k = 0; k < svc->cfg.rejected_max; k++) n += svc->rejected[k].seq != 0 && !svc->rejected[k].recorded;
+  return n;
+}
+
+/*
+ * A free entry, else the oldest one already recorded in the catalog (so
+ * reconcile keeps skipping that pack), else the oldest. An evicted entry no
+ * flush named yet is still counted in the next answer.
+ */
+static rejected_entry *rejected_slot(cs_service *svc) {
+  rejected_entry *oldest = NULL, *oldest_recorded = NULL;
+  for (uint32_t k = 0; k < svc->cfg.rejected_max; k++) {
+    rejected_entry *e = &svc->rejected[k];
+    if (e->seq == 0) return e;
+    if (oldest == NULL || e->seq < oldest->seq) oldest = e;
+    if (e->recorded && (oldest_recorded == NULL || e->seq < oldest_recorded->seq)) oldest_recorded = e;
   }
-  svc->rejected[at].pack_id = slot->ref.pack_id;
-  svc->rejected[at].reported = false;
+  rejected_entry *victim = oldest_recorded != NULL ? oldest_recorded : oldest;
+  assert(victim != NULL);
+  if (!victim->reported) svc->rejected_unnamed++;
+  svc->rejected_len--;
+  return victim;
+}
+
+static void cs_svc_rejected_push(cs_service *svc, pack_slot *slot, const char *reason) {
+  rejected_entry *e = rejected_slot(svc);
+  e->pack_id = slot->ref.pack_id;
+  e->seq = ++svc->rejected_seq;
+  e->reported = false;
+  e->recorded = !cs_svc_is_publisher(svc);
+  svc->rejected_len++;
+  assert(svc->rejected_len <= svc->cfg.rejected_max);
   svc->stats.set_aside++;
   char id_text[CS_UUID_TEXT_LEN + 1];
   cs_uuid_format(&slot->ref.pack_id, id_text);
@@ -200,9 +224,11 @@ static void flush_result_fill(cs_service *svc, const flush_entry *fl, cs_flush_r
   res->owed_packs = cs_svc_owed_count(svc);
   res->drained = res->missing_packs == 0 && res->owed_packs == 0;
   res->err = res->drained ? CS_E_OK : CS_E_TIMEOUT;
-  for (uint32_t k = 0; k < svc->rejected_len; k++) {
-    rejected_entry *rej = &svc->rejected[(svc->rejected_head + k) % svc->cfg.rejected_max];
-    if (rej->reported) continue;
+  res->rejected_count = svc->rejected_unnamed;
+  svc->rejected_unnamed = 0;
+  for (uint32_t k = 0; k < svc->cfg.rejected_max; k++) {
+    rejected_entry *rej = &svc->rejected[k];
+    if (rej->seq == 0 || rej->reported) continue;
     res->rejected_count++;
     if (res->rejected_named < CS_FLUSH_REJECTED_MAX) {
       res->rejected[res->rejected_named++] = rej->pack_id;
@@ -268,12 +294,21 @@ static int on_sealed(cs_service *svc, uint64_t now_ns, const cs_event *ev) {
   if (svc->stopping) return CS_E_CLOSED;
   if (ev->pack == NULL || ev->pack->key_len == 0 || ev->pack->key_len >= CS_KEY_MAX)
     return CS_E_INVALID_ARGUMENT;
-  if (cs_svc_slot_find(svc, &ev->pack->pack_id) != NULL) return CS_E_OK; /* sealing twice is a no-op */
+  pack_slot *known = cs_svc_slot_find(svc, &ev->pack->pack_id);
+  if (known != NULL && known->own) return CS_E_OK; /* sealing twice is a no-op */
+  if (known != NULL && known->stage != STAGE_OWED) return CS_E_OK; /* being indexed: ours after */
+  bool was_adopted = known != NULL;
+  if (known != NULL) {
+    /* Reconcile adopted it from the bucket; it is in our spool too: track it as ours. */
+    if (svc->own_used >= svc->cfg.spool_packs_max) return CS_E_FULL;
+    cs_svc_stage_set(svc, known, STAGE_FREE);
+    svc->adopted_used--;
+  }
   pack_slot *slot = cs_svc_slot_alloc(svc, true);
   if (slot == NULL) return CS_E_FULL;
   slot->ref = *ev->pack;
   cs_svc_stage_set(svc, slot, STAGE_SPOOLED);
-  slot->maybe_uploaded = ev->recovered;
+  slot->maybe_uploaded = ev->recovered || was_adopted; /* then HEAD before any PUT */
   slot->seal_seq = svc->next_seal_seq++;
   slot->sealed_at_ns = now_ns;
   svc->stats.spooled++;
@@ -408,7 +443,7 @@ const char *cs_op_name(cs_op op) {
   static const char *const names[CS_OP_COUNT_] = {
       "none",        "store_put",   "store_head",       "store_list",      "spool_remove",
       "spool_quarantine", "cat_head", "cat_claim",      "cat_read_claims", "cat_release",
-      "cat_index",   "cat_publish", "cat_committed",    "flush_done",      "stopped",
+      "cat_index",   "cat_publish", "cat_committed",    "cat_reject",      "flush_done",      "stopped",
   };
   if ((unsigned)op >= (unsigned)CS_OP_COUNT_) return "bad_op";
   return names[op];

@@ -58,6 +58,8 @@ int cs_service_config_validate(const cs_service_config *cfg, char *msg, size_t m
   NEED(cfg->lease_guard_ns < cfg->lease_ttl_ns / 3, "lease_guard_ns", "must be < lease_ttl_ns / 3");
   NEED(cfg->reconcile_interval_ns == 0 || cfg->reconcile_interval_ns >= CS_MS_NS,
        "reconcile_interval_ns", "must be 0 (start only) or >= 1 ms");
+  NEED(cfg->reconcile_interval_ns <= 7 * 24 * 3600 * CS_SEC_NS, "reconcile_interval_ns", "must be <= 7 days");
+  NEED(cfg->request_timeout_ns <= 3600 * CS_SEC_NS, "request_timeout_ns", "must be <= 1 h");
   NEED(cfg->list_page_max >= 1 && cfg->list_page_max <= 1000, "list_page_max", "must be 1..1000");
   NEED(cfg->flush_max >= 1 && cfg->flush_max <= 64, "flush_max", "must be 1..64");
   NEED(cfg->rejected_max >= 1 && cfg->rejected_max <= 65536, "rejected_max", "must be 1..65536");

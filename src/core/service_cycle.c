@@ -42,6 +42,7 @@ static void cycle_end(cs_service *svc, uint64_t now_ns, bool failed) {
   svc->work_count = 0;
   svc->batch_count = 0;
   svc->indexed_in_cycle = 0;
+  svc->id_count = 0;
   svc->phase = PHASE_IDLE;
   svc->cycle_active = false;
   if (failed) {
@@ -193,6 +194,7 @@ static bool index_begin(cs_service *svc, uint64_t now_ns) {
   if (svc->work_count == 0) return false;
   batches_build(svc);
   svc->version = svc->next_version++;
+  svc->cycle_term = svc->lease_term;
   svc->indexed_in_cycle = 0;
   svc->publish_sent = false;
   svc->confirm_sent = false;
@@ -200,9 +202,18 @@ static bool index_begin(cs_service *svc, uint64_t now_ns) {
   return true;
 }
 
+/*
+ * The cycle's writes stay valid only under the term its version was chosen
+ * in: a lease lost and won back meanwhile may carry a higher watermark.
+ */
+static bool cycle_lease_ok(const cs_service *svc, uint64_t now_ns) {
+  return cs_svc_lease_usable(svc, now_ns) && svc->lease_term == svc->cycle_term &&
+         svc->version > svc->lease_watermark;
+}
+
 static bool index_issue(cs_service *svc, uint64_t now_ns, cs_action *out) {
   if (svc->batch_count == 0 || cs_svc_lane_inflight(svc, LANE_CYCLE, false) != 0) return false;
-  if (!cs_svc_lease_usable(svc, now_ns)) {
+  if (!cycle_lease_ok(svc, now_ns)) {
     svc->cycle_failed = true;
     return false;
   }
@@ -285,7 +296,7 @@ static void index_on_done(cs_service *svc, const cs_event *ev) {
 
 static bool publish_issue(cs_service *svc, uint64_t now_ns, cs_action *out) {
   if (svc->publish_sent || svc->indexed_in_cycle == 0) return false;
-  if (!cs_svc_lease_usable(svc, now_ns)) {
+  if (!cycle_lease_ok(svc, now_ns)) {
     svc->cycle_failed = true;
     return false;
   }
@@ -360,11 +371,135 @@ static void confirm_on_done(cs_service *svc, uint64_t now_ns, const cs_event *ev
   }
 }
 
+/* ---- recording set-aside packs ----------------------------------------- */
+
+/*
+ * A set-aside pack gets a fenced "rejected" row, so the committed-ids query
+ * answers it as known and no reconcile (of ours after a restart, or of
+ * another publisher) adopts it again. Read back like an index.
+ */
+static bool reject_issue(cs_service *svc, uint64_t now_ns, cs_action *out, cs_op op) {
+  bool *sent = op == CS_OP_CAT_REJECT ? &svc->publish_sent : &svc->confirm_sent;
+  if (cs_svc_lane_inflight(svc, LANE_CYCLE, false) != 0 || *sent) return false;
+  if (op == CS_OP_CAT_REJECT && !cs_svc_lease_usable(svc, now_ns)) {
+    svc->cycle_failed = true;
+    return false;
+  }
+  if (op == CS_OP_CAT_REJECT) {
+    svc->id_count = 0;
+    uint32_t cap = svc->cfg.cycle_packs_max;
+    for (uint32_t k = 0; k < svc->cfg.rejected_max && svc->id_count < cap; k++) {
+      const rejected_entry *e = &svc->rejected[k];
+      if (e->seq == 0 || e->recorded) continue;
+      svc->ids[svc->id_count] = e->pack_id;
+      svc->id_slots[svc->id_count++] = k;
+    }
+    if (svc->id_count == 0) return false;
+  }
+  *sent = true;
+  request *req = cs_svc_req_alloc(svc, op, LANE_CYCLE, 0, now_ns);
+  cs_svc_action_init(out, req);
+  out->ids = svc->ids;
+  out->count = svc->id_count;
+  out->term = svc->lease_term;
+  out->lease_id = svc->lease_id;
+  return true;
+}
+
+static bool reject_wanted(const cs_service *svc, uint64_t now_ns) {
+  return cs_svc_is_publisher(svc) && cs_svc_lease_usable(svc, now_ns) && cs_svc_rejected_unrecorded(svc) > 0;
+}
+
+static void reject_begin(cs_service *svc) {
+  svc->phase = PHASE_REJECT;
+  svc->publish_sent = false;
+  svc->confirm_sent = false;
+  svc->id_count = 0;
+}
+
+static void reject_on_done(cs_service *svc, const cs_event *ev, bool confirm) {
+  if (ev->outcome != CS_OUT_OK || (confirm && ev->held == NULL)) {
+    cs_svc_set_error(svc, confirm ? "reject read-back" : "reject", "rows", ev->outcome);
+    svc->cycle_failed = true;
+    return;
+  }
+  if (!confirm) return;
+  for (uint32_t i = 0; i < svc->id_count; i++) {
+    rejected_entry *e = &svc->rejected[svc->id_slots[i]];
+    bool took = ev->rejected != NULL && ev->rejected[i];
+    if (took && e->seq != 0 && cs_uuid_equal(&e->pack_id, &svc->ids[i])) e->recorded = true;
+    if (!took) svc->cycle_failed = true; /* fenced out: back off, try again */
+  }
+  svc->id_count = 0;
+}
+
+/* ---- standby -------------------------------------------------------------- */
+
+/*
+ * A publisher without the lease cannot index, but the holder's reconcile
+ * indexes what it uploaded. A read-only committed-ids check (no fence needed)
+ * lets it hand those off instead of owing them forever.
+ */
+static bool standby_wanted(const cs_service *svc, uint64_t now_ns) {
+  return cs_svc_is_publisher(svc) && svc->lease == CS_LEASE_BUSY && !cs_svc_lease_usable(svc, now_ns) &&
+         svc->stage_count[STAGE_OWED] > 0;
+}
+
+static bool standby_issue(cs_service *svc, uint64_t now_ns, cs_action *out) {
+  if (svc->confirm_sent) return false;
+  svc->id_count = 0;
+  for (uint32_t i = 0; i < svc->slot_count && svc->id_count < svc->cfg.cycle_packs_max; i++) {
+    if (svc->slots[i].stage != STAGE_OWED) continue;
+    svc->ids[svc->id_count] = svc->slots[i].ref.pack_id;
+    svc->id_slots[svc->id_count++] = i;
+  }
+  if (svc->id_count == 0) return false;
+  svc->confirm_sent = true;
+  request *req = cs_svc_req_alloc(svc, CS_OP_CAT_COMMITTED, LANE_CYCLE, 0, now_ns);
+  cs_svc_action_init(out, req);
+  out->ids = svc->ids;
+  out->count = svc->id_count;
+  return true;
+}
+
+static void standby_on_done(cs_service *svc, const cs_event *ev) {
+  bool progress = false;
+  if (ev->outcome != CS_OUT_OK || ev->held == NULL) {
+    cs_svc_set_error(svc, "standby committed-ids", "owed packs", ev->outcome);
+    svc->cycle_failed = true;
+    return;
+  }
+  for (uint32_t i = 0; i < svc->id_count; i++) {
+    pack_slot *slot = &svc->slots[svc->id_slots[i]];
+    if (slot->stage != STAGE_OWED || !cs_uuid_equal(&slot->ref.pack_id, &svc->ids[i])) continue;
+    if (ev->rejected != NULL && ev->rejected[i]) {
+      cs_uuid id = slot->ref.pack_id;
+      cs_svc_set_aside(svc, slot, "rejected by the lease holder");
+      for (uint32_t k = 0; k < svc->cfg.rejected_max; k++) /* already in the catalog */
+        if (svc->rejected[k].seq != 0 && cs_uuid_equal(&svc->rejected[k].pack_id, &id)) svc->rejected[k].recorded = true;
+      progress = true;
+      continue;
+    }
+    if (!ev->held[i]) continue;
+    progress = true;
+    if (slot->own) {
+      cs_svc_stage_set(svc, slot, STAGE_DONE);
+      slot->retry_at_ns = 0;
+    } else {
+      cs_svc_slot_free(svc, slot);
+    }
+  }
+  /* Nothing indexed by the holder yet: back off rather than ask again at once. */
+  if (!progress) svc->cycle_failed = true;
+}
+
 /* ---- the cycle's control flow ------------------------------------------ */
 
 static bool cycle_has_work(const cs_service *svc, uint64_t now_ns) {
   if (!cs_svc_is_publisher(svc)) return count_spooled(svc) > 0;
   bool usable = cs_svc_lease_usable(svc, now_ns);
+  if (reject_wanted(svc, now_ns)) return true;
+  if (standby_wanted(svc, now_ns)) return true;
   uint32_t owed = cs_svc_owed_count(svc);
   if (owed > 0 && usable) return true;
   if (svc->reconcile_due && usable) return true;
@@ -382,8 +517,21 @@ static void cycle_start(cs_service *svc, uint64_t now_ns) {
   if (svc->lease == CS_LEASE_HELD) svc->lease_renew_at_cycle = true;
 #endif
   if (cs_svc_is_publisher(svc) && cs_svc_owed_count(svc) > 0 && index_begin(svc, now_ns)) return;
-  if (cs_svc_is_publisher(svc) && svc->reconcile_due && cs_svc_lease_usable(svc, now_ns)) {
+  if (standby_wanted(svc, now_ns)) {
+    svc->phase = PHASE_STANDBY;
+    svc->confirm_sent = false;
+    return;
+  }
+  /* Reconcile pages and uploads take turns, so neither a big bucket nor a failing LIST starves uploads. */
+  bool uploads_wait = count_spooled(svc) > 0 && svc->last_was_reconcile;
+  if (cs_svc_is_publisher(svc) && svc->reconcile_due && cs_svc_lease_usable(svc, now_ns) && !uploads_wait) {
+    svc->last_was_reconcile = true;
     cs_svc_recon_begin(svc);
+    return;
+  }
+  svc->last_was_reconcile = false;
+  if (count_spooled(svc) == 0 && reject_wanted(svc, now_ns)) {
+    reject_begin(svc);
     return;
   }
   upload_begin(svc);
@@ -408,6 +556,13 @@ static void cycle_advance(cs_service *svc, uint64_t now_ns) {
       return;
     }
     break;
+  case PHASE_CONFIRM:
+    /* Packs set aside on the way get their rejected rows before the cycle ends. */
+    if (!failed && reject_wanted(svc, now_ns)) {
+      reject_begin(svc);
+      return;
+    }
+    break;
   case PHASE_RECON_HEAD:
     /* Adopted packs are indexed before the page goes on. */
     if (!failed && cs_svc_owed_count(svc) > 0 && index_begin(svc, now_ns)) return;
@@ -417,7 +572,14 @@ static void cycle_advance(cs_service *svc, uint64_t now_ns) {
   case PHASE_RECON_COMMITTED:
     if (!failed && cs_svc_recon_advance(svc, now_ns)) return;
     break;
-  case PHASE_CONFIRM:
+  case PHASE_REJECT:
+    if (!failed && svc->id_count > 0) {
+      svc->phase = PHASE_REJECT_CONFIRM;
+      return;
+    }
+    break;
+  case PHASE_REJECT_CONFIRM:
+  case PHASE_STANDBY:
   case PHASE_IDLE: break;
   }
   cycle_end(svc, now_ns, svc->cycle_failed);
@@ -433,6 +595,9 @@ static bool phase_issue(cs_service *svc, uint64_t now_ns, cs_action *out) {
   case PHASE_RECON_LIST: return cs_svc_recon_list_issue(svc, now_ns, out);
   case PHASE_RECON_COMMITTED: return cs_svc_recon_committed_issue(svc, now_ns, out);
   case PHASE_RECON_HEAD: return cs_svc_recon_head_issue(svc, now_ns, out);
+  case PHASE_REJECT: return reject_issue(svc, now_ns, out, CS_OP_CAT_REJECT);
+  case PHASE_REJECT_CONFIRM: return reject_issue(svc, now_ns, out, CS_OP_CAT_COMMITTED);
+  case PHASE_STANDBY: return standby_issue(svc, now_ns, out);
   case PHASE_IDLE: break;
   }
   return false;
@@ -476,11 +641,14 @@ void cs_svc_cycle_on_done(cs_service *svc, uint64_t now_ns, const request *req, 
       svc->cycle_failed = true;
     }
     return;
+  case CS_OP_CAT_REJECT: reject_on_done(svc, ev, false); return;
   case CS_OP_CAT_COMMITTED:
-    if (svc->phase == PHASE_CONFIRM) confirm_on_done(svc, now_ns, ev);
+    if (svc->phase == PHASE_REJECT_CONFIRM) reject_on_done(svc, ev, true);
+    else if (svc->phase == PHASE_STANDBY) standby_on_done(svc, ev);
+    else if (svc->phase == PHASE_CONFIRM) confirm_on_done(svc, now_ns, ev);
     else cs_svc_recon_committed_on_done(svc, ev);
     return;
-  case CS_OP_STORE_LIST: cs_svc_recon_list_on_done(svc, ev); return;
+  case CS_OP_STORE_LIST: cs_svc_recon_list_on_done(svc, now_ns, ev); return;
   default: assert(!"not a cycle request"); return;
   }
 }

@@ -69,6 +69,9 @@ typedef enum cycle_phase {
   PHASE_RECON_LIST,
   PHASE_RECON_COMMITTED,
   PHASE_RECON_HEAD,
+  PHASE_REJECT,         /* record set-aside packs in the catalog */
+  PHASE_REJECT_CONFIRM, /* and read back which rows took */
+  PHASE_STANDBY,        /* another publisher holds the lease: ask which owed packs it indexed */
 } cycle_phase;
 
 typedef enum lease_step {
@@ -100,7 +103,9 @@ typedef struct flush_entry {
 
 typedef struct rejected_entry {
   cs_uuid pack_id;
-  bool reported;
+  uint64_t seq;   /* age: lower is older; 0 marks a free entry */
+  bool reported;  /* named by a flush answer */
+  bool recorded;  /* in the catalog's rejected rows (uploaders: nothing to record) */
 } rejected_entry;
 
 struct cs_service {
@@ -135,6 +140,7 @@ struct cs_service {
   bool publish_sent;        /* this cycle's PUBLISH went out */
   bool confirm_sent;        /* this cycle's COMMITTED check went out */
   uint64_t version;         /* this cycle's index version */
+  uint64_t cycle_term;      /* the lease term the version was chosen under */
   uint64_t next_version;
   cs_uuid *ids;             /* COMMITTED ids */
   uint32_t *id_slots;       /* CONFIRM: slot per id */
@@ -144,6 +150,7 @@ struct cs_service {
   bool reconcile_due;
   bool reconcile_errors;
   bool recon_active;       /* a pass is in progress */
+  bool last_was_reconcile; /* the last cycle served reconcile: the next serves uploads first */
   uint64_t reconcile_next_ns;
   page_entry *page;
   uint32_t page_count;
@@ -162,15 +169,16 @@ struct cs_service {
   uint64_t lease_claim_sent_ns;
   uint64_t lease_expires_ns;  /* our conservative local view */
   uint64_t lease_next_ns;     /* next lease action (renew, retry, end of quarantine) */
-  uint64_t lease_watermark;
+  uint64_t lease_watermark;   /* highest watermark seen at the catalog */
   bool lease_renewing;
   bool lease_renew_at_cycle; /* mutant 3 only */
   bool release_wanted;
 
   flush_entry *flushes;
-  rejected_entry *rejected;
-  uint32_t rejected_head;
-  uint32_t rejected_len;
+  rejected_entry *rejected;  /* rejected_max entries, found by scan */
+  uint32_t rejected_len;     /* entries in use */
+  uint64_t rejected_seq;
+  uint32_t rejected_unnamed; /* evicted before any flush named them: counted in the next answer */
 
   /* Notifications (FLUSH_DONE, STOPPED) waiting for poll. */
   cs_action *notes;
@@ -202,6 +210,7 @@ void cs_svc_req_free(cs_service *svc, request *req);
 uint32_t cs_svc_lane_inflight(const cs_service *svc, req_lane lane, bool store_only);
 void cs_svc_action_init(cs_action *out, const request *req);
 bool cs_svc_rejected_has(const cs_service *svc, const cs_uuid *pack_id);
+uint32_t cs_svc_rejected_unrecorded(const cs_service *svc);
 void cs_svc_set_aside(cs_service *svc, pack_slot *slot, const char *reason);
 
 void cs_svc_cycle_on_done(cs_service *svc, uint64_t now_ns, const request *req, const cs_event *ev);
@@ -219,7 +228,7 @@ bool cs_svc_recon_advance(cs_service *svc, uint64_t now_ns);
 bool cs_svc_recon_list_issue(cs_service *svc, uint64_t now_ns, cs_action *out);
 bool cs_svc_recon_committed_issue(cs_service *svc, uint64_t now_ns, cs_action *out);
 bool cs_svc_recon_head_issue(cs_service *svc, uint64_t now_ns, cs_action *out);
-void cs_svc_recon_list_on_done(cs_service *svc, const cs_event *ev);
+void cs_svc_recon_list_on_done(cs_service *svc, uint64_t now_ns, const cs_event *ev);
 void cs_svc_recon_committed_on_done(cs_service *svc, const cs_event *ev);
 void cs_svc_recon_head_on_done(cs_service *svc, const request *req, const cs_event *ev);
 

@@ -50,6 +50,27 @@ static bool renew_due(cs_service *svc, uint64_t now_ns) {
   return true;
 }
 
+/*
+ * Release writes the expired tombstone at the term we hold, or, when a lease
+ * write's outcome is unknown (quarantined), at the term that write claimed:
+ * it applies only if that term is the head and ours. A read-back in progress
+ * finishes first, so a renewal that took is released at its new term.
+ */
+static bool release_poll(cs_service *svc, uint64_t now_ns, cs_action *out) {
+  if (svc->lease == CS_LEASE_HELD) {
+    svc->lease_todo = LEASE_STEP_RELEASE;
+    return lease_issue(svc, now_ns, out);
+  }
+  if (svc->lease == CS_LEASE_QUARANTINED && svc->lease_base_term + 1 > svc->lease_term) {
+    svc->lease_term = svc->lease_base_term + 1;
+    svc->lease_todo = LEASE_STEP_RELEASE;
+    return lease_issue(svc, now_ns, out);
+  }
+  svc->lease = CS_LEASE_RELEASED;
+  svc->lease_todo = LEASE_STEP_IDLE;
+  return false;
+}
+
 bool cs_svc_lease_poll(cs_service *svc, uint64_t now_ns, cs_action *out) {
   if (!cs_svc_is_publisher(svc) || svc->lease == CS_LEASE_RELEASED) return false;
   if (svc->lease == CS_LEASE_HELD && now_ns >= svc->lease_expires_ns) {
@@ -59,14 +80,7 @@ bool cs_svc_lease_poll(cs_service *svc, uint64_t now_ns, cs_action *out) {
     svc->lease_next_ns = now_ns;
   }
   if (svc->lease_step != LEASE_STEP_IDLE) return false;
-  if (svc->release_wanted) {
-    if (svc->lease != CS_LEASE_HELD) {
-      svc->lease = CS_LEASE_RELEASED;
-      return false;
-    }
-    svc->lease_todo = LEASE_STEP_RELEASE;
-    return lease_issue(svc, now_ns, out);
-  }
+  if (svc->release_wanted && svc->lease_todo != LEASE_STEP_READ) return release_poll(svc, now_ns, out);
   if (renew_due(svc, now_ns)) {
     svc->lease_renewing = true;
     svc->lease_base_term = svc->lease_term;

@@ -17,6 +17,16 @@ static uint32_t page_count_state(const cs_service *svc, uint8_t state) {
   return n;
 }
 
+/* The pass ends here; the next one comes after the interval (or backoff_cap). */
+static void recon_pass_end(cs_service *svc, uint64_t now_ns) {
+  svc->recon_active = false;
+  svc->reconcile_due = false;
+  uint64_t interval = svc->cfg.reconcile_interval_ns;
+  if (interval == 0 && svc->reconcile_errors) interval = svc->cfg.backoff_cap_ns;
+  svc->reconcile_next_ns = interval == 0 ? 0 : (interval > CS_NEVER - 1 - now_ns ? CS_NEVER - 1 : now_ns + interval);
+  svc->reconcile_errors = false;
+}
+
 /* The phase that continues the pass, or PHASE_IDLE when this cycle should end. */
 static cycle_phase recon_next_phase(cs_service *svc, uint64_t now_ns) {
   if (!svc->page_listed) return PHASE_RECON_LIST;
@@ -31,12 +41,7 @@ static cycle_phase recon_next_phase(cs_service *svc, uint64_t now_ns) {
     return PHASE_IDLE;
   }
   svc->stats.reconcile_passes++;
-  svc->recon_active = false;
-  svc->reconcile_due = false;
-  uint64_t interval = svc->cfg.reconcile_interval_ns;
-  if (interval == 0 && svc->reconcile_errors) interval = svc->cfg.backoff_cap_ns;
-  svc->reconcile_next_ns = interval == 0 ? 0 : now_ns + interval;
-  svc->reconcile_errors = false;
+  recon_pass_end(svc, now_ns);
   return PHASE_IDLE;
 }
 
@@ -88,10 +93,16 @@ static void page_add(cs_service *svc, const char *key) {
   entry->state = PAGE_CANDIDATE;
 }
 
-void cs_svc_recon_list_on_done(cs_service *svc, const cs_event *ev) {
+void cs_svc_recon_list_on_done(cs_service *svc, uint64_t now_ns, const cs_event *ev) {
   if (ev->outcome != CS_OUT_OK) {
     cs_svc_set_error(svc, "reconcile LIST", svc->token, ev->outcome);
     svc->cycle_failed = true;
+    if (!cs_outcome_is_outage(ev->outcome)) {
+      /* Refused for good (403, invalid): retrying at once would not help. */
+      svc->stats.reconcile_list_errors++;
+      svc->reconcile_errors = true;
+      recon_pass_end(svc, now_ns);
+    }
     return;
   }
   svc->page_count = 0;
@@ -129,8 +140,10 @@ void cs_svc_recon_committed_on_done(cs_service *svc, const cs_event *ev) {
     svc->cycle_failed = true;
     return;
   }
-  for (uint32_t i = 0; i < svc->page_count; i++)
-    svc->page[i].state = ev->held[i] ? PAGE_HELD : PAGE_CANDIDATE;
+  for (uint32_t i = 0; i < svc->page_count; i++) {
+    bool known = ev->held[i] || (ev->rejected != NULL && ev->rejected[i]);
+    svc->page[i].state = known ? PAGE_HELD : PAGE_CANDIDATE;
+  }
   svc->page_checked = true;
 }
 
