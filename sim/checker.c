@@ -90,6 +90,9 @@ void sim_check_flush_done(sim_world *w, sim_proc *p, const cs_flush_result *res)
     sim_bail(w, SIM_EXIT_SAFETY, "flush %" PRIu64 " of p%u answered %.3f s after its deadline", res->flush_id,
              p->index, (double)(local - rec->deadline_local_ns) / 1e9);
   }
+  if (!res->drained && res->err == CS_E_TIMEOUT && local < rec->deadline_local_ns)
+    sim_bail(w, SIM_EXIT_SAFETY, "flush %" PRIu64 " of p%u gave up %.3f s before its deadline", res->flush_id, p->index,
+             (double)(rec->deadline_local_ns - local) / 1e9);
   if (res->drained) {
     w->counters.flush_drained++;
     flush_honest(w, p, rec, res);

@@ -1104,6 +1104,16 @@ static void config_defaults(sim_world *w) {
 
 static void profile_shape(sim_world *w) {
   const sim_profile *pr = &w->profile;
+  /* The service's own bounds vary too: small tables reach their edges. */
+  static const uint32_t rejected_max[] = {2, 8, 32};
+  static const uint64_t reconcile_s[] = {20, 60, 120};
+  if (w->opts->plan != NULL) goto faults; /* plans set what they need */
+  w->base_svc.rejected_max = rejected_max[cs_prng_below(&w->prng_faults, 3)];
+  w->base_svc.reconcile_interval_ns = reconcile_s[cs_prng_below(&w->prng_faults, 3)] * CS_SEC_NS;
+  w->base_svc.cycle_packs_max = 2 + (uint32_t)cs_prng_below(&w->prng_faults, 15);
+  w->base_svc.list_page_max = 1 + (uint32_t)cs_prng_below(&w->prng_faults, 32);
+  w->base_svc.store_inflight_max = 1 + (uint32_t)cs_prng_below(&w->prng_faults, 4);
+faults:
   w->uploaders = pr->on[F_UPLOADERS] ? 1 + (uint32_t)cs_prng_below(&w->prng_faults, 2) : 0;
   w->rivals = pr->on[F_RIVALS] ? 1 + (uint32_t)cs_prng_below(&w->prng_faults, 2) : 0;
   w->catalog_insert_bytes_max = w->base_svc.index_batch_bytes_max;
