@@ -142,6 +142,24 @@ static int open_ring(cs_capture *cap, char *msg, size_t msg_size) {
   return CS_E_OK;
 }
 
+/* The worker's write chunks (see RT_CHUNKS): aligned for direct I/O, touched now. */
+static int open_chunks(cs_capture *cap, char *msg, size_t msg_size) {
+  size_t bytes = (size_t)(cap->cfg.staging_bytes / 64) & ~(RT_CHUNK_ALIGN - 1);
+  if (bytes < RT_CHUNK_BYTES_MIN) bytes = RT_CHUNK_BYTES_MIN;
+  if (bytes > RT_CHUNK_BYTES_MAX) bytes = RT_CHUNK_BYTES_MAX;
+  void *area = NULL;
+  if (posix_memalign(&area, RT_CHUNK_ALIGN, bytes * RT_CHUNKS) != 0) {
+    return refuse(CS_E_NO_MEMORY, msg, msg_size, "write chunks of %zu bytes: allocation failed",
+                  bytes * RT_CHUNKS);
+  }
+  memset(area, 0, bytes * RT_CHUNKS);
+  cap->chunk_area = area;
+  cap->chunk_bytes = bytes;
+  for (uint32_t i = 0; i < RT_CHUNKS; i++) cap->chunks_free[i] = RT_CHUNKS - 1 - i;
+  cap->chunks_free_count = RT_CHUNKS;
+  return CS_E_OK;
+}
+
 /* Events for device copies; without a device the device path answers CS_E_UNSUPPORTED. */
 static void open_device(cs_capture *cap) {
   if (cap->cfg.device_copies_max == 0) {
@@ -200,30 +218,43 @@ static int init_sync(cs_capture *cap) {
   pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
   int rc = pthread_mutex_init(&cap->mutex, NULL) | pthread_mutex_init(&cap->spool_mutex, NULL) |
            pthread_cond_init(&cap->work_cond, &attr) | pthread_cond_init(&cap->space_cond, &attr) |
-           pthread_cond_init(&cap->done_cond, &attr) | pthread_cond_init(&cap->seal_cond, &attr);
+           pthread_cond_init(&cap->done_cond, &attr) | pthread_cond_init(&cap->seal_cond, &attr) |
+           pthread_cond_init(&cap->io_cond, &attr) | pthread_cond_init(&cap->chunk_cond, &attr);
   pthread_condattr_destroy(&attr);
   return rc == 0 ? CS_E_OK : CS_E_NO_MEMORY;
 }
 
-/* Starts the sealer and the worker with every signal blocked: signals belong to the model's threads. */
+/* Stops the writer and the sealer of a capture whose worker never started. */
+static void stop_helpers(cs_capture *cap) {
+  pthread_mutex_lock(&cap->mutex);
+  cap->writer_stop = true;
+  cap->sealer_stop = true;
+  pthread_cond_signal(&cap->io_cond);
+  pthread_cond_signal(&cap->seal_cond);
+  pthread_mutex_unlock(&cap->mutex);
+  if (cap->writer_started) pthread_join(cap->writer_thread, NULL);
+  if (cap->sealer_started) pthread_join(cap->sealer, NULL);
+  cap->writer_started = false;
+  cap->sealer_started = false;
+}
+
+/*
+ * Starts the sealer, the writer and the worker with every signal blocked:
+ * signals belong to the model's threads.
+ */
 static int start_worker(cs_capture *cap, char *msg, size_t msg_size) {
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
   int rc = pthread_create(&cap->sealer, NULL, rt_sealer_main, cap);
   cap->sealer_started = rc == 0;
+  if (rc == 0) rc = pthread_create(&cap->writer_thread, NULL, rt_writer_main, cap);
+  cap->writer_started = cap->sealer_started && rc == 0;
   if (rc == 0) rc = pthread_create(&cap->worker, NULL, rt_worker_main, cap);
-  cap->worker_started = cap->sealer_started && rc == 0;
+  cap->worker_started = cap->writer_started && rc == 0;
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   if (rc == 0) return CS_E_OK;
-  if (cap->sealer_started) {
-    pthread_mutex_lock(&cap->mutex);
-    cap->sealer_stop = true;
-    pthread_cond_signal(&cap->seal_cond);
-    pthread_mutex_unlock(&cap->mutex);
-    pthread_join(cap->sealer, NULL);
-    cap->sealer_started = false;
-  }
+  stop_helpers(cap);
   return refuse(CS_E_NO_MEMORY, msg, msg_size, "pthread_create: %s", strerror(rc));
 }
 
@@ -235,12 +266,15 @@ void rt_capture_destroy(cs_capture *cap) {
     else free(cap->ring.base);
   }
   if (cap->spool != NULL) cs_spool_close(cap->spool);
+  free(cap->chunk_area);
   free(cap->key_tenant);
   free(cap->key_session);
   pthread_cond_destroy(&cap->work_cond);
   pthread_cond_destroy(&cap->space_cond);
   pthread_cond_destroy(&cap->done_cond);
   pthread_cond_destroy(&cap->seal_cond);
+  pthread_cond_destroy(&cap->io_cond);
+  pthread_cond_destroy(&cap->chunk_cond);
   pthread_mutex_destroy(&cap->spool_mutex);
   pthread_mutex_destroy(&cap->mutex);
   free(cap);
@@ -269,6 +303,7 @@ int cs_capture_open(const char *spool_dir, const cs_capture_config *cfg, cs_capt
   assert(rc == CS_E_OK); /* validated above */
   open_device(cap);
   rc = open_ring(cap, msg, msg_size);
+  if (rc == CS_E_OK) rc = open_chunks(cap, msg, msg_size);
   if (rc == CS_E_OK) rc = open_spool(cap, spool_dir, msg, msg_size);
   if (rc == CS_E_OK) rc = start_worker(cap, msg, msg_size);
   if (rc != CS_E_OK) {

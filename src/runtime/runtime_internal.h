@@ -2,9 +2,10 @@
  * runtime_internal.h: what the files of the capture runtime (src/runtime)
  * and its CUDA adapter (src/adapters/cuda_copy.c) share. Not installed.
  *
- * Threads: producers (any thread calling cs_capture_write*) and one worker.
- * Everything in cs_capture is guarded by `mutex` except where a field says
- * otherwise. Lock order: spool_mutex, then mutex (never the other way): a
+ * Threads: producers (any thread calling cs_capture_write*), the worker
+ * (hashes and packs), the writer (writes the worker's chunks to the pack's
+ * temp file) and the sealer (fsyncs and links finished packs). Everything in
+ * cs_capture is guarded by `mutex` except where a field says otherwise. Lock order: spool_mutex, then mutex (never the other way): a
  * seal and its report to the sink core happen under spool_mutex, so a pack
  * listed by a remover is always one the core already counts.
  */
@@ -152,6 +153,34 @@ typedef struct rt_seal_job {
 /* One job per seal in flight in the sink core. */
 #define RT_SEALS_MAX CS_SINK_SEALS_MAX
 
+/*
+ * Write chunks: the worker copies a pack's bytes (as the pack writer hashes
+ * them) into aligned chunks and hands each full one to the writer thread,
+ * which writes it to the temp file in place (the spool writes aligned pieces
+ * with O_DIRECT without copying). So hashing never waits for the disk, and
+ * the disk never waits for hashing while a chunk is ready. A chunk holds
+ * bytes of one pack only: the worker hands over a partial chunk at a seal.
+ * The chunk size follows staging_bytes (a 64th of it, 64 KiB to 1 MiB), so
+ * the chunks add at most an eighth to the staging area's memory.
+ */
+#define RT_CHUNKS 8u
+#define RT_CHUNK_BYTES_MIN ((size_t)64 * 1024)
+#define RT_CHUNK_BYTES_MAX ((size_t)1024 * 1024)
+#define RT_CHUNK_ALIGN ((size_t)4096)
+
+/* An item for the writer thread: a chunk to write, or a seal to pass on (in order). */
+enum rt_io_kind { RT_IO_WRITE = 1, RT_IO_SEAL };
+typedef struct rt_io {
+  uint32_t kind;
+  uint32_t chunk;          /* RT_IO_WRITE: index of the chunk */
+  size_t length;           /* RT_IO_WRITE: bytes in it */
+  cs_spool_file *file;     /* RT_IO_WRITE: the pack's temp file */
+  rt_seal_job seal;        /* RT_IO_SEAL: goes to the sealer after the pack's last chunk */
+} rt_io;
+
+/* Chunks in flight plus seals in flight bound the writer's queue. */
+#define RT_IO_MAX (RT_CHUNKS + RT_SEALS_MAX)
+
 struct cs_capture {
   cs_capture_config cfg;
   pthread_mutex_t mutex;
@@ -166,6 +195,18 @@ struct cs_capture {
   rt_seal_job seal_jobs[RT_SEALS_MAX];
   uint32_t seal_head;
   uint32_t seal_count;
+  pthread_t writer_thread;    /* writes chunks to temp files, passes seals on in order */
+  pthread_cond_t io_cond;     /* the writer waits here */
+  pthread_cond_t chunk_cond;  /* the worker waits here for a free chunk */
+  bool writer_started;
+  bool writer_stop;
+  rt_io io[RT_IO_MAX];
+  uint32_t io_head;
+  uint32_t io_count;
+  uint8_t *chunk_area;        /* RT_CHUNKS x chunk_bytes, aligned; touched at open */
+  size_t chunk_bytes;
+  uint32_t chunks_free[RT_CHUNKS];
+  uint32_t chunks_free_count;
   bool worker_started;
   bool worker_joined;
   atomic_int worker_sleep;    /* RT_AWAKE, RT_POLLING or RT_IDLE; set by the worker under mutex */
@@ -222,13 +263,17 @@ struct cs_capture {
   int pack_err;               /* the open pack failed: its records are dropped */
   uint32_t pack_records;
   uint32_t pack_dropped;
+  bool has_chunk;             /* the worker holds chunk (being filled) */
+  uint32_t chunk;
+  size_t chunk_fill;
 };
 
 /* Frees everything of a capture whose worker is stopped or never started (capture.c). */
 RT_HIDDEN void rt_capture_destroy(cs_capture *cap);
 
-/* Worker and sealer threads (worker.c). */
+/* Worker, writer and sealer threads (worker.c). */
 RT_HIDDEN void *rt_worker_main(void *context);
+RT_HIDDEN void *rt_writer_main(void *context);
 RT_HIDDEN void *rt_sealer_main(void *context);
 
 /* Under mutex: moves the sink's actions to the control queue; position as named. */

@@ -1,10 +1,13 @@
 /*
- * The capture worker: the one background thread of a sink. It takes staged
- * records in admission order and streams them through the pack writer into
- * the pack's .open file, and carries out the sink core's actions in their
- * place in that order: SEAL (finish the pack, seal it in the spool, report
- * the outcome to the core), FLUSHED and CLOSED (wake the waiting caller).
- * It also ticks the core at its linger deadline (CLOCK_MONOTONIC).
+ * The capture worker and its two helpers. The worker takes staged records in
+ * admission order and streams them through the pack writer (which hashes
+ * them) into write chunks, and carries out the sink core's actions in their
+ * place in that order: SEAL (finish the pack, hand it on to be sealed),
+ * FLUSHED and CLOSED (wake the waiting caller). It also ticks the core at its
+ * linger deadline (CLOCK_MONOTONIC). The writer thread writes full chunks to
+ * the pack's .open file and passes each seal on after the pack's last chunk;
+ * the sealer fsyncs, links and reports the outcome to the core. Hashing,
+ * writing and sealing of consecutive packs therefore overlap.
  *
  * A record the worker cannot pack is never dropped silently: it is counted
  * in records_dropped and its error is reported by the next flush or close.
@@ -16,10 +19,60 @@
 
 #include "runtime_internal.h"
 
-/* Pack writer callback: a file is written beside its spool's other calls (spool.h). */
-static int write_to_spool(void *context, const uint8_t *bytes, size_t length) {
+static uint8_t *chunk_at(const cs_capture *cap, uint32_t chunk) {
+  assert(chunk < RT_CHUNKS);
+  return cap->chunk_area + (size_t)chunk * cap->chunk_bytes;
+}
+
+/* Under the mutex: queues an item for the writer thread (bounded: see RT_IO_MAX). */
+static void io_push(cs_capture *cap, const rt_io *item) {
+  assert(cap->io_count < RT_IO_MAX);
+  cap->io[(cap->io_head + cap->io_count) % RT_IO_MAX] = *item;
+  cap->io_count++;
+  pthread_cond_signal(&cap->io_cond);
+}
+
+/* Worker: takes a free chunk, waiting for the writer to return one. */
+static void chunk_take(cs_capture *cap) {
+  assert(!cap->has_chunk);
+  pthread_mutex_lock(&cap->mutex);
+  while (cap->chunks_free_count == 0) pthread_cond_wait(&cap->chunk_cond, &cap->mutex);
+  cap->chunk = cap->chunks_free[--cap->chunks_free_count];
+  pthread_mutex_unlock(&cap->mutex);
+  cap->has_chunk = true;
+  cap->chunk_fill = 0;
+}
+
+/* Worker: hands the chunk being filled to the writer (nothing when it is empty). */
+static void chunk_submit(cs_capture *cap) {
+  if (!cap->has_chunk || cap->chunk_fill == 0) return;
+  assert(cap->file != NULL && cap->chunk_fill <= cap->chunk_bytes);
+  rt_io item = {.kind = RT_IO_WRITE, .chunk = cap->chunk, .length = cap->chunk_fill, .file = cap->file};
+  pthread_mutex_lock(&cap->mutex);
+  io_push(cap, &item);
+  pthread_mutex_unlock(&cap->mutex);
+  cap->has_chunk = false;
+  cap->chunk_fill = 0;
+}
+
+/*
+ * Pack writer callback: copies the bytes just hashed into chunks. It never
+ * fails: a failed write surfaces at the seal (cs_spool_file_sync), which
+ * drops the pack's records and reports the error.
+ */
+static int write_to_chunks(void *context, const uint8_t *bytes, size_t length) {
   cs_capture *cap = context;
-  return cs_spool_file_write(cap->file, bytes, length) == CS_E_OK ? 0 : -1;
+  while (length > 0) {
+    if (!cap->has_chunk) chunk_take(cap);
+    size_t n = cap->chunk_bytes - cap->chunk_fill;
+    if (n > length) n = length;
+    memcpy(chunk_at(cap, cap->chunk) + cap->chunk_fill, bytes, n);
+    cap->chunk_fill += n;
+    bytes += n;
+    length -= n;
+    if (cap->chunk_fill == cap->chunk_bytes) chunk_submit(cap);
+  }
+  return 0;
 }
 
 static void note_error(cs_capture *cap, int err, const char *msg) {
@@ -52,7 +105,7 @@ static void pack_open(cs_capture *cap) {
     return;
   }
   cs_pack_writer_config config = {.pack_id = id, .created_at_ns = created_at_ns,
-                                  .write = write_to_spool, .write_context = cap};
+                                  .write = write_to_chunks, .write_context = cap};
   cs_pack_error err;
   rc = cs_pack_writer_open(&config, &cap->writer, &err);
   if (rc != CS_E_OK) {
@@ -96,11 +149,7 @@ static void handle_record(cs_capture *cap, rt_entry *entry) {
   }
   cap->pack_dropped++;
   char text[RT_ERROR_MAX];
-  if (err.kind == CS_PACK_E_WRITE) {
-    snprintf(text, sizeof text, "pack write failed: %.300s", cs_spool_file_error(cap->file));
-    pack_fail(cap, CS_E_IO, text);
-    return;
-  }
+  assert(err.kind != CS_PACK_E_WRITE); /* write_to_chunks never fails */
   /* The writer refused this record only (a duplicate capture id, a limit): it stays usable. */
   snprintf(text, sizeof text, "record dropped: the pack writer refused it: %.300s", err.message);
   note_error(cap, rc, text);
@@ -120,6 +169,7 @@ static int finish_pack(cs_capture *cap, cs_pack_summary *summary) {
 
 /* Forgets the pack: its file (if any) now belongs to a seal job. */
 static void pack_reset(cs_capture *cap) {
+  assert(!cap->has_chunk || cap->chunk_fill == 0);
   cs_pack_writer_free(cap->writer);
   cap->writer = NULL;
   cap->file = NULL;
@@ -130,9 +180,9 @@ static void pack_reset(cs_capture *cap) {
 }
 
 /*
- * SEAL (worker): finish the pack and hand it to the sealer, so packing the
- * next pack overlaps this one's fsync. Jobs are bounded by the core's seals
- * in flight.
+ * SEAL (worker): finish the pack, hand its last chunk to the writer and the
+ * seal after it, so packing the next pack overlaps this one's writes and
+ * fsync. Seals are bounded by the core's seals in flight.
  */
 static void handle_seal(cs_capture *cap, const cs_sink_action *action) {
   assert(cap->pack_seq == 0 || cap->pack_seq == action->pack_seq);
@@ -140,12 +190,12 @@ static void handle_seal(cs_capture *cap, const cs_sink_action *action) {
                      .records = cap->pack_records, .dropped = cap->pack_dropped};
   job.empty = job.err == CS_E_OK && cap->writer == NULL; /* every record was dropped (and reported) */
   if (job.err == CS_E_OK && !job.empty) job.err = finish_pack(cap, &job.summary);
+  if (job.err == CS_E_OK) chunk_submit(cap);
+  cap->chunk_fill = 0; /* a failed pack's last bytes are not written: its file is dropped */
   pack_reset(cap);
+  rt_io item = {.kind = RT_IO_SEAL, .seal = job};
   pthread_mutex_lock(&cap->mutex);
-  assert(cap->seal_count < RT_SEALS_MAX);
-  cap->seal_jobs[(cap->seal_head + cap->seal_count) % RT_SEALS_MAX] = job;
-  cap->seal_count++;
-  pthread_cond_signal(&cap->seal_cond);
+  io_push(cap, &item);
   pthread_mutex_unlock(&cap->mutex);
 }
 
@@ -188,6 +238,45 @@ static void seal_job(cs_capture *cap, rt_seal_job *job) {
   }
   pthread_mutex_unlock(&cap->mutex);
   pthread_mutex_unlock(&cap->spool_mutex);
+}
+
+/* Under the mutex: passes a seal on to the sealer, after every chunk of its pack. */
+static void seal_push(cs_capture *cap, const rt_seal_job *job) {
+  assert(cap->seal_count < RT_SEALS_MAX);
+  cap->seal_jobs[(cap->seal_head + cap->seal_count) % RT_SEALS_MAX] = *job;
+  cap->seal_count++;
+  pthread_cond_signal(&cap->seal_cond);
+}
+
+/*
+ * The writer thread: writes chunks in order (outside the lock) and returns
+ * them to the worker. A failed write fails the file; its seal reports it.
+ */
+void *rt_writer_main(void *context) {
+  cs_capture *cap = context;
+  pthread_mutex_lock(&cap->mutex);
+  for (;;) {
+    while (cap->io_count == 0 && !cap->writer_stop) pthread_cond_wait(&cap->io_cond, &cap->mutex);
+    if (cap->io_count == 0) break;
+    rt_io item = cap->io[cap->io_head];
+    cap->io_head = (cap->io_head + 1) % RT_IO_MAX;
+    cap->io_count--;
+    if (item.kind == RT_IO_SEAL) {
+      seal_push(cap, &item.seal);
+      continue;
+    }
+    assert(item.kind == RT_IO_WRITE && item.length <= cap->chunk_bytes);
+    pthread_mutex_unlock(&cap->mutex);
+    (void)cs_spool_file_write(item.file, chunk_at(cap, item.chunk), item.length);
+    pthread_mutex_lock(&cap->mutex);
+    assert(cap->chunks_free_count < RT_CHUNKS);
+    cap->chunks_free[cap->chunks_free_count++] = item.chunk;
+    pthread_cond_signal(&cap->chunk_cond);
+  }
+  cap->sealer_stop = true; /* the writer's queue was the sealer's only source */
+  pthread_cond_signal(&cap->seal_cond);
+  pthread_mutex_unlock(&cap->mutex);
+  return NULL;
 }
 
 void *rt_sealer_main(void *context) {
@@ -307,8 +396,8 @@ void *rt_worker_main(void *context) {
     if (cap->close_done && head == NULL && cap->control_count == 0) break;
     sleep_until(cap, cs_sink_next_deadline(&cap->sink));
   }
-  cap->sealer_stop = true; /* CLOSED came after every seal: its queue is empty */
-  pthread_cond_signal(&cap->seal_cond);
+  cap->writer_stop = true; /* CLOSED came after every seal: the queues are empty */
+  pthread_cond_signal(&cap->io_cond);
   pthread_mutex_unlock(&cap->mutex);
   return NULL;
 }
