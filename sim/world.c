@@ -366,6 +366,8 @@ void sim_seal_direct(sim_world *w, sim_proc *p, const cs_plan_step *step) {
 
 /* ---- service actions ------------------------------------------------------ */
 
+static void proc_pause(sim_world *w, sim_proc *p, uint64_t for_ns);
+
 static void send_request(sim_world *w, sim_proc *p, const cs_action *act) {
   uint32_t index;
   sim_req *req = req_alloc(w, &index);
@@ -391,6 +393,13 @@ static void send_request(sim_world *w, sim_proc *p, const cs_action *act) {
     }
   }
   net_send(w, p, index);
+  bool fenced = act->op == CS_OP_CAT_INDEX || act->op == CS_OP_CAT_PUBLISH || act->op == CS_OP_CAT_REJECT;
+  if (fenced && p->pause_on_write_ns != 0) {
+    /* A pause between deciding to write and the bytes leaving: the write arrives late. */
+    uint64_t d = p->pause_on_write_ns;
+    p->pause_on_write_ns = 0;
+    proc_pause(w, p, d);
+  }
 }
 
 static void spool_op(sim_world *w, sim_proc *p, const cs_action *act) {
@@ -769,6 +778,7 @@ void sim_proc_crash(sim_world *w, sim_proc *p) {
   p->step = CS_STEP_NONE;
   p->engine_op = CS_ENGINE_OP_NONE;
   p->wake_at_ns = 0;
+  p->pause_on_write_ns = 0;
   memset(p->pending, 0, sizeof p->pending);
   memset(p->flushes, 0, sizeof p->flushes);
   w->counters.crashes++;
@@ -905,7 +915,9 @@ static void random_faults(sim_world *w) {
   }
   if (pr->on[F_PAUSE_HOLDER] && chance(r, pr->rate_permille[F_PAUSE_HOLDER])) {
     uint32_t holder = holder_proc(w);
-    if (holder != SIM_NONE) proc_pause(w, &w->procs[holder], rand_range(r, w->base_svc.lease_ttl_ns / 2, 3 * w->base_svc.lease_ttl_ns));
+    uint64_t d = rand_range(r, w->base_svc.lease_ttl_ns / 2, 3 * w->base_svc.lease_ttl_ns);
+    if (holder != SIM_NONE && cs_prng_below(r, 2) == 0) proc_pause(w, &w->procs[holder], d);
+    else if (holder != SIM_NONE) w->procs[holder].pause_on_write_ns = d;
   }
   sim_schedule(w, w->now_ns + CS_SEC_NS, EV_RANDOM_FAULT, SIM_NONE, 0, 0);
 }

@@ -135,6 +135,7 @@ typedef struct sim_proc {
   uint64_t paused_until_ns;
   uint64_t last_pause_end_ns;
   uint64_t last_pause_end_local_ns;
+  uint64_t pause_on_write_ns; /* armed: pause this long right after the next fenced write is sent */
   int64_t skew_ns;
   int32_t drift_ppm;
   cs_uuid lease_id;
