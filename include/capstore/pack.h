@@ -179,6 +179,13 @@ typedef struct cs_pack_writer_config {
   void *write_context;
   uint32_t records_max;      /* 0: CS_PACK_RECORDS_MAX; may only lower it */
   uint64_t footer_bytes_max; /* 0: CS_PACK_FOOTER_BYTES_MAX; may only lower it */
+  /*
+   * true: the caller computes the object's SHA-256 from the emitted bytes
+   * (on another thread, say) and the writer computes none; the pack is then
+   * finished with cs_pack_writer_finish_footer and cs_pack_trailer_encode.
+   * false (the default): the writer hashes and cs_pack_writer_finish ends it.
+   */
+  bool hash_elsewhere;
 } cs_pack_writer_config;
 
 typedef struct cs_pack_writer cs_pack_writer;
@@ -230,8 +237,25 @@ int cs_pack_writer_end_record(cs_pack_writer *writer, cs_pack_error *err);
 int cs_pack_writer_add_record(cs_pack_writer *writer, const cs_pack_meta *meta,
                               const void *bytes, size_t length, cs_pack_error *err);
 
-/* Emits padding, the canonical footer and the trailer; fills *summary when not NULL. */
+/*
+ * Emits padding, the canonical footer and the trailer; fills *summary when
+ * not NULL. STATE for a writer opened with hash_elsewhere.
+ */
 int cs_pack_writer_finish(cs_pack_writer *writer, cs_pack_summary *summary, cs_pack_error *err);
+
+/*
+ * For a writer opened with hash_elsewhere: emits padding and the canonical
+ * footer but not the trailer, and fills *summary (required) except the two
+ * digests, which are zero; size_bytes counts the 64-byte trailer still to
+ * come. The caller hashes every emitted byte, puts the digest so far in
+ * summary->trailer_sha256, appends the trailer cs_pack_trailer_encode makes
+ * and hashes it too for summary->sha256. STATE for a writer that hashes.
+ */
+int cs_pack_writer_finish_footer(cs_pack_writer *writer, cs_pack_summary *summary,
+                                 cs_pack_error *err);
+
+/* The trailer of the pack summary describes (footer fields and trailer_sha256). */
+void cs_pack_trailer_encode(const cs_pack_summary *summary, uint8_t out[CS_PACK_TRAILER_SIZE]);
 
 uint32_t cs_pack_writer_record_count(const cs_pack_writer *writer);
 /* Bytes emitted so far. */

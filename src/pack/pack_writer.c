@@ -3,6 +3,8 @@
  * (CRC-32 of the record, SHA-256 of the object) and handed to the write
  * callback slice by slice, so each slice is read from memory once. It keeps
  * only the footer entries (bounded by the footer limit) and the capture ids.
+ * With hash_elsewhere the SHA-256 is the caller's (the capture runtime hashes
+ * on its own thread) and the writer stops before the trailer.
  */
 #include <assert.h>
 #include <stdlib.h>
@@ -52,7 +54,7 @@ static int emit(cs_pack_writer *w, const uint8_t *bytes, size_t len, uint32_t *c
   while (len > 0) {
     size_t slice = len < PK_SLICE_BYTES ? len : PK_SLICE_BYTES;
     if (crc != NULL) *crc = pk_crc32(*crc, bytes, slice);
-    if (EVP_DigestUpdate(w->sha, bytes, slice) != 1) {
+    if (w->sha != NULL && EVP_DigestUpdate(w->sha, bytes, slice) != 1) {
       return fail_stream(w, err, CS_PACK_E_NO_MEMORY, "SHA-256 update failed");
     }
     if (w->config.write(w->config.write_context, bytes, slice) != 0) {
@@ -101,11 +103,12 @@ int cs_pack_writer_open(const cs_pack_writer_config *config, cs_pack_writer **ou
   cs_pack_writer *w = calloc(1, sizeof *w);
   if (w == NULL) return pk_fail(err, CS_PACK_E_NO_MEMORY, 0, 0, "", "writer allocation failed");
   w->config = resolved;
-  w->sha = EVP_MD_CTX_new();
+  w->sha = resolved.hash_elsewhere ? NULL : EVP_MD_CTX_new();
   w->ids = pk_idset_new();
   pk_json_footer_head(&w->head, &resolved.pack_id, resolved.created_at_ns);
-  if (w->sha == NULL || w->ids == NULL || w->head.failed ||
-      EVP_DigestInit_ex(w->sha, EVP_sha256(), NULL) != 1) {
+  bool sha_ok = resolved.hash_elsewhere ||
+                (w->sha != NULL && EVP_DigestInit_ex(w->sha, EVP_sha256(), NULL) == 1);
+  if (!sha_ok || w->ids == NULL || w->head.failed) {
     cs_pack_writer_free(w);
     return pk_fail(err, CS_PACK_E_NO_MEMORY, 0, 0, "", "writer allocation failed");
   }
@@ -332,20 +335,62 @@ static bool digest_so_far(const cs_pack_writer *w, uint8_t out[32]) {
   return ok;
 }
 
+/* STATE unless the writer hashes exactly when want_hashing says. */
+static int check_hashing(const cs_pack_writer *w, bool want_hashing, cs_pack_error *err) {
+  if (w->config.hash_elsewhere != want_hashing) return CS_E_OK;
+  return pk_fail(err, CS_PACK_E_STATE, w->record_count, w->position, "",
+                 want_hashing ? "writer: opened with hash_elsewhere: finish with cs_pack_writer_finish_footer"
+                              : "writer: it hashes: finish with cs_pack_writer_finish");
+}
+
+/* Padding and the footer; *s gets everything but the digests and the size. */
+static int finish_to_footer(cs_pack_writer *w, cs_pack_summary *s, cs_pack_error *err) {
+  int rc = emit_padding(w, err);
+  if (rc != CS_E_OK) return rc;
+  *s = (cs_pack_summary){.pack_id = w->config.pack_id,
+                         .created_at_ns = w->config.created_at_ns,
+                         .footer_offset = w->position,
+                         .record_count = w->record_count};
+  rc = emit_footer(w, &s->footer_crc32, err);
+  if (rc != CS_E_OK) return rc;
+  s->footer_length = w->position - s->footer_offset;
+  assert(s->footer_length <= w->config.footer_bytes_max);
+  return CS_E_OK;
+}
+
+int cs_pack_writer_finish_footer(cs_pack_writer *w, cs_pack_summary *summary, cs_pack_error *err) {
+  pk_clear(err);
+  int rc = check_usable(w, false, err);
+  if (rc == CS_E_OK) rc = check_hashing(w, false, err);
+  if (rc != CS_E_OK) return rc;
+  if (summary == NULL) {
+    return pk_fail(err, CS_PACK_E_ARGUMENT, CS_PACK_NO_RECORD, CS_PACK_NO_OFFSET, "summary",
+                   "summary is NULL");
+  }
+  cs_pack_summary s;
+  rc = finish_to_footer(w, &s, err);
+  if (rc != CS_E_OK) return rc;
+  s.size_bytes = w->position + CS_PACK_TRAILER_SIZE;
+  w->finished = true;
+  *summary = s;
+  return CS_E_OK;
+}
+
+void cs_pack_trailer_encode(const cs_pack_summary *summary, uint8_t out[CS_PACK_TRAILER_SIZE]) {
+  assert(summary != NULL && out != NULL);
+  assert(summary->footer_offset + summary->footer_length + CS_PACK_TRAILER_SIZE == summary->size_bytes);
+  pk_trailer_encode(summary->footer_offset, summary->footer_length, summary->footer_crc32,
+                    summary->trailer_sha256, out);
+}
+
 int cs_pack_writer_finish(cs_pack_writer *w, cs_pack_summary *summary, cs_pack_error *err) {
   pk_clear(err);
   int rc = check_usable(w, false, err);
+  if (rc == CS_E_OK) rc = check_hashing(w, true, err);
   if (rc != CS_E_OK) return rc;
-  rc = emit_padding(w, err);
+  cs_pack_summary s;
+  rc = finish_to_footer(w, &s, err);
   if (rc != CS_E_OK) return rc;
-  cs_pack_summary s = {.pack_id = w->config.pack_id,
-                       .created_at_ns = w->config.created_at_ns,
-                       .footer_offset = w->position,
-                       .record_count = w->record_count};
-  rc = emit_footer(w, &s.footer_crc32, err);
-  if (rc != CS_E_OK) return rc;
-  s.footer_length = w->position - s.footer_offset;
-  assert(s.footer_length <= w->config.footer_bytes_max);
   if (!digest_so_far(w, s.trailer_sha256)) {
     return fail_stream(w, err, CS_PACK_E_NO_MEMORY, "SHA-256 finalisation failed");
   }
