@@ -361,6 +361,61 @@ static void test_versions_across_acquisitions(void **state) {
   drv_free(d);
 }
 
+/* ---- Standby: another publisher holds the lease -------------------------- */
+
+/* A publisher that finds the lease busy uploads one cycle and owes it. */
+static drv *standby_owing_one(void) {
+  cs_service_config cfg = drv_config(CS_ROLE_PUBLISHER);
+  drv *d = drv_new(&cfg);
+  drv_start(d);
+  cs_action head = drv_expect(d, CS_OP_CAT_HEAD);
+  drv_answer_cat_head(d, &head, 5, false, 3); /* someone else's live claim */
+  assert_int_equal(lease_state(d), CS_LEASE_BUSY);
+  assert_int_equal(drv_seal(d, drv_pack(d, 1), false), CS_E_OK);
+  drv_upload(d, &d->packs[1]);
+  return d;
+}
+
+static void test_standby_hands_off_what_the_holder_indexed(void **state) {
+  (void)state;
+  drv *d = standby_owing_one();
+  cs_action ask = drv_expect(d, CS_OP_CAT_COMMITTED); /* a read: no lease needed */
+  assert_int_equal(ask.count, 1);
+  assert_memory_equal(ask.ids[0].bytes, d->packs[1].pack_id.bytes, 16);
+  static const bool held[1] = {true}, rejected[1] = {false};
+  drv_answer_rows(d, &ask, held, rejected);
+  drv_expect_pack(d, CS_OP_SPOOL_REMOVE, &d->packs[1]);
+  drv_free(d);
+}
+
+static void test_standby_keeps_what_is_not_indexed_and_backs_off(void **state) {
+  (void)state;
+  drv *d = standby_owing_one();
+  cs_action ask = drv_expect(d, CS_OP_CAT_COMMITTED);
+  static const bool held[1] = {false}, rejected[1] = {false};
+  drv_answer_rows(d, &ask, held, rejected);
+  drv_expect_none(d); /* no removal, no INDEX without the lease, and no new uploads while owed */
+  assert_true(cs_service_next_deadline(d->svc) > d->now);
+  cs_snapshot snap;
+  cs_service_snapshot(d->svc, d->now, &snap);
+  assert_int_equal(snap.pending_index, 1);
+  assert_int_equal(snap.handed_off, 0);
+  drv_free(d);
+}
+
+static void test_standby_sets_aside_what_the_holder_rejected(void **state) {
+  (void)state;
+  drv *d = standby_owing_one();
+  cs_action ask = drv_expect(d, CS_OP_CAT_COMMITTED);
+  static const bool held[1] = {false}, rejected[1] = {true};
+  drv_answer_rows(d, &ask, held, rejected);
+  drv_expect_pack(d, CS_OP_SPOOL_QUARANTINE, &d->packs[1]);
+  cs_snapshot snap;
+  cs_service_snapshot(d->svc, d->now, &snap);
+  assert_int_equal(snap.set_aside, 1);
+  drv_free(d);
+}
+
 /* ---- Regression: a core bug these tests found (fixed) ------------------ */
 
 /*
@@ -387,6 +442,9 @@ static void test_regression_lease_deadline_not_past_expiry(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_renewal_at_third_of_ttl_despite_outstanding_upload),
+      cmocka_unit_test(test_standby_hands_off_what_the_holder_indexed),
+      cmocka_unit_test(test_standby_keeps_what_is_not_indexed_and_backs_off),
+      cmocka_unit_test(test_standby_sets_aside_what_the_holder_rejected),
       cmocka_unit_test(test_renewal_unknown_outcome_quarantines_one_ttl),
       cmocka_unit_test(test_renewal_refused_keeps_lease_and_retries),
       cmocka_unit_test(test_read_back_unknown_quarantines),
