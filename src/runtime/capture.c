@@ -144,7 +144,7 @@ static int open_ring(cs_capture *cap, char *msg, size_t msg_size) {
 
 /* The worker's write chunks (see RT_CHUNKS): aligned for direct I/O, touched now. */
 static int open_chunks(cs_capture *cap, char *msg, size_t msg_size) {
-  size_t bytes = (size_t)(cap->cfg.staging_bytes / 64) & ~(RT_CHUNK_ALIGN - 1);
+  size_t bytes = (size_t)(cap->cfg.staging_bytes / 128) & ~(RT_CHUNK_ALIGN - 1);
   if (bytes < RT_CHUNK_BYTES_MIN) bytes = RT_CHUNK_BYTES_MIN;
   if (bytes > RT_CHUNK_BYTES_MAX) bytes = RT_CHUNK_BYTES_MAX;
   void *area = NULL;

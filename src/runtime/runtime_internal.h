@@ -160,10 +160,12 @@ typedef struct rt_seal_job {
  * with O_DIRECT without copying). So hashing never waits for the disk, and
  * the disk never waits for hashing while a chunk is ready. A chunk holds
  * bytes of one pack only: the worker hands over a partial chunk at a seal.
- * The chunk size follows staging_bytes (a 64th of it, 64 KiB to 1 MiB), so
- * the chunks add at most an eighth to the staging area's memory.
+ * The chunk size follows staging_bytes (1/128 of it, 64 KiB to 1 MiB), so
+ * the chunks add about an eighth to the staging area's memory (at least
+ * 1 MiB). Sixteen chunks ride out the disk's slower moments (about 12 ms at
+ * 1.3 GB/s) without the worker waiting.
  */
-#define RT_CHUNKS 8u
+#define RT_CHUNKS 16u
 #define RT_CHUNK_BYTES_MIN ((size_t)64 * 1024)
 #define RT_CHUNK_BYTES_MAX ((size_t)1024 * 1024)
 #define RT_CHUNK_ALIGN ((size_t)4096)
