@@ -20,3 +20,12 @@ if(TARGET CUDA::cudart)
   add_executable(capstore-bench-d2h ${CMAKE_CURRENT_SOURCE_DIR}/gpu/bench_d2h.c)
   target_link_libraries(capstore-bench-d2h PRIVATE capstore_runtime CUDA::cudart)
 endif()
+
+# capstore spool list|check|sweep on a real spool made by the capture sink:
+# tests/spool_cli.sh with its fixture program (tests/spool_cli_fixture.c).
+add_executable(spool_cli_fixture ${CMAKE_CURRENT_SOURCE_DIR}/spool_cli_fixture.c)
+target_link_libraries(spool_cli_fixture PRIVATE capstore_runtime)
+add_test(NAME cli.spool
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/spool_cli.sh $<TARGET_FILE:capstore_cli>
+          $<TARGET_FILE:spool_cli_fixture> ${CMAKE_CURRENT_BINARY_DIR}/spool_cli)
+set_tests_properties(cli.spool PROPERTIES LABELS "runtime;cli" TIMEOUT 120)

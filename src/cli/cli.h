@@ -13,6 +13,9 @@
 /* capstore pack info|verify|build|key ... (cmd_pack.c) */
 int cli_pack_main(int argc, char **argv);
 
+/* capstore spool list|check|sweep DIR (cmd_spool.c) */
+int cli_spool_main(int argc, char **argv);
+
 /* capstore pack build SPEC OUT (cmd_pack_build.c) */
 int cli_pack_build(const char *spec_path, const char *out_path);
 

@@ -15,6 +15,7 @@ typedef struct cli_command {
 
 static const cli_command commands[] = {
     {"pack", "inspect, verify and build dmi-pack-v1 files", cli_pack_main},
+    {"spool", "list, check and sweep a capture spool directory", cli_spool_main},
 };
 
 static int usage(FILE *out) {

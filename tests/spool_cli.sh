@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# `capstore spool list|check|sweep` on a real spool made by the capture sink
+# (tests/spool_cli_fixture.c): a corrupted pack that check quarantines, a
+# stale temp file that sweep removes, and a second owner refused while a
+# holder keeps the lock. Replay: tests/spool_cli.sh CAPSTORE FIXTURE WORKDIR
+set -uo pipefail
+capstore=$1
+fixture=$2
+work=$3
+rm -rf "$work"
+mkdir -p "$work"
+dir="$work/spool"
+failures=0
+holder=
+
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+cleanup() { [[ -n $holder ]] && kill "$holder" 2>/dev/null; wait 2>/dev/null; }
+trap cleanup EXIT
+
+# Runs capstore spool ARGS; keeps stdout, stderr and the exit status.
+run() {
+  "$capstore" spool "$@" >"$work/out" 2>"$work/err"
+  status=$?
+  out=$(cat "$work/out")
+  err=$(cat "$work/err")
+  printf '$ capstore spool %s  (exit %d)\n%s\n%s\n' "$*" "$status" "$out" "$err"
+}
+expect_status() { [[ $status == "$1" ]] || fail "$2: exit $status, expected $1"; }
+expect_out() { grep -q -- "$1" <<<"$out" || fail "$2: stdout lacks '$1'"; }
+expect_err() { grep -q -- "$1" <<<"$err" || fail "$2: stderr lacks '$1'"; }
+
+"$fixture" make "$dir" || { echo "FAIL: the fixture could not make the spool"; exit 1; }
+mapfile -t packs < <(cd "$dir" && ls -- *.dmi-pack.ready)
+[[ ${#packs[@]} == 3 ]] || { echo "FAIL: expected 3 sealed packs, found ${#packs[@]}"; exit 1; }
+
+run list "$dir"
+expect_status 0 "list"
+expect_out "3 ready" "list"
+expect_out "1 in progress" "list"
+[[ $(grep -c '^ready ' <<<"$out") == 3 ]] || fail "list: expected 3 ready lines"
+
+# Corrupt one payload byte of the second pack (payloads are 0x11; offset 100 is in the first).
+victim=${packs[1]}
+printf '\xee' | dd of="$dir/$victim" bs=1 seek=100 conv=notrunc status=none
+
+# A second owner holds the lock: check and sweep are refused, naming its pid.
+"$fixture" hold "$dir" 30 >"$work/held" &
+holder=$!
+for _ in $(seq 100); do grep -q holding "$work/held" 2>/dev/null && break; sleep 0.1; done
+grep -q "holding $holder" "$work/held" || fail "the holder did not take the lock"
+run check "$dir"
+expect_status 1 "check while held"
+expect_err "pid $holder" "check while held"
+run sweep "$dir"
+expect_status 1 "sweep while held"
+expect_err "pid $holder" "sweep while held"
+[[ -e $dir/$victim ]] || fail "check while held touched the corrupt pack"
+run list "$dir"
+expect_status 0 "list while held"
+kill "$holder"
+wait "$holder" 2>/dev/null
+holder=
+
+run check "$dir"
+expect_status 3 "check"
+expect_out "quarantined  $victim.quarantined" "check"
+expect_out "payload_crc" "check"
+expect_out "2 verified" "check"
+expect_out "1 quarantined" "check"
+[[ -e $dir/$victim.quarantined && ! -e $dir/$victim ]] || fail "check did not quarantine $victim"
+
+run list "$dir"
+expect_status 0 "list after check"
+expect_out "2 ready" "list after check"
+expect_out "1 quarantined" "list after check"
+expect_out "reason: .*payload_crc" "list after check"
+
+run check "$dir"
+expect_status 0 "second check"
+expect_out "0 quarantined" "second check"
+
+run sweep "$dir"
+expect_status 0 "sweep"
+expect_out "removed 1 stale" "sweep"
+run list "$dir"
+expect_out "0 in progress" "list after sweep"
+
+run check "$work/missing"
+expect_status 1 "check of a missing directory"
+expect_err "No such file or directory" "check of a missing directory"
+run frobnicate "$dir"
+expect_status 2 "unknown subcommand"
+
+if ((failures > 0)); then
+  echo "spool_cli: $failures checks failed"
+  exit 1
+fi
+echo "spool_cli: every check passed"
