@@ -95,6 +95,11 @@ static int compare_names(const void *a, const void *b) {
   return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* Name order is pack id order (the names start with the canonical UUID). */
+static void names_sort(name_list *list) {
+  if (list->count > 1) qsort(list->names, list->count, sizeof *list->names, compare_names);
+}
+
 static void names_free(name_list *list) {
   for (size_t i = 0; i < list->count; i++) free(list->names[i]);
   free(list->names);
@@ -102,6 +107,7 @@ static void names_free(name_list *list) {
 }
 
 static bool names_contain(const name_list *list, const char *name) {
+  if (list->count == 0) return false; /* names is NULL then */
   return bsearch(&name, list->names, list->count, sizeof *list->names, compare_names) != NULL;
 }
 
@@ -161,8 +167,8 @@ static int scan(int dirfd, spool_names *out) {
   int saved = errno;
   closedir(dir);
   errno = saved;
-  qsort(out->ready.names, out->ready.count, sizeof *out->ready.names, compare_names);
-  qsort(out->quarantined.names, out->quarantined.count, sizeof *out->quarantined.names, compare_names);
+  names_sort(&out->ready);
+  names_sort(&out->quarantined);
   return rc;
 }
 
