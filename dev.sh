@@ -9,7 +9,8 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 PACKAGES=(build-essential cmake ninja-build clang libclang-rt-14-dev pkg-config libcmocka-dev
-          libjansson-dev libssl-dev zlib1g-dev libisal-dev python3)
+          libjansson-dev libssl-dev zlib1g-dev libisal-dev python3
+          libcurl4-openssl-dev libsqlite3-dev libexpat1-dev)
 
 deps() {
   local missing=()

@@ -1,0 +1,79 @@
+/*
+ * capstore/catalog.h: the catalog adapter contract. Each primitive of
+ * docs/catalog-protocol.md is one call and (apart from INDEX, which is
+ * descriptors then inventory) one statement. Adapters validate or escape every
+ * value and never retry. Implemented by ClickHouse (HTTP), SQLite (embedded)
+ * and the simulator's model; tests/conformance_catalog.c runs one suite
+ * against all of them.
+ *
+ * Return values as in store.h: CS_E_OK with res->outcome classified, or a
+ * negative cs_err when nothing was sent.
+ */
+#ifndef CAPSTORE_CATALOG_H
+#define CAPSTORE_CATALOG_H
+
+#include "capstore/pack.h"
+#include "capstore/service.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The schema version the adapters create; tables carry it in their names. */
+#define CS_CATALOG_SCHEMA_VERSION 1u
+
+typedef struct cs_catalog_result {
+  cs_outcome outcome;
+  int32_t server_code; /* ClickHouse "Code: N", SQLite result code; 0 when none */
+  char detail[256];
+} cs_catalog_result;
+
+/* A pack to index: its identity and its footer's records. */
+typedef struct cs_index_pack {
+  const cs_pack_ref *ref;
+  const cs_pack_record *records;
+  uint32_t record_count;
+} cs_index_pack;
+
+/* A descriptor as a reader resolves it: one row per capture id, argMax(version). */
+typedef struct cs_descriptor_row {
+  cs_uuid pack_id;
+  char key[CS_KEY_MAX];
+  cs_pack_record record; /* text fields point into the adapter's row storage */
+  uint64_t version;
+} cs_descriptor_row;
+
+typedef struct cs_catalog_ops {
+  const char *name;
+  /* Creates the versioned tables if absent; idempotent. */
+  int (*schema_ensure)(void *self, cs_catalog_result *res);
+  int (*head)(void *self, const cs_uuid *lease_id, cs_cat_head *out, cs_catalog_result *res);
+  int (*claim)(void *self, const cs_uuid *lease_id, uint64_t base_term, uint64_t ttl_ns, cs_catalog_result *res);
+  int (*read_claims)(void *self, const cs_uuid *lease_id, uint64_t term, cs_claims *out, cs_catalog_result *res);
+  int (*release)(void *self, const cs_uuid *lease_id, uint64_t term, cs_catalog_result *res);
+  /* Fenced: applies only for the sole live holder of the head term, expiring after now + margin. */
+  int (*index)(void *self, const cs_uuid *lease_id, uint64_t margin_ns, uint64_t version, const cs_index_pack *packs,
+               uint32_t pack_count, cs_catalog_result *res);
+  int (*publish)(void *self, const cs_uuid *lease_id, uint64_t margin_ns, uint64_t version, uint64_t term,
+                 uint32_t pack_count, cs_catalog_result *res);
+  int (*reject)(void *self, const cs_uuid *lease_id, uint64_t margin_ns, const cs_uuid *ids, uint32_t count,
+                cs_catalog_result *res);
+  /* held[i]: indexed at a version <= the watermark; rejected[i]: has a rejected row. */
+  int (*committed)(void *self, const cs_uuid *ids, uint32_t count, bool *held, bool *rejected,
+                   cs_catalog_result *res);
+  /* Descriptors of one pack visible at watermark, one per capture id (argMax by version). */
+  int (*read_descriptors)(void *self, uint64_t watermark, const cs_uuid *pack_id, cs_descriptor_row *rows,
+                          uint32_t capacity, uint32_t *count, cs_catalog_result *res);
+  void (*close)(void *self);
+} cs_catalog_ops;
+
+typedef struct cs_catalog {
+  const cs_catalog_ops *ops;
+  void *self;
+} cs_catalog;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

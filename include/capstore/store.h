@@ -1,0 +1,88 @@
+/*
+ * capstore/store.h: the object-store adapter contract. One primitive per
+ * call, one request per primitive, no retries, no policy: the answer is
+ * classified into a cs_outcome (types.h) and the service core decides what
+ * to do. Implemented by the S3 adapter (libcurl + SigV4), the filesystem
+ * store (dirstore), and the simulator's model; tests/conformance_store.c runs
+ * one suite against all of them.
+ *
+ * Every function returns CS_E_OK when the request was carried out and its
+ * answer classified into res->outcome (which may be a failure outcome), or a
+ * negative cs_err when the call itself is wrong (bad argument, buffer too
+ * small) and nothing was sent.
+ */
+#ifndef CAPSTORE_STORE_H
+#define CAPSTORE_STORE_H
+
+#include "capstore/types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The object metadata set of DESIGN.md section 3, as written and as read back. */
+typedef struct cs_object_info {
+  bool is_pack;          /* dmi-format=dmi-pack-v1 present */
+  uint64_t size_bytes;   /* HEAD: the object's size */
+  cs_uuid pack_id;       /* dmi-pack-id */
+  uint8_t sha256[32];    /* dmi-sha256 (hex in the metadata) */
+  uint32_t record_count; /* dmi-record-count */
+  uint64_t created_at_ns;/* dmi-created-at-ns */
+} cs_object_info;
+
+typedef struct cs_store_result {
+  cs_outcome outcome;
+  uint32_t http_status; /* 0 when there was no HTTP answer (or no HTTP at all) */
+  char detail[256];     /* the server's error code/message or the transport error */
+} cs_store_result;
+
+/* One LIST page; keys live in the caller's buffer. */
+typedef struct cs_list_page {
+  char (*keys)[CS_KEY_MAX]; /* caller's array of key_capacity keys */
+  uint32_t key_capacity;
+  uint32_t key_count;
+  char next_token[CS_KEY_MAX]; /* "" on the last page */
+} cs_list_page;
+
+/* A byte range: offset/length, or the last `length` bytes when suffix. */
+typedef struct cs_range {
+  uint64_t offset;
+  uint64_t length;
+  bool suffix;
+} cs_range;
+
+typedef struct cs_store_ops {
+  const char *name;
+  /* PUT with metadata; if_none_match asks for create-only (412 when present). */
+  int (*put)(void *self, const char *key, const void *bytes, size_t len, const cs_object_info *meta,
+             bool if_none_match, cs_store_result *res);
+  int (*head)(void *self, const char *key, cs_object_info *info, cs_store_result *res);
+  /* GET of a range into buf (cap bytes); *got is what arrived. A short read is CS_OUT_INVALID. */
+  int (*get)(void *self, const char *key, const cs_range *range, void *buf, size_t cap, size_t *got,
+             cs_store_result *res);
+  /* LIST keys under prefix after the continuation token ("" for the first page). */
+  int (*list)(void *self, const char *prefix, const char *token, uint32_t max_keys, cs_list_page *page,
+              cs_store_result *res);
+  int (*del)(void *self, const char *key, cs_store_result *res);
+  void (*close)(void *self);
+} cs_store_ops;
+
+typedef struct cs_store {
+  const cs_store_ops *ops;
+  void *self;
+  /* Probed at start: a second create-only PUT of a probe key was refused (412). */
+  bool enforces_if_none_match;
+} cs_store;
+
+/*
+ * The probe of DESIGN.md section 7: creates probe_key twice with
+ * If-None-Match: * and sets store->enforces_if_none_match when the second is
+ * refused with CS_OUT_PRECONDITION. Deletes the probe key afterwards.
+ */
+int cs_store_probe_conditional_create(cs_store *store, const char *probe_key, cs_store_result *res);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
