@@ -6,6 +6,7 @@
  * what a server answers for a status override lives here.
  */
 #include "world.h"
+#include "model_adapter.h"
 
 #include <string.h>
 
@@ -264,6 +265,10 @@ static void catalog_index(sim_world *w, sim_req *req) {
     req->outcome = CS_OUT_INVALID;
     return;
   }
+  req->land_pending = true; /* the fence passed now; the rows land a little later */
+}
+
+static void land_index(sim_world *w, sim_req *req) {
   sim_check_effective_write(w, req);
   for (uint32_t i = 0; i < req->count; i++) {
     sim_pack *pack = req->packs[i] == SIM_NONE ? NULL : &w->packs[req->packs[i]];
@@ -278,6 +283,10 @@ static void catalog_publish(sim_world *w, sim_req *req) {
     w->counters.fenced_refused++;
     return;
   }
+  req->land_pending = true;
+}
+
+static void land_publish(sim_world *w, sim_req *req) {
   sim_check_effective_write(w, req);
   sim_check_publish(w, req);
   if (w->publish_count >= SIM_PUBLISH_MAX) sim_bail(w, SIM_EXIT_MODEL, "model bound: publishes");
@@ -286,7 +295,10 @@ static void catalog_publish(sim_world *w, sim_req *req) {
   pub->term = req->term;
   pub->proc = req->proc;
   pub->at_ns = w->now_ns;
-  if (req->version > w->watermark) w->watermark = req->version;
+  if (req->version > w->watermark) {
+    w->watermark = req->version;
+    w->watermark_sent_ns = req->sent_ns;
+  }
 }
 
 /* Rejected rows for set-aside packs; only poison may be rejected. */
@@ -296,6 +308,10 @@ static void catalog_reject(sim_world *w, sim_req *req) {
     w->counters.fenced_refused++;
     return;
   }
+  req->land_pending = true;
+}
+
+static void land_reject(sim_world *w, sim_req *req) {
   sim_check_effective_write(w, req);
   for (uint32_t i = 0; i < req->count; i++) {
     uint32_t pack = req->packs[i];
@@ -307,6 +323,20 @@ static void catalog_reject(sim_world *w, sim_req *req) {
       sim_bail(w, SIM_EXIT_SAFETY, "p%u recorded healthy pack %s as rejected", req->proc, id);
     }
     sp->rejected = true;
+  }
+}
+
+/*
+ * The rows of a fenced write land at most apply_delay after its fence was
+ * checked (replication or merge lag); the fence margin must cover that delay.
+ */
+void sim_catalog_land(sim_world *w, sim_req *req) {
+  req->land_pending = false;
+  switch (req->op) {
+  case CS_OP_CAT_INDEX: land_index(w, req); return;
+  case CS_OP_CAT_PUBLISH: land_publish(w, req); return;
+  case CS_OP_CAT_REJECT: land_reject(w, req); return;
+  default: sim_bail(w, SIM_EXIT_CRASH, "land of %s", cs_op_name(req->op));
   }
 }
 
@@ -349,6 +379,25 @@ void sim_catalog_apply(sim_world *w, sim_req *req) {
 }
 
 uint32_t sim_truth_of(const sim_world *w, const cs_uuid *id) { return truth_of(w, id); }
+
+/* Conditional create: a create-only PUT of a present key is refused only where the store enforces it. */
+bool sim_store_create_refused(const sim_world *w, const char *key, uint32_t key_len) {
+  return w->store_if_none_match && sim_store_find(w, key, key_len) != SIM_NONE;
+}
+
+/* Removes the object at key; the last object moves into its slot. Returns the freed slot or SIM_NONE. */
+uint32_t sim_store_delete_object(sim_world *w, const char *key, uint32_t key_len) {
+  uint32_t pos = order_lower_bound(w, key, key_len);
+  if (pos >= w->object_count || key_compare(&w->objects[w->order[pos]], key, key_len) != 0) return SIM_NONE;
+  uint32_t gone = w->order[pos];
+  memmove(&w->order[pos], &w->order[pos + 1], (w->object_count - 1 - pos) * sizeof w->order[0]);
+  uint32_t last = --w->object_count;
+  if (gone == last) return gone;
+  w->objects[gone] = w->objects[last];
+  for (uint32_t i = 0; i < w->object_count; i++)
+    if (w->order[i] == last) w->order[i] = (uint16_t)gone;
+  return gone;
+}
 
 void sim_models_init(sim_world *w) {
   w->object_count = 0;

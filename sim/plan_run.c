@@ -42,6 +42,7 @@ static const setting_def settings[] = {
     {"rivals", offsetof(sim_world, rivals), 4},
     {"restart_delay", offsetof(sim_world, restart_delay_ns), 8},
     {"fence_margin", offsetof(sim_world, fence_margin_ns), 8},
+    {"apply_delay", offsetof(sim_world, apply_delay_max_ns), 8},
 };
 
 int sim_plan_apply_settings(sim_world *w, const cs_plan *plan) {

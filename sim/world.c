@@ -34,7 +34,8 @@ static void hash_u64(sim_world *w, uint64_t v) {
 static const char *ev_name(ev_kind kind) {
   static const char *const names[] = {"?",      "wake",   "arrive",  "reply", "seal_step",
                                       "spool",  "capture", "restart", "plan",  "fault",
-                                      "flush",  "phase",  "live_check", "fault_end", "resume"};
+                                      "flush",  "phase",  "live_check", "fault_end", "resume",
+                                      "land"};
   return (unsigned)kind < sizeof names / sizeof names[0] ? names[kind] : "?";
 }
 
@@ -176,6 +177,14 @@ static void net_send(sim_world *w, sim_proc *p, uint32_t index) {
     req->has_forced = true, req->forced = CS_OUT_UNKNOWN;
     break;
   default: break;
+  }
+  bool fenced = req->op == CS_OP_CAT_INDEX || req->op == CS_OP_CAT_PUBLISH || req->op == CS_OP_CAT_REJECT;
+  if (fenced && !req->has_forced && latency + w->apply_delay_max_ns <= timeout) {
+    /* The answer leaves after the rows landed: see EV_ARRIVE and EV_LAND. */
+    req->reply_after_land = true;
+    req->reply_half_ns = latency / 2;
+    sim_schedule(w, w->now_ns + latency / 2, EV_ARRIVE, p->index, index, 0);
+    return;
   }
   req->refs = 2;
   sim_schedule(w, w->now_ns + latency / 2, EV_ARRIVE, p->index, index, 0);
@@ -1008,6 +1017,19 @@ static void periodic_flush(sim_world *w, sim_proc *p) {
   sim_schedule(w, w->now_ns + w->flush_interval_ns, EV_FLUSH_CALL, p->index, 0, 0);
 }
 
+/* After a server applied a request: schedule its rows' landing, or its answer. */
+static void after_apply(sim_world *w, uint32_t proc, uint32_t index, sim_req *req) {
+  if (req->land_pending) {
+    req->refs++;
+    uint64_t delay = cs_prng_below(&w->prng_net, w->apply_delay_max_ns + 1);
+    sim_schedule(w, w->now_ns + delay, EV_LAND, proc, index, 0);
+  } else if (req->reply_after_land) {
+    req->refs++;
+    sim_schedule(w, w->now_ns + req->reply_half_ns, EV_REPLY, proc, index, 0);
+  }
+  req_release(req);
+}
+
 static void dispatch_proc(sim_world *w, const sim_event *ev, sim_proc *p) {
   bool stale = ev->incarnation != p->incarnation || !p->alive;
   switch (ev->kind) {
@@ -1021,6 +1043,16 @@ static void dispatch_proc(sim_world *w, const sim_event *ev, sim_proc *p) {
     }
     if (req->to_catalog) sim_catalog_apply(w, req);
     else sim_store_apply(w, req);
+    after_apply(w, ev->proc, (uint32_t)ev->a, req);
+    return;
+  }
+  case EV_LAND: {
+    sim_req *req = &w->reqs[ev->a];
+    sim_catalog_land(w, req);
+    if (req->reply_after_land) {
+      req->refs++;
+      sim_schedule(w, w->now_ns + req->reply_half_ns, EV_REPLY, ev->proc, ev->a, 0);
+    }
     req_release(req);
     return;
   }
@@ -1110,6 +1142,7 @@ static void config_defaults(sim_world *w) {
   w->flush_interval_ns = 30 * CS_SEC_NS;
   w->restart_delay_ns = 5 * CS_SEC_NS;
   w->fence_margin_ns = 200 * CS_MS_NS;
+  w->apply_delay_max_ns = 150 * CS_MS_NS;
   w->workload = true;
   snprintf(w->prefix, sizeof w->prefix, "cat/");
 }

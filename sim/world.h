@@ -78,6 +78,9 @@ typedef struct sim_req {
   bool head_only;
   bool applied;
   bool answered;
+  bool land_pending;          /* a fenced write passed its fence; its rows land later */
+  bool reply_after_land;      /* the answer leaves once the rows landed (or the fence refused) */
+  uint64_t reply_half_ns;     /* the answer's way back */
   cs_uuid lease_id;
   uint64_t term;
   uint64_t version;
@@ -210,6 +213,7 @@ typedef enum ev_kind {
   EV_LIVENESS_CHECK,
   EV_FAULT_END,     /* a timed fault ends */
   EV_RESUME,        /* a paused proc resumes */
+  EV_LAND,          /* a fenced write's rows land at the catalog */
 } ev_kind;
 
 typedef struct sim_event {
@@ -285,8 +289,10 @@ typedef struct sim_world {
   uint32_t claim_count;
   uint32_t publish_count;
   uint64_t watermark;
+  uint64_t watermark_sent_ns; /* when the publish that set the watermark was sent */
   uint64_t catalog_insert_bytes_max;
   uint64_t fence_margin_ns;
+  uint64_t apply_delay_max_ns; /* rows land up to this long after the fence check */
   uint64_t last_holder_term;
   uint32_t last_holder_proc;
   uint32_t effective_term_proc[64]; /* proc with effective writes, by term % 64 */
@@ -327,6 +333,7 @@ void sim_proc_pump(sim_world *w, sim_proc *p);
 void sim_models_init(sim_world *w);
 void sim_store_apply(sim_world *w, sim_req *req);
 void sim_catalog_apply(sim_world *w, sim_req *req);
+void sim_catalog_land(sim_world *w, sim_req *req);
 bool sim_catalog_committed(const sim_world *w, uint32_t pack);
 uint32_t sim_store_find(const sim_world *w, const char *key, uint32_t key_len);
 void sim_store_put_object(sim_world *w, const cs_pack_ref *ref, bool is_pack, uint32_t pack);
