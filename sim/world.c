@@ -662,6 +662,12 @@ static bool release_check(sim_world *w, sim_proc *p) {
   cs_snapshot snap;
   cs_service_snapshot(p->svc, 0, &snap);
   if (snap.lease_state != CS_LEASE_RELEASED) return false;
+  uint64_t term;
+  /* With the catalog healthy a release takes effect: we are no longer the live holder. */
+  if (sim_catalog_holder(w, w->now_ns, &term) == p->index && w->now_ns >= w->catalog_unhealthy_until_ns &&
+      w->claim_count > 0 && cs_uuid_equal(&w->claims[w->claim_count - 1].lease_id, &p->lease_id))
+    sim_bail(w, SIM_EXIT_SAFETY, "p%u released its lease but still holds term %" PRIu64 " with the catalog healthy",
+             p->index, term);
   engine_step_done(w, p, CS_STEP_RELEASE_LEASE, CS_E_OK);
   return true;
 }
