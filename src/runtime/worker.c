@@ -359,14 +359,35 @@ static void sleep_until(cs_capture *cap, uint64_t deadline_ns) {
 }
 
 /* Under the mutex: consumes the head entry (unlocking while packing it). */
+/*
+ * Whether releasing an entry should wake producers waiting for staging room.
+ * Waking them after every entry made a full ring of small records ping-pong
+ * (a producer woke, filled the one entry freed, slept again: two context
+ * switches per record). They are woken when the free room crosses an eighth
+ * or a half of the ring, when it empties (any record fits then: records are
+ * at most a quarter of it), or when a device event comes back to an empty
+ * pool.
+ */
+static bool wake_producers(const rt_ring *ring, uint64_t free_before, bool event_returned) {
+  uint64_t free_after = ring->capacity - ring->used;
+  assert(free_after >= free_before);
+  if (ring->used == 0 || event_returned) return true;
+  uint64_t eighth = ring->capacity / 8, half = ring->capacity / 2;
+  return (free_before < eighth && free_after >= eighth) || (free_before < half && free_after >= half);
+}
+
 static void consume(cs_capture *cap, rt_entry *entry) {
   pthread_mutex_unlock(&cap->mutex);
   handle_record(cap, entry);
   pthread_mutex_lock(&cap->mutex);
+  bool event_returned = entry->event != NULL && cap->events_free == 0;
   if (entry->event != NULL) cap->events[cap->events_free++] = entry->event;
   assert(cap->events_free <= cap->events_total);
+  uint64_t free_before = cap->ring.capacity - cap->ring.used;
   rt_ring_release(&cap->ring, entry);
-  if (cap->producers_waiting > 0) pthread_cond_broadcast(&cap->space_cond);
+  if (cap->producers_waiting > 0 && wake_producers(&cap->ring, free_before, event_returned)) {
+    pthread_cond_broadcast(&cap->space_cond);
+  }
 }
 
 void *rt_worker_main(void *context) {
