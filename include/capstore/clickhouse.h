@@ -1,0 +1,71 @@
+/*
+ * capstore/clickhouse.h: the ClickHouse catalog adapter (HTTP interface,
+ * libcurl). Works on ClickHouse 18.16 (Debian 12) and current releases; see
+ * docs/clickhouse.md for the schema, the statements and the quirks it handles.
+ *
+ * Each cs_catalog_ops primitive is one statement (INDEX: descriptors, then
+ * inventory), sent with wait_end_of_query=1 and answered in TabSeparated.
+ * Every value is validated (ids are canonical UUIDs) or escaped before it
+ * enters a statement; a text value holding NUL is refused (outcome INVALID,
+ * nothing sent). The adapter never retries.
+ */
+#ifndef CAPSTORE_CLICKHOUSE_H
+#define CAPSTORE_CLICKHOUSE_H
+
+#include "capstore/catalog.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct cs_clickhouse_config {
+  const char *url;           /* "http://127.0.0.1:8123/" */
+  const char *user;          /* X-ClickHouse-User */
+  const char *password;      /* X-ClickHouse-Key */
+  const char *table_prefix;  /* [A-Za-z0-9_]{1,64}; tables are <prefix>_<name>_v<schema> */
+  const char *holder;        /* free text written into claims (host:pid); NULL: "" */
+  uint64_t connect_timeout_ns;  /* 0: 5 s */
+  uint64_t request_timeout_ns;  /* whole request; 0: 30 s */
+  uint64_t query_bytes_max;     /* sent as max_query_size; 0: 262144 (the server's default) */
+  uint64_t answer_bytes_max;    /* larger answers are a SERVER_ERROR; 0: 16 MiB */
+} cs_clickhouse_config;
+
+/*
+ * Opens the adapter (no request is sent). Returns CS_E_OK, CS_E_CONFIG for a
+ * missing url or a bad prefix, CS_E_NO_MEMORY.
+ */
+int cs_clickhouse_open(const cs_clickhouse_config *cfg, cs_catalog *out);
+
+/* The name of a table of the schema ("claims", ...) with prefix and version. */
+int cs_clickhouse_table_name(const char *prefix, const char *table, char *out, size_t cap);
+
+/*
+ * Parses "Code: N" from an error body. Returns CS_E_OK with *code, or
+ * CS_E_PARSE when the body names no code.
+ */
+int cs_clickhouse_parse_error(const char *body, size_t len, int32_t *code);
+
+/* Classifies an HTTP answer (status, body) into an outcome; *code gets "Code: N" or 0. */
+cs_outcome cs_clickhouse_classify(long http_status, const char *body, size_t len, int32_t *code);
+
+/*
+ * A strict TabSeparated reader over a mutable buffer: fields are unescaped in
+ * place and NUL-terminated. A decoded NUL, an unknown escape, a short or long
+ * row or a missing final newline is CS_E_PARSE.
+ */
+typedef struct cs_clickhouse_tsv {
+  char *cur;
+  char *end;
+} cs_clickhouse_tsv;
+
+/* Returns 1 with fields[0..count) (NULL for \N), 0 at the end, CS_E_PARSE. */
+int cs_clickhouse_tsv_next(cs_clickhouse_tsv *tsv, char **fields, size_t *lengths, uint32_t count);
+
+/* Strict unsigned decimal (no sign, no spaces, no overflow): CS_E_OK or CS_E_PARSE. */
+int cs_clickhouse_parse_u64(const char *text, uint64_t *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

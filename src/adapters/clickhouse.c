@@ -1,0 +1,983 @@
+/*
+ * The ClickHouse catalog adapter: one primitive, one statement over HTTP
+ * (docs/clickhouse.md). Values are validated or escaped, never interpolated
+ * raw; answers are TabSeparated, parsed strictly; the adapter never retries.
+ */
+#include "capstore/clickhouse.h"
+
+#include <assert.h>
+#include <curl/curl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CH_PREFIX_MAX 64u
+#define CH_TABLE_MAX 128u
+#define CH_NOW_NS "(toUInt64(now()) * 1000000000)"
+#define CH_FIELDS_MAX 32u
+
+typedef struct ch_buf {
+  char *bytes;
+  size_t len;
+  size_t cap;
+  size_t max;
+  bool overflow;
+} ch_buf;
+
+typedef struct ch_adapter {
+  CURL *curl;
+  struct curl_slist *headers;
+  char url[1024];
+  char holder[256];
+  char claims[CH_TABLE_MAX], descriptors[CH_TABLE_MAX], inventory[CH_TABLE_MAX], publishes[CH_TABLE_MAX],
+      rejected[CH_TABLE_MAX];
+  uint64_t connect_timeout_ns, request_timeout_ns, query_bytes_max;
+  ch_buf query;
+  ch_buf answer;
+} ch_adapter;
+
+/* ---- buffers ------------------------------------------------------------- */
+
+static bool buf_reserve(ch_buf *b, size_t extra) {
+  if (b->overflow) return false;
+  if (b->len + extra + 1 > b->max) {
+    b->overflow = true;
+    return false;
+  }
+  if (b->len + extra + 1 <= b->cap) return true;
+  size_t cap = b->cap == 0 ? 4096 : b->cap;
+  while (cap < b->len + extra + 1) cap *= 2;
+  if (cap > b->max) cap = b->max;
+  char *bytes = realloc(b->bytes, cap);
+  if (bytes == NULL) {
+    b->overflow = true;
+    return false;
+  }
+  b->bytes = bytes;
+  b->cap = cap;
+  return true;
+}
+
+static void buf_put(ch_buf *b, const char *bytes, size_t len) {
+  if (!buf_reserve(b, len)) return;
+  memcpy(b->bytes + b->len, bytes, len);
+  b->len += len;
+  b->bytes[b->len] = '\0';
+}
+
+static void buf_str(ch_buf *b, const char *text) { buf_put(b, text, strlen(text)); }
+
+static void buf_u64(ch_buf *b, uint64_t value) {
+  char text[24];
+  int n = snprintf(text, sizeof text, "%llu", (unsigned long long)value);
+  assert(n > 0 && (size_t)n < sizeof text);
+  buf_put(b, text, (size_t)n);
+}
+
+static void buf_i64(ch_buf *b, int64_t value) {
+  char text[24];
+  int n = snprintf(text, sizeof text, "%lld", (long long)value);
+  assert(n > 0 && (size_t)n < sizeof text);
+  buf_put(b, text, (size_t)n);
+}
+
+/* A quoted string literal: backslash and quote escaped. Returns false on NUL (refused). */
+static bool buf_quoted(ch_buf *b, const char *text, size_t len) {
+  if (memchr(text, '\0', len) != NULL) return false;
+  buf_put(b, "'", 1);
+  size_t start = 0;
+  for (size_t i = 0; i < len; i++) {
+    if (text[i] != '\\' && text[i] != '\'') continue;
+    buf_put(b, text + start, i - start);
+    buf_put(b, "\\", 1);
+    start = i;
+  }
+  buf_put(b, text + start, len - start);
+  buf_put(b, "'", 1);
+  return true;
+}
+
+/* A uuid in canonical text, quoted. It is validated by construction (formatted from bytes). */
+static void buf_uuid(ch_buf *b, const cs_uuid *id) {
+  char text[CS_UUID_TEXT_LEN + 1];
+  cs_uuid_format(id, text);
+  cs_uuid check;
+  assert(cs_uuid_parse(text, CS_UUID_TEXT_LEN, &check) == CS_E_OK);
+  (void)check;
+  buf_put(b, "'", 1);
+  buf_put(b, text, CS_UUID_TEXT_LEN);
+  buf_put(b, "'", 1);
+}
+
+static void buf_reset(ch_buf *b) {
+  b->len = 0;
+  b->overflow = false;
+  if (b->bytes != NULL) b->bytes[0] = '\0';
+}
+
+/* ---- parsing (exposed for the fuzzer) ----------------------------------- */
+
+int cs_clickhouse_parse_u64(const char *text, uint64_t *out) {
+  if (text == NULL || *text == '\0') return CS_E_PARSE;
+  uint64_t value = 0;
+  for (const char *p = text; *p != '\0'; p++) {
+    if (*p < '0' || *p > '9') return CS_E_PARSE;
+    uint64_t digit = (uint64_t)(*p - '0');
+    if (value > (UINT64_MAX - digit) / 10) return CS_E_PARSE;
+    value = value * 10 + digit;
+  }
+  if (text[0] == '0' && text[1] != '\0') return CS_E_PARSE;
+  *out = value;
+  return CS_E_OK;
+}
+
+int cs_clickhouse_parse_error(const char *body, size_t len, int32_t *code) {
+  static const char tag[] = "Code: ";
+  const size_t tag_len = sizeof tag - 1;
+  for (size_t i = 0; i + tag_len < len; i++) {
+    if (memcmp(body + i, tag, tag_len) != 0) continue;
+    size_t j = i + tag_len;
+    int64_t value = 0;
+    size_t digits = 0;
+    while (j < len && body[j] >= '0' && body[j] <= '9' && digits < 6) {
+      value = value * 10 + (body[j] - '0');
+      j++;
+      digits++;
+    }
+    if (digits == 0 || (j < len && body[j] >= '0' && body[j] <= '9')) return CS_E_PARSE;
+    *code = (int32_t)value;
+    return CS_E_OK;
+  }
+  return CS_E_PARSE;
+}
+
+static bool body_has(const char *body, size_t len, const char *needle) {
+  size_t n = strlen(needle);
+  for (size_t i = 0; i + n <= len; i++)
+    if (memcmp(body + i, needle, n) == 0) return true;
+  return false;
+}
+
+/* Codes that say our own statement or values are wrong: the content is refused. */
+static bool code_is_invalid(int32_t code) {
+  switch (code) {
+  case 6:   /* CANNOT_PARSE_TEXT */
+  case 27:  /* CANNOT_PARSE_INPUT_ASSERTION_FAILED */
+  case 32:  /* ATTEMPT_TO_READ_AFTER_EOF */
+  case 38:  /* CANNOT_PARSE_DATE */
+  case 41:  /* CANNOT_PARSE_DATETIME */
+  case 43:  /* ILLEGAL_TYPE_OF_ARGUMENT */
+  case 44:  /* ILLEGAL_COLUMN */
+  case 53:  /* TYPE_MISMATCH */
+  case 62:  /* SYNTAX_ERROR */
+  case 69:  /* ARGUMENT_OUT_OF_BOUND */
+  case 70:  /* CANNOT_CONVERT_TYPE */
+  case 72:  /* CANNOT_PARSE_NUMBER */
+  case 117: /* INCORRECT_DATA */
+  case 386: /* NO_COMMON_TYPE */
+    return true;
+  default: return false;
+  }
+}
+
+static cs_outcome classify_code(long status, int32_t code, const char *body, size_t len) {
+  if (code == 202) return CS_OUT_THROTTLED; /* TOO_MANY_SIMULTANEOUS_QUERIES */
+  if (code == 62 && body_has(body, len, "Max query size exceeded")) return CS_OUT_TOO_LARGE;
+  if (code == 241) return CS_OUT_SERVER_ERROR; /* MEMORY_LIMIT_EXCEEDED */
+  if (code == 192 || code == 193 || code == 194 || code == 195 || code == 164 || code == 497 || code == 516)
+    return CS_OUT_FORBIDDEN;
+  if (code == 60 || code == 81) return CS_OUT_NOT_FOUND; /* UNKNOWN_TABLE, UNKNOWN_DATABASE */
+  if (code_is_invalid(code)) return CS_OUT_INVALID;
+  return status >= 400 && status < 500 && status != 404 ? CS_OUT_INVALID : CS_OUT_SERVER_ERROR;
+}
+
+cs_outcome cs_clickhouse_classify(long http_status, const char *body, size_t len, int32_t *code) {
+  *code = 0;
+  bool has_code = cs_clickhouse_parse_error(body, len, code) == CS_E_OK;
+  if (http_status == 200) return has_code ? classify_code(http_status, *code, body, len) : CS_OUT_OK;
+  if (has_code) return classify_code(http_status, *code, body, len);
+  if (http_status == 413) return CS_OUT_TOO_LARGE;
+  if (http_status == 429 || http_status == 503) return CS_OUT_THROTTLED;
+  if (http_status == 401 || http_status == 403) return CS_OUT_FORBIDDEN;
+  if (http_status == 404) return CS_OUT_NOT_FOUND;
+  if (http_status == 412) return CS_OUT_PRECONDITION;
+  if (http_status >= 400 && http_status < 500) return CS_OUT_INVALID;
+  return CS_OUT_SERVER_ERROR;
+}
+
+static int tsv_unescape_char(char c, char *out) {
+  switch (c) {
+  case 'n': *out = '\n'; return CS_E_OK;
+  case 't': *out = '\t'; return CS_E_OK;
+  case 'r': *out = '\r'; return CS_E_OK;
+  case 'b': *out = '\b'; return CS_E_OK;
+  case 'f': *out = '\f'; return CS_E_OK;
+  case '\\': *out = '\\'; return CS_E_OK;
+  case '\'': *out = '\''; return CS_E_OK;
+  default: return CS_E_PARSE; /* \0 included: our values never hold NUL */
+  }
+}
+
+/* Unescapes one field in place from *cur up to its tab or newline; returns the terminator. */
+static int tsv_field(cs_clickhouse_tsv *tsv, char **field, size_t *length, char *term) {
+  char *start = tsv->cur, *w = tsv->cur, *p = tsv->cur;
+  if (p + 2 <= tsv->end && p[0] == '\\' && p[1] == 'N' && (p + 2 == tsv->end || p[2] == '\t' || p[2] == '\n')) {
+    if (p + 2 == tsv->end) return CS_E_PARSE;
+    *term = p[2];
+    *field = NULL;
+    *length = 0;
+    tsv->cur = p + 3;
+    return CS_E_OK;
+  }
+  for (; p < tsv->end; p++) {
+    if (*p == '\t' || *p == '\n') break;
+    if (*p == '\0') return CS_E_PARSE;
+    if (*p != '\\') {
+      *w++ = *p;
+      continue;
+    }
+    if (++p == tsv->end) return CS_E_PARSE;
+    if (tsv_unescape_char(*p, w) != CS_E_OK) return CS_E_PARSE;
+    w++;
+  }
+  if (p == tsv->end) return CS_E_PARSE; /* a row ends with a newline */
+  *term = *p;
+  *w = '\0';
+  *field = start;
+  *length = (size_t)(w - start);
+  tsv->cur = p + 1;
+  return CS_E_OK;
+}
+
+int cs_clickhouse_tsv_next(cs_clickhouse_tsv *tsv, char **fields, size_t *lengths, uint32_t count) {
+  assert(count > 0 && count <= CH_FIELDS_MAX);
+  if (tsv->cur == tsv->end) return 0;
+  for (uint32_t i = 0; i < count; i++) {
+    char term = '\0';
+    if (tsv_field(tsv, &fields[i], &lengths[i], &term) != CS_E_OK) return CS_E_PARSE;
+    if ((term == '\n') != (i + 1 == count)) return CS_E_PARSE;
+  }
+  return 1;
+}
+
+int cs_clickhouse_table_name(const char *prefix, const char *table, char *out, size_t cap) {
+  size_t n = strlen(prefix);
+  if (n == 0 || n > CH_PREFIX_MAX) return CS_E_CONFIG;
+  for (size_t i = 0; i < n; i++) {
+    char c = prefix[i];
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+    if (!ok) return CS_E_CONFIG;
+  }
+  int w = snprintf(out, cap, "%s_%s_v%u", prefix, table, CS_CATALOG_SCHEMA_VERSION);
+  return w > 0 && (size_t)w < cap ? CS_E_OK : CS_E_TOO_LARGE;
+}
+
+/* ---- HTTP ---------------------------------------------------------------- */
+
+static size_t on_body(char *ptr, size_t size, size_t nmemb, void *user) {
+  ch_buf *answer = user;
+  size_t n = size * nmemb;
+  buf_put(answer, ptr, n);
+  return answer->overflow ? 0 : n;
+}
+
+static void result_set(cs_catalog_result *res, cs_outcome outcome, int32_t code, const char *detail, size_t len) {
+  res->outcome = outcome;
+  res->server_code = code;
+  if (len >= sizeof res->detail) len = sizeof res->detail - 1;
+  memcpy(res->detail, detail, len);
+  res->detail[len] = '\0';
+  for (size_t i = 0; i < len; i++)
+    if (res->detail[i] == '\n' || res->detail[i] == '\r') res->detail[i] = ' ';
+}
+
+static cs_outcome classify_curl(CURLcode rc) {
+  switch (rc) {
+  case CURLE_COULDNT_CONNECT:
+  case CURLE_COULDNT_RESOLVE_HOST: return CS_OUT_REFUSED;
+  case CURLE_OPERATION_TIMEDOUT: return CS_OUT_TIMEOUT;
+  default: return CS_OUT_UNKNOWN; /* sent (or partly sent), answer lost */
+  }
+}
+
+/*
+ * Sends ch->query as one statement and classifies the answer into res. The
+ * answer body stays in ch->answer. A statement over query_bytes_max (the
+ * server's max_query_size) is TOO_LARGE without being sent.
+ */
+static void ch_exec(ch_adapter *ch, cs_catalog_result *res) {
+  memset(res, 0, sizeof *res);
+  assert(ch->query.len > 0 || ch->query.overflow);
+  if (ch->query.overflow || ch->query.len > ch->query_bytes_max) {
+    result_set(res, CS_OUT_TOO_LARGE, 0, "statement exceeds query_bytes_max", 33);
+    return;
+  }
+  buf_reset(&ch->answer);
+  CURL *c = ch->curl;
+  curl_easy_setopt(c, CURLOPT_URL, ch->url);
+  curl_easy_setopt(c, CURLOPT_HTTPHEADER, ch->headers);
+  curl_easy_setopt(c, CURLOPT_POST, 1L);
+  curl_easy_setopt(c, CURLOPT_POSTFIELDS, ch->query.bytes);
+  curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)ch->query.len);
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, &ch->answer);
+  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)(ch->connect_timeout_ns / CS_MS_NS));
+  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)(ch->request_timeout_ns / CS_MS_NS));
+  CURLcode rc = curl_easy_perform(c);
+  if (rc == CURLE_WRITE_ERROR && ch->answer.overflow) {
+    result_set(res, CS_OUT_SERVER_ERROR, 0, "answer exceeds answer_bytes_max", 31);
+    return;
+  }
+  if (rc != CURLE_OK) {
+    const char *text = curl_easy_strerror(rc);
+    result_set(res, classify_curl(rc), 0, text, strlen(text));
+    return;
+  }
+  long status = 0;
+  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+  const char *body = ch->answer.bytes == NULL ? "" : ch->answer.bytes;
+  int32_t code = 0;
+  cs_outcome outcome = cs_clickhouse_classify(status, body, ch->answer.len, &code);
+  if (outcome == CS_OUT_OK) {
+    res->outcome = CS_OUT_OK;
+    return;
+  }
+  char detail[sizeof res->detail];
+  int n = snprintf(detail, sizeof detail, "HTTP %ld: %.*s", status, (int)(ch->answer.len < 200 ? ch->answer.len : 200),
+                   body);
+  result_set(res, outcome, code, detail, n > 0 ? (size_t)n : 0);
+}
+
+/* A 200 answer that does not follow the grammar: the server said something we cannot trust. */
+static void answer_malformed(cs_catalog_result *res, const char *what) {
+  result_set(res, CS_OUT_SERVER_ERROR, 0, what, strlen(what));
+}
+
+static int refuse_content(cs_catalog_result *res, const char *what) {
+  memset(res, 0, sizeof *res);
+  result_set(res, CS_OUT_INVALID, 0, what, strlen(what));
+  return CS_E_OK;
+}
+
+/* ---- statements ---------------------------------------------------------- */
+
+/* (SELECT max(term) FROM claims) */
+static void q_head_term(ch_adapter *ch) {
+  buf_str(&ch->query, "(SELECT max(term) FROM ");
+  buf_str(&ch->query, ch->claims);
+  buf_str(&ch->query, ")");
+}
+
+/* The fence: the head term has exactly one claim, ours, expiring after server now + margin. */
+static void q_fence(ch_adapter *ch, const cs_uuid *lease_id, uint64_t margin_ns) {
+  ch_buf *q = &ch->query;
+  buf_str(q, " WHERE (SELECT count() FROM ");
+  buf_str(q, ch->claims);
+  buf_str(q, " WHERE term = ");
+  q_head_term(ch);
+  buf_str(q, ") = 1 AND (SELECT count() FROM ");
+  buf_str(q, ch->claims);
+  buf_str(q, " WHERE term = ");
+  q_head_term(ch);
+  buf_str(q, " AND lease_id = ");
+  buf_uuid(q, lease_id);
+  buf_str(q, " AND expires_at_ns > " CH_NOW_NS " + ");
+  buf_u64(q, margin_ns);
+  buf_str(q, ") = 1");
+}
+
+static int ch_schema_ensure(void *self, cs_catalog_result *res) {
+  ch_adapter *ch = self;
+  static const char *const columns[5] = {
+      "(term UInt64, lease_id String, holder String, acquired_at_ns UInt64, expires_at_ns UInt64)"
+      " ENGINE = MergeTree ORDER BY (term, lease_id)",
+      "(pack_id String, key String, capture_id String, tenant_id String, experiment_id String, run_id String,"
+      " session_id String, request_id String, sequence_id String, model_id String, model_revision String,"
+      " adapter_revision Nullable(String), capture_policy_version String, hook_name String, layer_number Int32,"
+      " producer_rank UInt32, step_number UInt64, token_start UInt64, token_end UInt64, batch_position UInt32,"
+      " dtype String, shape Array(UInt32), captured_at_ns UInt64, offset UInt64, stored_length UInt64,"
+      " decoded_length UInt64, crc32 UInt32, version UInt64)"
+      " ENGINE = MergeTree ORDER BY (pack_id, capture_id, version)",
+      "(pack_id String, key String, size_bytes UInt64, sha256 String, record_count UInt32, created_at_ns UInt64,"
+      " version UInt64) ENGINE = MergeTree ORDER BY (pack_id, version)",
+      "(version UInt64, term UInt64, lease_id String, pack_count UInt32, published_at_ns UInt64)"
+      " ENGINE = MergeTree ORDER BY version",
+      "(pack_id String, lease_id String, reason String, rejected_at_ns UInt64) ENGINE = MergeTree ORDER BY pack_id",
+  };
+  const char *names[5] = {ch->claims, ch->descriptors, ch->inventory, ch->publishes, ch->rejected};
+  for (int i = 0; i < 5; i++) {
+    buf_reset(&ch->query);
+    buf_str(&ch->query, "CREATE TABLE IF NOT EXISTS ");
+    buf_str(&ch->query, names[i]);
+    buf_str(&ch->query, " ");
+    buf_str(&ch->query, columns[i]);
+    ch_exec(ch, res);
+    if (res->outcome != CS_OUT_OK) return CS_E_OK;
+  }
+  return CS_E_OK;
+}
+
+/* Reads exactly one row of `count` unsigned integers. */
+static bool answer_u64_row(ch_adapter *ch, uint64_t *values, uint32_t count) {
+  char *fields[CH_FIELDS_MAX];
+  size_t lengths[CH_FIELDS_MAX];
+  assert(count <= CH_FIELDS_MAX);
+  if (ch->answer.bytes == NULL) return false;
+  cs_clickhouse_tsv tsv = {ch->answer.bytes, ch->answer.bytes + ch->answer.len};
+  if (cs_clickhouse_tsv_next(&tsv, fields, lengths, count) != 1) return false;
+  for (uint32_t i = 0; i < count; i++)
+    if (fields[i] == NULL || cs_clickhouse_parse_u64(fields[i], &values[i]) != CS_E_OK) return false;
+  return cs_clickhouse_tsv_next(&tsv, fields, lengths, count) == 0;
+}
+
+static int ch_head(void *self, const cs_uuid *lease_id, cs_cat_head *out, cs_catalog_result *res) {
+  ch_adapter *ch = self;
+  ch_buf *q = &ch->query;
+  buf_reset(q);
+  buf_str(q, "SELECT ");
+  q_head_term(ch);
+  buf_str(q, ", (SELECT count() FROM ");
+  buf_str(q, ch->claims);
+  buf_str(q, " WHERE term = ");
+  q_head_term(ch);
+  buf_str(q, " AND expires_at_ns > " CH_NOW_NS "), (SELECT countIf(lease_id != ");
+  buf_uuid(q, lease_id);
+  buf_str(q, ") FROM ");
+  buf_str(q, ch->claims);
+  buf_str(q, " WHERE term = ");
+  q_head_term(ch);
+  buf_str(q, "), (SELECT max(version) FROM ");
+  buf_str(q, ch->publishes);
+  buf_str(q, ") FORMAT TabSeparated");
+  ch_exec(ch, res);
+  if (res->outcome != CS_OUT_OK) return CS_E_OK;
+  uint64_t v[4];
+  if (!answer_u64_row(ch, v, 4)) {
+    answer_malformed(res, "head: malformed answer");
+    return CS_E_OK;
+  }
+  out->head_term = v[0];
+  out->head_free = v[1] == 0 || v[2] == 0; /* every claim expired, or all are ours */
+  out->watermark = v[3];
+  return CS_E_OK;
+}
+
+/* The head term is `term` and every claim at it expired or is ours. */
+static void q_head_is(ch_adapter *ch, const cs_uuid *lease_id, uint64_t term, bool require_ours) {
+  ch_buf *q = &ch->query;
+  buf_str(q, " WHERE ");
+  q_head_term(ch);
+  buf_str(q, " = ");
+  buf_u64(q, term);
+  buf_str(q, require_ours ? " AND (SELECT count() FROM " : " AND ((SELECT count() FROM ");
+  buf_str(q, ch->claims);
+  buf_str(q, " WHERE term = ");
+  buf_u64(q, term);
+  buf_str(q, require_ours ? ") > 0 AND " : " AND expires_at_ns > " CH_NOW_NS ") = 0 OR ");
+  buf_str(q, "(SELECT countIf(lease_id != ");
+  buf_uuid(q, lease_id);
+  buf_str(q, ") FROM ");
+  buf_str(q, ch->claims);
+  buf_str(q, " WHERE term = ");
+  buf_u64(q, term);
+  buf_str(q, require_ours ? ") = 0" : ") = 0)");
+}
+
+static void q_claim_insert(ch_adapter *ch, const cs_uuid *lease_id, uint64_t term, uint64_t ttl_ns) {
+  ch_buf *q = &ch->query;
+  buf_reset(q);
+  buf_str(q, "INSERT INTO ");
+  buf_str(q, ch->claims);
+  buf_str(q, " (term, lease_id, holder, acquired_at_ns, expires_at_ns) SELECT ");
+  buf_u64(q, term);
+  buf_str(q, ", ");
+  buf_uuid(q, lease_id);
+  buf_str(q, ", ");
+  bool ok = buf_quoted(q, ch->holder, strlen(ch->holder));
+  assert(ok); /* checked at open */
+  (void)ok;
+  buf_str(q, ", " CH_NOW_NS ", " CH_NOW_NS " + ");
+  buf_u64(q, ttl_ns);
+  buf_str(q, " FROM system.one");
+}
+
+static int ch_claim(void *self, const cs_uuid *lease_id, uint64_t base_term, uint64_t ttl_ns,
+                    cs_catalog_result *res) {
+  ch_adapter *ch = self;
+  if (base_term == UINT64_MAX || ttl_ns > UINT64_MAX / 4) return CS_E_INVALID_ARGUMENT;
+  q_claim_insert(ch, lease_id, base_term + 1, ttl_ns);
+  q_head_is(ch, lease_id, base_term, false);
+  ch_exec(ch, res);
+  return CS_E_OK;
+}
+
+static int ch_release(void *self, const cs_uuid *lease_id, uint64_t term, cs_catalog_result *res) {
+  ch_adapter *ch = self;
+  if (term == UINT64_MAX) return CS_E_INVALID_ARGUMENT;
+  q_claim_insert(ch, lease_id, term + 1, 0); /* expires at acquisition: already expired */
+  q_head_is(ch, lease_id, term, true);
+  ch_exec(ch, res);
+  return CS_E_OK;
+}
+
+static int ch_read_claims(void *self, const cs_uuid *lease_id, uint64_t term, cs_claims *out,
+                          cs_catalog_result *res) {
+  ch_adapter *ch = self;
+  ch_buf *q = &ch->query;
+  buf_reset(q);
+  buf_str(q, "SELECT count(), countIf(lease_id = ");
+  buf_uuid(q, lease_id);
+  buf_str(q, " AND expires_at_ns > " CH_NOW_NS ") FROM ");
+  buf_str(q, ch->claims);
+  buf_str(q, " WHERE term = ");
+  buf_u64(q, term);
+  buf_str(q, " FORMAT TabSeparated");
+  ch_exec(ch, res);
+  if (res->outcome != CS_OUT_OK) return CS_E_OK;
+  uint64_t v[2];
+  if (!answer_u64_row(ch, v, 2) || v[0] > UINT32_MAX || v[1] > v[0]) {
+    answer_malformed(res, "read_claims: malformed answer");
+    return CS_E_OK;
+  }
+  out->claim_count = (uint32_t)v[0];
+  out->sole_mine = v[0] == 1 && v[1] == 1;
+  return CS_E_OK;
+}
+
+/* ---- writes: index, publish, reject -------------------------------------- */
+
+static bool q_text(ch_buf *q, cs_pack_text text, bool nullable) {
+  if (text.bytes == NULL) {
+    if (!nullable) return false;
+    buf_str(q, "NULL");
+    return true;
+  }
+  return buf_quoted(q, text.bytes, text.len);
+}
+
+/* One descriptor tuple; false when a value is refused (NUL, absent text). */
+static bool q_descriptor(ch_buf *q, const cs_pack_ref *ref, const cs_pack_record *rec, uint64_t version) {
+  const cs_pack_meta *m = &rec->meta;
+  const char *dtype = cs_dtype_name(m->dtype);
+  if (dtype == NULL || m->rank > CS_PACK_RANK_MAX) return false;
+  buf_str(q, "(");
+  buf_uuid(q, &ref->pack_id);
+  buf_str(q, ",");
+  if (!buf_quoted(q, ref->key, ref->key_len)) return false;
+  const cs_pack_text texts[12] = {m->capture_id, m->tenant_id, m->experiment_id, m->run_id,
+                                  m->session_id, m->request_id, m->sequence_id, m->model_id,
+                                  m->model_revision, m->adapter_revision, m->capture_policy_version, m->hook_name};
+  for (int i = 0; i < 12; i++) {
+    buf_str(q, ",");
+    if (!q_text(q, texts[i], i == 9)) return false;
+  }
+  buf_str(q, ",");
+  buf_i64(q, m->layer_number);
+  const uint64_t ints[5] = {m->producer_rank, m->step_number, m->token_start, m->token_end, m->batch_position};
+  for (int i = 0; i < 5; i++) {
+    buf_str(q, ",");
+    buf_u64(q, ints[i]);
+  }
+  buf_str(q, ",'");
+  buf_str(q, dtype);
+  buf_str(q, "',CAST([");
+  for (uint32_t d = 0; d < m->rank; d++) {
+    if (d > 0) buf_str(q, ",");
+    buf_u64(q, m->shape[d]);
+  }
+  buf_str(q, "] AS Array(UInt32))");
+  const uint64_t tail[6] = {m->captured_at_ns, rec->offset, rec->stored_length, rec->decoded_length, rec->crc32,
+                            version};
+  for (int i = 0; i < 6; i++) {
+    buf_str(q, ",");
+    buf_u64(q, tail[i]);
+  }
+  buf_str(q, ")");
+  return true;
+}
+
+/* INSERT INTO t (cols) SELECT x.1, ..., x.n FROM system.one ARRAY JOIN [ */
+static void q_insert_array_head(ch_buf *q, const char *table, const char *columns, uint32_t column_count) {
+  buf_str(q, "INSERT INTO ");
+  buf_str(q, table);
+  buf_str(q, " (");
+  buf_str(q, columns);
+  buf_str(q, ") SELECT ");
+  for (uint32_t i = 1; i <= column_count; i++) {
+    if (i > 1) buf_str(q, ", ");
+    buf_str(q, "tupleElement(x, ");
+    buf_u64(q, i);
+    buf_str(q, ")");
+  }
+  buf_str(q, " FROM system.one ARRAY JOIN [");
+}
+
+static const char DESCRIPTOR_COLUMNS[] =
+    "pack_id, key, capture_id, tenant_id, experiment_id, run_id, session_id, request_id, sequence_id, model_id,"
+    " model_revision, adapter_revision, capture_policy_version, hook_name, layer_number, producer_rank,"
+    " step_number, token_start, token_end, batch_position, dtype, shape, captured_at_ns, offset, stored_length,"
+    " decoded_length, crc32, version";
+#define DESCRIPTOR_COLUMN_COUNT 28u
+
+static int index_validate(const cs_index_pack *packs, uint32_t pack_count) {
+  if (packs == NULL || pack_count == 0) return CS_E_INVALID_ARGUMENT;
+  for (uint32_t i = 0; i < pack_count; i++) {
+    const cs_pack_ref *ref = packs[i].ref;
+    if (ref == NULL || ref->key_len >= CS_KEY_MAX || packs[i].record_count != ref->record_count ||
+        (packs[i].record_count > 0 && packs[i].records == NULL))
+      return CS_E_INVALID_ARGUMENT;
+  }
+  return CS_E_OK;
+}
+
+static int ch_index(void *self, const cs_uuid *lease_id, uint64_t margin_ns, uint64_t version,
+                    const cs_index_pack *packs, uint32_t pack_count, cs_catalog_result *res) {
+  ch_adapter *ch = self;
+  ch_buf *q = &ch->query;
+  int err = index_validate(packs, pack_count);
+  if (err != CS_E_OK) return err;
+  buf_reset(q);
+  q_insert_array_head(q, ch->descriptors, DESCRIPTOR_COLUMNS, DESCRIPTOR_COLUMN_COUNT);
+  uint64_t rows = 0;
+  for (uint32_t i = 0; i < pack_count; i++) {
+    for (uint32_t r = 0; r < packs[i].record_count; r++) {
+      if (rows++ > 0) buf_str(q, ",");
+      if (!q_descriptor(q, packs[i].ref, &packs[i].records[r], version))
+        return refuse_content(res, "index: a descriptor value is refused (NUL byte, absent text or bad dtype)");
+    }
+  }
+  buf_str(q, "] AS x");
+  q_fence(ch, lease_id, margin_ns);
+  if (rows > 0) {
+    ch_exec(ch, res);
+    if (res->outcome != CS_OUT_OK) return CS_E_OK; /* the inventory must never exist without its descriptors */
+  }
+  buf_reset(q);
+  q_insert_array_head(q, ch->inventory, "pack_id, key, size_bytes, sha256, record_count, created_at_ns, version", 7);
+  for (uint32_t i = 0; i < pack_count; i++) {
+    const cs_pack_ref *ref = packs[i].ref;
+    char hex[65];
+    for (int b = 0; b < 32; b++) snprintf(hex + 2 * b, 3, "%02x", ref->sha256[b]);
+    buf_str(q, i > 0 ? ",(" : "(");
+    buf_uuid(q, &ref->pack_id);
+    buf_str(q, ",");
+    if (!buf_quoted(q, ref->key, ref->key_len)) return refuse_content(res, "index: key holds a NUL byte");
+    const uint64_t ints[2] = {ref->size_bytes, 0};
+    buf_str(q, ",");
+    buf_u64(q, ints[0]);
+    buf_str(q, ",'");
+    buf_str(q, hex);
+    buf_str(q, "',");
+    buf_u64(q, ref->record_count);
+    buf_str(q, ",");
+    buf_u64(q, ref->created_at_ns);
+    buf_str(q, ",");
+    buf_u64(q, version);
+    buf_str(q, ")");
+  }
+  buf_str(q, "] AS x");
+  q_fence(ch, lease_id, margin_ns);
+  ch_exec(ch, res);
+  return CS_E_OK;
+}
+
+static int ch_publish(void *self, const cs_uuid *lease_id, uint64_t margin_ns, uint64_t version, uint64_t term,
+                      uint32_t pack_count, cs_catalog_result *res) {
+  ch_adapter *ch = self;
+  ch_buf *q = &ch->query;
+  if (version == 0) return CS_E_INVALID_ARGUMENT;
+  buf_reset(q);
+  buf_str(q, "INSERT INTO ");
+  buf_str(q, ch->publishes);
+  buf_str(q, " (version, term, lease_id, pack_count, published_at_ns) SELECT ");
+  buf_u64(q, version);
+  buf_str(q, ", ");
+  buf_u64(q, term);
+  buf_str(q, ", ");
+  buf_uuid(q, lease_id);
+  buf_str(q, ", ");
+  buf_u64(q, pack_count);
+  buf_str(q, ", " CH_NOW_NS " FROM system.one");
+  q_fence(ch, lease_id, margin_ns);
+  ch_exec(ch, res);
+  return CS_E_OK;
+}
+
+/* [a,b] for ARRAY JOIN, or (a,b) for IN: 18.16 refuses an array on the right of IN. */
+static void q_uuid_list(ch_buf *q, const cs_uuid *ids, uint32_t count, bool for_in) {
+  buf_str(q, for_in ? "(" : "[");
+  for (uint32_t i = 0; i < count; i++) {
+    if (i > 0) buf_str(q, ",");
+    buf_uuid(q, &ids[i]);
+  }
+  buf_str(q, for_in ? ")" : "]");
+}
+
+static int ch_reject(void *self, const cs_uuid *lease_id, uint64_t margin_ns, const cs_uuid *ids, uint32_t count,
+                     cs_catalog_result *res) {
+  ch_adapter *ch = self;
+  ch_buf *q = &ch->query;
+  if (ids == NULL || count == 0) return CS_E_INVALID_ARGUMENT;
+  buf_reset(q);
+  buf_str(q, "INSERT INTO ");
+  buf_str(q, ch->rejected);
+  buf_str(q, " (pack_id, lease_id, reason, rejected_at_ns) SELECT x, ");
+  buf_uuid(q, lease_id);
+  buf_str(q, ", 'set-aside', " CH_NOW_NS " FROM system.one ARRAY JOIN ");
+  q_uuid_list(q, ids, count, false);
+  buf_str(q, " AS x");
+  q_fence(ch, lease_id, margin_ns);
+  ch_exec(ch, res);
+  return CS_E_OK;
+}
+
+/* ---- reads: committed, descriptors --------------------------------------- */
+
+static bool parse_bool(const char *text, bool *out) {
+  if (text == NULL || text[1] != '\0' || (text[0] != '0' && text[0] != '1')) return false;
+  *out = text[0] == '1';
+  return true;
+}
+
+static int ch_committed(void *self, const cs_uuid *ids, uint32_t count, bool *held, bool *rejected,
+                        cs_catalog_result *res) {
+  ch_adapter *ch = self;
+  ch_buf *q = &ch->query;
+  if (ids == NULL || held == NULL || rejected == NULL || count == 0) return CS_E_INVALID_ARGUMENT;
+  buf_reset(q);
+  buf_str(q, "SELECT id, id IN (SELECT pack_id FROM ");
+  buf_str(q, ch->inventory);
+  buf_str(q, " WHERE version <= (SELECT max(version) FROM ");
+  buf_str(q, ch->publishes);
+  buf_str(q, ") AND pack_id IN ");
+  q_uuid_list(q, ids, count, true);
+  buf_str(q, "), id IN (SELECT pack_id FROM ");
+  buf_str(q, ch->rejected);
+  buf_str(q, " WHERE pack_id IN ");
+  q_uuid_list(q, ids, count, true);
+  buf_str(q, ") FROM system.one ARRAY JOIN ");
+  q_uuid_list(q, ids, count, false);
+  buf_str(q, " AS id FORMAT TabSeparated");
+  ch_exec(ch, res);
+  if (res->outcome != CS_OUT_OK) return CS_E_OK;
+  if (ch->answer.bytes == NULL) {
+    answer_malformed(res, "committed: empty answer");
+    return CS_E_OK;
+  }
+  cs_clickhouse_tsv tsv = {ch->answer.bytes, ch->answer.bytes + ch->answer.len};
+  char *f[3];
+  size_t len[3];
+  for (uint32_t i = 0; i < count; i++) {
+    cs_uuid id;
+    if (cs_clickhouse_tsv_next(&tsv, f, len, 3) != 1 || f[0] == NULL || len[0] != CS_UUID_TEXT_LEN ||
+        cs_uuid_parse(f[0], len[0], &id) != CS_E_OK || !cs_uuid_equal(&id, &ids[i]) ||
+        !parse_bool(f[1], &held[i]) || !parse_bool(f[2], &rejected[i])) {
+      answer_malformed(res, "committed: malformed answer");
+      return CS_E_OK;
+    }
+  }
+  if (cs_clickhouse_tsv_next(&tsv, f, len, 3) != 0) answer_malformed(res, "committed: extra rows");
+  return CS_E_OK;
+}
+
+static int parse_i32(const char *text, int32_t *out) {
+  if (text == NULL) return CS_E_PARSE;
+  bool negative = text[0] == '-';
+  uint64_t magnitude = 0;
+  if (cs_clickhouse_parse_u64(text + (negative ? 1 : 0), &magnitude) != CS_E_OK) return CS_E_PARSE;
+  if (negative ? magnitude > UINT64_C(2147483648) || magnitude == 0 : magnitude > INT32_MAX) return CS_E_PARSE;
+  *out = negative ? (int32_t)(-(int64_t)magnitude) : (int32_t)magnitude;
+  return CS_E_OK;
+}
+
+static int parse_u32(const char *text, uint32_t *out) {
+  uint64_t value = 0;
+  if (cs_clickhouse_parse_u64(text, &value) != CS_E_OK || value > UINT32_MAX) return CS_E_PARSE;
+  *out = (uint32_t)value;
+  return CS_E_OK;
+}
+
+/* "[1,2,3]" into shape; "[]" is rank 0. */
+static int parse_shape(char *text, uint32_t *shape, uint32_t *rank) {
+  size_t n = text == NULL ? 0 : strlen(text);
+  if (n < 2 || text[0] != '[' || text[n - 1] != ']') return CS_E_PARSE;
+  text[n - 1] = '\0';
+  *rank = 0;
+  if (n == 2) return CS_E_OK;
+  char *p = text + 1;
+  for (;;) {
+    char *comma = strchr(p, ',');
+    if (comma != NULL) *comma = '\0';
+    if (*rank >= CS_PACK_RANK_MAX || parse_u32(p, &shape[*rank]) != CS_E_OK) return CS_E_PARSE;
+    (*rank)++;
+    if (comma == NULL) return CS_E_OK;
+    p = comma + 1;
+  }
+}
+
+static cs_pack_text text_of(const char *field, size_t len) {
+  cs_pack_text t = {field, len};
+  return t;
+}
+
+/* Fills one descriptor row from the 28 fields of DESCRIPTOR_COLUMNS. */
+static int descriptor_row(char **f, const size_t *len, cs_descriptor_row *row) {
+  memset(row, 0, sizeof *row);
+  cs_pack_meta *m = &row->record.meta;
+  if (f[0] == NULL || len[0] != CS_UUID_TEXT_LEN || cs_uuid_parse(f[0], len[0], &row->pack_id) != CS_E_OK)
+    return CS_E_PARSE;
+  if (f[1] == NULL || len[1] >= CS_KEY_MAX) return CS_E_PARSE;
+  memcpy(row->key, f[1], len[1] + 1);
+  cs_pack_text *texts[12] = {&m->capture_id, &m->tenant_id, &m->experiment_id, &m->run_id,
+                             &m->session_id, &m->request_id, &m->sequence_id, &m->model_id,
+                             &m->model_revision, &m->adapter_revision, &m->capture_policy_version, &m->hook_name};
+  for (int i = 0; i < 12; i++) {
+    if (f[2 + i] == NULL && i != 9) return CS_E_PARSE;
+    *texts[i] = text_of(f[2 + i], len[2 + i]);
+  }
+  uint64_t step = 0, start = 0, end = 0, captured = 0, offset = 0, stored = 0, decoded = 0, version = 0;
+  if (parse_i32(f[14], &m->layer_number) != CS_E_OK || parse_u32(f[15], &m->producer_rank) != CS_E_OK ||
+      cs_clickhouse_parse_u64(f[16], &step) != CS_E_OK || cs_clickhouse_parse_u64(f[17], &start) != CS_E_OK ||
+      cs_clickhouse_parse_u64(f[18], &end) != CS_E_OK || parse_u32(f[19], &m->batch_position) != CS_E_OK ||
+      f[20] == NULL || cs_dtype_parse(f[20], len[20], &m->dtype) != CS_E_OK ||
+      parse_shape(f[21], m->shape, &m->rank) != CS_E_OK || cs_clickhouse_parse_u64(f[22], &captured) != CS_E_OK ||
+      cs_clickhouse_parse_u64(f[23], &offset) != CS_E_OK || cs_clickhouse_parse_u64(f[24], &stored) != CS_E_OK ||
+      cs_clickhouse_parse_u64(f[25], &decoded) != CS_E_OK || parse_u32(f[26], &row->record.crc32) != CS_E_OK ||
+      cs_clickhouse_parse_u64(f[27], &version) != CS_E_OK)
+    return CS_E_PARSE;
+  m->step_number = step;
+  m->token_start = start;
+  m->token_end = end;
+  m->captured_at_ns = captured;
+  row->record.offset = offset;
+  row->record.stored_length = stored;
+  row->record.decoded_length = decoded;
+  row->version = version;
+  return CS_E_OK;
+}
+
+static int ch_read_descriptors(void *self, uint64_t watermark, const cs_uuid *pack_id, cs_descriptor_row *rows,
+                               uint32_t capacity, uint32_t *count, cs_catalog_result *res) {
+  ch_adapter *ch = self;
+  ch_buf *q = &ch->query;
+  if (pack_id == NULL || count == NULL || (rows == NULL && capacity > 0)) return CS_E_INVALID_ARGUMENT;
+  *count = 0;
+  buf_reset(q);
+  buf_str(q, "SELECT ");
+  buf_str(q, DESCRIPTOR_COLUMNS);
+  buf_str(q, " FROM (SELECT * FROM ");
+  buf_str(q, ch->descriptors);
+  buf_str(q, " WHERE pack_id = ");
+  buf_uuid(q, pack_id);
+  buf_str(q, " AND version <= ");
+  buf_u64(q, watermark);
+  buf_str(q, " AND (pack_id, version) IN (SELECT pack_id, version FROM ");
+  buf_str(q, ch->inventory);
+  buf_str(q, " WHERE pack_id = ");
+  buf_uuid(q, pack_id);
+  buf_str(q, ") ORDER BY capture_id, version DESC LIMIT 1 BY capture_id) ORDER BY offset FORMAT TabSeparated");
+  ch_exec(ch, res);
+  if (res->outcome != CS_OUT_OK) return CS_E_OK;
+  if (ch->answer.len == 0) return CS_E_OK;
+  cs_clickhouse_tsv tsv = {ch->answer.bytes, ch->answer.bytes + ch->answer.len};
+  char *f[DESCRIPTOR_COLUMN_COUNT];
+  size_t len[DESCRIPTOR_COLUMN_COUNT];
+  for (;;) {
+    int got = cs_clickhouse_tsv_next(&tsv, f, len, DESCRIPTOR_COLUMN_COUNT);
+    if (got == 0) return CS_E_OK;
+    if (got < 0) break;
+    if (*count == capacity) return CS_E_NO_MEMORY;
+    if (descriptor_row(f, len, &rows[*count]) != CS_E_OK || !cs_uuid_equal(&rows[*count].pack_id, pack_id)) break;
+    (*count)++;
+  }
+  *count = 0;
+  answer_malformed(res, "read_descriptors: malformed answer");
+  return CS_E_OK;
+}
+
+/* ---- open and close ------------------------------------------------------ */
+
+static void ch_close(void *self) {
+  ch_adapter *ch = self;
+  if (ch == NULL) return;
+  if (ch->curl != NULL) curl_easy_cleanup(ch->curl);
+  curl_slist_free_all(ch->headers);
+  free(ch->query.bytes);
+  free(ch->answer.bytes);
+  free(ch);
+}
+
+static const cs_catalog_ops CH_OPS = {
+    .name = "clickhouse",
+    .schema_ensure = ch_schema_ensure,
+    .head = ch_head,
+    .claim = ch_claim,
+    .read_claims = ch_read_claims,
+    .release = ch_release,
+    .index = ch_index,
+    .publish = ch_publish,
+    .reject = ch_reject,
+    .committed = ch_committed,
+    .read_descriptors = ch_read_descriptors,
+    .close = ch_close,
+};
+
+static bool header_safe(const char *text) { return text != NULL && strpbrk(text, "\r\n") == NULL; }
+
+static int ch_headers(ch_adapter *ch, const cs_clickhouse_config *cfg) {
+  char line[512];
+  const char *user = cfg->user == NULL ? "default" : cfg->user;
+  const char *key = cfg->password == NULL ? "" : cfg->password;
+  if (!header_safe(user) || !header_safe(key)) return CS_E_CONFIG;
+  const char *lines[4] = {"X-ClickHouse-User: ", "X-ClickHouse-Key: ", "Content-Type: text/plain", "Expect:"};
+  const char *values[4] = {user, key, "", ""};
+  for (int i = 0; i < 4; i++) {
+    int n = snprintf(line, sizeof line, "%s%s", lines[i], values[i]);
+    if (n < 0 || (size_t)n >= sizeof line) return CS_E_CONFIG;
+    struct curl_slist *next = curl_slist_append(ch->headers, line);
+    if (next == NULL) return CS_E_NO_MEMORY;
+    ch->headers = next;
+  }
+  return CS_E_OK;
+}
+
+static int ch_configure(ch_adapter *ch, const cs_clickhouse_config *cfg) {
+  const char *prefix = cfg->table_prefix == NULL ? "capstore" : cfg->table_prefix;
+  const char *names[5] = {"claims", "descriptors", "inventory", "publishes", "rejected"};
+  char *outs[5] = {ch->claims, ch->descriptors, ch->inventory, ch->publishes, ch->rejected};
+  for (int i = 0; i < 5; i++)
+    if (cs_clickhouse_table_name(prefix, names[i], outs[i], CH_TABLE_MAX) != CS_E_OK) return CS_E_CONFIG;
+  const char *holder = cfg->holder == NULL ? "" : cfg->holder;
+  if (strlen(holder) >= sizeof ch->holder) return CS_E_CONFIG;
+  memcpy(ch->holder, holder, strlen(holder) + 1);
+  ch->connect_timeout_ns = cfg->connect_timeout_ns == 0 ? 5 * CS_SEC_NS : cfg->connect_timeout_ns;
+  ch->request_timeout_ns = cfg->request_timeout_ns == 0 ? 30 * CS_SEC_NS : cfg->request_timeout_ns;
+  ch->query_bytes_max = cfg->query_bytes_max == 0 ? 262144 : cfg->query_bytes_max;
+  if (ch->connect_timeout_ns < CS_MS_NS || ch->request_timeout_ns < CS_MS_NS || ch->query_bytes_max < 4096)
+    return CS_E_CONFIG;
+  ch->query.max = ch->query_bytes_max + 2;
+  ch->answer.max = cfg->answer_bytes_max == 0 ? 16u << 20 : cfg->answer_bytes_max;
+  int n = snprintf(ch->url, sizeof ch->url, "%s%swait_end_of_query=1&max_query_size=%llu", cfg->url,
+                   strchr(cfg->url, '?') == NULL ? "?" : "&", (unsigned long long)ch->query_bytes_max);
+  if (n < 0 || (size_t)n >= sizeof ch->url) return CS_E_CONFIG;
+  return ch_headers(ch, cfg);
+}
+
+int cs_clickhouse_open(const cs_clickhouse_config *cfg, cs_catalog *out) {
+  if (cfg == NULL || out == NULL || cfg->url == NULL || cfg->url[0] == '\0') return CS_E_CONFIG;
+  ch_adapter *ch = calloc(1, sizeof *ch);
+  if (ch == NULL) return CS_E_NO_MEMORY;
+  int err = ch_configure(ch, cfg);
+  if (err == CS_E_OK) {
+    ch->curl = curl_easy_init();
+    if (ch->curl == NULL) err = CS_E_NO_MEMORY;
+  }
+  if (err != CS_E_OK) {
+    ch_close(ch);
+    return err;
+  }
+  out->ops = &CH_OPS;
+  out->self = ch;
+  return CS_E_OK;
+}

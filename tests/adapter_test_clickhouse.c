@@ -1,0 +1,517 @@
+/*
+ * Live tests of the ClickHouse catalog adapter against a real server started
+ * by the ctest fixture (tools/servers/clickhouse.sh). argv[1] names the
+ * fixture's endpoint file ("http_port user password"). Each primitive is
+ * proved on the server, next to its refused twin: the lease and its
+ * contested head, the fence, visibility through publishes, rejected rows,
+ * escaping, and the classification of real error answers.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+#include <curl/curl.h>
+
+#include "capstore/clickhouse.h"
+
+static char g_url[256];
+static char g_user[64];
+static char g_password[128];
+static unsigned g_prefix_seq;
+static char g_prefix[64];
+
+static void sleep_ms(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+static cs_uuid uuid_n(uint8_t n) {
+  cs_uuid id;
+  memset(&id, 0, sizeof id);
+  id.bytes[0] = 0x01;
+  id.bytes[6] = 0x70;
+  id.bytes[15] = n;
+  return id;
+}
+
+/* A fresh adapter on fresh tables (a new prefix per test). */
+static cs_catalog open_catalog(const char *prefix, uint64_t query_bytes_max) {
+  cs_clickhouse_config cfg = {0};
+  cfg.url = g_url;
+  cfg.user = g_user;
+  cfg.password = g_password;
+  cfg.table_prefix = prefix;
+  cfg.holder = "host'\\:1";
+  cfg.connect_timeout_ns = 2 * CS_SEC_NS;
+  cfg.request_timeout_ns = 10 * CS_SEC_NS;
+  cfg.query_bytes_max = query_bytes_max;
+  cs_catalog cat;
+  assert_int_equal(cs_clickhouse_open(&cfg, &cat), CS_E_OK);
+  return cat;
+}
+
+static cs_catalog fresh(void) {
+  snprintf(g_prefix, sizeof g_prefix, "t%ld_%u", (long)time(NULL), ++g_prefix_seq);
+  cs_catalog cat = open_catalog(g_prefix, 0);
+  cs_catalog_result res;
+  assert_int_equal(cat.ops->schema_ensure(cat.self, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_OK);
+  assert_int_equal(cat.ops->schema_ensure(cat.self, &res), CS_E_OK); /* idempotent */
+  assert_int_equal(res.outcome, CS_OUT_OK);
+  return cat;
+}
+
+static cs_cat_head head_of(cs_catalog *cat, const cs_uuid *lease) {
+  cs_cat_head head;
+  cs_catalog_result res;
+  assert_int_equal(cat->ops->head(cat->self, lease, &head, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_OK);
+  return head;
+}
+
+static cs_claims claims_of(cs_catalog *cat, const cs_uuid *lease, uint64_t term) {
+  cs_claims claims;
+  cs_catalog_result res;
+  assert_int_equal(cat->ops->read_claims(cat->self, lease, term, &claims, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_OK);
+  return claims;
+}
+
+static void claim_ok(cs_catalog *cat, const cs_uuid *lease, uint64_t base, uint64_t ttl_ns) {
+  cs_catalog_result res;
+  assert_int_equal(cat->ops->claim(cat->self, lease, base, ttl_ns, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_OK);
+}
+
+static void publish_ok(cs_catalog *cat, const cs_uuid *lease, uint64_t version, uint64_t term) {
+  cs_catalog_result res;
+  assert_int_equal(cat->ops->publish(cat->self, lease, 0, version, term, 1, &res), CS_E_OK);
+  if (res.outcome != CS_OUT_OK) fprintf(stderr, "publish: %s\n", res.detail);
+  assert_int_equal(res.outcome, CS_OUT_OK);
+}
+
+/* Sends one raw statement (test setup only: rows the protocol cannot make alone). */
+static void raw_sql(const char *sql) {
+  CURL *c = curl_easy_init();
+  assert_non_null(c);
+  struct curl_slist *h = NULL;
+  char line[256];
+  snprintf(line, sizeof line, "X-ClickHouse-User: %s", g_user);
+  h = curl_slist_append(h, line);
+  snprintf(line, sizeof line, "X-ClickHouse-Key: %s", g_password);
+  h = curl_slist_append(h, line);
+  curl_easy_setopt(c, CURLOPT_URL, g_url);
+  curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+  curl_easy_setopt(c, CURLOPT_POSTFIELDS, sql);
+  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  assert_int_equal(curl_easy_perform(c), CURLE_OK);
+  long status = 0;
+  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+  assert_int_equal(status, 200);
+  curl_slist_free_all(h);
+  curl_easy_cleanup(c);
+}
+
+/* The full name of one of the current test's tables. */
+static const char *table(const char *name) {
+  static char out[128];
+  assert_int_equal(cs_clickhouse_table_name(g_prefix, name, out, sizeof out), CS_E_OK);
+  return out;
+}
+
+/* ---- the lease ----------------------------------------------------------- */
+
+static void test_lease_claim_and_refused_twin(void **state) {
+  (void)state;
+  cs_catalog cat = fresh();
+  cs_uuid a = uuid_n(1), b = uuid_n(2);
+  cs_cat_head h = head_of(&cat, &a);
+  assert_int_equal(h.head_term, 0);
+  assert_true(h.head_free);
+  assert_int_equal(h.watermark, 0);
+  claim_ok(&cat, &a, 0, 30 * CS_SEC_NS);
+  cs_claims c = claims_of(&cat, &a, 1);
+  assert_int_equal(c.claim_count, 1);
+  assert_true(c.sole_mine);
+  assert_false(claims_of(&cat, &b, 1).sole_mine);
+  h = head_of(&cat, &b);
+  assert_int_equal(h.head_term, 1);
+  assert_false(h.head_free); /* a live claim of another */
+  assert_true(head_of(&cat, &a).head_free); /* all ours */
+  claim_ok(&cat, &b, 0, 30 * CS_SEC_NS);   /* stale base: a no-op */
+  claim_ok(&cat, &b, 1, 30 * CS_SEC_NS);   /* head busy: a no-op */
+  assert_int_equal(head_of(&cat, &b).head_term, 1);
+  assert_int_equal(claims_of(&cat, &b, 2).claim_count, 0);
+  claim_ok(&cat, &a, 1, 30 * CS_SEC_NS); /* renewal by the holder */
+  assert_true(claims_of(&cat, &a, 2).sole_mine);
+  cat.ops->close(cat.self);
+}
+
+static void test_lease_expiry_and_release(void **state) {
+  (void)state;
+  cs_catalog cat = fresh();
+  cs_uuid a = uuid_n(1), b = uuid_n(2);
+  claim_ok(&cat, &a, 0, CS_MS_NS); /* expires within the server's second */
+  sleep_ms(1100);
+  assert_true(head_of(&cat, &b).head_free);
+  assert_false(claims_of(&cat, &a, 1).sole_mine); /* expired */
+  claim_ok(&cat, &b, 1, 30 * CS_SEC_NS);
+  assert_true(claims_of(&cat, &b, 2).sole_mine);
+  cs_catalog_result res;
+  assert_int_equal(cat.ops->release(cat.self, &a, 2, &res), CS_E_OK); /* not ours: a no-op */
+  assert_int_equal(res.outcome, CS_OUT_OK);
+  assert_int_equal(head_of(&cat, &a).head_term, 2);
+  assert_int_equal(cat.ops->release(cat.self, &b, 2, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_OK);
+  cs_cat_head h = head_of(&cat, &a);
+  assert_int_equal(h.head_term, 3); /* the tombstone */
+  assert_true(h.head_free);
+  assert_false(claims_of(&cat, &b, 3).sole_mine);
+  claim_ok(&cat, &a, 3, 30 * CS_SEC_NS); /* no TTL to wait */
+  assert_true(claims_of(&cat, &a, 4).sole_mine);
+  cat.ops->close(cat.self);
+}
+
+/* ---- the fence ----------------------------------------------------------- */
+
+static void test_fence_holder_writes_others_do_not(void **state) {
+  (void)state;
+  cs_catalog cat = fresh();
+  cs_uuid a = uuid_n(1), b = uuid_n(2);
+  claim_ok(&cat, &a, 0, 30 * CS_SEC_NS);
+  publish_ok(&cat, &b, 1, 1); /* not the holder: nothing */
+  assert_int_equal(head_of(&cat, &a).watermark, 0);
+  cs_catalog_result res;
+  assert_int_equal(cat.ops->publish(cat.self, &a, 60 * CS_SEC_NS, 1, 1, 1, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_OK);
+  assert_int_equal(head_of(&cat, &a).watermark, 0); /* the claim does not outlive now + margin */
+  publish_ok(&cat, &a, 1, 1);
+  assert_int_equal(head_of(&cat, &a).watermark, 1);
+  cat.ops->close(cat.self);
+}
+
+static void test_fence_contested_head_fences_both(void **state) {
+  (void)state;
+  cs_catalog cat = fresh();
+  cs_uuid a = uuid_n(1), b = uuid_n(2);
+  claim_ok(&cat, &a, 0, 30 * CS_SEC_NS);
+  publish_ok(&cat, &a, 1, 1);
+  assert_int_equal(head_of(&cat, &a).watermark, 1);
+  /* Two claimants that both saw term 0 free: B's claim landed at term 1 too. */
+  char sql[512];
+  snprintf(sql, sizeof sql,
+           "INSERT INTO %s (term, lease_id, holder, acquired_at_ns, expires_at_ns) SELECT 1, "
+           "'01000000-0000-7000-0000-000000000002', 'b', toUInt64(now()) * 1000000000, "
+           "toUInt64(now()) * 1000000000 + 30000000000 FROM system.one",
+           table("claims"));
+  raw_sql(sql);
+  assert_int_equal(claims_of(&cat, &a, 1).claim_count, 2);
+  assert_false(claims_of(&cat, &a, 1).sole_mine);
+  assert_false(claims_of(&cat, &b, 1).sole_mine);
+  publish_ok(&cat, &a, 2, 1);
+  publish_ok(&cat, &b, 3, 1);
+  assert_int_equal(head_of(&cat, &a).watermark, 1); /* both fenced out */
+  assert_false(head_of(&cat, &a).head_free);        /* blocked until all its claims expire */
+  assert_false(head_of(&cat, &b).head_free);
+  cs_catalog_result res;
+  assert_int_equal(cat.ops->reject(cat.self, &a, 0, &a, 1, &res), CS_E_OK);
+  bool held = true, rejected = true;
+  assert_int_equal(cat.ops->committed(cat.self, &a, 1, &held, &rejected, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_OK);
+  assert_false(rejected);
+  cat.ops->close(cat.self);
+}
+
+/* ---- index, publish, visibility ------------------------------------------ */
+
+typedef struct test_pack {
+  cs_pack_ref ref;
+  cs_pack_record records[2];
+  uint32_t shape[3];
+} test_pack;
+
+static void make_pack(test_pack *p, uint8_t n, const char *model_revision) {
+  memset(p, 0, sizeof *p);
+  p->ref.pack_id = uuid_n(n);
+  char key[128];
+  char id[CS_UUID_TEXT_LEN + 1];
+  cs_uuid_format(&p->ref.pack_id, id);
+  snprintf(key, sizeof key, "cat/x'); DROP TABLE y; --\\/%s.dmi-pack", id);
+  assert_int_equal(cs_pack_ref_set_key(&p->ref, key, strlen(key)), CS_E_OK);
+  p->ref.size_bytes = 4096;
+  p->ref.record_count = 2;
+  p->ref.created_at_ns = UINT64_C(1700000000000000000);
+  for (int i = 0; i < 32; i++) p->ref.sha256[i] = (uint8_t)(i * 7);
+  for (int r = 0; r < 2; r++) {
+    cs_pack_meta *m = &p->records[r].meta;
+    m->capture_id = cs_pack_text_of(r == 0 ? "cap-0" : "cap-1\t\n'\\\xc3\xa9");
+    m->tenant_id = cs_pack_text_of("tenant");
+    m->experiment_id = cs_pack_text_of("exp");
+    m->run_id = cs_pack_text_of("run");
+    m->session_id = cs_pack_text_of("session");
+    m->request_id = cs_pack_text_of("req");
+    m->sequence_id = cs_pack_text_of("");
+    m->model_id = cs_pack_text_of("model");
+    m->model_revision = cs_pack_text_of(model_revision);
+    m->adapter_revision = cs_pack_text_of(r == 0 ? NULL : "\\N");
+    m->capture_policy_version = cs_pack_text_of("v1");
+    m->hook_name = cs_pack_text_of("hook");
+    m->layer_number = r == 0 ? -1 : 2147483647;
+    m->producer_rank = UINT32_MAX;
+    m->step_number = UINT64_MAX;
+    m->token_start = 3;
+    m->token_end = 9;
+    m->batch_position = 4;
+    m->dtype = r == 0 ? CS_DTYPE_BFLOAT16 : CS_DTYPE_FLOAT64;
+    m->rank = r == 0 ? 0 : 3;
+    m->shape[0] = 2;
+    m->shape[1] = 2147483647;
+    m->shape[2] = 0;
+    m->captured_at_ns = 12345;
+    p->records[r].offset = 64 + 64 * (uint64_t)r;
+    p->records[r].stored_length = 2;
+    p->records[r].decoded_length = 2;
+    p->records[r].crc32 = UINT32_MAX - (uint32_t)r;
+  }
+}
+
+static void index_ok(cs_catalog *cat, const cs_uuid *lease, uint64_t version, const test_pack *p) {
+  cs_index_pack ip = {&p->ref, p->records, 2};
+  cs_catalog_result res;
+  assert_int_equal(cat->ops->index(cat->self, lease, 0, version, &ip, 1, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_OK);
+}
+
+static void assert_text(cs_pack_text got, cs_pack_text want) {
+  if (want.bytes == NULL) {
+    assert_null(got.bytes);
+    return;
+  }
+  assert_non_null(got.bytes);
+  assert_int_equal(got.len, want.len);
+  assert_memory_equal(got.bytes, want.bytes, want.len);
+}
+
+static void assert_row(const cs_descriptor_row *row, const test_pack *p, int r, uint64_t version) {
+  const cs_pack_meta *g = &row->record.meta, *w = &p->records[r].meta;
+  assert_true(cs_uuid_equal(&row->pack_id, &p->ref.pack_id));
+  assert_string_equal(row->key, p->ref.key);
+  assert_text(g->capture_id, w->capture_id);
+  assert_text(g->model_revision, w->model_revision);
+  assert_text(g->adapter_revision, w->adapter_revision);
+  assert_text(g->sequence_id, w->sequence_id);
+  assert_int_equal(g->layer_number, w->layer_number);
+  assert_int_equal(g->producer_rank, w->producer_rank);
+  assert_true(g->step_number == w->step_number);
+  assert_int_equal(g->dtype, w->dtype);
+  assert_int_equal(g->rank, w->rank);
+  for (uint32_t d = 0; d < w->rank; d++) assert_int_equal(g->shape[d], w->shape[d]);
+  assert_int_equal(row->record.offset, p->records[r].offset);
+  assert_int_equal(row->record.crc32, p->records[r].crc32);
+  assert_int_equal(row->version, version);
+}
+
+static uint32_t read_rows(cs_catalog *cat, uint64_t watermark, const cs_uuid *id, cs_descriptor_row *rows) {
+  uint32_t count = 99;
+  cs_catalog_result res;
+  assert_int_equal(cat->ops->read_descriptors(cat->self, watermark, id, rows, 4, &count, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_OK);
+  return count;
+}
+
+static void committed_of(cs_catalog *cat, const cs_uuid *id, bool *held, bool *rejected) {
+  cs_catalog_result res;
+  assert_int_equal(cat->ops->committed(cat->self, id, 1, held, rejected, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_OK);
+}
+
+static void test_index_publish_visibility(void **state) {
+  (void)state;
+  cs_catalog cat = fresh();
+  cs_uuid a = uuid_n(1), b = uuid_n(2);
+  claim_ok(&cat, &a, 0, 30 * CS_SEC_NS);
+  static test_pack p1, p2;
+  make_pack(&p1, 10, "rev-1");
+  index_ok(&cat, &a, 1, &p1);
+  bool held = true, rejected = true;
+  committed_of(&cat, &p1.ref.pack_id, &held, &rejected);
+  assert_false(held); /* not published yet */
+  assert_false(rejected);
+  static cs_descriptor_row rows[4];
+  assert_int_equal(read_rows(&cat, head_of(&cat, &a).watermark, &p1.ref.pack_id, rows), 0);
+  publish_ok(&cat, &a, 1, 1);
+  committed_of(&cat, &p1.ref.pack_id, &held, &rejected);
+  assert_true(held);
+  assert_int_equal(read_rows(&cat, 1, &p1.ref.pack_id, rows), 2);
+  assert_row(&rows[0], &p1, 0, 1);
+  assert_row(&rows[1], &p1, 1, 1);
+  /* Re-indexing at version 2 shows no duplicates; watermark 1 still sees version 1. */
+  make_pack(&p2, 10, "rev-2");
+  index_ok(&cat, &a, 2, &p2);
+  publish_ok(&cat, &a, 2, 1);
+  assert_int_equal(read_rows(&cat, 1, &p1.ref.pack_id, rows), 2);
+  assert_row(&rows[0], &p1, 0, 1);
+  assert_int_equal(read_rows(&cat, 2, &p1.ref.pack_id, rows), 2);
+  assert_row(&rows[0], &p2, 0, 2);
+  assert_row(&rows[1], &p2, 1, 2);
+  /* A stale holder's index does nothing. */
+  static test_pack p3;
+  make_pack(&p3, 11, "rev-1");
+  index_ok(&cat, &b, 3, &p3);
+  publish_ok(&cat, &a, 3, 1);
+  committed_of(&cat, &p3.ref.pack_id, &held, &rejected);
+  assert_false(held);
+  assert_int_equal(read_rows(&cat, 3, &p3.ref.pack_id, rows), 0);
+  cat.ops->close(cat.self);
+}
+
+static void test_descriptors_without_inventory_are_invisible(void **state) {
+  (void)state;
+  cs_catalog cat = fresh();
+  cs_uuid a = uuid_n(1);
+  claim_ok(&cat, &a, 0, 30 * CS_SEC_NS);
+  static test_pack p;
+  make_pack(&p, 12, "rev-1");
+  index_ok(&cat, &a, 1, &p);
+  char sql[256];
+  snprintf(sql, sizeof sql, "ALTER TABLE %s DELETE WHERE 1", table("inventory"));
+  raw_sql(sql); /* as if the inventory insert had been fenced out */
+  sleep_ms(300);
+  publish_ok(&cat, &a, 1, 1);
+  static cs_descriptor_row rows[4];
+  assert_int_equal(read_rows(&cat, 1, &p.ref.pack_id, rows), 0);
+  bool held = true, rejected = true;
+  committed_of(&cat, &p.ref.pack_id, &held, &rejected);
+  assert_false(held);
+  cat.ops->close(cat.self);
+}
+
+static void test_reject_rows(void **state) {
+  (void)state;
+  cs_catalog cat = fresh();
+  cs_uuid a = uuid_n(1), b = uuid_n(2);
+  cs_uuid ids[3] = {uuid_n(20), uuid_n(21), uuid_n(22)};
+  claim_ok(&cat, &a, 0, 30 * CS_SEC_NS);
+  cs_catalog_result res;
+  assert_int_equal(cat.ops->reject(cat.self, &b, 0, &ids[2], 1, &res), CS_E_OK); /* fenced out */
+  assert_int_equal(res.outcome, CS_OUT_OK);
+  assert_int_equal(cat.ops->reject(cat.self, &a, 0, ids, 2, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_OK);
+  bool held[3], rejected[3];
+  assert_int_equal(cat.ops->committed(cat.self, ids, 3, held, rejected, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_OK);
+  assert_true(rejected[0]);
+  assert_true(rejected[1]);
+  assert_false(rejected[2]);
+  assert_false(held[0] || held[1] || held[2]);
+  cat.ops->close(cat.self);
+}
+
+/* ---- refusals and classification ----------------------------------------- */
+
+static void test_nul_refused_before_sending(void **state) {
+  (void)state;
+  cs_catalog cat = fresh();
+  cs_uuid a = uuid_n(1);
+  claim_ok(&cat, &a, 0, 30 * CS_SEC_NS);
+  static test_pack p;
+  make_pack(&p, 13, "rev-1");
+  p.records[1].meta.run_id.bytes = "a\0b";
+  p.records[1].meta.run_id.len = 3;
+  cs_index_pack ip = {&p.ref, p.records, 2};
+  cs_catalog_result res;
+  assert_int_equal(cat.ops->index(cat.self, &a, 0, 1, &ip, 1, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_INVALID);
+  publish_ok(&cat, &a, 1, 1);
+  bool held = true, rejected = true;
+  committed_of(&cat, &p.ref.pack_id, &held, &rejected);
+  assert_false(held);
+  cat.ops->close(cat.self);
+}
+
+static void test_too_large(void **state) {
+  (void)state;
+  cs_catalog base = fresh();
+  base.ops->close(base.self);
+  cs_catalog cat = open_catalog(g_prefix, 4096);
+  cs_uuid a = uuid_n(1);
+  claim_ok(&cat, &a, 0, 30 * CS_SEC_NS);
+  static test_pack packs[8];
+  cs_index_pack ip[8];
+  for (int i = 0; i < 8; i++) {
+    make_pack(&packs[i], (uint8_t)(30 + i), "rev-1");
+    ip[i] = (cs_index_pack){&packs[i].ref, packs[i].records, 2};
+  }
+  cs_catalog_result res;
+  assert_int_equal(cat.ops->index(cat.self, &a, 0, 1, ip, 8, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_TOO_LARGE);
+  assert_int_equal(cat.ops->index(cat.self, &a, 0, 1, ip, 1, &res), CS_E_OK); /* a half that fits */
+  assert_int_equal(res.outcome, CS_OUT_OK);
+  cat.ops->close(cat.self);
+}
+
+static void test_server_errors_classified(void **state) {
+  (void)state;
+  cs_catalog_result res;
+  cs_cat_head head;
+  cs_uuid a = uuid_n(1);
+  cs_catalog missing = open_catalog("no_such_tables", 0);
+  assert_int_equal(missing.ops->head(missing.self, &a, &head, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_NOT_FOUND);
+  assert_int_equal(res.server_code, 60);
+  missing.ops->close(missing.self);
+
+  cs_clickhouse_config cfg = {.url = g_url, .user = g_user, .password = "wrong", .table_prefix = "x"};
+  cs_catalog bad;
+  assert_int_equal(cs_clickhouse_open(&cfg, &bad), CS_E_OK);
+  assert_int_equal(bad.ops->head(bad.self, &a, &head, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_FORBIDDEN);
+  assert_int_equal(res.server_code, 193);
+  bad.ops->close(bad.self);
+
+  cfg = (cs_clickhouse_config){.url = "http://127.0.0.1:1/", .table_prefix = "x"};
+  assert_int_equal(cs_clickhouse_open(&cfg, &bad), CS_E_OK);
+  assert_int_equal(bad.ops->head(bad.self, &a, &head, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_REFUSED);
+  bad.ops->close(bad.self);
+}
+
+static int read_endpoint(const char *path) {
+  FILE *f = fopen(path, "r");
+  if (f == NULL) return -1;
+  unsigned port = 0;
+  int n = fscanf(f, "%u %63s %127s", &port, g_user, g_password);
+  fclose(f);
+  if (n != 3) return -1;
+  snprintf(g_url, sizeof g_url, "http://127.0.0.1:%u/", port);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2 || read_endpoint(argv[1]) != 0) {
+    fprintf(stderr, "usage: %s ENDPOINT_FILE (written by tools/servers/clickhouse.sh start)\n", argv[0]);
+    return 1;
+  }
+  curl_global_init(CURL_GLOBAL_DEFAULT);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_lease_claim_and_refused_twin),
+      cmocka_unit_test(test_lease_expiry_and_release),
+      cmocka_unit_test(test_fence_holder_writes_others_do_not),
+      cmocka_unit_test(test_fence_contested_head_fences_both),
+      cmocka_unit_test(test_index_publish_visibility),
+      cmocka_unit_test(test_descriptors_without_inventory_are_invisible),
+      cmocka_unit_test(test_reject_rows),
+      cmocka_unit_test(test_nul_refused_before_sending),
+      cmocka_unit_test(test_too_large),
+      cmocka_unit_test(test_server_errors_classified),
+  };
+  int failed = cmocka_run_group_tests(tests, NULL, NULL);
+  curl_global_cleanup();
+  return failed;
+}

@@ -1,0 +1,17 @@
+# Live adapter tests (issue 4): real servers started and stopped by ctest
+# fixtures (tools/servers/*.sh), loopback only, data under the build tree.
+# LABELS: adapters (no server needed), live (a server fixture).
+set(CAPSTORE_LIVE_DIR ${CMAKE_BINARY_DIR}/live)
+
+add_test(NAME live.clickhouse.start
+         COMMAND ${CMAKE_SOURCE_DIR}/tools/servers/clickhouse.sh start ${CAPSTORE_LIVE_DIR}/clickhouse)
+add_test(NAME live.clickhouse.stop
+         COMMAND ${CMAKE_SOURCE_DIR}/tools/servers/clickhouse.sh stop ${CAPSTORE_LIVE_DIR}/clickhouse)
+set_tests_properties(live.clickhouse.start PROPERTIES FIXTURES_SETUP clickhouse LABELS live)
+set_tests_properties(live.clickhouse.stop PROPERTIES FIXTURES_CLEANUP clickhouse LABELS live)
+
+add_executable(adapter_test_clickhouse ${CMAKE_CURRENT_SOURCE_DIR}/adapter_test_clickhouse.c)
+target_link_libraries(adapter_test_clickhouse PRIVATE capstore_runtime PkgConfig::CMOCKA)
+add_test(NAME live.clickhouse COMMAND adapter_test_clickhouse ${CAPSTORE_LIVE_DIR}/clickhouse/endpoint)
+set_tests_properties(live.clickhouse PROPERTIES FIXTURES_REQUIRED clickhouse LABELS "live;adapters"
+                     RESOURCE_LOCK clickhouse TIMEOUT 120)
