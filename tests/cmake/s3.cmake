@@ -11,3 +11,13 @@ set_tests_properties(adapter.sigv4 PROPERTIES LABELS adapters)
 if(TARGET fuzz_sigv4)
   target_link_libraries(fuzz_sigv4 PRIVATE capstore_runtime)
 endif()
+
+# The S3 adapter without a server: parsers, encoding, classification, refusal.
+add_executable(adapter_test_s3 ${CMAKE_CURRENT_SOURCE_DIR}/adapter_test_s3.c)
+target_link_libraries(adapter_test_s3 PRIVATE capstore_runtime PkgConfig::CMOCKA)
+add_test(NAME adapter.s3 COMMAND adapter_test_s3)
+set_tests_properties(adapter.s3 PROPERTIES LABELS adapters TIMEOUT 60)
+
+if(TARGET fuzz_s3_xml)
+  target_link_libraries(fuzz_s3_xml PRIVATE capstore_runtime)
+endif()

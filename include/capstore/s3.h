@@ -1,0 +1,82 @@
+/*
+ * capstore/s3.h: the S3 object-store adapter (cs_store_ops of store.h) over
+ * libcurl's multi interface, SigV4-signed (sigv4.h), path-style URLs.
+ *
+ * One primitive is one request: no retries, no policy. Every answer, or its
+ * absence, is classified into a cs_outcome (docs/s3.md has the table).
+ *
+ * The pure parts (XML parsers, classification, URL building) are exposed
+ * for tests and fuzzers; they use expat but never curl.
+ */
+#ifndef CAPSTORE_S3_H
+#define CAPSTORE_S3_H
+
+#include "capstore/store.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct cs_s3_config {
+  const char *endpoint;          /* "https://host[:port]"; http:// only with allow_insecure */
+  const char *bucket;
+  const char *region;            /* "us-east-1" when NULL */
+  const char *access_key_id;
+  const char *secret_access_key;
+  const char *session_token;     /* NULL when none */
+  bool allow_insecure;           /* permit http:// endpoints */
+  bool tls_verify_off;           /* only for tests against self-signed servers */
+  bool unsigned_payload;         /* x-amz-content-sha256: UNSIGNED-PAYLOAD on PUT */
+  uint32_t connect_timeout_ms;   /* 0: 5000 */
+  uint32_t request_timeout_ms;   /* whole request; 0: 300000 */
+  uint32_t low_speed_bytes_per_s;/* abort below this rate ... (0: 1024) */
+  uint32_t low_speed_time_s;     /* ... held this long (0: 30) */
+  uint32_t max_connections;      /* bound on parallel connections; 0: 8 */
+} cs_s3_config;
+
+/*
+ * Validates cfg (cs_endpoint_validate for the endpoint) and opens the
+ * adapter into store. Returns CS_E_OK, CS_E_CONFIG with msg naming the field,
+ * or CS_E_NO_MEMORY. store->ops->close releases it.
+ */
+int cs_s3_open(const cs_s3_config *cfg, cs_store *store, char *msg, size_t msg_size);
+
+/* What the transport said when there was no HTTP answer. */
+typedef enum cs_s3_transport {
+  CS_S3_TRANSPORT_OK = 0,  /* an HTTP status came back */
+  CS_S3_TRANSPORT_REFUSED, /* connect refused/reset, nothing sent */
+  CS_S3_TRANSPORT_TIMEOUT, /* connect, low-speed or whole-request timeout */
+  CS_S3_TRANSPORT_LOST,    /* sent, then reset or no answer */
+} cs_s3_transport;
+
+/* The outcome of one answer; error_code is the S3 <Code> ("" or NULL when none). */
+cs_outcome cs_s3_classify(cs_s3_transport transport, uint32_t http_status, const char *error_code);
+
+/*
+ * Parses an S3 <Error> body: Code and Message into the caller's buffers
+ * (truncated to fit, NUL-terminated). Returns CS_E_OK, or CS_E_PARSE when the
+ * body is not well-formed XML or has no <Error> root.
+ */
+int cs_s3_parse_error(const char *body, size_t len, char *code, size_t code_size, char *message,
+                      size_t message_size);
+
+/*
+ * Parses a ListObjectsV2 answer into page (keys up to key_capacity, the
+ * continuation token when truncated). Returns CS_E_OK, or CS_E_PARSE /
+ * CS_E_TOO_LARGE with a sentence in detail: malformed XML, a DOCTYPE, nesting
+ * deeper than 16, a key or token of CS_KEY_MAX bytes or more, more keys than
+ * key_capacity, IsTruncated without a token.
+ */
+int cs_s3_parse_list(const char *body, size_t len, cs_list_page *page, char *detail, size_t detail_size);
+
+/*
+ * Writes "<endpoint>/<bucket>/<key>" with the key URI-encoded per segment
+ * ('/' kept) into out. Returns the length, or CS_E_TOO_LARGE.
+ */
+long cs_s3_object_url(const char *endpoint, const char *bucket, const char *key, char *out, size_t cap);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

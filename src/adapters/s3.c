@@ -1,0 +1,569 @@
+/*
+ * The S3 adapter (capstore/s3.h): one primitive, one SigV4-signed request
+ * over libcurl's multi interface (its connection cache keeps connections
+ * alive between requests), classified into a cs_outcome. No retries.
+ */
+#include "capstore/s3.h"
+
+#include "capstore/service.h"
+#include "capstore/sigv4.h"
+
+#include <assert.h>
+#include <curl/curl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#define S3_LIST_BODY_MAX ((size_t)16 << 20)
+#define S3_ERROR_BODY_MAX ((size_t)64 << 10)
+#define S3_HEADERS_MAX 12u
+#define S3_URL_MAX (CS_KEY_MAX * 3 + 1024)
+#define S3_CONTENT_TYPE "application/vnd.dmi.pack"
+#define S3_FORMAT "dmi-pack-v1"
+
+typedef struct s3_store {
+  char *endpoint, *bucket, *region, *access_key_id, *secret_access_key, *session_token;
+  char host[256];
+  cs_s3_config cfg; /* numbers and flags; its strings point at the copies above */
+  CURLM *multi;
+} s3_store;
+
+/* One request and what came back. */
+typedef struct s3_call {
+  const char *method;
+  char path[CS_KEY_MAX * 2];      /* raw: "/bucket/key" */
+  char query[CS_KEY_MAX * 4];     /* encoded, may be empty */
+  cs_sigv4_header headers[S3_HEADERS_MAX];
+  uint32_t header_count;
+  const uint8_t *body;
+  size_t body_len, body_sent;
+  const char *payload_hash;
+  /* Answer. */
+  uint8_t *sink;                  /* caller's buffer for a successful GET */
+  size_t sink_cap, sink_got;
+  char *text;                     /* LIST or error body */
+  size_t text_len, text_max;
+  bool overflow;
+  long status;
+  char meta[5][160];              /* dmi-format, dmi-pack-id, dmi-sha256, dmi-record-count, dmi-created-at-ns */
+  uint64_t content_length;
+  bool have_length;
+} s3_call;
+
+static const char *const meta_names[5] = {"x-amz-meta-dmi-format", "x-amz-meta-dmi-pack-id",
+                                          "x-amz-meta-dmi-sha256", "x-amz-meta-dmi-record-count",
+                                          "x-amz-meta-dmi-created-at-ns"};
+
+static void result_set(cs_store_result *res, cs_outcome outcome, uint32_t status, const char *detail) {
+  res->outcome = outcome;
+  res->http_status = status;
+  snprintf(res->detail, sizeof res->detail, "%s", detail ? detail : "");
+}
+
+/* ---- curl callbacks ---- */
+
+static size_t on_write(char *data, size_t size, size_t nmemb, void *ud) {
+  s3_call *c = ud;
+  size_t n = size * nmemb;
+  bool to_sink = c->sink && c->status >= 200 && c->status < 300;
+  if (to_sink) {
+    if (c->sink_got + n > c->sink_cap) {
+      c->overflow = true;
+      return 0;
+    }
+    memcpy(c->sink + c->sink_got, data, n);
+    c->sink_got += n;
+    return n;
+  }
+  if (c->text_len + n > c->text_max) {
+    c->overflow = true;
+    return 0;
+  }
+  char *grown = realloc(c->text, c->text_len + n + 1);
+  if (!grown) return 0;
+  c->text = grown;
+  memcpy(c->text + c->text_len, data, n);
+  c->text_len += n;
+  c->text[c->text_len] = '\0';
+  return n;
+}
+
+static size_t on_read(char *buf, size_t size, size_t nmemb, void *ud) {
+  s3_call *c = ud;
+  size_t n = size * nmemb;
+  size_t left = c->body_len - c->body_sent;
+  if (n > left) n = left;
+  if (n) memcpy(buf, c->body + c->body_sent, n);
+  c->body_sent += n;
+  return n;
+}
+
+static void header_value(const char *line, size_t len, const char *name, char *out, size_t cap) {
+  size_t name_len = strlen(name);
+  if (len <= name_len || line[name_len] != ':' || strncasecmp(line, name, name_len) != 0) return;
+  size_t a = name_len + 1, b = len;
+  while (a < b && (line[a] == ' ' || line[a] == '\t')) a++;
+  while (b > a && (line[b - 1] == '\r' || line[b - 1] == '\n' || line[b - 1] == ' ')) b--;
+  snprintf(out, cap, "%.*s", (int)(b - a), line + a);
+}
+
+static size_t on_header(char *line, size_t size, size_t nmemb, void *ud) {
+  s3_call *c = ud;
+  size_t n = size * nmemb;
+  if (n >= 5 && memcmp(line, "HTTP/", 5) == 0) {
+    /* A new response (after a 100 Continue, say): forget the last one's headers. */
+    memset(c->meta, 0, sizeof c->meta);
+    c->have_length = false;
+    unsigned status = 0;
+    if (sscanf(line, "HTTP/%*s %u", &status) == 1) c->status = (long)status;
+    return n;
+  }
+  for (int i = 0; i < 5; i++) header_value(line, n, meta_names[i], c->meta[i], sizeof c->meta[i]);
+  char length[32] = "";
+  header_value(line, n, "content-length", length, sizeof length);
+  if (length[0]) {
+    char *end = NULL;
+    c->content_length = strtoull(length, &end, 10);
+    c->have_length = end && *end == '\0';
+  }
+  return n;
+}
+
+/* ---- Signing and sending ---- */
+
+static void call_header(s3_call *c, const char *name, const char *value) {
+  assert(c->header_count < S3_HEADERS_MAX);
+  c->headers[c->header_count++] = (cs_sigv4_header){name, strlen(name), value, strlen(value)};
+}
+
+static struct curl_slist *slist_add(struct curl_slist *list, bool *ok, const char *name, const char *value) {
+  char line[2048];
+  snprintf(line, sizeof line, "%s: %s", name, value);
+  struct curl_slist *next = curl_slist_append(list, line);
+  if (!next) *ok = false;
+  return next ? next : list;
+}
+
+/* Signs c; returns the header list curl sends (NULL on failure, *err set). */
+static struct curl_slist *call_sign(s3_store *s, s3_call *c, int *err) {
+  char amz_date[17];
+  time_t now = time(NULL);
+  struct tm tm;
+  gmtime_r(&now, &tm);
+  strftime(amz_date, sizeof amz_date, "%Y%m%dT%H%M%SZ", &tm);
+  cs_sigv4_params p = {.access_key_id = s->access_key_id,
+                       .secret_access_key = s->secret_access_key,
+                       .session_token = s->session_token,
+                       .region = s->region,
+                       .service = "s3",
+                       .amz_date = amz_date,
+                       .normalize_path = false,
+                       .content_sha256_header = true};
+  cs_sigv4_header all[S3_HEADERS_MAX + 1];
+  all[0] = (cs_sigv4_header){"host", 4, s->host, strlen(s->host)};
+  memcpy(all + 1, c->headers, c->header_count * sizeof c->headers[0]);
+  cs_sigv4_request req = {.method = c->method,
+                          .path = c->path,
+                          .path_len = strlen(c->path),
+                          .query = c->query,
+                          .query_len = strlen(c->query),
+                          .headers = all,
+                          .header_count = c->header_count + 1,
+                          .payload_hash = c->payload_hash,
+                          .body = c->body,
+                          .body_len = c->body_len};
+  cs_sigv4_out out;
+  *err = cs_sigv4_sign_header(&p, &req, &out);
+  if (*err != CS_E_OK) return NULL;
+  bool ok = true;
+  struct curl_slist *list = NULL;
+  list = slist_add(list, &ok, "Host", s->host);
+  for (uint32_t i = 0; i < c->header_count; i++) list = slist_add(list, &ok, c->headers[i].name, c->headers[i].value);
+  list = slist_add(list, &ok, "x-amz-date", amz_date);
+  list = slist_add(list, &ok, "x-amz-content-sha256", out.payload_hash);
+  if (s->session_token) list = slist_add(list, &ok, "x-amz-security-token", s->session_token);
+  list = slist_add(list, &ok, "Authorization", out.authorization);
+  list = curl_slist_append(list, "Expect:"); /* no 100-continue round trip */
+  cs_sigv4_out_free(&out);
+  if (!ok || !list) {
+    curl_slist_free_all(list);
+    *err = CS_E_NO_MEMORY;
+    return NULL;
+  }
+  return list;
+}
+
+static cs_s3_transport transport_of(CURLcode cc, CURL *easy) {
+  if (cc == CURLE_OK) return CS_S3_TRANSPORT_OK;
+  if (cc == CURLE_OPERATION_TIMEDOUT) return CS_S3_TRANSPORT_TIMEOUT;
+  if (cc == CURLE_COULDNT_CONNECT || cc == CURLE_COULDNT_RESOLVE_HOST || cc == CURLE_SSL_CONNECT_ERROR) {
+    return CS_S3_TRANSPORT_REFUSED;
+  }
+  long sent = 0;
+  curl_easy_getinfo(easy, CURLINFO_REQUEST_SIZE, &sent);
+  return sent > 0 ? CS_S3_TRANSPORT_LOST : CS_S3_TRANSPORT_REFUSED;
+}
+
+static void easy_setup(s3_store *s, s3_call *c, CURL *easy, const char *url, struct curl_slist *headers) {
+  curl_easy_setopt(easy, CURLOPT_URL, url);
+  curl_easy_setopt(easy, CURLOPT_HTTPHEADER, headers);
+  curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, (long)s->cfg.connect_timeout_ms);
+  curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, (long)s->cfg.request_timeout_ms);
+  curl_easy_setopt(easy, CURLOPT_LOW_SPEED_LIMIT, (long)s->cfg.low_speed_bytes_per_s);
+  curl_easy_setopt(easy, CURLOPT_LOW_SPEED_TIME, (long)s->cfg.low_speed_time_s);
+  curl_easy_setopt(easy, CURLOPT_SSL_VERIFYPEER, s->cfg.tls_verify_off ? 0L : 1L);
+  curl_easy_setopt(easy, CURLOPT_SSL_VERIFYHOST, s->cfg.tls_verify_off ? 0L : 2L);
+  curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, s->cfg.allow_insecure ? "http,https" : "https");
+  curl_easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 0L);
+  curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, on_write);
+  curl_easy_setopt(easy, CURLOPT_WRITEDATA, c);
+  curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, on_header);
+  curl_easy_setopt(easy, CURLOPT_HEADERDATA, c);
+  if (strcmp(c->method, "PUT") == 0) {
+    curl_easy_setopt(easy, CURLOPT_UPLOAD, 1L);
+    curl_easy_setopt(easy, CURLOPT_READFUNCTION, on_read);
+    curl_easy_setopt(easy, CURLOPT_READDATA, c);
+    curl_easy_setopt(easy, CURLOPT_INFILESIZE_LARGE, (curl_off_t)c->body_len);
+  } else if (strcmp(c->method, "HEAD") == 0) {
+    curl_easy_setopt(easy, CURLOPT_NOBODY, 1L);
+  } else if (strcmp(c->method, "DELETE") == 0) {
+    curl_easy_setopt(easy, CURLOPT_CUSTOMREQUEST, "DELETE");
+  }
+}
+
+/* Runs one request on the multi handle to completion. */
+static CURLcode multi_run(s3_store *s, CURL *easy) {
+  if (curl_multi_add_handle(s->multi, easy) != CURLM_OK) return CURLE_OUT_OF_MEMORY;
+  CURLcode result = CURLE_OK;
+  bool done = false;
+  while (!done) {
+    int running = 0;
+    if (curl_multi_perform(s->multi, &running) != CURLM_OK) {
+      result = CURLE_OUT_OF_MEMORY;
+      break;
+    }
+    CURLMsg *msg;
+    int left = 0;
+    while ((msg = curl_multi_info_read(s->multi, &left)) != NULL) {
+      if (msg->msg == CURLMSG_DONE && msg->easy_handle == easy) {
+        result = msg->data.result;
+        done = true;
+      }
+    }
+    if (!done) curl_multi_poll(s->multi, NULL, 0, 1000, NULL);
+  }
+  curl_multi_remove_handle(s->multi, easy);
+  return result;
+}
+
+/* Signs, sends and classifies c; res->detail gets the S3 error or the transport error. */
+static int call_perform(s3_store *s, s3_call *c, cs_store_result *res) {
+  char url[S3_URL_MAX];
+  char encoded_path[CS_KEY_MAX * 4];
+  if (cs_sigv4_uri_encode(c->path, strlen(c->path), true, encoded_path, sizeof encoded_path) < 0) {
+    return CS_E_TOO_LARGE;
+  }
+  int n = snprintf(url, sizeof url, "%s%s%s%s", s->endpoint, encoded_path, c->query[0] ? "?" : "", c->query);
+  if (n < 0 || (size_t)n >= sizeof url) return CS_E_TOO_LARGE;
+  int err = CS_E_OK;
+  struct curl_slist *headers = call_sign(s, c, &err);
+  if (!headers) return err;
+  CURL *easy = curl_easy_init();
+  if (!easy) {
+    curl_slist_free_all(headers);
+    return CS_E_NO_MEMORY;
+  }
+  char curl_error[CURL_ERROR_SIZE] = "";
+  curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, curl_error);
+  if (c->text_max == 0) c->text_max = S3_ERROR_BODY_MAX;
+  easy_setup(s, c, easy, url, headers);
+  CURLcode cc = multi_run(s, easy);
+  long status = 0;
+  curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
+  cs_s3_transport transport = c->overflow ? CS_S3_TRANSPORT_OK : transport_of(cc, easy);
+  curl_easy_cleanup(easy);
+  curl_slist_free_all(headers);
+  if (transport != CS_S3_TRANSPORT_OK) {
+    result_set(res, cs_s3_classify(transport, 0, NULL), 0, curl_error[0] ? curl_error : curl_easy_strerror(cc));
+    return CS_E_OK;
+  }
+  c->status = status;
+  char code[64] = "", message[160] = "";
+  if ((status < 200 || status >= 300) && c->text_len) {
+    (void)cs_s3_parse_error(c->text, c->text_len, code, sizeof code, message, sizeof message);
+  }
+  result_set(res, cs_s3_classify(CS_S3_TRANSPORT_OK, (uint32_t)status, code), (uint32_t)status, NULL);
+  if (code[0]) snprintf(res->detail, sizeof res->detail, "%s: %s", code, message);
+  if (c->overflow && res->outcome == CS_OUT_OK) {
+    res->outcome = CS_OUT_INVALID;
+    snprintf(res->detail, sizeof res->detail, "the answer is larger than the buffer");
+  }
+  return CS_E_OK;
+}
+
+static int call_object(s3_store *s, s3_call *c, const char *method, const char *key) {
+  memset(c, 0, sizeof *c);
+  c->method = method;
+  if (!key || !key[0] || strlen(key) >= CS_KEY_MAX) return CS_E_INVALID_ARGUMENT;
+  snprintf(c->path, sizeof c->path, "/%s/%s", s->bucket, key);
+  return CS_E_OK;
+}
+
+/* ---- The primitives ---- */
+
+static int s3_put(void *self, const char *key, const void *bytes, size_t len, const cs_object_info *meta,
+                  bool if_none_match, cs_store_result *res) {
+  s3_store *s = self;
+  assert(s && res);
+  if (!meta || (len && !bytes)) return CS_E_INVALID_ARGUMENT;
+  s3_call *c = calloc(1, sizeof *c);
+  if (!c) return CS_E_NO_MEMORY;
+  int rc = call_object(s, c, "PUT", key);
+  char id[CS_UUID_TEXT_LEN + 1], sha[65], count[16], created[24];
+  static const char hex[] = "0123456789abcdef";
+  for (int i = 0; i < 32; i++) {
+    sha[2 * i] = hex[meta->sha256[i] >> 4];
+    sha[2 * i + 1] = hex[meta->sha256[i] & 15];
+  }
+  sha[64] = '\0';
+  cs_uuid_format(&meta->pack_id, id);
+  snprintf(count, sizeof count, "%" PRIu32, meta->record_count);
+  snprintf(created, sizeof created, "%" PRIu64, meta->created_at_ns);
+  c->body = bytes;
+  c->body_len = len;
+  /* The pack's SHA-256 is the payload's: the signer need not hash it again. */
+  c->payload_hash = s->cfg.unsigned_payload ? CS_SIGV4_UNSIGNED_PAYLOAD : sha;
+  call_header(c, "content-type", S3_CONTENT_TYPE);
+  call_header(c, meta_names[0], S3_FORMAT);
+  call_header(c, meta_names[1], id);
+  call_header(c, meta_names[2], sha);
+  call_header(c, meta_names[3], count);
+  call_header(c, meta_names[4], created);
+  if (if_none_match) call_header(c, "if-none-match", "*");
+  if (rc == CS_E_OK) rc = call_perform(s, c, res);
+  free(c->text);
+  free(c);
+  return rc;
+}
+
+static bool hex_sha256(const char *text, uint8_t out[32]) {
+  if (strlen(text) != 64) return false;
+  for (int i = 0; i < 64; i++) {
+    char ch = text[i];
+    int v = (ch >= '0' && ch <= '9') ? ch - '0' : (ch >= 'a' && ch <= 'f') ? ch - 'a' + 10 : -1;
+    if (v < 0) return false;
+    if (i % 2 == 0) out[i / 2] = (uint8_t)(v << 4);
+    else out[i / 2] |= (uint8_t)v;
+  }
+  return true;
+}
+
+static bool parse_u64(const char *text, uint64_t max, uint64_t *out) {
+  if (!text[0] || text[0] == '-' || text[0] == '+') return false;
+  char *end = NULL;
+  unsigned long long v = strtoull(text, &end, 10);
+  if (!end || *end != '\0' || v > max) return false;
+  *out = v;
+  return true;
+}
+
+/* is_pack only when the format is right and every other field parses. */
+static void info_from_meta(const s3_call *c, cs_object_info *info) {
+  memset(info, 0, sizeof *info);
+  info->size_bytes = c->have_length ? c->content_length : 0;
+  if (strcmp(c->meta[0], S3_FORMAT) != 0) return;
+  uint64_t count = 0, created = 0;
+  bool ok = cs_uuid_parse(c->meta[1], strlen(c->meta[1]), &info->pack_id) == CS_E_OK;
+  ok = ok && hex_sha256(c->meta[2], info->sha256);
+  ok = ok && parse_u64(c->meta[3], UINT32_MAX, &count);
+  ok = ok && parse_u64(c->meta[4], UINT64_MAX, &created);
+  info->record_count = (uint32_t)count;
+  info->created_at_ns = created;
+  info->is_pack = ok;
+}
+
+static int s3_head(void *self, const char *key, cs_object_info *info, cs_store_result *res) {
+  s3_store *s = self;
+  assert(s && res);
+  if (!info) return CS_E_INVALID_ARGUMENT;
+  s3_call *c = calloc(1, sizeof *c);
+  if (!c) return CS_E_NO_MEMORY;
+  int rc = call_object(s, c, "HEAD", key);
+  if (rc == CS_E_OK) rc = call_perform(s, c, res);
+  if (rc == CS_E_OK && res->outcome == CS_OUT_OK) info_from_meta(c, info);
+  free(c->text);
+  free(c);
+  return rc;
+}
+
+static int s3_get(void *self, const char *key, const cs_range *range, void *buf, size_t cap, size_t *got,
+                  cs_store_result *res) {
+  s3_store *s = self;
+  assert(s && res);
+  if (!buf || !got || (range && (range->length == 0 || range->length > cap))) return CS_E_INVALID_ARGUMENT;
+  *got = 0;
+  s3_call *c = calloc(1, sizeof *c);
+  if (!c) return CS_E_NO_MEMORY;
+  int rc = call_object(s, c, "GET", key);
+  char range_text[64];
+  if (range && range->suffix) snprintf(range_text, sizeof range_text, "bytes=-%" PRIu64, range->length);
+  if (range && !range->suffix) {
+    snprintf(range_text, sizeof range_text, "bytes=%" PRIu64 "-%" PRIu64, range->offset,
+             range->offset + range->length - 1);
+  }
+  if (range) call_header(c, "range", range_text);
+  c->sink = buf;
+  c->sink_cap = cap;
+  if (rc == CS_E_OK) rc = call_perform(s, c, res);
+  if (rc == CS_E_OK && res->outcome == CS_OUT_OK) {
+    *got = c->sink_got;
+    if (range && c->status != 206) {
+      result_set(res, CS_OUT_INVALID, (uint32_t)c->status, "the server ignored the Range header");
+    } else if (range && c->sink_got < range->length) {
+      result_set(res, CS_OUT_INVALID, (uint32_t)c->status, "short read");
+      snprintf(res->detail, sizeof res->detail, "short read: %zu of %" PRIu64 " bytes", c->sink_got,
+               range->length);
+    }
+  }
+  free(c->text);
+  free(c);
+  return rc;
+}
+
+static void query_param(char *query, size_t cap, const char *name, const char *value) {
+  size_t n = strlen(query);
+  int w = snprintf(query + n, cap - n, "%s%s=", n ? "&" : "", name);
+  if (w < 0 || (size_t)w >= cap - n) return;
+  n += (size_t)w;
+  (void)cs_sigv4_uri_encode(value, strlen(value), false, query + n, cap - n);
+}
+
+static int s3_list(void *self, const char *prefix, const char *token, uint32_t max_keys, cs_list_page *page,
+                   cs_store_result *res) {
+  s3_store *s = self;
+  assert(s && res);
+  if (!page || !page->keys || max_keys == 0 || max_keys > page->key_capacity) return CS_E_INVALID_ARGUMENT;
+  if ((prefix && strlen(prefix) >= CS_KEY_MAX) || (token && strlen(token) >= CS_KEY_MAX)) {
+    return CS_E_INVALID_ARGUMENT;
+  }
+  s3_call *c = calloc(1, sizeof *c);
+  if (!c) return CS_E_NO_MEMORY;
+  c->method = "GET";
+  snprintf(c->path, sizeof c->path, "/%s", s->bucket);
+  char max_text[16];
+  snprintf(max_text, sizeof max_text, "%" PRIu32, max_keys);
+  /* Written in sorted order, as the signer would sort them anyway. */
+  if (token && token[0]) query_param(c->query, sizeof c->query, "continuation-token", token);
+  query_param(c->query, sizeof c->query, "list-type", "2");
+  query_param(c->query, sizeof c->query, "max-keys", max_text);
+  if (prefix && prefix[0]) query_param(c->query, sizeof c->query, "prefix", prefix);
+  c->text_max = S3_LIST_BODY_MAX;
+  int rc = call_perform(s, c, res);
+  page->key_count = 0;
+  page->next_token[0] = '\0';
+  if (rc == CS_E_OK && res->outcome == CS_OUT_OK) {
+    char detail[160];
+    if (cs_s3_parse_list(c->text, c->text_len, page, detail, sizeof detail) != CS_E_OK) {
+      result_set(res, CS_OUT_INVALID, res->http_status, detail);
+    }
+  }
+  free(c->text);
+  free(c);
+  return rc;
+}
+
+static int s3_del(void *self, const char *key, cs_store_result *res) {
+  s3_store *s = self;
+  assert(s && res);
+  s3_call *c = calloc(1, sizeof *c);
+  if (!c) return CS_E_NO_MEMORY;
+  int rc = call_object(s, c, "DELETE", key);
+  if (rc == CS_E_OK) rc = call_perform(s, c, res);
+  free(c->text);
+  free(c);
+  return rc;
+}
+
+static void s3_close(void *self) {
+  s3_store *s = self;
+  if (!s) return;
+  if (s->multi) curl_multi_cleanup(s->multi);
+  free(s->endpoint);
+  free(s->bucket);
+  free(s->region);
+  free(s->access_key_id);
+  if (s->secret_access_key) memset(s->secret_access_key, 0, strlen(s->secret_access_key));
+  free(s->secret_access_key);
+  free(s->session_token);
+  free(s);
+}
+
+static const cs_store_ops s3_ops = {
+    .name = "s3", .put = s3_put, .head = s3_head, .get = s3_get, .list = s3_list, .del = s3_del, .close = s3_close};
+
+static char *dup_or_null(const char *text) { return text ? strdup(text) : NULL; }
+
+static int config_check(const cs_s3_config *cfg, char *msg, size_t msg_size) {
+  if (!cfg || !cfg->endpoint) {
+    snprintf(msg, msg_size, "s3.endpoint: missing");
+    return CS_E_CONFIG;
+  }
+  int rc = cs_endpoint_validate("s3.endpoint", cfg->endpoint, cfg->allow_insecure, msg, msg_size);
+  if (rc != CS_E_OK) return rc;
+  if (strchr(strstr(cfg->endpoint, "://") + 3, '/')) {
+    snprintf(msg, msg_size, "s3.endpoint: no path allowed (path-style URLs add the bucket)");
+    return CS_E_CONFIG;
+  }
+  const char *fields[] = {"s3.bucket", "s3.access_key_id", "s3.secret_access_key"};
+  const char *values[] = {cfg->bucket, cfg->access_key_id, cfg->secret_access_key};
+  for (int i = 0; i < 3; i++) {
+    if (!values[i] || !values[i][0]) {
+      snprintf(msg, msg_size, "%s: missing", fields[i]);
+      return CS_E_CONFIG;
+    }
+  }
+  if (strchr(cfg->bucket, '/') || strlen(cfg->bucket) > 63) {
+    snprintf(msg, msg_size, "s3.bucket: not a bucket name");
+    return CS_E_CONFIG;
+  }
+  return CS_E_OK;
+}
+
+int cs_s3_open(const cs_s3_config *cfg, cs_store *store, char *msg, size_t msg_size) {
+  assert(store && msg && msg_size);
+  msg[0] = '\0';
+  int rc = config_check(cfg, msg, msg_size);
+  if (rc != CS_E_OK) return rc;
+  static bool curl_ready; /* curl_global_init is documented as not thread-safe before 7.84 */
+  if (!curl_ready && curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) return CS_E_NO_MEMORY;
+  curl_ready = true;
+  s3_store *s = calloc(1, sizeof *s);
+  if (!s) return CS_E_NO_MEMORY;
+  s->cfg = *cfg;
+  s->endpoint = dup_or_null(cfg->endpoint);
+  s->bucket = dup_or_null(cfg->bucket);
+  s->region = dup_or_null(cfg->region ? cfg->region : "us-east-1");
+  s->access_key_id = dup_or_null(cfg->access_key_id);
+  s->secret_access_key = dup_or_null(cfg->secret_access_key);
+  s->session_token = cfg->session_token && cfg->session_token[0] ? dup_or_null(cfg->session_token) : NULL;
+  s->multi = curl_multi_init();
+  snprintf(s->host, sizeof s->host, "%s", strstr(s->endpoint ? s->endpoint : "://", "://") + 3);
+  if (!s->endpoint || !s->bucket || !s->region || !s->access_key_id || !s->secret_access_key || !s->multi ||
+      (cfg->session_token && cfg->session_token[0] && !s->session_token)) {
+    s3_close(s);
+    return CS_E_NO_MEMORY;
+  }
+  if (!s->cfg.connect_timeout_ms) s->cfg.connect_timeout_ms = 5000;
+  if (!s->cfg.request_timeout_ms) s->cfg.request_timeout_ms = 300000;
+  if (!s->cfg.low_speed_bytes_per_s) s->cfg.low_speed_bytes_per_s = 1024;
+  if (!s->cfg.low_speed_time_s) s->cfg.low_speed_time_s = 30;
+  if (!s->cfg.max_connections) s->cfg.max_connections = 8;
+  curl_multi_setopt(s->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, (long)s->cfg.max_connections);
+  curl_multi_setopt(s->multi, CURLMOPT_MAXCONNECTS, (long)s->cfg.max_connections);
+  *store = (cs_store){.ops = &s3_ops, .self = s, .enforces_if_none_match = false};
+  return CS_E_OK;
+}

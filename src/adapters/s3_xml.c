@@ -1,0 +1,236 @@
+/*
+ * The pure parts of the S3 adapter (capstore/s3.h): the ListObjectsV2 and
+ * Error body parsers (expat, bounded: fixed text buffers, a depth limit, no
+ * DOCTYPE), the outcome classification and path-style URL building. No curl.
+ */
+#include "capstore/s3.h"
+
+#include "capstore/sigv4.h"
+
+#include <assert.h>
+#include <expat.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#define XML_DEPTH_MAX 16u
+#define XML_TEXT_MAX CS_KEY_MAX
+
+cs_outcome cs_s3_classify(cs_s3_transport transport, uint32_t http_status, const char *error_code) {
+  if (transport == CS_S3_TRANSPORT_REFUSED) return CS_OUT_REFUSED;
+  if (transport == CS_S3_TRANSPORT_TIMEOUT) return CS_OUT_TIMEOUT;
+  if (transport == CS_S3_TRANSPORT_LOST) return CS_OUT_UNKNOWN;
+  const char *code = error_code ? error_code : "";
+  if (http_status >= 200 && http_status < 300) return CS_OUT_OK;
+  if (http_status == 429 || strcmp(code, "SlowDown") == 0) return CS_OUT_THROTTLED;
+  if (http_status == 413 || strcmp(code, "EntityTooLarge") == 0) return CS_OUT_TOO_LARGE;
+  if (http_status >= 500 && http_status < 600) return CS_OUT_SERVER_ERROR;
+  if (http_status == 403) return CS_OUT_FORBIDDEN;
+  if (http_status == 404) return CS_OUT_NOT_FOUND;
+  if (http_status == 412) return CS_OUT_PRECONDITION;
+  return CS_OUT_INVALID;
+}
+
+/* ---- A bounded expat walk shared by both parsers ---- */
+
+typedef enum xml_kind { XML_LIST, XML_ERROR } xml_kind;
+
+typedef struct xml_walk {
+  XML_Parser parser;
+  xml_kind kind;
+  uint32_t depth;
+  char names[XML_DEPTH_MAX][32]; /* element names on the path (truncated) */
+  char text[XML_TEXT_MAX];
+  size_t text_len;
+  bool text_overflow;
+  bool root_seen;
+  int err;
+  char detail[160];
+  /* XML_LIST */
+  cs_list_page *page;
+  bool truncated;
+  /* XML_ERROR */
+  char *code;
+  size_t code_size;
+  char *message;
+  size_t message_size;
+} xml_walk;
+
+static void walk_fail(xml_walk *w, int err, const char *fmt, ...) {
+  if (w->err != CS_E_OK) return;
+  w->err = err;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(w->detail, sizeof w->detail, fmt, ap);
+  va_end(ap);
+  XML_StopParser(w->parser, XML_FALSE);
+}
+
+/* Local name: S3 answers carry a default namespace; expat is not namespace-aware here. */
+static bool at(const xml_walk *w, uint32_t depth, const char *name) {
+  return w->depth == depth && strcmp(w->names[depth - 1], name) == 0;
+}
+
+static void XMLCALL on_start(void *ud, const XML_Char *name, const XML_Char **attrs) {
+  xml_walk *w = ud;
+  (void)attrs;
+  if (w->err != CS_E_OK) return;
+  if (w->depth == XML_DEPTH_MAX) {
+    walk_fail(w, CS_E_PARSE, "XML nested deeper than %u", XML_DEPTH_MAX);
+    return;
+  }
+  if (w->depth == 0) {
+    const char *root = w->kind == XML_LIST ? "ListBucketResult" : "Error";
+    if (strcmp(name, root) != 0) {
+      walk_fail(w, CS_E_PARSE, "root element is not <%s>", root);
+      return;
+    }
+    w->root_seen = true;
+  }
+  snprintf(w->names[w->depth], sizeof w->names[0], "%s", name);
+  w->depth++;
+  w->text_len = 0;
+  w->text_overflow = false;
+}
+
+static void XMLCALL on_text(void *ud, const XML_Char *s, int len) {
+  xml_walk *w = ud;
+  if (w->err != CS_E_OK || len <= 0) return;
+  size_t n = (size_t)len;
+  if (w->text_len + n >= sizeof w->text) {
+    n = sizeof w->text - 1 - w->text_len;
+    w->text_overflow = true;
+  }
+  memcpy(w->text + w->text_len, s, n);
+  w->text_len += n;
+  w->text[w->text_len] = '\0';
+}
+
+static void list_end(xml_walk *w) {
+  cs_list_page *page = w->page;
+  bool key = w->depth == 3 && strcmp(w->names[1], "Contents") == 0 && strcmp(w->names[2], "Key") == 0;
+  if (key) {
+    if (w->text_overflow) {
+      walk_fail(w, CS_E_TOO_LARGE, "a key of %u bytes or more", CS_KEY_MAX);
+      return;
+    }
+    if (page->key_count == page->key_capacity) {
+      {
+      walk_fail(w, CS_E_TOO_LARGE, "more than the %u keys asked for", page->key_capacity);
+      return;
+    }
+    }
+    memcpy(page->keys[page->key_count], w->text, w->text_len + 1);
+    page->key_count++;
+    return;
+  }
+  if (at(w, 2, "NextContinuationToken")) {
+    if (w->text_overflow) {
+      walk_fail(w, CS_E_TOO_LARGE, "a continuation token too long");
+      return;
+    }
+    memcpy(page->next_token, w->text, w->text_len + 1);
+    return;
+  }
+  if (at(w, 2, "IsTruncated")) w->truncated = strcmp(w->text, "true") == 0;
+}
+
+static void error_end(xml_walk *w) {
+  if (at(w, 2, "Code") && w->code_size) snprintf(w->code, w->code_size, "%s", w->text);
+  if (at(w, 2, "Message") && w->message_size) snprintf(w->message, w->message_size, "%s", w->text);
+}
+
+static void XMLCALL on_end(void *ud, const XML_Char *name) {
+  xml_walk *w = ud;
+  (void)name;
+  if (w->err != CS_E_OK) return;
+  assert(w->depth > 0);
+  if (w->kind == XML_LIST) list_end(w);
+  if (w->kind == XML_ERROR) error_end(w);
+  w->depth--;
+  w->text_len = 0;
+  w->text[0] = '\0';
+  w->text_overflow = false;
+}
+
+static void XMLCALL on_doctype(void *ud, const XML_Char *name, const XML_Char *sysid, const XML_Char *pubid,
+                               int has_internal_subset) {
+  (void)name;
+  (void)sysid;
+  (void)pubid;
+  (void)has_internal_subset;
+  walk_fail(ud, CS_E_PARSE, "a DOCTYPE in an S3 answer");
+}
+
+static int walk_run(xml_walk *w, const char *body, size_t len) {
+  if (len > (size_t)1 << 30) {
+    snprintf(w->detail, sizeof w->detail, "an XML body of %zu bytes", len);
+    return CS_E_TOO_LARGE;
+  }
+  w->parser = XML_ParserCreate("UTF-8");
+  if (!w->parser) return CS_E_NO_MEMORY;
+  XML_SetUserData(w->parser, w);
+  XML_SetElementHandler(w->parser, on_start, on_end);
+  XML_SetCharacterDataHandler(w->parser, on_text);
+  XML_SetStartDoctypeDeclHandler(w->parser, on_doctype);
+  enum XML_Status st = XML_Parse(w->parser, body ? body : "", (int)len, XML_TRUE);
+  if (st != XML_STATUS_OK && w->err == CS_E_OK) {
+    w->err = CS_E_PARSE;
+    snprintf(w->detail, sizeof w->detail, "invalid XML at line %lu: %s",
+             (unsigned long)XML_GetCurrentLineNumber(w->parser), XML_ErrorString(XML_GetErrorCode(w->parser)));
+  }
+  XML_ParserFree(w->parser);
+  w->parser = NULL;
+  if (w->err == CS_E_OK && !w->root_seen) {
+    w->err = CS_E_PARSE;
+    snprintf(w->detail, sizeof w->detail, "an empty XML body");
+  }
+  return w->err;
+}
+
+int cs_s3_parse_error(const char *body, size_t len, char *code, size_t code_size, char *message,
+                      size_t message_size) {
+  assert(code || code_size == 0);
+  assert(message || message_size == 0);
+  if (code_size) code[0] = '\0';
+  if (message_size) message[0] = '\0';
+  xml_walk w;
+  memset(&w, 0, sizeof w);
+  w.kind = XML_ERROR;
+  w.code = code;
+  w.code_size = code_size;
+  w.message = message;
+  w.message_size = message_size;
+  return walk_run(&w, body, len);
+}
+
+int cs_s3_parse_list(const char *body, size_t len, cs_list_page *page, char *detail, size_t detail_size) {
+  assert(page && (page->keys || page->key_capacity == 0));
+  assert(detail || detail_size == 0);
+  page->key_count = 0;
+  page->next_token[0] = '\0';
+  xml_walk w;
+  memset(&w, 0, sizeof w);
+  w.kind = XML_LIST;
+  w.page = page;
+  int rc = walk_run(&w, body, len);
+  if (rc == CS_E_OK && w.truncated && page->next_token[0] == '\0') {
+    rc = CS_E_PARSE;
+    snprintf(w.detail, sizeof w.detail, "IsTruncated without a NextContinuationToken");
+  }
+  if (rc == CS_E_OK && !w.truncated) page->next_token[0] = '\0';
+  if (rc != CS_E_OK) page->key_count = 0;
+  if (detail_size) snprintf(detail, detail_size, "%s", rc == CS_E_OK ? "" : w.detail);
+  return rc;
+}
+
+long cs_s3_object_url(const char *endpoint, const char *bucket, const char *key, char *out, size_t cap) {
+  assert(endpoint && bucket && key && out);
+  size_t ep = strlen(endpoint);
+  while (ep > 0 && endpoint[ep - 1] == '/') ep--;
+  int n = snprintf(out, cap, "%.*s/%s/", (int)ep, endpoint, bucket);
+  if (n < 0 || (size_t)n >= cap) return CS_E_TOO_LARGE;
+  long k = cs_sigv4_uri_encode(key, strlen(key), true, out + n, cap - (size_t)n);
+  if (k < 0) return CS_E_TOO_LARGE;
+  return n + k;
+}

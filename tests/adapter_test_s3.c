@@ -1,0 +1,201 @@
+/*
+ * The S3 adapter without a server (src/adapters/s3.c, s3_xml.c): the list and
+ * error parsers on real-looking and hostile bodies, URL/key encoding, the
+ * outcome classification, configuration checks, and a refused connection.
+ */
+#include "capstore/s3.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+static char keys[4][CS_KEY_MAX];
+
+static cs_list_page page_of(uint32_t capacity) {
+  cs_list_page page;
+  memset(&page, 0, sizeof page);
+  page.keys = keys;
+  page.key_capacity = capacity;
+  return page;
+}
+
+static const char list_body[] =
+    "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+    "<ListBucketResult xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
+    "<Name>b</Name><Prefix>v1/</Prefix><KeyCount>2</KeyCount><MaxKeys>2</MaxKeys>"
+    "<IsTruncated>true</IsTruncated>"
+    "<Contents><Key>v1/a&amp;b.dmi-pack</Key><LastModified>2026-01-01T00:00:00.000Z</LastModified>"
+    "<ETag>&quot;x&quot;</ETag><Size>10</Size><StorageClass>STANDARD</StorageClass></Contents>"
+    "<Contents><Key>v1/c d.dmi-pack</Key><Size>11</Size></Contents>"
+    "<NextContinuationToken>1ueGcxLPRx1Tr/XYExHnhbYLgveDs2J/wm36Hy4vbOwM=</NextContinuationToken>"
+    "</ListBucketResult>";
+
+static void test_list_page(void **state) {
+  (void)state;
+  cs_list_page page = page_of(2);
+  char detail[160];
+  assert_int_equal(cs_s3_parse_list(list_body, strlen(list_body), &page, detail, sizeof detail), CS_E_OK);
+  assert_int_equal(page.key_count, 2);
+  assert_string_equal(page.keys[0], "v1/a&b.dmi-pack");
+  assert_string_equal(page.keys[1], "v1/c d.dmi-pack");
+  assert_string_equal(page.next_token, "1ueGcxLPRx1Tr/XYExHnhbYLgveDs2J/wm36Hy4vbOwM=");
+  assert_string_equal(detail, "");
+}
+
+static void test_list_last_page(void **state) {
+  (void)state;
+  const char *body = "<ListBucketResult><IsTruncated>false</IsTruncated>"
+                     "<NextContinuationToken>stale</NextContinuationToken></ListBucketResult>";
+  cs_list_page page = page_of(2);
+  char detail[160];
+  assert_int_equal(cs_s3_parse_list(body, strlen(body), &page, detail, sizeof detail), CS_E_OK);
+  assert_int_equal(page.key_count, 0);
+  assert_string_equal(page.next_token, "");
+}
+
+static void expect_list_error(const char *body, uint32_t capacity, int err, const char *detail_part) {
+  cs_list_page page = page_of(capacity);
+  char detail[160];
+  assert_int_equal(cs_s3_parse_list(body, strlen(body), &page, detail, sizeof detail), err);
+  assert_int_equal(page.key_count, 0);
+  if (!strstr(detail, detail_part)) fail_msg("detail \"%s\" lacks \"%s\"", detail, detail_part);
+}
+
+static void test_list_hostile(void **state) {
+  (void)state;
+  expect_list_error(list_body, 1, CS_E_TOO_LARGE, "more than the 1 keys");
+  expect_list_error("<ListBucketResult><Contents><Key>a</Key>", 4, CS_E_PARSE, "invalid XML");
+  expect_list_error("", 4, CS_E_PARSE, "invalid XML");
+  expect_list_error("<Error><Code>x</Code></Error>", 4, CS_E_PARSE, "root element");
+  expect_list_error("<ListBucketResult><IsTruncated>true</IsTruncated></ListBucketResult>", 4, CS_E_PARSE,
+                    "IsTruncated without");
+  expect_list_error("<!DOCTYPE l [<!ENTITY a \"aaaa\"><!ENTITY b \"&a;&a;&a;\">]>"
+                    "<ListBucketResult><Contents><Key>&b;</Key></Contents></ListBucketResult>",
+                    4, CS_E_PARSE, "DOCTYPE");
+  char deep[2048] = "<ListBucketResult>";
+  for (int i = 0; i < 20; i++) strcat(deep, "<a>");
+  expect_list_error(deep, 4, CS_E_PARSE, "deeper");
+  /* A key of CS_KEY_MAX bytes does not fit; one byte less does. */
+  static char body[CS_KEY_MAX + 256];
+  char key[CS_KEY_MAX + 1];
+  memset(key, 'k', CS_KEY_MAX);
+  key[CS_KEY_MAX] = '\0';
+  snprintf(body, sizeof body, "<ListBucketResult><Contents><Key>%s</Key></Contents></ListBucketResult>", key);
+  expect_list_error(body, 4, CS_E_TOO_LARGE, "a key of");
+  key[CS_KEY_MAX - 1] = '\0';
+  snprintf(body, sizeof body, "<ListBucketResult><Contents><Key>%s</Key></Contents></ListBucketResult>", key);
+  cs_list_page page = page_of(4);
+  char detail[160];
+  assert_int_equal(cs_s3_parse_list(body, strlen(body), &page, detail, sizeof detail), CS_E_OK);
+  assert_int_equal(strlen(page.keys[0]), CS_KEY_MAX - 1);
+}
+
+static void test_error_body(void **state) {
+  (void)state;
+  const char *body = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>SlowDown</Code>"
+                     "<Message>Please reduce your request rate.</Message><RequestId>1</RequestId></Error>";
+  char code[32], message[16];
+  assert_int_equal(cs_s3_parse_error(body, strlen(body), code, sizeof code, message, sizeof message), CS_E_OK);
+  assert_string_equal(code, "SlowDown");
+  assert_string_equal(message, "Please reduce y"); /* truncated to fit */
+  assert_int_equal(cs_s3_parse_error("<html>502</html>", 16, code, sizeof code, message, sizeof message),
+                   CS_E_PARSE);
+  assert_string_equal(code, "");
+  assert_int_equal(cs_s3_parse_error("not xml", 7, code, sizeof code, message, sizeof message), CS_E_PARSE);
+}
+
+static void test_classify(void **state) {
+  (void)state;
+  assert_int_equal(cs_s3_classify(CS_S3_TRANSPORT_OK, 200, NULL), CS_OUT_OK);
+  assert_int_equal(cs_s3_classify(CS_S3_TRANSPORT_OK, 204, ""), CS_OUT_OK);
+  assert_int_equal(cs_s3_classify(CS_S3_TRANSPORT_OK, 206, ""), CS_OUT_OK);
+  assert_int_equal(cs_s3_classify(CS_S3_TRANSPORT_REFUSED, 0, NULL), CS_OUT_REFUSED);
+  assert_int_equal(cs_s3_classify(CS_S3_TRANSPORT_TIMEOUT, 0, NULL), CS_OUT_TIMEOUT);
+  assert_int_equal(cs_s3_classify(CS_S3_TRANSPORT_LOST, 0, NULL), CS_OUT_UNKNOWN);
+  assert_int_equal(cs_s3_classify(CS_S3_TRANSPORT_OK, 500, "InternalError"), CS_OUT_SERVER_ERROR);
+  assert_int_equal(cs_s3_classify(CS_S3_TRANSPORT_OK, 503, "ServiceUnavailable"), CS_OUT_SERVER_ERROR);
+  assert_int_equal(cs_s3_classify(CS_S3_TRANSPORT_OK, 503, "SlowDown"), CS_OUT_THROTTLED);
+  assert_int_equal(cs_s3_classify(CS_S3_TRANSPORT_OK, 429, NULL), CS_OUT_THROTTLED);
+  assert_int_equal(cs_s3_classify(CS_S3_TRANSPORT_OK, 403, "AccessDenied"), CS_OUT_FORBIDDEN);
+  assert_int_equal(cs_s3_classify(CS_S3_TRANSPORT_OK, 404, "NoSuchKey"), CS_OUT_NOT_FOUND);
+  assert_int_equal(cs_s3_classify(CS_S3_TRANSPORT_OK, 412, "PreconditionFailed"), CS_OUT_PRECONDITION);
+  assert_int_equal(cs_s3_classify(CS_S3_TRANSPORT_OK, 413, NULL), CS_OUT_TOO_LARGE);
+  assert_int_equal(cs_s3_classify(CS_S3_TRANSPORT_OK, 400, "EntityTooLarge"), CS_OUT_TOO_LARGE);
+  assert_int_equal(cs_s3_classify(CS_S3_TRANSPORT_OK, 400, "InvalidArgument"), CS_OUT_INVALID);
+  assert_int_equal(cs_s3_classify(CS_S3_TRANSPORT_OK, 416, "InvalidRange"), CS_OUT_INVALID);
+  assert_int_equal(cs_s3_classify(CS_S3_TRANSPORT_OK, 301, NULL), CS_OUT_INVALID);
+}
+
+static void test_object_url(void **state) {
+  (void)state;
+  char url[256];
+  long n = cs_s3_object_url("http://127.0.0.1:4568/", "bucket", "v1/tenant=a b/x~y.dmi-pack", url, sizeof url);
+  assert_string_equal(url, "http://127.0.0.1:4568/bucket/v1/tenant%3Da%20b/x~y.dmi-pack");
+  assert_int_equal(n, (long)strlen(url));
+  assert_int_equal(cs_s3_object_url("http://h", "b", "k/with/long/key", url, 12), CS_E_TOO_LARGE);
+}
+
+static cs_s3_config config_local(const char *endpoint) {
+  return (cs_s3_config){.endpoint = endpoint,
+                        .bucket = "bucket",
+                        .access_key_id = "S3RVER",
+                        .secret_access_key = "S3RVER",
+                        .allow_insecure = true,
+                        .connect_timeout_ms = 2000,
+                        .request_timeout_ms = 5000};
+}
+
+static void test_config_refused(void **state) {
+  (void)state;
+  cs_store store;
+  char msg[256];
+  cs_s3_config cfg = config_local("http://127.0.0.1:1");
+  cfg.allow_insecure = false;
+  assert_int_equal(cs_s3_open(&cfg, &store, msg, sizeof msg), CS_E_CONFIG);
+  assert_non_null(strstr(msg, "s3.endpoint"));
+  cfg = config_local("http://127.0.0.1:1/path");
+  assert_int_equal(cs_s3_open(&cfg, &store, msg, sizeof msg), CS_E_CONFIG);
+  cfg = config_local("http://127.0.0.1:1");
+  cfg.bucket = "";
+  assert_int_equal(cs_s3_open(&cfg, &store, msg, sizeof msg), CS_E_CONFIG);
+  assert_non_null(strstr(msg, "s3.bucket"));
+}
+
+/* Port 1 on loopback refuses: the answer is REFUSED, with curl's reason. */
+static void test_connection_refused(void **state) {
+  (void)state;
+  cs_store store;
+  char msg[256];
+  cs_s3_config cfg = config_local("http://127.0.0.1:1");
+  assert_int_equal(cs_s3_open(&cfg, &store, msg, sizeof msg), CS_E_OK);
+  cs_store_result res;
+  cs_object_info info;
+  assert_int_equal(store.ops->head(store.self, "v1/k.dmi-pack", &info, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_REFUSED);
+  assert_int_equal(res.http_status, 0);
+  assert_true(res.detail[0] != '\0');
+  cs_object_info meta;
+  memset(&meta, 0, sizeof meta);
+  assert_int_equal(store.ops->put(store.self, "v1/k.dmi-pack", "abc", 3, &meta, true, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_REFUSED);
+  char buf[8];
+  size_t got = 1;
+  cs_range too_big = {.offset = 0, .length = 9};
+  assert_int_equal(store.ops->get(store.self, "k", &too_big, buf, sizeof buf, &got, &res), CS_E_INVALID_ARGUMENT);
+  assert_int_equal(store.ops->head(store.self, "", &info, &res), CS_E_INVALID_ARGUMENT);
+  store.ops->close(store.self);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_list_page),    cmocka_unit_test(test_list_last_page), cmocka_unit_test(test_list_hostile),
+      cmocka_unit_test(test_error_body),   cmocka_unit_test(test_classify),       cmocka_unit_test(test_object_url),
+      cmocka_unit_test(test_config_refused), cmocka_unit_test(test_connection_refused),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
