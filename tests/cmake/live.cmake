@@ -15,3 +15,12 @@ target_link_libraries(adapter_test_clickhouse PRIVATE capstore_runtime PkgConfig
 add_test(NAME live.clickhouse COMMAND adapter_test_clickhouse ${CAPSTORE_LIVE_DIR}/clickhouse/endpoint)
 set_tests_properties(live.clickhouse PROPERTIES FIXTURES_REQUIRED clickhouse LABELS "live;adapters"
                      RESOURCE_LOCK clickhouse TIMEOUT 120)
+
+# The TCP fault switch (faults/tcp_switch.c) runs threads inside the capstore library.
+target_link_libraries(capstore PUBLIC Threads::Threads)
+
+add_executable(adapter_test_tcp_switch ${CMAKE_CURRENT_SOURCE_DIR}/adapter_test_tcp_switch.c)
+target_link_libraries(adapter_test_tcp_switch PRIVATE capstore_runtime PkgConfig::CMOCKA)
+target_include_directories(adapter_test_tcp_switch PRIVATE ${CMAKE_SOURCE_DIR}/faults)
+add_test(NAME adapter.tcp_switch COMMAND adapter_test_tcp_switch)
+set_tests_properties(adapter.tcp_switch PROPERTIES LABELS adapters TIMEOUT 60)
