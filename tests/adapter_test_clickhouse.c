@@ -19,6 +19,9 @@
 #include <curl/curl.h>
 
 #include "capstore/clickhouse.h"
+#include "tcp_switch.h"
+
+#include <pthread.h>
 
 static char g_url[256];
 static char g_user[64];
@@ -482,6 +485,86 @@ static void test_server_errors_classified(void **state) {
   bad.ops->close(bad.self);
 }
 
+/* ---- through the TCP fault switch ---------------------------------------- */
+
+typedef struct switched {
+  cs_tcp_switch *sw;
+  cs_catalog cat;
+  cs_catalog_result res;
+  double seconds;
+} switched;
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void *head_in_thread(void *arg) {
+  switched *s = arg;
+  cs_uuid a = uuid_n(1);
+  cs_cat_head head;
+  double t0 = now_s();
+  s->cat.ops->head(s->cat.self, &a, &head, &s->res);
+  s->seconds = now_s() - t0;
+  return NULL;
+}
+
+static cs_outcome head_through(switched *s) {
+  head_in_thread(s);
+  return s->res.outcome;
+}
+
+static void test_through_tcp_switch(void **state) {
+  (void)state;
+  cs_catalog base = fresh();
+  base.ops->close(base.self);
+  unsigned port = 0;
+  sscanf(g_url, "http://127.0.0.1:%u/", &port);
+  switched s;
+  memset(&s, 0, sizeof s);
+  assert_int_equal(cs_tcp_switch_start(0, (uint16_t)port, &s.sw), CS_E_OK);
+  char url[128];
+  snprintf(url, sizeof url, "http://127.0.0.1:%u/", cs_tcp_switch_port(s.sw));
+  cs_clickhouse_config cfg = {.url = url, .user = g_user, .password = g_password, .table_prefix = g_prefix,
+                              .connect_timeout_ns = CS_SEC_NS, .request_timeout_ns = 800 * CS_MS_NS};
+  assert_int_equal(cs_clickhouse_open(&cfg, &s.cat), CS_E_OK);
+  assert_int_equal(head_through(&s), CS_OUT_OK);
+
+  assert_int_equal(cs_tcp_switch_cut(s.sw), CS_E_OK);
+  assert_int_equal(head_through(&s), CS_OUT_REFUSED);
+
+  assert_int_equal(cs_tcp_switch_stall(s.sw), CS_E_OK);
+  assert_int_equal(head_through(&s), CS_OUT_TIMEOUT);
+  assert_true(s.seconds >= 0.75 && s.seconds < 2.0); /* within the configured request timeout */
+
+  assert_int_equal(cs_tcp_switch_http(s.sw, "POST", "/", 503), CS_E_OK);
+  assert_int_equal(head_through(&s), CS_OUT_THROTTLED);
+  assert_int_equal(cs_tcp_switch_http(s.sw, "POST", "/", 500), CS_E_OK);
+  assert_int_equal(head_through(&s), CS_OUT_SERVER_ERROR);
+  assert_int_equal(cs_tcp_switch_http(s.sw, "POST", "/", 413), CS_E_OK);
+  assert_int_equal(head_through(&s), CS_OUT_TOO_LARGE);
+  assert_int_equal(cs_tcp_switch_http(s.sw, "GET", "/", 503), CS_E_OK); /* another method passes */
+  assert_int_equal(head_through(&s), CS_OUT_OK);
+
+  /* Sent, then the connection reset before the answer: UNKNOWN. */
+  s.cat.ops->close(s.cat.self);
+  cfg.request_timeout_ns = 5 * CS_SEC_NS;
+  assert_int_equal(cs_clickhouse_open(&cfg, &s.cat), CS_E_OK);
+  assert_int_equal(cs_tcp_switch_stall(s.sw), CS_E_OK);
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, head_in_thread, &s), 0);
+  sleep_ms(300);
+  assert_int_equal(cs_tcp_switch_cut(s.sw), CS_E_OK);
+  pthread_join(t, NULL);
+  assert_int_equal(s.res.outcome, CS_OUT_UNKNOWN);
+
+  assert_int_equal(cs_tcp_switch_pass(s.sw), CS_E_OK);
+  assert_int_equal(head_through(&s), CS_OUT_OK);
+  s.cat.ops->close(s.cat.self);
+  cs_tcp_switch_stop(s.sw);
+}
+
 static int read_endpoint(const char *path) {
   FILE *f = fopen(path, "r");
   if (f == NULL) return -1;
@@ -510,6 +593,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_nul_refused_before_sending),
       cmocka_unit_test(test_too_large),
       cmocka_unit_test(test_server_errors_classified),
+      cmocka_unit_test(test_through_tcp_switch),
   };
   int failed = cmocka_run_group_tests(tests, NULL, NULL);
   curl_global_cleanup();

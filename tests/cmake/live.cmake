@@ -12,6 +12,7 @@ set_tests_properties(live.clickhouse.stop PROPERTIES FIXTURES_CLEANUP clickhouse
 
 add_executable(adapter_test_clickhouse ${CMAKE_CURRENT_SOURCE_DIR}/adapter_test_clickhouse.c)
 target_link_libraries(adapter_test_clickhouse PRIVATE capstore_runtime PkgConfig::CMOCKA)
+target_include_directories(adapter_test_clickhouse PRIVATE ${CMAKE_SOURCE_DIR}/faults)
 add_test(NAME live.clickhouse COMMAND adapter_test_clickhouse ${CAPSTORE_LIVE_DIR}/clickhouse/endpoint)
 set_tests_properties(live.clickhouse PROPERTIES FIXTURES_REQUIRED clickhouse LABELS "live;adapters"
                      RESOURCE_LOCK clickhouse TIMEOUT 120)
