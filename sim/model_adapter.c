@@ -1,0 +1,552 @@
+/*
+ * The simulator's models behind cs_store_ops and cs_catalog_ops (see
+ * model_adapter.h). Every primitive builds one sim_req and hands it to the
+ * model's own apply function, so the answers are the model's; a model bail
+ * (a bound, or a checker's safety verdict) comes back as CS_OUT_INVALID with
+ * the model's reason in detail.
+ */
+#include "model_adapter.h"
+
+#include "world.h"
+
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static uint64_t mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * CS_SEC_NS + (uint64_t)ts.tv_nsec;
+}
+
+static sim_world *world_new(sim_result *result) {
+  sim_world *w = calloc(1, sizeof *w);
+  if (w == NULL) return NULL;
+  w->result = result;
+  sim_models_init(w);
+  w->catalog_insert_bytes_max = UINT64_MAX;
+  w->catalog_unhealthy_until_ns = UINT64_MAX; /* the renewal-timing checker judges a service, not this adapter */
+  w->last_holder_proc = SIM_NONE;
+  return w;
+}
+
+/* ---- the store ------------------------------------------------------------ */
+
+typedef struct model_store {
+  sim_world *w;
+  sim_result result;
+  sim_req req;
+  uint8_t *bytes[SIM_OBJECTS_MAX]; /* by object index: what the model does not keep */
+} model_store;
+
+static void store_res(cs_store_result *res, cs_outcome outcome, const char *detail) {
+  res->outcome = outcome;
+  res->http_status = 0;
+  snprintf(res->detail, sizeof res->detail, "%.200s", detail == NULL ? "" : detail);
+}
+
+static bool store_apply(model_store *m) {
+  if (setjmp(m->w->bail) != 0) return false;
+  sim_store_apply(m->w, &m->req);
+  return true;
+}
+
+static bool store_put_plain(model_store *m) {
+  if (setjmp(m->w->bail) != 0) return false;
+  sim_store_put_object(m->w, &m->req.ref, false, SIM_NONE);
+  return true;
+}
+
+static int ms_put(void *self, const char *key, const void *bytes, size_t len, const cs_object_info *meta,
+                  bool if_none_match, cs_store_result *res) {
+  model_store *m = self;
+  if (key == NULL || res == NULL || (bytes == NULL && len > 0)) return CS_E_INVALID_ARGUMENT;
+  memset(&m->req, 0, sizeof m->req);
+  if (cs_pack_ref_set_key(&m->req.ref, key, strlen(key)) != CS_E_OK) return CS_E_TOO_LARGE;
+  if (if_none_match && sim_store_create_refused(m->w, key, m->req.ref.key_len)) {
+    store_res(res, CS_OUT_PRECONDITION, "model: object exists");
+    return CS_E_OK;
+  }
+  uint8_t *copy = malloc(len == 0 ? 1 : len);
+  if (copy == NULL) return CS_E_NO_MEMORY;
+  if (len > 0) memcpy(copy, bytes, len);
+  m->req.op = CS_OP_STORE_PUT;
+  m->req.ref.size_bytes = len;
+  bool is_pack = meta != NULL && meta->is_pack;
+  if (is_pack) {
+    m->req.ref.pack_id = meta->pack_id;
+    memcpy(m->req.ref.sha256, meta->sha256, 32);
+    m->req.ref.record_count = meta->record_count;
+    m->req.ref.created_at_ns = meta->created_at_ns;
+  }
+  bool ok = is_pack ? store_apply(m) : store_put_plain(m);
+  if (!ok) {
+    free(copy);
+    store_res(res, CS_OUT_INVALID, m->result.reason);
+    return CS_E_OK;
+  }
+  uint32_t index = sim_store_find(m->w, key, m->req.ref.key_len);
+  free(m->bytes[index]);
+  m->bytes[index] = copy;
+  store_res(res, CS_OUT_OK, NULL);
+  return CS_E_OK;
+}
+
+static int ms_head(void *self, const char *key, cs_object_info *info, cs_store_result *res) {
+  model_store *m = self;
+  if (key == NULL || info == NULL || res == NULL) return CS_E_INVALID_ARGUMENT;
+  memset(&m->req, 0, sizeof m->req);
+  memset(info, 0, sizeof *info);
+  if (cs_pack_ref_set_key(&m->req.ref, key, strlen(key)) != CS_E_OK) return CS_E_TOO_LARGE;
+  m->req.op = CS_OP_STORE_HEAD;
+  if (!store_apply(m)) {
+    store_res(res, CS_OUT_INVALID, m->result.reason);
+    return CS_E_OK;
+  }
+  store_res(res, m->req.outcome, NULL);
+  if (m->req.outcome != CS_OUT_OK) return CS_E_OK;
+  info->is_pack = m->req.head.is_pack;
+  info->size_bytes = m->req.head.size_bytes;
+  info->pack_id = m->req.head.pack_id;
+  memcpy(info->sha256, m->req.head.sha256, 32);
+  info->record_count = m->req.head.record_count;
+  info->created_at_ns = m->req.head.created_at_ns;
+  return CS_E_OK;
+}
+
+/* HTTP Range semantics, as dirstore: a long suffix is the whole object; an offset past the end is refused. */
+static bool range_resolve(const cs_range *range, uint64_t size, uint64_t *offset, uint64_t *length) {
+  if (range == NULL) {
+    *offset = 0;
+    *length = size;
+    return true;
+  }
+  if (range->suffix) {
+    if (range->length == 0) return false;
+    *length = range->length < size ? range->length : size;
+    *offset = size - *length;
+    return true;
+  }
+  if (range->offset >= size || range->length == 0) return false;
+  *offset = range->offset;
+  *length = size - range->offset < range->length ? size - range->offset : range->length;
+  return true;
+}
+
+static int ms_get(void *self, const char *key, const cs_range *range, void *buf, size_t cap, size_t *got,
+                  cs_store_result *res) {
+  model_store *m = self;
+  if (key == NULL || got == NULL || res == NULL || (buf == NULL && cap > 0)) return CS_E_INVALID_ARGUMENT;
+  *got = 0;
+  uint32_t index = sim_store_find(m->w, key, (uint32_t)strlen(key));
+  if (index == SIM_NONE) {
+    store_res(res, CS_OUT_NOT_FOUND, "model: no such key");
+    return CS_E_OK;
+  }
+  uint64_t offset = 0, length = 0;
+  if (!range_resolve(range, m->w->objects[index].ref.size_bytes, &offset, &length)) {
+    store_res(res, CS_OUT_INVALID, "model: range not satisfiable");
+    return CS_E_OK;
+  }
+  if (length > cap) return CS_E_TOO_LARGE;
+  if (length > 0) memcpy(buf, m->bytes[index] + offset, (size_t)length);
+  *got = (size_t)length;
+  store_res(res, CS_OUT_OK, NULL);
+  return CS_E_OK;
+}
+
+/*
+ * The model lists under w->prefix, which holds 63 bytes: a longer prefix is
+ * listed under its first 63 bytes and filtered here, taking model pages until
+ * one key matches or the listing ends, so every page still makes progress.
+ */
+static int ms_list(void *self, const char *prefix, const char *token, uint32_t max_keys, cs_list_page *page,
+                   cs_store_result *res) {
+  model_store *m = self;
+  if (prefix == NULL || token == NULL || page == NULL || res == NULL || page->keys == NULL || max_keys == 0)
+    return CS_E_INVALID_ARGUMENT;
+  if (strlen(token) >= CS_KEY_MAX) return CS_E_TOO_LARGE;
+  uint32_t limit = max_keys < page->key_capacity ? max_keys : page->key_capacity;
+  size_t prefix_len = strlen(prefix);
+  snprintf(m->w->prefix, sizeof m->w->prefix, "%s", prefix);
+  char next[CS_KEY_MAX];
+  snprintf(next, sizeof next, "%s", token);
+  page->key_count = 0;
+  for (uint32_t round = 0; round <= SIM_OBJECTS_MAX && page->key_count == 0; round++) {
+    memset(&m->req, 0, sizeof m->req);
+    memcpy(m->req.token, next, sizeof next);
+    m->req.op = CS_OP_STORE_LIST;
+    m->req.count = limit;
+    if (!store_apply(m)) {
+      store_res(res, CS_OUT_INVALID, m->result.reason);
+      return CS_E_OK;
+    }
+    for (uint32_t i = 0; i < m->req.key_count; i++) {
+      const char *key = m->w->objects[m->req.keys[i]].ref.key;
+      if (strncmp(key, prefix, prefix_len) == 0) snprintf(page->keys[page->key_count++], CS_KEY_MAX, "%s", key);
+    }
+    memcpy(next, m->req.next_token, sizeof next);
+    if (next[0] == '\0') break;
+  }
+  snprintf(page->next_token, sizeof page->next_token, "%s", next);
+  store_res(res, m->req.outcome, NULL);
+  return CS_E_OK;
+}
+
+static int ms_del(void *self, const char *key, cs_store_result *res) {
+  model_store *m = self;
+  if (key == NULL || res == NULL) return CS_E_INVALID_ARGUMENT;
+  uint32_t gone = sim_store_delete_object(m->w, key, (uint32_t)strlen(key));
+  if (gone != SIM_NONE) {
+    free(m->bytes[gone]);
+    uint32_t last = m->w->object_count; /* the object that moved into gone, if any */
+    m->bytes[gone] = gone == last ? NULL : m->bytes[last];
+    m->bytes[last] = NULL;
+  }
+  store_res(res, CS_OUT_OK, NULL); /* like S3: deleting an absent key succeeds */
+  return CS_E_OK;
+}
+
+static void ms_close(void *self) {
+  model_store *m = self;
+  for (uint32_t i = 0; i < SIM_OBJECTS_MAX; i++) free(m->bytes[i]);
+  free(m->w);
+  free(m);
+}
+
+static const cs_store_ops model_store_ops = {
+    .name = "model", .put = ms_put, .head = ms_head, .get = ms_get, .list = ms_list, .del = ms_del, .close = ms_close};
+
+int sim_model_store_open(bool enforce_if_none_match, cs_store *out) {
+  if (out == NULL) return CS_E_INVALID_ARGUMENT;
+  model_store *m = calloc(1, sizeof *m);
+  if (m == NULL) return CS_E_NO_MEMORY;
+  m->w = world_new(&m->result);
+  if (m->w == NULL) {
+    free(m);
+    return CS_E_NO_MEMORY;
+  }
+  m->w->store_if_none_match = enforce_if_none_match;
+  out->ops = &model_store_ops;
+  out->self = m;
+  out->enforces_if_none_match = false;
+  return CS_E_OK;
+}
+
+/* ---- the catalog ---------------------------------------------------------- */
+
+typedef struct model_row {
+  cs_uuid pack_id;
+  uint64_t version;
+  char key[CS_KEY_MAX];
+  cs_pack_record record; /* text points into text */
+  char *text;
+} model_row;
+
+typedef struct model_catalog {
+  sim_world *w;
+  sim_result result;
+  sim_req req;
+  uint64_t start_ns;
+  uint64_t advance_ns;
+  model_row *rows;
+  size_t row_count, row_capacity;
+} model_catalog;
+
+static void cat_res(cs_catalog_result *res, cs_outcome outcome, const char *detail) {
+  res->outcome = outcome;
+  res->server_code = 0;
+  snprintf(res->detail, sizeof res->detail, "%.200s", detail == NULL ? "" : detail);
+}
+
+static void clock_sync(model_catalog *m) { m->w->now_ns = mono_ns() - m->start_ns + m->advance_ns; }
+
+/* The proc standing for lease_id (procs are only a lease-id table here), or SIM_NONE when full. */
+static uint32_t proc_of(model_catalog *m, const cs_uuid *lease_id) {
+  for (uint32_t i = 0; i < m->w->proc_count; i++)
+    if (cs_uuid_equal(&m->w->procs[i].lease_id, lease_id)) return i;
+  if (m->w->proc_count >= SIM_PROCS_MAX) return SIM_NONE;
+  sim_proc *p = &m->w->procs[m->w->proc_count];
+  p->index = m->w->proc_count;
+  p->kind = PROC_RIVAL;
+  p->alive = false; /* no live service behind it: the takeover checker has nothing to protect */
+  p->lease_id = *lease_id;
+  return m->w->proc_count++;
+}
+
+/* The model's pack index for id, registering it when add; SIM_NONE when unknown (or full). */
+static uint32_t pack_of(model_catalog *m, const cs_uuid *id, const cs_pack_ref *ref) {
+  for (uint32_t i = 0; i < m->w->pack_count; i++)
+    if (cs_uuid_equal(&m->w->packs[i].ref.pack_id, id)) return i;
+  if (m->w->pack_count >= SIM_PACKS_MAX) return SIM_NONE;
+  if (ref == NULL && id == NULL) return SIM_NONE;
+  sim_pack *pack = &m->w->packs[m->w->pack_count];
+  memset(pack, 0, sizeof *pack);
+  if (ref != NULL) pack->ref = *ref;
+  pack->ref.pack_id = *id;
+  pack->proc = SIM_NONE;
+  return m->w->pack_count++;
+}
+
+/* Applies the request; a fenced write's rows land at once (the bare model has no apply delay). */
+static bool cat_apply(model_catalog *m) {
+  if (setjmp(m->w->bail) != 0) return false;
+  sim_catalog_apply(m->w, &m->req);
+  if (m->req.land_pending) sim_catalog_land(m->w, &m->req);
+  return true;
+}
+
+/* Prepares the request for op by lease_id; false when the model's lease table is full. */
+static bool req_begin(model_catalog *m, cs_op op, const cs_uuid *lease_id) {
+  memset(&m->req, 0, sizeof m->req);
+  m->req.op = op;
+  m->req.to_catalog = true;
+  clock_sync(m);
+  if (lease_id == NULL) return true;
+  m->req.lease_id = *lease_id;
+  m->req.proc = proc_of(m, lease_id);
+  return m->req.proc != SIM_NONE;
+}
+
+static int cat_finish(model_catalog *m, cs_catalog_result *res) {
+  if (!cat_apply(m)) cat_res(res, CS_OUT_INVALID, m->result.reason);
+  else cat_res(res, m->req.outcome, NULL);
+  return CS_E_OK;
+}
+
+static int mc_schema_ensure(void *self, cs_catalog_result *res) {
+  (void)self;
+  if (res == NULL) return CS_E_INVALID_ARGUMENT;
+  cat_res(res, CS_OUT_OK, NULL); /* the model has no tables */
+  return CS_E_OK;
+}
+
+static int mc_head(void *self, const cs_uuid *lease_id, cs_cat_head *out, cs_catalog_result *res) {
+  model_catalog *m = self;
+  if (lease_id == NULL || out == NULL || res == NULL) return CS_E_INVALID_ARGUMENT;
+  if (!req_begin(m, CS_OP_CAT_HEAD, lease_id)) return CS_E_FULL;
+  cat_finish(m, res);
+  *out = m->req.cat_head;
+  return CS_E_OK;
+}
+
+static int mc_claim(void *self, const cs_uuid *lease_id, uint64_t base_term, uint64_t ttl_ns, cs_catalog_result *res) {
+  model_catalog *m = self;
+  if (lease_id == NULL || res == NULL || ttl_ns == 0) return CS_E_INVALID_ARGUMENT;
+  if (!req_begin(m, CS_OP_CAT_CLAIM, lease_id)) return CS_E_FULL;
+  m->req.term = base_term;
+  m->w->base_svc.lease_ttl_ns = ttl_ns;
+  return cat_finish(m, res);
+}
+
+static int mc_read_claims(void *self, const cs_uuid *lease_id, uint64_t term, cs_claims *out, cs_catalog_result *res) {
+  model_catalog *m = self;
+  if (lease_id == NULL || out == NULL || res == NULL) return CS_E_INVALID_ARGUMENT;
+  if (!req_begin(m, CS_OP_CAT_READ_CLAIMS, lease_id)) return CS_E_FULL;
+  m->req.term = term;
+  cat_finish(m, res);
+  *out = m->req.claims;
+  return CS_E_OK;
+}
+
+static int mc_release(void *self, const cs_uuid *lease_id, uint64_t term, cs_catalog_result *res) {
+  model_catalog *m = self;
+  if (lease_id == NULL || res == NULL) return CS_E_INVALID_ARGUMENT;
+  if (!req_begin(m, CS_OP_CAT_RELEASE, lease_id)) return CS_E_FULL;
+  m->req.term = term;
+  return cat_finish(m, res);
+}
+
+/* Deep copy of a record's text into one block owned by row. */
+static bool row_fill(model_row *row, const cs_pack_record *src) {
+  row->record = *src;
+  cs_pack_text *fields[] = {&row->record.meta.capture_id,  &row->record.meta.tenant_id,
+                            &row->record.meta.experiment_id, &row->record.meta.run_id,
+                            &row->record.meta.session_id,  &row->record.meta.request_id,
+                            &row->record.meta.sequence_id, &row->record.meta.model_id,
+                            &row->record.meta.model_revision, &row->record.meta.adapter_revision,
+                            &row->record.meta.capture_policy_version, &row->record.meta.hook_name};
+  size_t total = 0;
+  for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) total += fields[i]->len + 1;
+  row->text = malloc(total);
+  if (row->text == NULL) return false;
+  char *p = row->text;
+  for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+    if (fields[i]->bytes == NULL) continue;
+    memcpy(p, fields[i]->bytes, fields[i]->len);
+    p[fields[i]->len] = '\0';
+    fields[i]->bytes = p;
+    p += fields[i]->len + 1;
+  }
+  return true;
+}
+
+static bool rows_store(model_catalog *m, uint64_t version, const cs_index_pack *packs, uint32_t pack_count) {
+  for (uint32_t i = 0; i < pack_count; i++) {
+    for (uint32_t r = 0; r < packs[i].record_count; r++) {
+      if (m->row_count == m->row_capacity) {
+        size_t cap = m->row_capacity == 0 ? 64 : m->row_capacity * 2;
+        model_row *rows = realloc(m->rows, cap * sizeof *rows);
+        if (rows == NULL) return false;
+        m->rows = rows;
+        m->row_capacity = cap;
+      }
+      model_row *row = &m->rows[m->row_count];
+      row->pack_id = packs[i].ref->pack_id;
+      row->version = version;
+      snprintf(row->key, sizeof row->key, "%s", packs[i].ref->key);
+      if (!row_fill(row, &packs[i].records[r])) return false;
+      m->row_count++;
+    }
+  }
+  return true;
+}
+
+static int mc_index(void *self, const cs_uuid *lease_id, uint64_t margin_ns, uint64_t version,
+                    const cs_index_pack *packs, uint32_t pack_count, cs_catalog_result *res) {
+  model_catalog *m = self;
+  if (lease_id == NULL || res == NULL || (packs == NULL && pack_count > 0)) return CS_E_INVALID_ARGUMENT;
+  if (!req_begin(m, CS_OP_CAT_INDEX, lease_id)) return CS_E_FULL;
+  if (pack_count > SIM_BATCH_MAX) {
+    cat_res(res, CS_OUT_TOO_LARGE, "model: more packs than one batch holds");
+    return CS_E_OK;
+  }
+  for (uint32_t i = 0; i < pack_count; i++) {
+    if (packs[i].ref == NULL || (packs[i].records == NULL && packs[i].record_count > 0)) return CS_E_INVALID_ARGUMENT;
+    m->req.packs[i] = pack_of(m, &packs[i].ref->pack_id, packs[i].ref);
+    if (m->req.packs[i] == SIM_NONE) return CS_E_FULL;
+  }
+  m->req.count = pack_count;
+  m->req.version = version;
+  m->w->fence_margin_ns = margin_ns;
+  uint64_t refused = m->w->counters.fenced_refused;
+  cat_finish(m, res);
+  bool applied = res->outcome == CS_OUT_OK && m->w->counters.fenced_refused == refused;
+  if (applied && !rows_store(m, version, packs, pack_count)) return CS_E_NO_MEMORY;
+  return CS_E_OK;
+}
+
+static int mc_publish(void *self, const cs_uuid *lease_id, uint64_t margin_ns, uint64_t version, uint64_t term,
+                      uint32_t pack_count, cs_catalog_result *res) {
+  model_catalog *m = self;
+  if (lease_id == NULL || res == NULL) return CS_E_INVALID_ARGUMENT;
+  if (!req_begin(m, CS_OP_CAT_PUBLISH, lease_id)) return CS_E_FULL;
+  m->req.version = version;
+  m->req.term = term;
+  m->req.count = pack_count;
+  m->w->fence_margin_ns = margin_ns;
+  return cat_finish(m, res);
+}
+
+static int mc_reject(void *self, const cs_uuid *lease_id, uint64_t margin_ns, const cs_uuid *ids, uint32_t count,
+                     cs_catalog_result *res) {
+  model_catalog *m = self;
+  if (lease_id == NULL || res == NULL || (ids == NULL && count > 0)) return CS_E_INVALID_ARGUMENT;
+  if (!req_begin(m, CS_OP_CAT_REJECT, lease_id)) return CS_E_FULL;
+  if (count > SIM_BATCH_MAX) return CS_E_TOO_LARGE;
+  for (uint32_t i = 0; i < count; i++) {
+    m->req.packs[i] = pack_of(m, &ids[i], NULL);
+    if (m->req.packs[i] == SIM_NONE) return CS_E_FULL;
+    /* The model's checker allows rejected rows only for poison; here the caller decides what is poison. */
+    m->w->packs[m->req.packs[i]].poison_large = true;
+  }
+  m->req.count = count;
+  m->w->fence_margin_ns = margin_ns;
+  return cat_finish(m, res);
+}
+
+static int mc_committed(void *self, const cs_uuid *ids, uint32_t count, bool *held, bool *rejected,
+                        cs_catalog_result *res) {
+  model_catalog *m = self;
+  if (res == NULL || (count > 0 && (ids == NULL || held == NULL || rejected == NULL))) return CS_E_INVALID_ARGUMENT;
+  cat_res(res, CS_OUT_OK, NULL);
+  for (uint32_t done = 0; done < count;) {
+    uint32_t n = count - done < SIM_BATCH_MAX ? count - done : SIM_BATCH_MAX;
+    req_begin(m, CS_OP_CAT_COMMITTED, NULL);
+    for (uint32_t i = 0; i < n; i++) {
+      uint32_t found = SIM_NONE;
+      for (uint32_t p = 0; p < m->w->pack_count && found == SIM_NONE; p++)
+        if (cs_uuid_equal(&m->w->packs[p].ref.pack_id, &ids[done + i])) found = p;
+      m->req.packs[i] = found;
+    }
+    m->req.count = n;
+    cat_finish(m, res);
+    if (res->outcome != CS_OUT_OK) return CS_E_OK;
+    memcpy(held + done, m->req.held, n * sizeof *held);
+    memcpy(rejected + done, m->req.rejected, n * sizeof *rejected);
+    done += n;
+  }
+  return CS_E_OK;
+}
+
+static int text_cmp(const cs_pack_text *a, const cs_pack_text *b) {
+  size_t n = a->len < b->len ? a->len : b->len;
+  int c = memcmp(a->bytes, b->bytes, n);
+  return c != 0 ? c : (a->len > b->len) - (a->len < b->len);
+}
+
+static int mc_read_descriptors(void *self, uint64_t watermark, const cs_uuid *pack_id, cs_descriptor_row *rows,
+                               uint32_t capacity, uint32_t *count, cs_catalog_result *res) {
+  model_catalog *m = self;
+  if (pack_id == NULL || count == NULL || res == NULL || (rows == NULL && capacity > 0)) return CS_E_INVALID_ARGUMENT;
+  *count = 0;
+  for (size_t i = 0; i < m->row_count; i++) {
+    const model_row *row = &m->rows[i];
+    if (!cs_uuid_equal(&row->pack_id, pack_id) || row->version > watermark) continue;
+    uint32_t slot = 0;
+    while (slot < *count && text_cmp(&rows[slot].record.meta.capture_id, &row->record.meta.capture_id) != 0) slot++;
+    if (slot < *count && rows[slot].version >= row->version) continue; /* argMax(version) */
+    if (slot == *count && *count == capacity) return CS_E_NO_MEMORY;
+    if (slot == *count) (*count)++;
+    rows[slot].pack_id = row->pack_id;
+    snprintf(rows[slot].key, sizeof rows[slot].key, "%s", row->key);
+    rows[slot].record = row->record;
+    rows[slot].version = row->version;
+  }
+  cat_res(res, CS_OUT_OK, NULL);
+  return CS_E_OK;
+}
+
+static void mc_close(void *self) {
+  model_catalog *m = self;
+  for (size_t i = 0; i < m->row_count; i++) free(m->rows[i].text);
+  free(m->rows);
+  free(m->w);
+  free(m);
+}
+
+static const cs_catalog_ops model_catalog_ops = {.name = "model",
+                                                 .schema_ensure = mc_schema_ensure,
+                                                 .head = mc_head,
+                                                 .claim = mc_claim,
+                                                 .read_claims = mc_read_claims,
+                                                 .release = mc_release,
+                                                 .index = mc_index,
+                                                 .publish = mc_publish,
+                                                 .reject = mc_reject,
+                                                 .committed = mc_committed,
+                                                 .read_descriptors = mc_read_descriptors,
+                                                 .close = mc_close};
+
+int sim_model_catalog_open(cs_catalog *out) {
+  if (out == NULL) return CS_E_INVALID_ARGUMENT;
+  model_catalog *m = calloc(1, sizeof *m);
+  if (m == NULL) return CS_E_NO_MEMORY;
+  m->w = world_new(&m->result);
+  if (m->w == NULL) {
+    free(m);
+    return CS_E_NO_MEMORY;
+  }
+  m->start_ns = mono_ns() - CS_SEC_NS; /* the world's clock starts at one second, never at zero */
+  out->ops = &model_catalog_ops;
+  out->self = m;
+  return CS_E_OK;
+}
+
+void sim_model_catalog_advance(cs_catalog *catalog, uint64_t ns) {
+  if (catalog == NULL || catalog->ops != &model_catalog_ops) return;
+  model_catalog *m = catalog->self;
+  m->advance_ns += ns;
+}

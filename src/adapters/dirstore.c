@@ -1,0 +1,493 @@
+/*
+ * The filesystem object store (include/capstore/dirstore.h). One object is one
+ * file: an 80-byte metadata header, then the object's bytes. Writing both in
+ * one temp file and publishing it with one link(2) (create-only) or rename(2)
+ * (replace) is what makes "an object never appears without its metadata" and
+ * the conditional create atomic; a separate sidecar would need two names.
+ *
+ * Keys map to paths segment by segment: [A-Za-z0-9._=%-] stay as they are
+ * (a leading '.' does not), everything else becomes "+XX"; directories get
+ * the suffix ".d", objects ".obj", so no key's file can be another key's
+ * directory. Empty segments are refused; no segment can name "." or "..".
+ */
+#include "capstore/dirstore.h"
+
+#include <assert.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define META_BYTES 80u
+#define PATH_BYTES 4096u
+static const char meta_magic[8] = {'C', 'S', 'O', 'B', 'J', '1', '\0', '\0'};
+
+typedef struct dirstore {
+  char root[PATH_BYTES / 2];
+  uint64_t temp_counter;
+} dirstore;
+
+static void result_set(cs_store_result *res, cs_outcome outcome, const char *what, int err) {
+  res->outcome = outcome;
+  res->http_status = 0;
+  if (what == NULL) {
+    res->detail[0] = '\0';
+    return;
+  }
+  snprintf(res->detail, sizeof res->detail, "%s%s%s", what, err != 0 ? ": " : "", err != 0 ? strerror(err) : "");
+}
+
+static bool char_plain(char c, bool first) {
+  if (c == '.') return !first;
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
+         c == '=' || c == '%';
+}
+
+/* Appends the encoded segment [seg, seg+len) and suffix to out; false when too long or invalid. */
+static bool segment_encode(const char *seg, size_t len, const char *suffix, char *out, size_t *used, size_t cap) {
+  static const char hex[] = "0123456789ABCDEF";
+  if (len == 0) return false;
+  if ((len == 1 && seg[0] == '.') || (len == 2 && seg[0] == '.' && seg[1] == '.')) return false;
+  size_t start = *used;
+  for (size_t i = 0; i < len; i++) {
+    if (*used + 4 >= cap) return false;
+    unsigned char c = (unsigned char)seg[i];
+    if (char_plain((char)c, i == 0)) {
+      out[(*used)++] = (char)c;
+    } else {
+      out[(*used)++] = '+';
+      out[(*used)++] = hex[c >> 4];
+      out[(*used)++] = hex[c & 15u];
+    }
+  }
+  size_t slen = strlen(suffix);
+  if (*used + slen + 1 >= cap) return false;
+  memcpy(out + *used, suffix, slen + 1);
+  *used += slen;
+  return *used - start <= CS_DIRSTORE_NAME_MAX;
+}
+
+/* The object's path under root/objects; false when the key cannot be stored. */
+static bool key_path(const dirstore *ds, const char *key, char *out, size_t cap) {
+  size_t key_len = strlen(key);
+  if (key_len == 0 || key_len >= CS_KEY_MAX) return false;
+  int n = snprintf(out, cap, "%s/objects", ds->root);
+  if (n < 0 || (size_t)n >= cap) return false;
+  size_t used = (size_t)n;
+  const char *seg = key;
+  for (;;) {
+    const char *slash = memchr(seg, '/', key_len - (size_t)(seg - key));
+    size_t len = slash == NULL ? key_len - (size_t)(seg - key) : (size_t)(slash - seg);
+    if (used + 2 >= cap) return false;
+    out[used++] = '/';
+    if (!segment_encode(seg, len, slash == NULL ? ".obj" : ".d", out, &used, cap)) return false;
+    if (slash == NULL) return true;
+    seg = slash + 1;
+  }
+}
+
+static int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+/* Decodes a file name without its suffix into key text; false for foreign names. */
+static bool name_decode(const char *name, size_t len, char *out, size_t *used, size_t cap) {
+  for (size_t i = 0; i < len; i++) {
+    if (*used + 1 >= cap) return false;
+    if (name[i] != '+') {
+      out[(*used)++] = name[i];
+      continue;
+    }
+    if (i + 2 >= len) return false;
+    int hi = hex_value(name[i + 1]);
+    int lo = hex_value(name[i + 2]);
+    if (hi < 0 || lo < 0) return false;
+    out[(*used)++] = (char)(hi << 4 | lo);
+    i += 2;
+  }
+  out[*used] = '\0';
+  return true;
+}
+
+static bool has_suffix(const char *name, size_t len, const char *suffix) {
+  size_t slen = strlen(suffix);
+  return len > slen && memcmp(name + len - slen, suffix, slen) == 0;
+}
+
+static void meta_encode(const cs_object_info *meta, uint8_t out[META_BYTES]) {
+  memset(out, 0, META_BYTES);
+  memcpy(out, meta_magic, 8);
+  if (meta == NULL || !meta->is_pack) return;
+  out[8] = 1;
+  memcpy(out + 16, meta->pack_id.bytes, 16);
+  memcpy(out + 32, meta->sha256, 32);
+  for (int i = 0; i < 4; i++) out[64 + i] = (uint8_t)(meta->record_count >> (8 * i));
+  for (int i = 0; i < 8; i++) out[72 + i] = (uint8_t)(meta->created_at_ns >> (8 * i));
+}
+
+static bool meta_decode(const uint8_t in[META_BYTES], cs_object_info *info) {
+  memset(info, 0, sizeof *info);
+  if (memcmp(in, meta_magic, 8) != 0 || in[8] > 1) return false;
+  info->is_pack = in[8] == 1;
+  memcpy(info->pack_id.bytes, in + 16, 16);
+  memcpy(info->sha256, in + 32, 32);
+  for (int i = 0; i < 4; i++) info->record_count |= (uint32_t)in[64 + i] << (8 * i);
+  for (int i = 0; i < 8; i++) info->created_at_ns |= (uint64_t)in[72 + i] << (8 * i);
+  return true;
+}
+
+static bool write_all(int fd, const void *bytes, size_t len) {
+  const uint8_t *p = bytes;
+  while (len > 0) {
+    ssize_t n = write(fd, p, len);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    p += n;
+    len -= (size_t)n;
+  }
+  return true;
+}
+
+static void fsync_dir(const char *path) {
+  int fd = open(path, O_RDONLY | O_DIRECTORY);
+  if (fd < 0) return;
+  (void)fsync(fd);
+  close(fd);
+}
+
+/* Creates every ".d" directory of path (all but its last component). */
+static bool make_parents(char *path, size_t root_len) {
+  for (char *p = path + root_len + 1; (p = strchr(p, '/')) != NULL; p++) {
+    *p = '\0';
+    int rc = mkdir(path, 0755);
+    int err = errno;
+    *p = '/';
+    if (rc != 0 && err != EEXIST) return false;
+  }
+  return true;
+}
+
+/* Writes header and bytes to a fresh temp file, fsynced. */
+static int temp_write(dirstore *ds, const void *bytes, size_t len, const cs_object_info *meta, char *tmp,
+                      size_t cap) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  int n = snprintf(tmp, cap, "%s/tmp/%ld-%llu-%ld.tmp", ds->root, (long)getpid(),
+                   (unsigned long long)++ds->temp_counter, (long)ts.tv_nsec);
+  if (n < 0 || (size_t)n >= cap) return ENAMETOOLONG;
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return errno;
+  uint8_t header[META_BYTES];
+  meta_encode(meta, header);
+  bool ok = write_all(fd, header, META_BYTES) && (len == 0 || write_all(fd, bytes, len)) && fsync(fd) == 0;
+  int err = errno;
+  close(fd);
+  if (ok) return 0;
+  unlink(tmp);
+  return err != 0 ? err : EIO;
+}
+
+static void parent_of(const char *path, char *out, size_t cap) {
+  snprintf(out, cap, "%s", path);
+  char *slash = strrchr(out, '/');
+  if (slash != NULL) *slash = '\0';
+}
+
+static int ds_put(void *self, const char *key, const void *bytes, size_t len, const cs_object_info *meta,
+                  bool if_none_match, cs_store_result *res) {
+  dirstore *ds = self;
+  if (key == NULL || res == NULL || (bytes == NULL && len > 0)) return CS_E_INVALID_ARGUMENT;
+  char path[PATH_BYTES], tmp[PATH_BYTES], dir[PATH_BYTES];
+  if (!key_path(ds, key, path, sizeof path)) {
+    result_set(res, CS_OUT_INVALID, "key not representable in dirstore", 0);
+    return CS_E_OK;
+  }
+  int err = temp_write(ds, bytes, len, meta, tmp, sizeof tmp);
+  if (err != 0) {
+    result_set(res, CS_OUT_SERVER_ERROR, "temp write", err);
+    return CS_E_OK;
+  }
+  /* A concurrent DELETE may remove an empty parent between mkdir and link: retry a bounded number of times. */
+  int rc = -1;
+  for (int attempt = 0; attempt < 4; attempt++) {
+    if (!make_parents(path, strlen(ds->root) + strlen("/objects"))) break;
+    rc = if_none_match ? link(tmp, path) : rename(tmp, path);
+    if (rc == 0 || errno != ENOENT) break;
+  }
+  err = rc == 0 ? 0 : errno;
+  if (if_none_match || rc != 0) unlink(tmp);
+  if (rc != 0) {
+    if (err == EEXIST && if_none_match) result_set(res, CS_OUT_PRECONDITION, "object exists", 0);
+    else result_set(res, CS_OUT_SERVER_ERROR, if_none_match ? "link" : "rename", err);
+    return CS_E_OK;
+  }
+  parent_of(path, dir, sizeof dir);
+  fsync_dir(dir);
+  result_set(res, CS_OUT_OK, NULL, 0);
+  return CS_E_OK;
+}
+
+/* Opens the object file and reads its header; answers the outcome. */
+static cs_outcome object_open(dirstore *ds, const char *key, int *fd_out, cs_object_info *info, uint64_t *size,
+                              cs_store_result *res) {
+  char path[PATH_BYTES];
+  if (!key_path(ds, key, path, sizeof path)) {
+    result_set(res, CS_OUT_NOT_FOUND, "key not representable in dirstore", 0);
+    return CS_OUT_NOT_FOUND;
+  }
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    int err = errno;
+    cs_outcome out = err == ENOENT || err == ENOTDIR ? CS_OUT_NOT_FOUND : CS_OUT_SERVER_ERROR;
+    result_set(res, out, "open", err);
+    return out;
+  }
+  uint8_t header[META_BYTES];
+  struct stat st;
+  if (fstat(fd, &st) != 0 || st.st_size < (off_t)META_BYTES || pread(fd, header, META_BYTES, 0) != META_BYTES ||
+      !meta_decode(header, info)) {
+    close(fd);
+    result_set(res, CS_OUT_SERVER_ERROR, "object header unreadable", 0);
+    return CS_OUT_SERVER_ERROR;
+  }
+  info->size_bytes = (uint64_t)st.st_size - META_BYTES;
+  *size = info->size_bytes;
+  *fd_out = fd;
+  result_set(res, CS_OUT_OK, NULL, 0);
+  return CS_OUT_OK;
+}
+
+static int ds_head(void *self, const char *key, cs_object_info *info, cs_store_result *res) {
+  if (key == NULL || info == NULL || res == NULL) return CS_E_INVALID_ARGUMENT;
+  int fd = -1;
+  uint64_t size = 0;
+  if (object_open(self, key, &fd, info, &size, res) == CS_OUT_OK) close(fd);
+  return CS_E_OK;
+}
+
+/*
+ * Resolves a range against size as HTTP Range does: a suffix longer than the
+ * object is the whole object; an offset at or past the end is refused.
+ */
+static bool range_resolve(const cs_range *range, uint64_t size, uint64_t *offset, uint64_t *length) {
+  if (range == NULL) {
+    *offset = 0;
+    *length = size;
+    return true;
+  }
+  if (range->suffix) {
+    if (range->length == 0) return false;
+    *length = range->length < size ? range->length : size;
+    *offset = size - *length;
+    return true;
+  }
+  if (range->offset >= size || range->length == 0) return false;
+  *offset = range->offset;
+  *length = size - range->offset < range->length ? size - range->offset : range->length;
+  return true;
+}
+
+static int ds_get(void *self, const char *key, const cs_range *range, void *buf, size_t cap, size_t *got,
+                  cs_store_result *res) {
+  if (key == NULL || got == NULL || res == NULL || (buf == NULL && cap > 0)) return CS_E_INVALID_ARGUMENT;
+  *got = 0;
+  int fd = -1;
+  uint64_t size = 0, offset = 0, length = 0;
+  cs_object_info info;
+  if (object_open(self, key, &fd, &info, &size, res) != CS_OUT_OK) return CS_E_OK;
+  if (!range_resolve(range, size, &offset, &length)) {
+    close(fd);
+    result_set(res, CS_OUT_INVALID, "range not satisfiable", 0);
+    return CS_E_OK;
+  }
+  if (length > cap) {
+    close(fd);
+    return CS_E_TOO_LARGE;
+  }
+  size_t done = 0;
+  while (done < length) {
+    ssize_t n = pread(fd, (uint8_t *)buf + done, (size_t)length - done, (off_t)(META_BYTES + offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += (size_t)n;
+  }
+  close(fd);
+  *got = done;
+  if (done != length) result_set(res, CS_OUT_INVALID, "short read", 0);
+  return CS_E_OK;
+}
+
+/* Keys collected by a LIST walk. */
+typedef struct key_set {
+  char **keys;
+  size_t count, capacity;
+} key_set;
+
+static bool key_set_add(key_set *set, const char *key) {
+  if (set->count == set->capacity) {
+    size_t cap = set->capacity == 0 ? 64 : set->capacity * 2;
+    char **keys = realloc(set->keys, cap * sizeof *keys);
+    if (keys == NULL) return false;
+    set->keys = keys;
+    set->capacity = cap;
+  }
+  set->keys[set->count] = strdup(key);
+  return set->keys[set->count++] != NULL;
+}
+
+static void key_set_free(key_set *set) {
+  for (size_t i = 0; i < set->count; i++) free(set->keys[i]);
+  free(set->keys);
+}
+
+static int key_cmp(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b); /* bytewise: strcmp compares as unsigned char */
+}
+
+typedef struct walk_args {
+  const char *prefix;
+  const char *token;
+  key_set *set;
+  int depth;
+} walk_args;
+
+/* Walks dir (whose keys start with key[0..key_len)) and collects keys after token under prefix. */
+static bool walk(const char *dir, char *key, size_t key_len, walk_args *args) {
+  if (args->depth > (int)CS_KEY_MAX / 2) return true;
+  DIR *d = opendir(dir);
+  if (d == NULL) return errno == ENOENT || errno == ENOTDIR;
+  bool ok = true;
+  struct dirent *ent;
+  while (ok && (ent = readdir(d)) != NULL) {
+    size_t len = strlen(ent->d_name);
+    bool is_dir = has_suffix(ent->d_name, len, ".d");
+    bool is_obj = has_suffix(ent->d_name, len, ".obj");
+    if (!is_dir && !is_obj) continue;
+    size_t used = key_len;
+    if (!name_decode(ent->d_name, len - (is_dir ? 2 : 4), key, &used, CS_KEY_MAX)) continue;
+    size_t plen = strlen(args->prefix);
+    size_t cmp_len = used < plen ? used : plen;
+    if (memcmp(key, args->prefix, cmp_len) != 0) continue; /* not under prefix: prune */
+    if (is_obj) {
+      if (used >= plen && strcmp(key, args->token) > 0) ok = key_set_add(args->set, key);
+      continue;
+    }
+    char sub[PATH_BYTES];
+    if (used + 1 >= CS_KEY_MAX || snprintf(sub, sizeof sub, "%s/%s", dir, ent->d_name) >= (int)sizeof sub) continue;
+    key[used] = '/';
+    key[used + 1] = '\0';
+    args->depth++;
+    ok = walk(sub, key, used + 1, args);
+    args->depth--;
+  }
+  closedir(d);
+  return ok;
+}
+
+static int ds_list(void *self, const char *prefix, const char *token, uint32_t max_keys, cs_list_page *page,
+                   cs_store_result *res) {
+  dirstore *ds = self;
+  if (prefix == NULL || token == NULL || page == NULL || res == NULL || max_keys == 0 || page->keys == NULL)
+    return CS_E_INVALID_ARGUMENT;
+  uint32_t limit = max_keys < page->key_capacity ? max_keys : page->key_capacity;
+  if (limit == 0) return CS_E_INVALID_ARGUMENT;
+  page->key_count = 0;
+  page->next_token[0] = '\0';
+  char dir[PATH_BYTES], key[CS_KEY_MAX];
+  snprintf(dir, sizeof dir, "%s/objects", ds->root);
+  key[0] = '\0';
+  key_set set = {0};
+  walk_args args = {.prefix = prefix, .token = token, .set = &set};
+  if (!walk(dir, key, 0, &args)) {
+    key_set_free(&set);
+    result_set(res, CS_OUT_SERVER_ERROR, "directory walk", errno);
+    return CS_E_OK;
+  }
+  if (set.count > 0) qsort(set.keys, set.count, sizeof set.keys[0], key_cmp);
+  for (size_t i = 0; i < set.count && page->key_count < limit; i++)
+    snprintf(page->keys[page->key_count++], CS_KEY_MAX, "%s", set.keys[i]);
+  if (set.count > page->key_count)
+    snprintf(page->next_token, sizeof page->next_token, "%s", page->keys[page->key_count - 1]);
+  key_set_free(&set);
+  result_set(res, CS_OUT_OK, NULL, 0);
+  return CS_E_OK;
+}
+
+static int ds_del(void *self, const char *key, cs_store_result *res) {
+  dirstore *ds = self;
+  if (key == NULL || res == NULL) return CS_E_INVALID_ARGUMENT;
+  char path[PATH_BYTES];
+  if (!key_path(ds, key, path, sizeof path)) {
+    result_set(res, CS_OUT_OK, NULL, 0); /* like S3: deleting an absent key succeeds */
+    return CS_E_OK;
+  }
+  if (unlink(path) != 0 && errno != ENOENT && errno != ENOTDIR) {
+    result_set(res, CS_OUT_SERVER_ERROR, "unlink", errno);
+    return CS_E_OK;
+  }
+  /* Remove now-empty parents, stopping at the first that is not empty. */
+  size_t root_len = strlen(ds->root) + strlen("/objects");
+  for (char *slash = strrchr(path, '/'); slash != NULL && (size_t)(slash - path) > root_len;
+       slash = strrchr(path, '/')) {
+    *slash = '\0';
+    if (rmdir(path) != 0) break;
+  }
+  result_set(res, CS_OUT_OK, NULL, 0);
+  return CS_E_OK;
+}
+
+static void ds_close(void *self) { free(self); }
+
+static const cs_store_ops dirstore_ops = {
+    .name = "dirstore", .put = ds_put, .head = ds_head, .get = ds_get, .list = ds_list, .del = ds_del,
+    .close = ds_close};
+
+int cs_dirstore_open(const char *root, cs_store *out) {
+  if (root == NULL || out == NULL || root[0] == '\0') return CS_E_INVALID_ARGUMENT;
+  dirstore *ds = calloc(1, sizeof *ds);
+  if (ds == NULL) return CS_E_NO_MEMORY;
+  int n = snprintf(ds->root, sizeof ds->root, "%s", root);
+  char path[PATH_BYTES];
+  if (n <= 0 || (size_t)n >= sizeof ds->root - 64) {
+    free(ds);
+    return CS_E_INVALID_ARGUMENT;
+  }
+  while (n > 1 && ds->root[n - 1] == '/') ds->root[--n] = '\0';
+  bool ok = mkdir(ds->root, 0755) == 0 || errno == EEXIST;
+  snprintf(path, sizeof path, "%s/objects", ds->root);
+  ok = ok && (mkdir(path, 0755) == 0 || errno == EEXIST);
+  snprintf(path, sizeof path, "%s/tmp", ds->root);
+  ok = ok && (mkdir(path, 0755) == 0 || errno == EEXIST);
+  if (!ok) {
+    free(ds);
+    return CS_E_IO;
+  }
+  out->ops = &dirstore_ops;
+  out->self = ds;
+  out->enforces_if_none_match = true;
+  return CS_E_OK;
+}
+
+/* ---- shared by every store ------------------------------------------------ */
+
+int cs_store_probe_conditional_create(cs_store *store, const char *probe_key, cs_store_result *res) {
+  if (store == NULL || store->ops == NULL || probe_key == NULL || res == NULL) return CS_E_INVALID_ARGUMENT;
+  static const char probe_bytes[] = "capstore conditional create probe";
+  cs_store_result second, cleanup;
+  store->enforces_if_none_match = false;
+  int rc = store->ops->put(store->self, probe_key, probe_bytes, sizeof probe_bytes - 1, NULL, false, res);
+  if (rc != CS_E_OK || res->outcome != CS_OUT_OK) return rc;
+  rc = store->ops->put(store->self, probe_key, probe_bytes, sizeof probe_bytes - 1, NULL, true, &second);
+  if (rc != CS_E_OK) return rc;
+  store->enforces_if_none_match = second.outcome == CS_OUT_PRECONDITION;
+  *res = second.outcome == CS_OUT_PRECONDITION || second.outcome == CS_OUT_OK ? *res : second;
+  (void)store->ops->del(store->self, probe_key, &cleanup);
+  return CS_E_OK;
+}

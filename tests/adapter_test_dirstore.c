@@ -1,0 +1,142 @@
+/*
+ * The store conformance suite against dirstore, plus what only a filesystem
+ * store has: keys it refuses, its layout staying under the root, a store
+ * reopened on the same directory, and no temp files left behind.
+ */
+#include "capstore/dirstore.h"
+#include "conformance_store.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct fixture {
+  char base[256];
+  unsigned counter;
+  char last_root[512];
+} fixture;
+
+static void remove_tree(const char *path) {
+  DIR *d = opendir(path);
+  if (d == NULL) {
+    unlink(path);
+    return;
+  }
+  struct dirent *ent;
+  while ((ent = readdir(d)) != NULL) {
+    if (strcmp(ent->d_name, ".") == 0 || strcmp(ent->d_name, "..") == 0) continue;
+    char sub[4096];
+    int n = snprintf(sub, sizeof sub, "%s/%s", path, ent->d_name);
+    if (n > 0 && (size_t)n < sizeof sub) remove_tree(sub);
+  }
+  closedir(d);
+  rmdir(path);
+}
+
+static cs_store *store_open(void *ctx) {
+  fixture *f = ctx;
+  snprintf(f->last_root, sizeof f->last_root, "%s/store-%u", f->base, f->counter++);
+  cs_store *store = calloc(1, sizeof *store);
+  if (store == NULL || cs_dirstore_open(f->last_root, store) != CS_E_OK) {
+    free(store);
+    return NULL;
+  }
+  return store;
+}
+
+static void store_close(cs_store *store, void *ctx) {
+  (void)ctx;
+  store->ops->close(store->self);
+  free(store);
+}
+
+static fixture fx;
+
+static int count_entries(const char *path) {
+  DIR *d = opendir(path);
+  if (d == NULL) return -1;
+  int n = 0;
+  struct dirent *ent;
+  while ((ent = readdir(d)) != NULL) n += ent->d_name[0] != '.';
+  closedir(d);
+  return n;
+}
+
+static void test_refused_keys(void **state) {
+  (void)state;
+  cs_store *s = store_open(&fx);
+  assert_non_null(s);
+  static const char *const bad[] = {"", "/abs", "a//b", "a/", "..", "a/../b", "a/./b", "."};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    cs_store_result res;
+    assert_int_equal(s->ops->put(s->self, bad[i], "x", 1, NULL, false, &res), CS_E_OK);
+    assert_int_equal(res.outcome, CS_OUT_INVALID);
+  }
+  /* A segment whose file name would pass the name limit is refused; one under it is kept. */
+  char key[600];
+  memset(key, '~', 100); /* each '~' maps to three bytes */
+  key[100] = '\0';
+  cs_store_result res;
+  assert_int_equal(s->ops->put(s->self, key, "x", 1, NULL, false, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_INVALID);
+  key[70] = '\0';
+  assert_int_equal(s->ops->put(s->self, key, "x", 1, NULL, false, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_OK);
+  /* Dot keys stay inside the root: ".." as part of a segment is an ordinary name. */
+  assert_int_equal(s->ops->put(s->self, "..a/.b", "y", 1, NULL, false, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_OK);
+  char path[600];
+  snprintf(path, sizeof path, "%s/objects", fx.last_root);
+  assert_int_equal(count_entries(path), 2);
+  snprintf(path, sizeof path, "%s/tmp", fx.last_root);
+  assert_int_equal(count_entries(path), 0); /* no temp file left behind */
+  store_close(s, &fx);
+}
+
+static void test_reopen(void **state) {
+  (void)state;
+  cs_store *s = store_open(&fx);
+  assert_non_null(s);
+  cs_object_info meta = {.is_pack = true, .record_count = 5, .created_at_ns = 42};
+  meta.pack_id.bytes[0] = 9;
+  cs_store_result res;
+  assert_int_equal(s->ops->put(s->self, "a/b.dmi-pack", "hello", 5, &meta, true, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_OK);
+  store_close(s, &fx);
+  cs_store again;
+  assert_int_equal(cs_dirstore_open(fx.last_root, &again), CS_E_OK);
+  cs_object_info info;
+  assert_int_equal(again.ops->head(again.self, "a/b.dmi-pack", &info, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_OK);
+  assert_true(info.is_pack);
+  assert_int_equal(info.record_count, 5);
+  assert_int_equal(info.created_at_ns, 42);
+  assert_int_equal(info.pack_id.bytes[0], 9);
+  assert_int_equal(again.ops->put(again.self, "a/b.dmi-pack", "other", 5, &meta, true, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_PRECONDITION);
+  assert_int_equal(again.ops->del(again.self, "a/b.dmi-pack", &res), CS_E_OK);
+  char path[600];
+  snprintf(path, sizeof path, "%s/objects", fx.last_root);
+  assert_int_equal(count_entries(path), 0); /* empty directories go with their last object */
+  again.ops->close(again.self);
+  assert_int_equal(cs_dirstore_open("", &again), CS_E_INVALID_ARGUMENT);
+}
+
+int main(void) {
+  const char *tmp = getenv("TMPDIR");
+  snprintf(fx.base, sizeof fx.base, "%s/capstore-dirstore-XXXXXX", tmp != NULL ? tmp : "/tmp");
+  if (mkdtemp(fx.base) == NULL) return 1;
+  int failed = conformance_store_run("dirstore", store_open, store_close, &fx);
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_refused_keys), cmocka_unit_test(test_reopen)};
+  failed += cmocka_run_group_tests_name("dirstore only", tests, NULL, NULL);
+  if (failed == 0) remove_tree(fx.base);
+  return failed == 0 ? 0 : 1;
+}

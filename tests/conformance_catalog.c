@@ -1,0 +1,468 @@
+/*
+ * The catalog conformance suite (conformance_catalog.h): the primitives of
+ * docs/catalog-protocol.md, run unchanged against any cs_catalog.
+ */
+#include "conformance_catalog.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static conformance_catalog_backend suite;
+
+#define TTL_LONG_NS (30u * CS_SEC_NS)
+#define TTL_SHORT_NS (200u * CS_MS_NS)
+#define MARGIN_NS (50u * CS_MS_NS)
+
+static const cs_uuid lease_a = {{0xa0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}};
+static const cs_uuid lease_b = {{0xb0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}};
+static const cs_uuid lease_c = {{0xc0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}};
+
+static int setup(void **state) {
+  cs_catalog *c = suite.open_fn(suite.ctx);
+  assert_non_null(c);
+  cs_catalog_result res;
+  assert_int_equal(c->ops->schema_ensure(c->self, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_OK);
+  *state = c;
+  return 0;
+}
+
+static int teardown(void **state) {
+  suite.close_fn(*state, suite.ctx);
+  return 0;
+}
+
+static void sleep_ns(uint64_t ns) {
+  struct timespec ts = {.tv_sec = (time_t)(ns / CS_SEC_NS), .tv_nsec = (long)(ns % CS_SEC_NS)};
+  while (nanosleep(&ts, &ts) != 0) {
+  }
+}
+
+static cs_cat_head head_of(cs_catalog *c, const cs_uuid *lease) {
+  cs_cat_head head;
+  cs_catalog_result res;
+  memset(&head, 0xff, sizeof head);
+  assert_int_equal(c->ops->head(c->self, lease, &head, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_OK);
+  return head;
+}
+
+static void claim(cs_catalog *c, const cs_uuid *lease, uint64_t base, uint64_t ttl_ns) {
+  cs_catalog_result res;
+  assert_int_equal(c->ops->claim(c->self, lease, base, ttl_ns, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_OK);
+}
+
+static cs_claims claims_at(cs_catalog *c, const cs_uuid *lease, uint64_t term) {
+  cs_claims out;
+  cs_catalog_result res;
+  memset(&out, 0xff, sizeof out);
+  assert_int_equal(c->ops->read_claims(c->self, lease, term, &out, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_OK);
+  return out;
+}
+
+static void release(cs_catalog *c, const cs_uuid *lease, uint64_t term) {
+  cs_catalog_result res;
+  assert_int_equal(c->ops->release(c->self, lease, term, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_OK);
+}
+
+/* A pack of three records with capture ids <tag>-c0..c2; step_number carries `step`. */
+typedef struct test_pack {
+  cs_pack_ref ref;
+  cs_pack_record records[3];
+  char ids[3][32];
+} test_pack;
+
+static void pack_make(test_pack *p, uint8_t tag, uint64_t step) {
+  memset(p, 0, sizeof *p);
+  for (int i = 0; i < 16; i++) p->ref.pack_id.bytes[i] = (uint8_t)(tag * 16 + i);
+  p->ref.pack_id.bytes[6] = 0x70;
+  p->ref.created_at_ns = UINT64_C(1764000000000000000);
+  p->ref.size_bytes = 4096;
+  p->ref.index_bytes = 600;
+  p->ref.record_count = 3;
+  char key[128];
+  snprintf(key, sizeof key, "cat/v1/tenant=t/date=2026-11-30/session=s/rank=0/pack-%u.dmi-pack", tag);
+  assert_int_equal(cs_pack_ref_set_key(&p->ref, key, strlen(key)), CS_E_OK);
+  for (uint32_t r = 0; r < 3; r++) {
+    cs_pack_meta *m = &p->records[r].meta;
+    snprintf(p->ids[r], sizeof p->ids[r], "%u-c%u", tag, r);
+    m->capture_id = cs_pack_text_of(p->ids[r]);
+    m->tenant_id = cs_pack_text_of("tenant");
+    m->experiment_id = cs_pack_text_of("exp");
+    m->run_id = cs_pack_text_of("run");
+    m->session_id = cs_pack_text_of("session");
+    m->request_id = cs_pack_text_of("req");
+    m->sequence_id = cs_pack_text_of("seq");
+    m->model_id = cs_pack_text_of("model");
+    m->model_revision = cs_pack_text_of("rev");
+    m->adapter_revision = r == 1 ? cs_pack_text_of(NULL) : cs_pack_text_of("adapter");
+    m->capture_policy_version = cs_pack_text_of("policy-1");
+    m->hook_name = cs_pack_text_of("layers.3.mlp");
+    m->layer_number = r == 2 ? -1 : 3;
+    m->producer_rank = 7;
+    m->step_number = step;
+    m->token_start = 10 * r;
+    m->token_end = 10 * r + 9;
+    m->batch_position = r;
+    m->dtype = CS_DTYPE_FLOAT32;
+    m->rank = 2;
+    m->shape[0] = 2;
+    m->shape[1] = 3 + r;
+    m->captured_at_ns = UINT64_C(1764000000000000000) + r;
+    p->records[r].offset = 64 + 64 * (uint64_t)r;
+    p->records[r].stored_length = 24 + 8 * (uint64_t)r;
+    p->records[r].decoded_length = 24 + 8 * (uint64_t)r;
+    p->records[r].crc32 = 0xdeadbeefu + r;
+  }
+}
+
+static void index_packs(cs_catalog *c, const cs_uuid *lease, uint64_t margin, uint64_t version, test_pack *const *packs,
+                        uint32_t count) {
+  cs_index_pack batch[4];
+  assert_true(count <= 4);
+  for (uint32_t i = 0; i < count; i++)
+    batch[i] = (cs_index_pack){.ref = &packs[i]->ref, .records = packs[i]->records, .record_count = 3};
+  cs_catalog_result res;
+  assert_int_equal(c->ops->index(c->self, lease, margin, version, batch, count, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_OK);
+}
+
+static void publish(cs_catalog *c, const cs_uuid *lease, uint64_t margin, uint64_t version, uint64_t term) {
+  cs_catalog_result res;
+  assert_int_equal(c->ops->publish(c->self, lease, margin, version, term, 1, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_OK);
+}
+
+static void reject(cs_catalog *c, const cs_uuid *lease, uint64_t margin, const cs_uuid *id) {
+  cs_catalog_result res;
+  assert_int_equal(c->ops->reject(c->self, lease, margin, id, 1, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_OK);
+}
+
+static void committed_one(cs_catalog *c, const cs_uuid *id, bool *held, bool *rejected) {
+  cs_catalog_result res;
+  assert_int_equal(c->ops->committed(c->self, id, 1, held, rejected, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_OK);
+}
+
+/* Takes the lease at the current head for lease (which must be free). Returns the new term. */
+static uint64_t acquire(cs_catalog *c, const cs_uuid *lease, uint64_t ttl_ns) {
+  cs_cat_head head = head_of(c, lease);
+  assert_true(head.head_free);
+  claim(c, lease, head.head_term, ttl_ns);
+  cs_claims claims = claims_at(c, lease, head.head_term + 1);
+  assert_int_equal(claims.claim_count, 1);
+  assert_true(claims.sole_mine);
+  return head.head_term + 1;
+}
+
+static void test_schema(void **state) {
+  cs_catalog *c = *state;
+  cs_catalog_result res;
+  assert_int_equal(c->ops->schema_ensure(c->self, &res), CS_E_OK); /* the second time (setup was the first) */
+  assert_int_equal(res.outcome, CS_OUT_OK);
+  uint64_t term = acquire(c, &lease_a, TTL_LONG_NS);
+  assert_int_equal(c->ops->schema_ensure(c->self, &res), CS_E_OK); /* never clears what is there */
+  assert_int_equal(head_of(c, &lease_a).head_term, term);
+  if (suite.reopen_fn != NULL) {
+    cs_catalog *second = suite.reopen_fn(c, suite.ctx);
+    assert_non_null(second);
+    assert_int_equal(second->ops->schema_ensure(second->self, &res), CS_E_OK);
+    assert_int_equal(res.outcome, CS_OUT_OK);
+    cs_cat_head head = head_of(second, &lease_b);
+    assert_int_equal(head.head_term, term); /* the same catalog, seen from a new connection */
+    assert_false(head.head_free);
+    suite.close_second_fn(second, suite.ctx);
+  } else {
+    printf("schema on a second connection not checked for %s (no reopen hook)\n", c->ops->name);
+  }
+  if (suite.schema_versioned_fn != NULL) assert_true(suite.schema_versioned_fn(c, suite.ctx));
+}
+
+static void test_claim_at_head(void **state) {
+  cs_catalog *c = *state;
+  cs_cat_head head = head_of(c, &lease_a);
+  assert_int_equal(head.head_term, 0);
+  assert_true(head.head_free);
+  assert_int_equal(head.watermark, 0);
+  claim(c, &lease_a, 0, TTL_LONG_NS);
+  cs_claims claims = claims_at(c, &lease_a, 1);
+  assert_int_equal(claims.claim_count, 1);
+  assert_true(claims.sole_mine);
+  assert_false(claims_at(c, &lease_b, 1).sole_mine); /* the twin: not B's */
+  head = head_of(c, &lease_a);
+  assert_int_equal(head.head_term, 1);
+  assert_true(head.head_free); /* all claims at the head are ours */
+  assert_false(head_of(c, &lease_b).head_free);
+}
+
+static void test_second_claim_ignored(void **state) {
+  cs_catalog *c = *state;
+  acquire(c, &lease_a, TTL_LONG_NS);
+  claim(c, &lease_b, 0, TTL_LONG_NS); /* a stale base */
+  claim(c, &lease_b, 1, TTL_LONG_NS); /* the head, but live and not B's */
+  assert_int_equal(head_of(c, &lease_a).head_term, 1);
+  assert_int_equal(claims_at(c, &lease_b, 2).claim_count, 0);
+  cs_claims claims = claims_at(c, &lease_a, 1);
+  assert_int_equal(claims.claim_count, 1);
+  assert_true(claims.sole_mine);
+}
+
+static void test_contested_term(void **state) {
+  cs_catalog *c = *state;
+  claim(c, &lease_a, 0, TTL_LONG_NS);
+  claim(c, &lease_b, 0, TTL_LONG_NS); /* both claim the same base before either reads */
+  cs_claims a = claims_at(c, &lease_a, 1), b = claims_at(c, &lease_b, 1);
+  assert_int_equal(a.claim_count, b.claim_count);
+  assert_false(a.sole_mine && b.sole_mine);
+  if (a.claim_count == 2) {
+    assert_false(a.sole_mine); /* contested: neither holds, and no fenced write may apply */
+    assert_false(b.sole_mine);
+    test_pack p;
+    pack_make(&p, 1, 1);
+    test_pack *packs[] = {&p};
+    index_packs(c, &lease_a, 0, 1, packs, 1);
+    publish(c, &lease_a, 0, 1, 1);
+    assert_int_equal(head_of(c, &lease_a).watermark, 0);
+    return;
+  }
+  printf("contested term not producible on %s: claims are serialized\n", c->ops->name);
+  assert_int_equal(a.claim_count, 1);
+  assert_true(a.sole_mine); /* the first claim landed, the second saw a new head and did nothing */
+  assert_false(b.sole_mine);
+}
+
+static void test_renewal(void **state) {
+  cs_catalog *c = *state;
+  uint64_t term = acquire(c, &lease_a, TTL_LONG_NS);
+  claim(c, &lease_a, term, TTL_LONG_NS);
+  cs_claims claims = claims_at(c, &lease_a, term + 1);
+  assert_int_equal(claims.claim_count, 1);
+  assert_true(claims.sole_mine);
+  assert_int_equal(head_of(c, &lease_a).head_term, term + 1);
+  claim(c, &lease_a, term, TTL_LONG_NS); /* a renewal at a stale base does nothing */
+  assert_int_equal(head_of(c, &lease_a).head_term, term + 1);
+}
+
+static void test_release(void **state) {
+  cs_catalog *c = *state;
+  uint64_t term = acquire(c, &lease_a, TTL_LONG_NS);
+  release(c, &lease_b, term); /* not B's: nothing */
+  assert_int_equal(head_of(c, &lease_a).head_term, term);
+  assert_false(head_of(c, &lease_b).head_free);
+  release(c, &lease_a, term);
+  cs_cat_head head = head_of(c, &lease_b);
+  assert_int_equal(head.head_term, term + 1);
+  assert_true(head.head_free); /* the tombstone is already expired */
+  assert_false(claims_at(c, &lease_a, term + 1).sole_mine);
+  uint64_t b_term = acquire(c, &lease_b, TTL_LONG_NS);
+  assert_int_equal(b_term, term + 2);
+}
+
+static void test_expiry_and_takeover(void **state) {
+  cs_catalog *c = *state;
+  uint64_t term = acquire(c, &lease_a, TTL_SHORT_NS);
+  assert_false(head_of(c, &lease_b).head_free);
+  sleep_ns(TTL_SHORT_NS + 100 * CS_MS_NS);
+  assert_true(head_of(c, &lease_b).head_free);
+  assert_false(claims_at(c, &lease_a, term).sole_mine); /* expired: no longer a live sole claim */
+  uint64_t b_term = acquire(c, &lease_b, TTL_LONG_NS);
+  assert_int_equal(b_term, term + 1);
+}
+
+static void test_fence(void **state) {
+  cs_catalog *c = *state;
+  test_pack p1, p2, p3, p4;
+  pack_make(&p1, 1, 1);
+  pack_make(&p2, 2, 1);
+  pack_make(&p3, 3, 1);
+  pack_make(&p4, 4, 1);
+  test_pack *b1[] = {&p1}, *b2[] = {&p2}, *b4[] = {&p4};
+  bool held = true, rejected = true;
+  /* No lease at all: nothing applies. */
+  index_packs(c, &lease_a, 0, 1, b1, 1);
+  publish(c, &lease_a, 0, 1, 0);
+  assert_int_equal(head_of(c, &lease_a).watermark, 0);
+  /* The holder writes. */
+  uint64_t term = acquire(c, &lease_a, TTL_SHORT_NS);
+  index_packs(c, &lease_a, MARGIN_NS, 1, b1, 1);
+  publish(c, &lease_a, MARGIN_NS, 1, term);
+  assert_int_equal(head_of(c, &lease_a).watermark, 1);
+  committed_one(c, &p1.ref.pack_id, &held, &rejected);
+  assert_true(held);
+  assert_false(rejected);
+  /* A lease expiring within the margin does not pass. */
+  index_packs(c, &lease_a, TTL_LONG_NS, 2, b2, 1);
+  publish(c, &lease_a, TTL_LONG_NS, 2, term);
+  reject(c, &lease_a, TTL_LONG_NS, &p3.ref.pack_id);
+  assert_int_equal(head_of(c, &lease_a).watermark, 1);
+  /* A stale holder after another took the lease. */
+  sleep_ns(TTL_SHORT_NS + 100 * CS_MS_NS);
+  uint64_t b_term = acquire(c, &lease_b, TTL_LONG_NS);
+  index_packs(c, &lease_a, 0, 2, b2, 1);
+  publish(c, &lease_a, 0, 2, term);
+  reject(c, &lease_a, 0, &p3.ref.pack_id);
+  assert_int_equal(head_of(c, &lease_b).watermark, 1);
+  committed_one(c, &p3.ref.pack_id, &held, &rejected);
+  assert_false(held);
+  assert_false(rejected);
+  /* The new holder's writes apply; the stale holder's version 2 rows never show. */
+  index_packs(c, &lease_b, MARGIN_NS, 3, b4, 1);
+  publish(c, &lease_b, MARGIN_NS, 3, b_term);
+  reject(c, &lease_b, MARGIN_NS, &p3.ref.pack_id);
+  assert_int_equal(head_of(c, &lease_c).watermark, 3);
+  committed_one(c, &p4.ref.pack_id, &held, &rejected);
+  assert_true(held);
+  committed_one(c, &p2.ref.pack_id, &held, &rejected);
+  assert_false(held);
+  committed_one(c, &p3.ref.pack_id, &held, &rejected);
+  assert_false(held);
+  assert_true(rejected);
+  /* A released lease fences its old holder out too. */
+  release(c, &lease_b, b_term);
+  index_packs(c, &lease_b, 0, 4, b2, 1);
+  publish(c, &lease_b, 0, 4, b_term);
+  assert_int_equal(head_of(c, &lease_c).watermark, 3);
+}
+
+static void test_committed(void **state) {
+  cs_catalog *c = *state;
+  test_pack p1, p2, p3, p4;
+  pack_make(&p1, 1, 1);
+  pack_make(&p2, 2, 1);
+  pack_make(&p3, 3, 1);
+  pack_make(&p4, 4, 1);
+  test_pack *b1[] = {&p1}, *b2[] = {&p2};
+  uint64_t term = acquire(c, &lease_a, TTL_LONG_NS);
+  index_packs(c, &lease_a, MARGIN_NS, 1, b1, 1);
+  index_packs(c, &lease_a, MARGIN_NS, 2, b2, 1);
+  publish(c, &lease_a, MARGIN_NS, 1, term);
+  reject(c, &lease_a, MARGIN_NS, &p4.ref.pack_id);
+  cs_uuid ids[4] = {p1.ref.pack_id, p2.ref.pack_id, p3.ref.pack_id, p4.ref.pack_id};
+  bool held[4], rejected[4];
+  cs_catalog_result res;
+  assert_int_equal(c->ops->committed(c->self, ids, 4, held, rejected, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_OK);
+  assert_true(held[0]);     /* indexed at 1 <= watermark 1 */
+  assert_false(held[1]);    /* indexed at 2, not yet published */
+  assert_false(held[2]);    /* never indexed */
+  assert_false(held[3]);
+  assert_false(rejected[0]);
+  assert_false(rejected[1]);
+  assert_false(rejected[2]);
+  assert_true(rejected[3]); /* rejected rows are answered apart */
+  publish(c, &lease_a, MARGIN_NS, 2, term);
+  assert_int_equal(c->ops->committed(c->self, ids, 4, held, rejected, &res), CS_E_OK);
+  assert_true(held[1]); /* the next publish makes the earlier round visible with it */
+  /* Many ids in one call. */
+  enum { MANY = 150 };
+  cs_uuid many[MANY];
+  bool many_held[MANY], many_rejected[MANY];
+  for (uint32_t i = 0; i < MANY; i++) many[i] = i == 77 ? p1.ref.pack_id : p3.ref.pack_id;
+  assert_int_equal(c->ops->committed(c->self, many, MANY, many_held, many_rejected, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_OK);
+  for (uint32_t i = 0; i < MANY; i++) assert_int_equal(many_held[i], i == 77);
+}
+
+static void descriptor_check(const cs_descriptor_row *row, const test_pack *p, uint64_t version, uint64_t step) {
+  assert_int_equal(row->version, version);
+  assert_memory_equal(row->pack_id.bytes, p->ref.pack_id.bytes, 16);
+  assert_string_equal(row->key, p->ref.key);
+  const cs_pack_meta *m = &row->record.meta;
+  uint32_t r = 3;
+  for (uint32_t i = 0; i < 3; i++)
+    if (m->capture_id.len == strlen(p->ids[i]) && memcmp(m->capture_id.bytes, p->ids[i], m->capture_id.len) == 0) r = i;
+  assert_true(r < 3);
+  const cs_pack_meta *want = &p->records[r].meta;
+  assert_int_equal(m->step_number, step);
+  assert_int_equal(m->tenant_id.len, want->tenant_id.len);
+  assert_memory_equal(m->tenant_id.bytes, want->tenant_id.bytes, want->tenant_id.len);
+  assert_memory_equal(m->hook_name.bytes, want->hook_name.bytes, want->hook_name.len);
+  assert_int_equal(m->adapter_revision.bytes == NULL, want->adapter_revision.bytes == NULL);
+  assert_int_equal(m->layer_number, want->layer_number);
+  assert_int_equal(m->producer_rank, want->producer_rank);
+  assert_int_equal(m->token_start, want->token_start);
+  assert_int_equal(m->token_end, want->token_end);
+  assert_int_equal(m->batch_position, want->batch_position);
+  assert_int_equal(m->dtype, want->dtype);
+  assert_int_equal(m->rank, want->rank);
+  assert_memory_equal(m->shape, want->shape, sizeof want->shape[0] * want->rank);
+  assert_int_equal(m->captured_at_ns, want->captured_at_ns);
+  assert_int_equal(row->record.offset, p->records[r].offset);
+  assert_int_equal(row->record.stored_length, p->records[r].stored_length);
+  assert_int_equal(row->record.decoded_length, p->records[r].decoded_length);
+  assert_int_equal(row->record.crc32, p->records[r].crc32);
+}
+
+static void test_descriptors(void **state) {
+  cs_catalog *c = *state;
+  test_pack v3, v5, other;
+  pack_make(&v3, 5, 3); /* the same pack, indexed twice: step_number tells the rounds apart */
+  pack_make(&v5, 5, 5);
+  pack_make(&other, 6, 3);
+  test_pack *b3[] = {&v3, &other}, *b5[] = {&v5};
+  uint64_t term = acquire(c, &lease_a, TTL_LONG_NS);
+  index_packs(c, &lease_a, MARGIN_NS, 3, b3, 2);
+  publish(c, &lease_a, MARGIN_NS, 3, term);
+  index_packs(c, &lease_a, MARGIN_NS, 5, b5, 1);
+  publish(c, &lease_a, MARGIN_NS, 5, term);
+  cs_descriptor_row rows[8];
+  uint32_t count = 99;
+  cs_catalog_result res;
+  assert_int_equal(c->ops->read_descriptors(c->self, 5, &v5.ref.pack_id, rows, 8, &count, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_OK);
+  assert_int_equal(count, 3); /* one row per capture id */
+  for (uint32_t i = 0; i < count; i++) descriptor_check(&rows[i], &v5, 5, 5);
+  assert_int_equal(c->ops->read_descriptors(c->self, 3, &v5.ref.pack_id, rows, 8, &count, &res), CS_E_OK);
+  assert_int_equal(count, 3); /* a reader pinned at 3 sees the version-3 rows */
+  for (uint32_t i = 0; i < count; i++) descriptor_check(&rows[i], &v3, 3, 3);
+  assert_int_equal(c->ops->read_descriptors(c->self, 2, &v5.ref.pack_id, rows, 8, &count, &res), CS_E_OK);
+  assert_int_equal(count, 0);
+  assert_int_equal(c->ops->read_descriptors(c->self, 5, &other.ref.pack_id, rows, 8, &count, &res), CS_E_OK);
+  assert_int_equal(count, 3);
+  for (uint32_t i = 0; i < count; i++) descriptor_check(&rows[i], &other, 3, 3);
+}
+
+static void test_watermark(void **state) {
+  cs_catalog *c = *state;
+  uint64_t term = acquire(c, &lease_a, TTL_LONG_NS);
+  publish(c, &lease_a, MARGIN_NS, 2, term);
+  assert_int_equal(head_of(c, &lease_a).watermark, 2);
+  publish(c, &lease_a, MARGIN_NS, 7, term);
+  assert_int_equal(head_of(c, &lease_b).watermark, 7); /* anyone reads it, holder or not */
+}
+
+int conformance_catalog_run_backend(const char *group, const conformance_catalog_backend *backend) {
+  suite = *backend;
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_schema, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_claim_at_head, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_second_claim_ignored, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_contested_term, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_renewal, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_release, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_expiry_and_takeover, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_fence, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_committed, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_descriptors, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_watermark, setup, teardown),
+  };
+  return _cmocka_run_group_tests(group, tests, sizeof tests / sizeof tests[0], NULL, NULL);
+}
+
+int conformance_catalog_run(const char *group, cs_catalog *(*open_fn)(void *ctx),
+                            void (*close_fn)(cs_catalog *catalog, void *ctx), void *ctx) {
+  conformance_catalog_backend backend = {.open_fn = open_fn, .close_fn = close_fn, .ctx = ctx};
+  return conformance_catalog_run_backend(group, &backend);
+}

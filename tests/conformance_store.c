@@ -1,0 +1,352 @@
+/*
+ * The object-store conformance suite (conformance_store.h). Every case runs
+ * unchanged against any cs_store; differences between stores are either a
+ * failure or a named, probed capability (conditional create).
+ */
+#include "conformance_store.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct store_suite {
+  cs_store *(*open_fn)(void *ctx);
+  void (*close_fn)(cs_store *store, void *ctx);
+  void *ctx;
+} store_suite;
+
+static store_suite suite;
+
+static int setup(void **state) {
+  cs_store *store = suite.open_fn(suite.ctx);
+  assert_non_null(store);
+  *state = store;
+  return 0;
+}
+
+static int teardown(void **state) {
+  suite.close_fn(*state, suite.ctx);
+  return 0;
+}
+
+static void fill_pattern(uint8_t *bytes, size_t len, uint64_t seed) {
+  uint64_t x = seed * UINT64_C(0x9e3779b97f4a7c15) + 1;
+  for (size_t i = 0; i < len; i++) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    bytes[i] = (uint8_t)x;
+  }
+}
+
+static cs_object_info pack_meta(uint8_t tag, uint64_t size) {
+  cs_object_info meta;
+  memset(&meta, 0, sizeof meta);
+  meta.is_pack = true;
+  meta.size_bytes = size;
+  for (int i = 0; i < 16; i++) meta.pack_id.bytes[i] = (uint8_t)(tag + i);
+  for (int i = 0; i < 32; i++) meta.sha256[i] = (uint8_t)(tag * 3 + i);
+  meta.record_count = 1000u + tag;
+  meta.created_at_ns = UINT64_C(1764000000000000000) + tag;
+  return meta;
+}
+
+static void put_ok(cs_store *s, const char *key, const void *bytes, size_t len, const cs_object_info *meta) {
+  cs_store_result res;
+  assert_int_equal(s->ops->put(s->self, key, bytes, len, meta, false, &res), CS_E_OK);
+  if (res.outcome != CS_OUT_OK) fprintf(stderr, "PUT %s: %s %s\n", key, cs_outcome_name(res.outcome), res.detail);
+  assert_int_equal(res.outcome, CS_OUT_OK);
+}
+
+static void head_expect(cs_store *s, const char *key, cs_outcome outcome, cs_object_info *info) {
+  cs_store_result res;
+  assert_int_equal(s->ops->head(s->self, key, info, &res), CS_E_OK);
+  assert_int_equal(res.outcome, outcome);
+}
+
+/* GET of range into a fresh buffer; asserts OK and returns what arrived (caller frees). */
+static uint8_t *get_ok(cs_store *s, const char *key, const cs_range *range, size_t cap, size_t *got) {
+  cs_store_result res;
+  uint8_t *buf = malloc(cap == 0 ? 1 : cap);
+  assert_non_null(buf);
+  assert_int_equal(s->ops->get(s->self, key, range, buf, cap, got, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_OK);
+  return buf;
+}
+
+static void test_put_head_metadata(void **state) {
+  cs_store *s = *state;
+  uint8_t bytes[777];
+  fill_pattern(bytes, sizeof bytes, 1);
+  cs_object_info meta = pack_meta(7, sizeof bytes), got;
+  put_ok(s, "meta/v1/p.dmi-pack", bytes, sizeof bytes, &meta);
+  head_expect(s, "meta/v1/p.dmi-pack", CS_OUT_OK, &got);
+  assert_true(got.is_pack);
+  assert_int_equal(got.size_bytes, sizeof bytes);
+  assert_memory_equal(got.pack_id.bytes, meta.pack_id.bytes, 16);
+  assert_memory_equal(got.sha256, meta.sha256, 32);
+  assert_int_equal(got.record_count, meta.record_count);
+  assert_int_equal(got.created_at_ns, meta.created_at_ns);
+  /* The negative twin: an object without dmi metadata is no pack. */
+  put_ok(s, "meta/plain", bytes, 10, NULL);
+  head_expect(s, "meta/plain", CS_OUT_OK, &got);
+  assert_false(got.is_pack);
+  assert_int_equal(got.size_bytes, 10);
+}
+
+static void test_replace(void **state) {
+  cs_store *s = *state;
+  cs_object_info m1 = pack_meta(1, 3), m2 = pack_meta(2, 5), got;
+  put_ok(s, "r/k", "one", 3, &m1);
+  put_ok(s, "r/k", "twotw", 5, &m2);
+  head_expect(s, "r/k", CS_OUT_OK, &got);
+  assert_int_equal(got.size_bytes, 5);
+  assert_memory_equal(got.pack_id.bytes, m2.pack_id.bytes, 16);
+  size_t n = 0;
+  uint8_t *buf = get_ok(s, "r/k", NULL, 64, &n);
+  assert_int_equal(n, 5);
+  assert_memory_equal(buf, "twotw", 5);
+  free(buf);
+}
+
+static void test_conditional_create(void **state) {
+  cs_store *s = *state;
+  cs_store_result res;
+  assert_int_equal(cs_store_probe_conditional_create(s, "probe/conditional-create", &res), CS_E_OK);
+  cs_object_info got;
+  head_expect(s, "probe/conditional-create", CS_OUT_NOT_FOUND, &got); /* the probe cleans up */
+  cs_object_info m1 = pack_meta(1, 5), m2 = pack_meta(2, 6);
+  assert_int_equal(s->ops->put(s->self, "cc/slot", "first", 5, &m1, true, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_OK); /* create-only of an absent key creates it */
+  assert_int_equal(s->ops->put(s->self, "cc/slot", "second", 6, &m2, true, &res), CS_E_OK);
+  size_t n = 0;
+  uint8_t *buf = get_ok(s, "cc/slot", NULL, 64, &n);
+  head_expect(s, "cc/slot", CS_OUT_OK, &got);
+  if (s->enforces_if_none_match) {
+    assert_int_equal(res.outcome, CS_OUT_PRECONDITION);
+    assert_int_equal(n, 5);
+    assert_memory_equal(buf, "first", 5);
+    assert_memory_equal(got.pack_id.bytes, m1.pack_id.bytes, 16);
+  } else {
+    printf("conditional create not enforced by %s\n", s->ops->name);
+    assert_int_equal(res.outcome, CS_OUT_OK); /* the documented alternative: it replaces */
+    assert_int_equal(n, 6);
+    assert_memory_equal(buf, "second", 6);
+  }
+  free(buf);
+}
+
+static void test_missing(void **state) {
+  cs_store *s = *state;
+  cs_object_info got;
+  head_expect(s, "no/such/key", CS_OUT_NOT_FOUND, &got);
+  cs_store_result res;
+  uint8_t buf[8];
+  size_t n = 99;
+  assert_int_equal(s->ops->get(s->self, "no/such/key", NULL, buf, sizeof buf, &n, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_NOT_FOUND);
+  assert_int_equal(n, 0);
+}
+
+static void test_ranges(void **state) {
+  cs_store *s = *state;
+  uint8_t bytes[1000];
+  fill_pattern(bytes, sizeof bytes, 2);
+  put_ok(s, "rng/obj", bytes, sizeof bytes, NULL);
+  size_t n = 0;
+  cs_range mid = {.offset = 10, .length = 100};
+  uint8_t *buf = get_ok(s, "rng/obj", &mid, 4096, &n);
+  assert_int_equal(n, 100);
+  assert_memory_equal(buf, bytes + 10, 100);
+  free(buf);
+  cs_range suffix = {.length = 64, .suffix = true};
+  buf = get_ok(s, "rng/obj", &suffix, 4096, &n);
+  assert_int_equal(n, 64);
+  assert_memory_equal(buf, bytes + sizeof bytes - 64, 64);
+  free(buf);
+  cs_range long_suffix = {.length = 5000, .suffix = true}; /* HTTP: the whole object */
+  buf = get_ok(s, "rng/obj", &long_suffix, 8192, &n);
+  assert_int_equal(n, sizeof bytes);
+  assert_memory_equal(buf, bytes, sizeof bytes);
+  free(buf);
+  cs_range last = {.offset = 999, .length = 1};
+  buf = get_ok(s, "rng/obj", &last, 16, &n);
+  assert_int_equal(n, 1);
+  assert_int_equal(buf[0], bytes[999]);
+  free(buf);
+  /* The negative twin: a range starting past the end is refused, never answered with other bytes. */
+  cs_store_result res;
+  cs_range past = {.offset = 1000, .length = 10};
+  uint8_t small[16];
+  assert_int_equal(s->ops->get(s->self, "rng/obj", &past, small, sizeof small, &n, &res), CS_E_OK);
+  assert_int_not_equal(res.outcome, CS_OUT_OK);
+}
+
+static int cmp_keys(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* Lists prefix with max_keys per page; asserts bytewise order and returns the keys in order. */
+static uint32_t list_all(cs_store *s, const char *prefix, uint32_t max_keys, char (*out)[CS_KEY_MAX], uint32_t cap) {
+  uint32_t page_cap = max_keys < 100 ? max_keys : 100;
+  char(*keys)[CS_KEY_MAX] = calloc(page_cap, CS_KEY_MAX);
+  assert_non_null(keys);
+  cs_list_page page = {.keys = keys, .key_capacity = page_cap};
+  char token[CS_KEY_MAX] = "";
+  uint32_t total = 0;
+  for (uint32_t pages = 0; pages < 10000; pages++) {
+    cs_store_result res;
+    assert_int_equal(s->ops->list(s->self, prefix, token, max_keys, &page, &res), CS_E_OK);
+    assert_int_equal(res.outcome, CS_OUT_OK);
+    assert_true(page.key_count <= max_keys && page.key_count <= page_cap);
+    for (uint32_t i = 0; i < page.key_count; i++) {
+      assert_int_equal(strncmp(page.keys[i], prefix, strlen(prefix)), 0);
+      assert_true(total < cap);
+      if (total > 0) assert_true(strcmp(out[total - 1], page.keys[i]) < 0); /* strictly increasing, bytewise */
+      memcpy(out[total++], page.keys[i], CS_KEY_MAX);
+    }
+    if (page.next_token[0] == '\0') break;
+    assert_true(page.key_count > 0); /* a page promising more must make progress */
+    memcpy(token, page.next_token, CS_KEY_MAX);
+  }
+  free(keys);
+  return total;
+}
+
+static void test_list_pages(void **state) {
+  cs_store *s = *state;
+  static const char *const special[] = {"lst/a",   "lst/a-b", "lst/a.b", "lst/a/b", "lst/a0",  "lst/a=1",
+                                        "lst/a%2F", "lst/a_",  "lst/B",   "lst/a/b/c", "lst/z.dmi-pack"};
+  enum { SPECIAL = sizeof special / sizeof special[0], NUMBERED = 70, TOTAL = SPECIAL + NUMBERED };
+  char *expected[TOTAL];
+  char names[NUMBERED][32];
+  for (uint32_t i = 0; i < SPECIAL; i++) expected[i] = (char *)(uintptr_t)special[i];
+  for (uint32_t i = 0; i < NUMBERED; i++) {
+    snprintf(names[i], sizeof names[i], "lst/n/%03u", (i * 37u) % NUMBERED);
+    expected[SPECIAL + i] = names[i];
+  }
+  for (uint32_t i = 0; i < TOTAL; i++) put_ok(s, expected[i], "x", 1, NULL);
+  put_ok(s, "lss", "x", 1, NULL); /* outside the prefix, on both sides */
+  put_ok(s, "lsu/x", "x", 1, NULL);
+  put_ok(s, "ls", "x", 1, NULL);
+  qsort(expected, TOTAL, sizeof expected[0], cmp_keys);
+  char(*got)[CS_KEY_MAX] = calloc(TOTAL + 1, CS_KEY_MAX);
+  assert_non_null(got);
+  static const uint32_t sizes[] = {1, 2, 1000};
+  for (uint32_t k = 0; k < 3; k++) {
+    uint32_t n = list_all(s, "lst/", sizes[k], got, TOTAL + 1);
+    assert_int_equal(n, TOTAL);
+    for (uint32_t i = 0; i < TOTAL; i++) assert_string_equal(got[i], expected[i]);
+  }
+  assert_int_equal(list_all(s, "lst/n/", 7, got, TOTAL + 1), NUMBERED);
+  assert_int_equal(list_all(s, "nothing/", 5, got, TOTAL + 1), 0);
+  free(got);
+}
+
+/* Keys using everything the key rule allows, up to 1000 bytes. */
+static void test_key_charset(void **state) {
+  cs_store *s = *state;
+  char long_seg[161], sha_seg[72], long_key[1001], mixed[CS_KEY_MAX];
+  memset(long_seg, 'L', 160);
+  long_seg[160] = '\0';
+  snprintf(sha_seg, sizeof sha_seg, "sha256-%064x", 0xabcdefu);
+  snprintf(mixed, sizeof mixed, "cap/v1/tenant=t%%20x%%2Fy/date=2026-11-30/session=s_1.2-3/%s/%s.dmi-pack", sha_seg,
+           long_seg);
+  size_t used = 0;
+  while (used < 1000) {
+    size_t seg = 1000 - used > 161 ? 160 : 1000 - used;
+    memset(long_key + used, 'a' + (char)(used % 26), seg);
+    used += seg;
+    if (used < 1000) long_key[used++] = '/';
+  }
+  long_key[1000] = '\0';
+  const char *keys[] = {mixed, long_key, "k/%41%7E%25", "k/=", "k/-", "k/_", "k/.x", "k/x.", "k/a..b"};
+  for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+    size_t len = strlen(keys[i]);
+    put_ok(s, keys[i], keys[i], len, NULL);
+    cs_object_info info;
+    head_expect(s, keys[i], CS_OUT_OK, &info);
+    assert_int_equal(info.size_bytes, len);
+    size_t n = 0;
+    uint8_t *buf = get_ok(s, keys[i], NULL, CS_KEY_MAX, &n);
+    assert_int_equal(n, len);
+    assert_memory_equal(buf, keys[i], len);
+    free(buf);
+  }
+  char(*got)[CS_KEY_MAX] = calloc(16, CS_KEY_MAX);
+  assert_non_null(got);
+  assert_int_equal(list_all(s, mixed, 10, got, 16), 1);
+  assert_string_equal(got[0], mixed);
+  assert_int_equal(list_all(s, long_key, 10, got, 16), 1);
+  assert_string_equal(got[0], long_key);
+  assert_int_equal(list_all(s, "k/", 1000, got, 16), 7);
+  free(got);
+}
+
+static void test_delete(void **state) {
+  cs_store *s = *state;
+  put_ok(s, "del/a", "abc", 3, NULL);
+  put_ok(s, "del/b", "abc", 3, NULL);
+  cs_store_result res;
+  assert_int_equal(s->ops->del(s->self, "del/a", &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_OK);
+  cs_object_info info;
+  head_expect(s, "del/a", CS_OUT_NOT_FOUND, &info);
+  head_expect(s, "del/b", CS_OUT_OK, &info); /* the neighbour stays */
+  char(*got)[CS_KEY_MAX] = calloc(4, CS_KEY_MAX);
+  assert_non_null(got);
+  assert_int_equal(list_all(s, "del/", 10, got, 4), 1);
+  assert_string_equal(got[0], "del/b");
+  free(got);
+  /* Deleting what is absent: S3 answers 204, some stores 404; both say "it is gone". */
+  assert_int_equal(s->ops->del(s->self, "del/a", &res), CS_E_OK);
+  assert_true(res.outcome == CS_OUT_OK || res.outcome == CS_OUT_NOT_FOUND);
+  put_ok(s, "del/a", "new", 3, NULL); /* and the key can be used again */
+  head_expect(s, "del/a", CS_OUT_OK, &info);
+}
+
+static void test_large_object(void **state) {
+  cs_store *s = *state;
+  size_t len = (size_t)8 << 20;
+  uint8_t *bytes = malloc(len);
+  assert_non_null(bytes);
+  fill_pattern(bytes, len, 3);
+  cs_object_info meta = pack_meta(9, len), info;
+  put_ok(s, "big/8mib.dmi-pack", bytes, len, &meta);
+  head_expect(s, "big/8mib.dmi-pack", CS_OUT_OK, &info);
+  assert_int_equal(info.size_bytes, len);
+  size_t n = 0;
+  uint8_t *buf = get_ok(s, "big/8mib.dmi-pack", NULL, len, &n);
+  assert_int_equal(n, len);
+  assert_memory_equal(buf, bytes, len);
+  free(buf);
+  cs_range trailer = {.length = 64, .suffix = true};
+  buf = get_ok(s, "big/8mib.dmi-pack", &trailer, 64, &n);
+  assert_int_equal(n, 64);
+  assert_memory_equal(buf, bytes + len - 64, 64);
+  free(buf);
+  free(bytes);
+}
+
+int conformance_store_run(const char *group, cs_store *(*open_fn)(void *ctx),
+                          void (*close_fn)(cs_store *store, void *ctx), void *ctx) {
+  suite.open_fn = open_fn;
+  suite.close_fn = close_fn;
+  suite.ctx = ctx;
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_put_head_metadata, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_replace, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_conditional_create, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_missing, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_ranges, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_list_pages, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_key_charset, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_delete, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_large_object, setup, teardown),
+  };
+  return _cmocka_run_group_tests(group, tests, sizeof tests / sizeof tests[0], NULL, NULL);
+}
