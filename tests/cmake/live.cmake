@@ -25,3 +25,16 @@ target_link_libraries(adapter_test_tcp_switch PRIVATE capstore_runtime PkgConfig
 target_include_directories(adapter_test_tcp_switch PRIVATE ${CMAKE_SOURCE_DIR}/faults)
 add_test(NAME adapter.tcp_switch COMMAND adapter_test_tcp_switch)
 set_tests_properties(adapter.tcp_switch PROPERTIES LABELS adapters TIMEOUT 60)
+
+add_executable(adapter_test_clickhouse_parse ${CMAKE_CURRENT_SOURCE_DIR}/adapter_test_clickhouse_parse.c)
+target_link_libraries(adapter_test_clickhouse_parse PRIVATE capstore_runtime PkgConfig::CMOCKA)
+add_test(NAME adapter.clickhouse_parse COMMAND adapter_test_clickhouse_parse)
+set_tests_properties(adapter.clickhouse_parse PROPERTIES LABELS adapters)
+
+# The fuzz targets are made in fuzz/ after this file is read: link at the end of the top directory.
+cmake_language(DEFER DIRECTORY ${CMAKE_SOURCE_DIR} CALL _capstore_link_fuzz_clickhouse)
+function(_capstore_link_fuzz_clickhouse)
+  if(TARGET fuzz_clickhouse)
+    target_link_libraries(fuzz_clickhouse PRIVATE capstore_runtime)
+  endif()
+endfunction()
