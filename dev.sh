@@ -10,7 +10,8 @@ cd "$(dirname "$0")"
 
 PACKAGES=(build-essential cmake ninja-build clang libclang-rt-14-dev pkg-config libcmocka-dev
           libjansson-dev libssl-dev zlib1g-dev libisal-dev python3
-          libcurl4-openssl-dev libsqlite3-dev libexpat1-dev)
+          libcurl4-openssl-dev libsqlite3-dev libexpat1-dev
+          clickhouse-server clickhouse-client nodejs npm)
 
 deps() {
   local missing=()

@@ -38,3 +38,11 @@ function(_capstore_link_fuzz_clickhouse)
     target_link_libraries(fuzz_clickhouse PRIVATE capstore_runtime)
   endif()
 endfunction()
+
+# The S3 emulator (@20minutes/s3rver, SigV4-verifying) for the S3 adapter's live tests:
+# a test needing it sets FIXTURES_REQUIRED s3 and reads ${CAPSTORE_LIVE_DIR}/s3/endpoint
+# ("endpoint access_key secret bucket").
+add_test(NAME live.s3.start COMMAND ${CMAKE_SOURCE_DIR}/tools/servers/s3.sh start ${CAPSTORE_LIVE_DIR}/s3)
+add_test(NAME live.s3.stop COMMAND ${CMAKE_SOURCE_DIR}/tools/servers/s3.sh stop ${CAPSTORE_LIVE_DIR}/s3)
+set_tests_properties(live.s3.start PROPERTIES FIXTURES_SETUP s3 LABELS live TIMEOUT 120)
+set_tests_properties(live.s3.stop PROPERTIES FIXTURES_CLEANUP s3 LABELS live)
