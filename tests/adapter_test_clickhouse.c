@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 #include <curl/curl.h>
@@ -60,7 +61,7 @@ static cs_catalog open_catalog(const char *prefix, uint64_t query_bytes_max) {
 }
 
 static cs_catalog fresh(void) {
-  snprintf(g_prefix, sizeof g_prefix, "t%ld_%u", (long)time(NULL), ++g_prefix_seq);
+  snprintf(g_prefix, sizeof g_prefix, "t%ld_%ld_%u", (long)time(NULL), (long)getpid(), ++g_prefix_seq);
   cs_catalog cat = open_catalog(g_prefix, 0);
   cs_catalog_result res;
   assert_int_equal(cat.ops->schema_ensure(cat.self, &res), CS_E_OK);

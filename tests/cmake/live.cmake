@@ -46,3 +46,14 @@ add_test(NAME live.s3.start COMMAND ${CMAKE_SOURCE_DIR}/tools/servers/s3.sh star
 add_test(NAME live.s3.stop COMMAND ${CMAKE_SOURCE_DIR}/tools/servers/s3.sh stop ${CAPSTORE_LIVE_DIR}/s3)
 set_tests_properties(live.s3.start PROPERTIES FIXTURES_SETUP s3 LABELS live TIMEOUT 120)
 set_tests_properties(live.s3.stop PROPERTIES FIXTURES_CLEANUP s3 LABELS live)
+
+# The catalog conformance suite (tests/conformance_catalog.c) on the live ClickHouse.
+if(TARGET capstore_conformance)
+  add_executable(adapter_test_clickhouse_conformance ${CMAKE_CURRENT_SOURCE_DIR}/adapter_test_clickhouse_conformance.c)
+  target_link_libraries(adapter_test_clickhouse_conformance PRIVATE capstore_conformance capstore_runtime
+                        PkgConfig::CMOCKA)
+  add_test(NAME live.clickhouse_conformance
+           COMMAND adapter_test_clickhouse_conformance ${CAPSTORE_LIVE_DIR}/clickhouse/endpoint)
+  set_tests_properties(live.clickhouse_conformance PROPERTIES FIXTURES_REQUIRED clickhouse LABELS "live;adapters"
+                       RESOURCE_LOCK clickhouse TIMEOUT 180)
+endif()
