@@ -1,0 +1,536 @@
+/*
+ * The SQLite catalog (include/capstore/sqlite_catalog.h). Each primitive of
+ * docs/catalog-protocol.md is one statement, or one BEGIN IMMEDIATE
+ * transaction where it writes several rows (INDEX, REJECT), so the fence is
+ * evaluated and the rows inserted under one write lock. Every value is a bound
+ * parameter. The server clock is CLOCK_REALTIME of the process running the
+ * statement: processes sharing a database share the host's clock.
+ */
+#include "capstore/sqlite_catalog.h"
+
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+_Static_assert(CS_CATALOG_SCHEMA_VERSION == 1u, "the table names below carry the schema version");
+#define T_LEASE "cs_lease_v1"
+#define T_PUBLISH "cs_publish_v1"
+#define T_INVENTORY "cs_inventory_v1"
+#define T_DESCRIPTOR "cs_descriptor_v1"
+#define T_REJECTED "cs_rejected_v1"
+
+/* The fence: the head term has exactly one claim, ours, expiring after now + margin. */
+#define FENCE_SQL                                                                                              \
+  "(SELECT count(*) FROM " T_LEASE " WHERE term = (SELECT max(term) FROM " T_LEASE ")) = 1 AND "              \
+  "(SELECT count(*) FROM " T_LEASE " WHERE term = (SELECT max(term) FROM " T_LEASE ") AND lease_id = :lease " \
+  "AND expires_at_ns > :now + :margin) = 1"
+
+/* The head term `t` is free for :lease: every claim at it expired, or all are ours. */
+#define FREE_SQL(t)                                                                                   \
+  "(NOT EXISTS (SELECT 1 FROM " T_LEASE " WHERE term = " t " AND expires_at_ns > :now) OR "         \
+  "NOT EXISTS (SELECT 1 FROM " T_LEASE " WHERE term = " t " AND lease_id <> :lease))"
+
+static const char schema_sql[] =
+    "BEGIN IMMEDIATE;"
+    "CREATE TABLE IF NOT EXISTS " T_LEASE " (term INTEGER NOT NULL, lease_id BLOB NOT NULL,"
+    " acquired_at_ns INTEGER NOT NULL, expires_at_ns INTEGER NOT NULL);"
+    "CREATE INDEX IF NOT EXISTS " T_LEASE "_term ON " T_LEASE " (term);"
+    "CREATE TABLE IF NOT EXISTS " T_PUBLISH " (version INTEGER NOT NULL, term INTEGER NOT NULL,"
+    " lease_id BLOB NOT NULL, pack_count INTEGER NOT NULL, published_at_ns INTEGER NOT NULL);"
+    "CREATE INDEX IF NOT EXISTS " T_PUBLISH "_version ON " T_PUBLISH " (version);"
+    "CREATE TABLE IF NOT EXISTS " T_INVENTORY " (pack_id BLOB NOT NULL, version INTEGER NOT NULL,"
+    " object_key TEXT NOT NULL, size_bytes INTEGER NOT NULL, record_count INTEGER NOT NULL,"
+    " created_at_ns INTEGER NOT NULL, sha256 BLOB NOT NULL);"
+    "CREATE INDEX IF NOT EXISTS " T_INVENTORY "_pack ON " T_INVENTORY " (pack_id, version);"
+    "CREATE TABLE IF NOT EXISTS " T_DESCRIPTOR " (pack_id BLOB NOT NULL, version INTEGER NOT NULL,"
+    " object_key TEXT NOT NULL, capture_id TEXT NOT NULL, tenant_id TEXT NOT NULL, experiment_id TEXT NOT NULL,"
+    " run_id TEXT NOT NULL, session_id TEXT NOT NULL, request_id TEXT NOT NULL, sequence_id TEXT NOT NULL,"
+    " model_id TEXT NOT NULL, model_revision TEXT NOT NULL, adapter_revision TEXT,"
+    " capture_policy_version TEXT NOT NULL, hook_name TEXT NOT NULL, layer_number INTEGER NOT NULL,"
+    " producer_rank INTEGER NOT NULL, step_number INTEGER NOT NULL, token_start INTEGER NOT NULL,"
+    " token_end INTEGER NOT NULL, batch_position INTEGER NOT NULL, dtype TEXT NOT NULL, shape BLOB NOT NULL,"
+    " captured_at_ns INTEGER NOT NULL, record_offset INTEGER NOT NULL, stored_length INTEGER NOT NULL,"
+    " decoded_length INTEGER NOT NULL, crc32 INTEGER NOT NULL);"
+    "CREATE INDEX IF NOT EXISTS " T_DESCRIPTOR "_pack ON " T_DESCRIPTOR " (pack_id, capture_id, version);"
+    "CREATE TABLE IF NOT EXISTS " T_REJECTED " (pack_id BLOB NOT NULL, reason TEXT NOT NULL,"
+    " lease_id BLOB NOT NULL, rejected_at_ns INTEGER NOT NULL);"
+    "CREATE INDEX IF NOT EXISTS " T_REJECTED "_pack ON " T_REJECTED " (pack_id);"
+    "COMMIT;";
+
+/* The twelve text fields of a record, in column order after object_key. */
+#define TEXT_FIELDS 12
+
+typedef struct sqlite_catalog {
+  sqlite3 *db;
+  char **row_text; /* read_descriptors' text, freed at the next call */
+  uint32_t row_text_count;
+} sqlite_catalog;
+
+static uint64_t server_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (uint64_t)ts.tv_sec * CS_SEC_NS + (uint64_t)ts.tv_nsec;
+}
+
+static cs_outcome outcome_of(int rc) {
+  switch (rc & 0xff) {
+  case SQLITE_OK:
+  case SQLITE_DONE:
+  case SQLITE_ROW: return CS_OUT_OK;
+  case SQLITE_BUSY:
+  case SQLITE_LOCKED: return CS_OUT_THROTTLED;
+  case SQLITE_TOOBIG: return CS_OUT_TOO_LARGE;
+  case SQLITE_CONSTRAINT:
+  case SQLITE_MISMATCH:
+  case SQLITE_RANGE: return CS_OUT_INVALID;
+  case SQLITE_PERM:
+  case SQLITE_READONLY:
+  case SQLITE_AUTH: return CS_OUT_FORBIDDEN;
+  default: return CS_OUT_SERVER_ERROR;
+  }
+}
+
+static void res_set(sqlite_catalog *c, cs_catalog_result *res, int rc) {
+  res->outcome = outcome_of(rc);
+  res->server_code = rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : rc;
+  snprintf(res->detail, sizeof res->detail, "%s", res->server_code == 0 ? "" : sqlite3_errmsg(c->db));
+}
+
+/* Binders by parameter name; a name the statement does not use is skipped. */
+static int bind_i64(sqlite3_stmt *st, const char *name, uint64_t value) {
+  int i = sqlite3_bind_parameter_index(st, name);
+  return i == 0 ? SQLITE_OK : sqlite3_bind_int64(st, i, (sqlite3_int64)value);
+}
+
+static int bind_blob(sqlite3_stmt *st, const char *name, const void *bytes, int len) {
+  int i = sqlite3_bind_parameter_index(st, name);
+  return i == 0 ? SQLITE_OK : sqlite3_bind_blob(st, i, bytes, len, SQLITE_TRANSIENT);
+}
+
+static int bind_text(sqlite3_stmt *st, int index, const cs_pack_text *text) {
+  if (text->bytes == NULL) return sqlite3_bind_null(st, index);
+  if (text->len > INT32_MAX) return SQLITE_TOOBIG;
+  return sqlite3_bind_text(st, index, text->bytes, (int)text->len, SQLITE_TRANSIENT);
+}
+
+static int prepare(sqlite_catalog *c, const char *sql, sqlite3_stmt **st) {
+  return sqlite3_prepare_v2(c->db, sql, -1, st, NULL);
+}
+
+/* Binds :lease, :now and the given term/margin/ttl/version names, then steps once. */
+typedef struct params {
+  const cs_uuid *lease;
+  uint64_t now, term, base, margin, ttl, version, count;
+} params;
+
+static int bind_params(sqlite3_stmt *st, const params *p) {
+  int rc = p->lease != NULL ? bind_blob(st, ":lease", p->lease->bytes, 16) : SQLITE_OK;
+  if (rc == SQLITE_OK) rc = bind_i64(st, ":now", p->now);
+  if (rc == SQLITE_OK) rc = bind_i64(st, ":term", p->term);
+  if (rc == SQLITE_OK) rc = bind_i64(st, ":base", p->base);
+  if (rc == SQLITE_OK) rc = bind_i64(st, ":margin", p->margin);
+  if (rc == SQLITE_OK) rc = bind_i64(st, ":ttl", p->ttl);
+  if (rc == SQLITE_OK) rc = bind_i64(st, ":version", p->version);
+  if (rc == SQLITE_OK) rc = bind_i64(st, ":count", p->count);
+  return rc;
+}
+
+/* Runs one write statement; the answer is OK whether or not a row went in (the fence decides). */
+static int exec_write(sqlite_catalog *c, const char *sql, const params *p, cs_catalog_result *res) {
+  sqlite3_stmt *st = NULL;
+  int rc = prepare(c, sql, &st);
+  if (rc == SQLITE_OK) rc = bind_params(st, p);
+  if (rc == SQLITE_OK) rc = sqlite3_step(st);
+  res_set(c, res, rc);
+  sqlite3_finalize(st);
+  return CS_E_OK;
+}
+
+static int sc_schema_ensure(void *self, cs_catalog_result *res) {
+  sqlite_catalog *c = self;
+  if (res == NULL) return CS_E_INVALID_ARGUMENT;
+  int rc = sqlite3_exec(c->db, schema_sql, NULL, NULL, NULL);
+  res_set(c, res, rc);
+  if (rc != SQLITE_OK) sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL);
+  return CS_E_OK;
+}
+
+static int sc_head(void *self, const cs_uuid *lease_id, cs_cat_head *out, cs_catalog_result *res) {
+  sqlite_catalog *c = self;
+  if (lease_id == NULL || out == NULL || res == NULL) return CS_E_INVALID_ARGUMENT;
+  static const char sql[] = "WITH h AS (SELECT coalesce(max(term), 0) AS t FROM " T_LEASE ") SELECT h.t, " FREE_SQL(
+      "h.t") ", (SELECT coalesce(max(version), 0) FROM " T_PUBLISH ") FROM h";
+  memset(out, 0, sizeof *out);
+  sqlite3_stmt *st = NULL;
+  params p = {.lease = lease_id, .now = server_now_ns()};
+  int rc = prepare(c, sql, &st);
+  if (rc == SQLITE_OK) rc = bind_params(st, &p);
+  if (rc == SQLITE_OK) rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW) {
+    out->head_term = (uint64_t)sqlite3_column_int64(st, 0);
+    out->head_free = sqlite3_column_int(st, 1) != 0;
+    out->watermark = (uint64_t)sqlite3_column_int64(st, 2);
+  }
+  res_set(c, res, rc == SQLITE_ROW ? SQLITE_OK : rc == SQLITE_DONE ? SQLITE_INTERNAL : rc);
+  sqlite3_finalize(st);
+  return CS_E_OK;
+}
+
+static int sc_claim(void *self, const cs_uuid *lease_id, uint64_t base_term, uint64_t ttl_ns, cs_catalog_result *res) {
+  if (lease_id == NULL || res == NULL || ttl_ns == 0 || ttl_ns > (uint64_t)INT64_MAX / 4 ||
+      base_term >= (uint64_t)INT64_MAX)
+    return CS_E_INVALID_ARGUMENT;
+  static const char sql[] = "INSERT INTO " T_LEASE " (term, lease_id, acquired_at_ns, expires_at_ns) "
+                            "SELECT :base + 1, :lease, :now, :now + :ttl WHERE (SELECT coalesce(max(term), 0) FROM " T_LEASE
+                            ") = :base AND " FREE_SQL(":base");
+  params p = {.lease = lease_id, .now = server_now_ns(), .base = base_term, .ttl = ttl_ns};
+  return exec_write(self, sql, &p, res);
+}
+
+static int sc_read_claims(void *self, const cs_uuid *lease_id, uint64_t term, cs_claims *out, cs_catalog_result *res) {
+  sqlite_catalog *c = self;
+  if (lease_id == NULL || out == NULL || res == NULL) return CS_E_INVALID_ARGUMENT;
+  static const char sql[] = "SELECT count(*), coalesce(sum(lease_id = :lease AND expires_at_ns > :now), 0) FROM " T_LEASE
+                            " WHERE term = :term";
+  memset(out, 0, sizeof *out);
+  sqlite3_stmt *st = NULL;
+  params p = {.lease = lease_id, .now = server_now_ns(), .term = term};
+  int rc = prepare(c, sql, &st);
+  if (rc == SQLITE_OK) rc = bind_params(st, &p);
+  if (rc == SQLITE_OK) rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW) {
+    out->claim_count = (uint32_t)sqlite3_column_int64(st, 0);
+    out->sole_mine = out->claim_count == 1 && sqlite3_column_int64(st, 1) == 1;
+  }
+  res_set(c, res, rc == SQLITE_ROW ? SQLITE_OK : rc == SQLITE_DONE ? SQLITE_INTERNAL : rc);
+  sqlite3_finalize(st);
+  return CS_E_OK;
+}
+
+static int sc_release(void *self, const cs_uuid *lease_id, uint64_t term, cs_catalog_result *res) {
+  if (lease_id == NULL || res == NULL || term >= (uint64_t)INT64_MAX) return CS_E_INVALID_ARGUMENT;
+  static const char sql[] = "INSERT INTO " T_LEASE " (term, lease_id, acquired_at_ns, expires_at_ns) "
+                            "SELECT :term + 1, :lease, :now, :now WHERE (SELECT coalesce(max(term), 0) FROM " T_LEASE
+                            ") = :term AND " FREE_SQL(":term") " AND (SELECT lease_id FROM " T_LEASE
+                            " ORDER BY rowid DESC LIMIT 1) = :lease";
+  params p = {.lease = lease_id, .now = server_now_ns(), .term = term};
+  return exec_write(self, sql, &p, res);
+}
+
+/* Inside a write transaction: does the fence pass for p? rc answers SQLite's code. */
+static int fence_check(sqlite_catalog *c, const params *p, bool *passes) {
+  sqlite3_stmt *st = NULL;
+  *passes = false;
+  int rc = prepare(c, "SELECT " FENCE_SQL, &st);
+  if (rc == SQLITE_OK) rc = bind_params(st, p);
+  if (rc == SQLITE_OK) rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW) {
+    *passes = sqlite3_column_int(st, 0) == 1;
+    rc = SQLITE_OK;
+  }
+  sqlite3_finalize(st);
+  return rc;
+}
+
+static int insert_descriptor(sqlite3_stmt *st, const cs_pack_ref *ref, const cs_pack_record *r, uint64_t version) {
+  const cs_pack_meta *m = &r->meta;
+  const cs_pack_text *texts[TEXT_FIELDS] = {&m->capture_id,  &m->tenant_id,       &m->experiment_id, &m->run_id,
+                                            &m->session_id,  &m->request_id,      &m->sequence_id,   &m->model_id,
+                                            &m->model_revision, &m->adapter_revision, &m->capture_policy_version,
+                                            &m->hook_name};
+  const char *dtype = cs_dtype_name(m->dtype);
+  if (dtype == NULL || m->rank > CS_PACK_RANK_MAX || m->capture_id.bytes == NULL) return SQLITE_MISMATCH;
+  uint8_t shape[4 * CS_PACK_RANK_MAX];
+  for (uint32_t i = 0; i < m->rank; i++)
+    for (int b = 0; b < 4; b++) shape[4 * i + (uint32_t)b] = (uint8_t)(m->shape[i] >> (8 * b));
+  sqlite3_reset(st);
+  sqlite3_clear_bindings(st);
+  int rc = sqlite3_bind_blob(st, 1, ref->pack_id.bytes, 16, SQLITE_TRANSIENT);
+  if (rc == SQLITE_OK) rc = sqlite3_bind_int64(st, 2, (sqlite3_int64)version);
+  if (rc == SQLITE_OK) rc = sqlite3_bind_text(st, 3, ref->key, (int)ref->key_len, SQLITE_TRANSIENT);
+  for (int i = 0; i < TEXT_FIELDS && rc == SQLITE_OK; i++) rc = bind_text(st, 4 + i, texts[i]);
+  const sqlite3_int64 ints[] = {m->layer_number, m->producer_rank, (sqlite3_int64)m->step_number,
+                                (sqlite3_int64)m->token_start, (sqlite3_int64)m->token_end, m->batch_position};
+  for (int i = 0; i < 6 && rc == SQLITE_OK; i++) rc = sqlite3_bind_int64(st, 16 + i, ints[i]);
+  if (rc == SQLITE_OK) rc = sqlite3_bind_text(st, 22, dtype, -1, SQLITE_STATIC);
+  if (rc == SQLITE_OK) rc = sqlite3_bind_blob(st, 23, shape, (int)(4 * m->rank), SQLITE_TRANSIENT);
+  const sqlite3_int64 tail[] = {(sqlite3_int64)m->captured_at_ns, (sqlite3_int64)r->offset,
+                                (sqlite3_int64)r->stored_length, (sqlite3_int64)r->decoded_length, r->crc32};
+  for (int i = 0; i < 5 && rc == SQLITE_OK; i++) rc = sqlite3_bind_int64(st, 24 + i, tail[i]);
+  if (rc == SQLITE_OK) rc = sqlite3_step(st);
+  return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+static int insert_inventory(sqlite3_stmt *st, const cs_pack_ref *ref, uint64_t version) {
+  sqlite3_reset(st);
+  int rc = sqlite3_bind_blob(st, 1, ref->pack_id.bytes, 16, SQLITE_TRANSIENT);
+  if (rc == SQLITE_OK) rc = sqlite3_bind_int64(st, 2, (sqlite3_int64)version);
+  if (rc == SQLITE_OK) rc = sqlite3_bind_text(st, 3, ref->key, (int)ref->key_len, SQLITE_TRANSIENT);
+  if (rc == SQLITE_OK) rc = sqlite3_bind_int64(st, 4, (sqlite3_int64)ref->size_bytes);
+  if (rc == SQLITE_OK) rc = sqlite3_bind_int64(st, 5, ref->record_count);
+  if (rc == SQLITE_OK) rc = sqlite3_bind_int64(st, 6, (sqlite3_int64)ref->created_at_ns);
+  if (rc == SQLITE_OK) rc = sqlite3_bind_blob(st, 7, ref->sha256, 32, SQLITE_TRANSIENT);
+  if (rc == SQLITE_OK) rc = sqlite3_step(st);
+  return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+/* Descriptors first, then inventory rows, as the protocol orders them (one transaction here). */
+static int index_rows(sqlite_catalog *c, uint64_t version, const cs_index_pack *packs, uint32_t pack_count) {
+  static const char desc_sql[] = "INSERT INTO " T_DESCRIPTOR " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, "
+                                 "?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28)";
+  static const char inv_sql[] = "INSERT INTO " T_INVENTORY " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
+  sqlite3_stmt *desc = NULL, *inv = NULL;
+  int rc = prepare(c, desc_sql, &desc);
+  if (rc == SQLITE_OK) rc = prepare(c, inv_sql, &inv);
+  for (uint32_t i = 0; i < pack_count && rc == SQLITE_OK; i++)
+    for (uint32_t r = 0; r < packs[i].record_count && rc == SQLITE_OK; r++)
+      rc = insert_descriptor(desc, packs[i].ref, &packs[i].records[r], version);
+  for (uint32_t i = 0; i < pack_count && rc == SQLITE_OK; i++) rc = insert_inventory(inv, packs[i].ref, version);
+  sqlite3_finalize(desc);
+  sqlite3_finalize(inv);
+  return rc;
+}
+
+static int reject_rows(sqlite_catalog *c, const params *p, const cs_uuid *ids, uint32_t count) {
+  sqlite3_stmt *st = NULL;
+  int rc = prepare(c, "INSERT INTO " T_REJECTED " VALUES (?1, 'set aside', ?2, ?3)", &st);
+  for (uint32_t i = 0; i < count && rc == SQLITE_OK; i++) {
+    sqlite3_reset(st);
+    rc = sqlite3_bind_blob(st, 1, ids[i].bytes, 16, SQLITE_TRANSIENT);
+    if (rc == SQLITE_OK) rc = sqlite3_bind_blob(st, 2, p->lease->bytes, 16, SQLITE_TRANSIENT);
+    if (rc == SQLITE_OK) rc = sqlite3_bind_int64(st, 3, (sqlite3_int64)p->now);
+    if (rc == SQLITE_OK) rc = sqlite3_step(st);
+    if (rc == SQLITE_DONE) rc = SQLITE_OK;
+  }
+  sqlite3_finalize(st);
+  return rc;
+}
+
+/* BEGIN IMMEDIATE; fence; rows (index or reject); COMMIT. A fence that fails commits nothing and answers OK. */
+static int fenced_transaction(sqlite_catalog *c, const params *p, const cs_index_pack *packs, uint32_t pack_count,
+                              const cs_uuid *ids, uint32_t id_count, cs_catalog_result *res) {
+  int rc = sqlite3_exec(c->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+  bool passes = false;
+  if (rc == SQLITE_OK) rc = fence_check(c, p, &passes);
+  if (rc == SQLITE_OK && passes && packs != NULL) rc = index_rows(c, p->version, packs, pack_count);
+  if (rc == SQLITE_OK && passes && ids != NULL) rc = reject_rows(c, p, ids, id_count);
+  if (rc == SQLITE_OK) rc = sqlite3_exec(c->db, "COMMIT", NULL, NULL, NULL);
+  res_set(c, res, rc);
+  if (rc != SQLITE_OK) sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL);
+  return CS_E_OK;
+}
+
+static int sc_index(void *self, const cs_uuid *lease_id, uint64_t margin_ns, uint64_t version, const cs_index_pack *packs,
+                    uint32_t pack_count, cs_catalog_result *res) {
+  if (lease_id == NULL || res == NULL || (packs == NULL && pack_count > 0) || margin_ns > (uint64_t)INT64_MAX / 4 ||
+      version > (uint64_t)INT64_MAX)
+    return CS_E_INVALID_ARGUMENT;
+  for (uint32_t i = 0; i < pack_count; i++)
+    if (packs[i].ref == NULL || (packs[i].records == NULL && packs[i].record_count > 0)) return CS_E_INVALID_ARGUMENT;
+  params p = {.lease = lease_id, .now = server_now_ns(), .margin = margin_ns, .version = version};
+  return fenced_transaction(self, &p, packs, pack_count, NULL, 0, res);
+}
+
+static int sc_publish(void *self, const cs_uuid *lease_id, uint64_t margin_ns, uint64_t version, uint64_t term,
+                      uint32_t pack_count, cs_catalog_result *res) {
+  if (lease_id == NULL || res == NULL || margin_ns > (uint64_t)INT64_MAX / 4 || version > (uint64_t)INT64_MAX)
+    return CS_E_INVALID_ARGUMENT;
+  static const char sql[] = "INSERT INTO " T_PUBLISH " (version, term, lease_id, pack_count, published_at_ns) "
+                            "SELECT :version, :term, :lease, :count, :now WHERE " FENCE_SQL;
+  params p = {.lease = lease_id, .now = server_now_ns(), .margin = margin_ns, .version = version, .term = term,
+              .count = pack_count};
+  return exec_write(self, sql, &p, res);
+}
+
+static int sc_reject(void *self, const cs_uuid *lease_id, uint64_t margin_ns, const cs_uuid *ids, uint32_t count,
+                     cs_catalog_result *res) {
+  if (lease_id == NULL || res == NULL || (ids == NULL && count > 0) || margin_ns > (uint64_t)INT64_MAX / 4)
+    return CS_E_INVALID_ARGUMENT;
+  static const cs_uuid none;
+  params p = {.lease = lease_id, .now = server_now_ns(), .margin = margin_ns};
+  return fenced_transaction(self, &p, NULL, 0, ids == NULL ? &none : ids, count, res);
+}
+
+static int sc_committed(void *self, const cs_uuid *ids, uint32_t count, bool *held, bool *rejected,
+                        cs_catalog_result *res) {
+  sqlite_catalog *c = self;
+  if (res == NULL || (count > 0 && (ids == NULL || held == NULL || rejected == NULL))) return CS_E_INVALID_ARGUMENT;
+  static const char sql[] = "SELECT EXISTS (SELECT 1 FROM " T_INVENTORY " WHERE pack_id = ?1 AND version <= "
+                            "(SELECT coalesce(max(version), 0) FROM " T_PUBLISH ")), "
+                            "EXISTS (SELECT 1 FROM " T_REJECTED " WHERE pack_id = ?1)";
+  sqlite3_stmt *st = NULL;
+  int rc = sqlite3_exec(c->db, "BEGIN", NULL, NULL, NULL); /* one snapshot for every id */
+  if (rc == SQLITE_OK) rc = prepare(c, sql, &st);
+  for (uint32_t i = 0; i < count && rc == SQLITE_OK; i++) {
+    sqlite3_reset(st);
+    rc = sqlite3_bind_blob(st, 1, ids[i].bytes, 16, SQLITE_TRANSIENT);
+    if (rc == SQLITE_OK) rc = sqlite3_step(st);
+    if (rc != SQLITE_ROW) break;
+    held[i] = sqlite3_column_int(st, 0) != 0;
+    rejected[i] = sqlite3_column_int(st, 1) != 0;
+    rc = SQLITE_OK;
+  }
+  sqlite3_finalize(st);
+  if (rc == SQLITE_OK) rc = sqlite3_exec(c->db, "COMMIT", NULL, NULL, NULL);
+  res_set(c, res, rc == SQLITE_DONE ? SQLITE_INTERNAL : rc);
+  if (rc != SQLITE_OK) sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL);
+  return CS_E_OK;
+}
+
+static void row_text_free(sqlite_catalog *c) {
+  for (uint32_t i = 0; i < c->row_text_count; i++) free(c->row_text[i]);
+  free(c->row_text);
+  c->row_text = NULL;
+  c->row_text_count = 0;
+}
+
+/* Fills one descriptor row from the result columns; its text lives in one block kept until the next read. */
+static bool row_from_columns(sqlite_catalog *c, sqlite3_stmt *st, cs_descriptor_row *row) {
+  memset(row, 0, sizeof *row);
+  if (sqlite3_column_bytes(st, 0) != 16) return false;
+  memcpy(row->pack_id.bytes, sqlite3_column_blob(st, 0), 16);
+  row->version = (uint64_t)sqlite3_column_int64(st, 1);
+  snprintf(row->key, sizeof row->key, "%s", (const char *)sqlite3_column_text(st, 2));
+  cs_pack_meta *m = &row->record.meta;
+  cs_pack_text *texts[TEXT_FIELDS] = {&m->capture_id,  &m->tenant_id,       &m->experiment_id, &m->run_id,
+                                      &m->session_id,  &m->request_id,      &m->sequence_id,   &m->model_id,
+                                      &m->model_revision, &m->adapter_revision, &m->capture_policy_version,
+                                      &m->hook_name};
+  size_t total = 0;
+  for (int i = 0; i < TEXT_FIELDS; i++) total += (size_t)sqlite3_column_bytes(st, 3 + i) + 1;
+  char *block = malloc(total);
+  if (block == NULL) return false;
+  c->row_text[c->row_text_count++] = block;
+  for (int i = 0; i < TEXT_FIELDS; i++) {
+    if (sqlite3_column_type(st, 3 + i) == SQLITE_NULL) continue;
+    const unsigned char *text = sqlite3_column_text(st, 3 + i);
+    size_t len = (size_t)sqlite3_column_bytes(st, 3 + i);
+    memcpy(block, text, len);
+    block[len] = '\0';
+    *texts[i] = (cs_pack_text){block, len};
+    block += len + 1;
+  }
+  m->layer_number = (int32_t)sqlite3_column_int64(st, 15);
+  m->producer_rank = (uint32_t)sqlite3_column_int64(st, 16);
+  m->step_number = (uint64_t)sqlite3_column_int64(st, 17);
+  m->token_start = (uint64_t)sqlite3_column_int64(st, 18);
+  m->token_end = (uint64_t)sqlite3_column_int64(st, 19);
+  m->batch_position = (uint32_t)sqlite3_column_int64(st, 20);
+  const char *dtype = (const char *)sqlite3_column_text(st, 21);
+  m->dtype = CS_DTYPE_COUNT_;
+  for (int d = 0; d < CS_DTYPE_COUNT_ && dtype != NULL; d++)
+    if (strcmp(cs_dtype_name((cs_dtype)d), dtype) == 0) m->dtype = (cs_dtype)d;
+  int shape_bytes = sqlite3_column_bytes(st, 22);
+  const uint8_t *shape = sqlite3_column_blob(st, 22);
+  if (m->dtype == CS_DTYPE_COUNT_ || shape_bytes % 4 != 0 || shape_bytes > 4 * (int)CS_PACK_RANK_MAX) return false;
+  m->rank = (uint32_t)shape_bytes / 4;
+  for (uint32_t i = 0; i < m->rank; i++)
+    m->shape[i] = (uint32_t)shape[4 * i] | (uint32_t)shape[4 * i + 1] << 8 | (uint32_t)shape[4 * i + 2] << 16 |
+                  (uint32_t)shape[4 * i + 3] << 24;
+  m->captured_at_ns = (uint64_t)sqlite3_column_int64(st, 23);
+  row->record.offset = (uint64_t)sqlite3_column_int64(st, 24);
+  row->record.stored_length = (uint64_t)sqlite3_column_int64(st, 25);
+  row->record.decoded_length = (uint64_t)sqlite3_column_int64(st, 26);
+  row->record.crc32 = (uint32_t)sqlite3_column_int64(st, 27);
+  return true;
+}
+
+static int sc_read_descriptors(void *self, uint64_t watermark, const cs_uuid *pack_id, cs_descriptor_row *rows,
+                               uint32_t capacity, uint32_t *count, cs_catalog_result *res) {
+  sqlite_catalog *c = self;
+  if (pack_id == NULL || count == NULL || res == NULL || (rows == NULL && capacity > 0) ||
+      watermark > (uint64_t)INT64_MAX)
+    return CS_E_INVALID_ARGUMENT;
+  /* One row per capture id: the highest version at or below the reader's watermark (argMax). */
+  static const char sql[] = "SELECT * FROM " T_DESCRIPTOR " d WHERE d.pack_id = ?1 AND d.version = (SELECT max(e.version) "
+                            "FROM " T_DESCRIPTOR " e WHERE e.pack_id = d.pack_id AND e.capture_id = d.capture_id "
+                            "AND e.version <= ?2) GROUP BY d.capture_id ORDER BY d.capture_id";
+  *count = 0;
+  row_text_free(c);
+  c->row_text = calloc(capacity == 0 ? 1 : capacity, sizeof *c->row_text);
+  if (c->row_text == NULL) return CS_E_NO_MEMORY;
+  sqlite3_stmt *st = NULL;
+  int rc = prepare(c, sql, &st);
+  if (rc == SQLITE_OK) rc = sqlite3_bind_blob(st, 1, pack_id->bytes, 16, SQLITE_TRANSIENT);
+  if (rc == SQLITE_OK) rc = sqlite3_bind_int64(st, 2, (sqlite3_int64)watermark);
+  int err = CS_E_OK;
+  while (rc == SQLITE_OK || rc == SQLITE_ROW) {
+    rc = sqlite3_step(st);
+    if (rc != SQLITE_ROW) break;
+    if (*count == capacity) {
+      err = CS_E_NO_MEMORY;
+      break;
+    }
+    if (!row_from_columns(c, st, &rows[*count])) {
+      rc = SQLITE_CORRUPT;
+      break;
+    }
+    (*count)++;
+  }
+  sqlite3_finalize(st);
+  res_set(c, res, rc == SQLITE_DONE || rc == SQLITE_ROW ? SQLITE_OK : rc);
+  return err;
+}
+
+static void sc_close(void *self) {
+  sqlite_catalog *c = self;
+  row_text_free(c);
+  sqlite3_close(c->db);
+  free(c);
+}
+
+static const cs_catalog_ops sqlite_ops = {.name = "sqlite",
+                                          .schema_ensure = sc_schema_ensure,
+                                          .head = sc_head,
+                                          .claim = sc_claim,
+                                          .read_claims = sc_read_claims,
+                                          .release = sc_release,
+                                          .index = sc_index,
+                                          .publish = sc_publish,
+                                          .reject = sc_reject,
+                                          .committed = sc_committed,
+                                          .read_descriptors = sc_read_descriptors,
+                                          .close = sc_close};
+
+int cs_sqlite_catalog_open(const char *path, uint32_t busy_timeout_ms, cs_catalog *out) {
+  if (path == NULL || path[0] == '\0' || out == NULL) return CS_E_INVALID_ARGUMENT;
+  sqlite_catalog *c = calloc(1, sizeof *c);
+  if (c == NULL) return CS_E_NO_MEMORY;
+  int rc = sqlite3_open_v2(path, &c->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+  if (rc == SQLITE_OK) rc = sqlite3_busy_timeout(c->db, busy_timeout_ms == 0 ? 5000 : (int)busy_timeout_ms);
+  if (rc == SQLITE_OK) rc = sqlite3_exec(c->db, "PRAGMA journal_mode=WAL", NULL, NULL, NULL);
+  if (rc == SQLITE_OK) rc = sqlite3_exec(c->db, "PRAGMA synchronous=FULL", NULL, NULL, NULL);
+  if (rc != SQLITE_OK) {
+    sqlite3_close(c->db);
+    free(c);
+    return rc == SQLITE_NOMEM ? CS_E_NO_MEMORY : CS_E_IO;
+  }
+  out->ops = &sqlite_ops;
+  out->self = c;
+  return CS_E_OK;
+}
+
+int cs_sqlite_catalog_tables(const cs_catalog *catalog, char *buf, size_t buf_size) {
+  if (catalog == NULL || catalog->ops != &sqlite_ops || buf == NULL || buf_size == 0) return CS_E_INVALID_ARGUMENT;
+  const sqlite_catalog *c = catalog->self;
+  sqlite3_stmt *st = NULL;
+  buf[0] = '\0';
+  if (sqlite3_prepare_v2(c->db, "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name", -1, &st, NULL) !=
+      SQLITE_OK)
+    return CS_E_IO;
+  size_t used = 0;
+  int err = CS_E_OK;
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    const char *name = (const char *)sqlite3_column_text(st, 0);
+    int n = snprintf(buf + used, buf_size - used, "%s%s", used == 0 ? "" : ",", name);
+    if (n < 0 || (size_t)n >= buf_size - used) {
+      err = CS_E_TOO_LARGE;
+      break;
+    }
+    used += (size_t)n;
+  }
+  sqlite3_finalize(st);
+  return err;
+}
