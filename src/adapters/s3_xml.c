@@ -56,6 +56,8 @@ typedef struct xml_walk {
   size_t message_size;
 } xml_walk;
 
+static void walk_fail(xml_walk *w, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 static void walk_fail(xml_walk *w, int err, const char *fmt, ...) {
   if (w->err != CS_E_OK) return;
   w->err = err;
