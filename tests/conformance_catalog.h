@@ -7,7 +7,7 @@
  * Each case gets a fresh, empty catalog from open_fn(ctx) (schema not yet
  * ensured) and gives it back with close_fn(catalog, ctx). Cases that need
  * expiry use TTLs of a few hundred milliseconds and sleep (bounded: the whole
- * suite sleeps about 3 s). Time is the catalog's own clock: the suite never
+ * suite sleeps under 1 s). Time is the catalog's own clock: the suite never
  * tells the catalog what time it is.
  *
  * Where a catalog serializes its statements (SQLite, the model), two claims
