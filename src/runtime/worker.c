@@ -17,7 +17,27 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sched.h>
+
 #include "runtime_internal.h"
+
+/* Linux's SCHED_BATCH (sched.h declares it only under _GNU_SOURCE). */
+#ifndef SCHED_BATCH
+#define SCHED_BATCH 3
+#endif
+
+/*
+ * The writer and the sealer mostly wait (for a chunk, for the disk). Under
+ * the default policy each wake-up preempted whatever ran on its CPU, often a
+ * producer in the middle of a capture call, for the length of an I/O
+ * submission: the call's tail latency. SCHED_BATCH keeps their share of the
+ * CPU but not the wake-up preemption. Best effort: a refusal changes nothing
+ * else. (The worker keeps the default: it is the sink's throughput.)
+ */
+static void run_in_background(void) {
+  struct sched_param param = {.sched_priority = 0};
+  (void)pthread_setschedparam(pthread_self(), SCHED_BATCH, &param);
+}
 
 static uint8_t *chunk_at(const cs_capture *cap, uint32_t chunk) {
   assert(chunk < RT_CHUNKS);
@@ -254,6 +274,7 @@ static void seal_push(cs_capture *cap, const rt_seal_job *job) {
  */
 void *rt_writer_main(void *context) {
   cs_capture *cap = context;
+  run_in_background();
   pthread_mutex_lock(&cap->mutex);
   for (;;) {
     while (cap->io_count == 0 && !cap->writer_stop) pthread_cond_wait(&cap->io_cond, &cap->mutex);
@@ -281,6 +302,7 @@ void *rt_writer_main(void *context) {
 
 void *rt_sealer_main(void *context) {
   cs_capture *cap = context;
+  run_in_background();
   pthread_mutex_lock(&cap->mutex);
   for (;;) {
     while (cap->seal_count == 0 && !cap->sealer_stop) pthread_cond_wait(&cap->seal_cond, &cap->mutex);
