@@ -11,13 +11,16 @@ cd "$(dirname "$0")"
 PACKAGES=(build-essential cmake ninja-build clang libclang-rt-14-dev pkg-config libcmocka-dev
           libjansson-dev libssl-dev zlib1g-dev libisal-dev python3
           libcurl4-openssl-dev libsqlite3-dev libexpat1-dev
-          clickhouse-server clickhouse-client nodejs npm)
+          clickhouse-server clickhouse-client)
 
 deps() {
   local missing=()
   for p in "${PACKAGES[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done
+  # Node.js and npm (for the S3 test server): the machine's own when present (a
+  # NodeSource nodejs bundles npm and conflicts with Debian's npm package).
+  if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then missing+=(nodejs npm); fi
   [ ${#missing[@]} -eq 0 ] && return 0
   local sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
