@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 typedef struct fixture {
@@ -130,12 +131,55 @@ static void test_reopen(void **state) {
   assert_int_equal(cs_dirstore_open("", &again), CS_E_INVALID_ARGUMENT);
 }
 
+/* Eight processes race a create-only PUT of one key: exactly one wins, and its bytes are what stays. */
+static void test_create_race(void **state) {
+  (void)state;
+  cs_store *s = store_open(&fx);
+  assert_non_null(s);
+  enum { RACERS = 8 };
+  pid_t pids[RACERS];
+  for (int i = 0; i < RACERS; i++) {
+    pids[i] = fork();
+    assert_true(pids[i] >= 0);
+    if (pids[i] == 0) {
+      char body[32];
+      snprintf(body, sizeof body, "racer-%d", i);
+      cs_store_result res;
+      int rc = s->ops->put(s->self, "race/slot", body, strlen(body), NULL, true, &res);
+      _exit(rc != CS_E_OK ? 3 : res.outcome == CS_OUT_OK ? 0 : res.outcome == CS_OUT_PRECONDITION ? 1 : 2);
+    }
+  }
+  int winner = -1, refused = 0;
+  for (int i = 0; i < RACERS; i++) {
+    int status = 0;
+    assert_int_equal(waitpid(pids[i], &status, 0), pids[i]);
+    assert_true(WIFEXITED(status));
+    if (WEXITSTATUS(status) == 0) {
+      assert_int_equal(winner, -1);
+      winner = i;
+    } else {
+      assert_int_equal(WEXITSTATUS(status), 1);
+      refused++;
+    }
+  }
+  assert_int_equal(refused, RACERS - 1);
+  char want[32], got[32];
+  snprintf(want, sizeof want, "racer-%d", winner);
+  size_t n = 0;
+  cs_store_result res;
+  assert_int_equal(s->ops->get(s->self, "race/slot", NULL, got, sizeof got, &n, &res), CS_E_OK);
+  assert_int_equal(n, strlen(want));
+  assert_memory_equal(got, want, n);
+  store_close(s, &fx);
+}
+
 int main(void) {
   const char *tmp = getenv("TMPDIR");
   snprintf(fx.base, sizeof fx.base, "%s/capstore-dirstore-XXXXXX", tmp != NULL ? tmp : "/tmp");
   if (mkdtemp(fx.base) == NULL) return 1;
   int failed = conformance_store_run("dirstore", store_open, store_close, &fx);
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_refused_keys), cmocka_unit_test(test_reopen)};
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_refused_keys), cmocka_unit_test(test_reopen),
+                                     cmocka_unit_test(test_create_race)};
   failed += cmocka_run_group_tests_name("dirstore only", tests, NULL, NULL);
   if (failed == 0) remove_tree(fx.base);
   return failed == 0 ? 0 : 1;

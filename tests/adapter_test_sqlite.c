@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 typedef struct fixture {
@@ -113,6 +114,52 @@ static void test_two_connections(void **state) {
   catalog_close(one, &fx);
 }
 
+/*
+ * Six processes, each on its own connection, run the claim protocol at once:
+ * exactly one ends as the sole holder of term 1; the others see it taken.
+ */
+static void test_claim_race(void **state) {
+  (void)state;
+  cs_catalog *setup_c = catalog_open(&fx);
+  if (setup_c == NULL) {
+    fail();
+    return;
+  }
+  cs_catalog_result res;
+  assert_int_equal(setup_c->ops->schema_ensure(setup_c->self, &res), CS_E_OK);
+  enum { RACERS = 6 };
+  pid_t pids[RACERS];
+  for (int i = 0; i < RACERS; i++) {
+    pids[i] = fork();
+    assert_true(pids[i] >= 0);
+    if (pids[i] == 0) {
+      cs_catalog *c = catalog_at(fx.path);
+      cs_uuid lease = {{(uint8_t)(0x10 + i), 2}};
+      cs_cat_head head;
+      cs_claims claims = {0};
+      if (c == NULL || c->ops->head(c->self, &lease, &head, &res) != CS_E_OK || res.outcome != CS_OUT_OK) _exit(3);
+      if (!head.head_free) _exit(1);
+      if (c->ops->claim(c->self, &lease, head.head_term, 30 * CS_SEC_NS, &res) != CS_E_OK || res.outcome != CS_OUT_OK)
+        _exit(3);
+      if (c->ops->read_claims(c->self, &lease, head.head_term + 1, &claims, &res) != CS_E_OK) _exit(3);
+      _exit(claims.sole_mine ? 0 : 1);
+    }
+  }
+  int holders = 0;
+  for (int i = 0; i < RACERS; i++) {
+    int status = 0;
+    assert_int_equal(waitpid(pids[i], &status, 0), pids[i]);
+    assert_true(WIFEXITED(status));
+    assert_true(WEXITSTATUS(status) <= 1);
+    holders += WEXITSTATUS(status) == 0;
+  }
+  assert_int_equal(holders, 1);
+  cs_claims claims;
+  assert_int_equal(setup_c->ops->read_claims(setup_c->self, &lease_a, 1, &claims, &res), CS_E_OK);
+  assert_int_equal(claims.claim_count, 1);
+  catalog_close(setup_c, &fx);
+}
+
 /* The negative twins of open: no path, and a path SQLite cannot open. */
 static void test_open_refused(void **state) {
   (void)state;
@@ -132,7 +179,8 @@ int main(void) {
                                          .schema_versioned_fn = schema_versioned,
                                          .ctx = &fx};
   int failed = conformance_catalog_run_backend("sqlite catalog", &backend);
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_two_connections), cmocka_unit_test(test_open_refused)};
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_two_connections), cmocka_unit_test(test_open_refused),
+                                     cmocka_unit_test(test_claim_race)};
   failed += cmocka_run_group_tests_name("sqlite only", tests, NULL, NULL);
   if (failed == 0) rmdir(fx.dir);
   return failed == 0 ? 0 : 1;
