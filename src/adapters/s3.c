@@ -51,6 +51,7 @@ typedef struct s3_call {
   char meta[5][160];              /* dmi-format, dmi-pack-id, dmi-sha256, dmi-record-count, dmi-created-at-ns */
   uint64_t content_length;
   bool have_length;
+  char content_range[96];         /* "bytes a-b/size" of a 206 */
 } s3_call;
 
 static const char *const meta_names[5] = {"x-amz-meta-dmi-format", "x-amz-meta-dmi-pack-id",
@@ -117,11 +118,13 @@ static size_t on_header(char *line, size_t size, size_t nmemb, void *ud) {
     /* A new response (after a 100 Continue, say): forget the last one's headers. */
     memset(c->meta, 0, sizeof c->meta);
     c->have_length = false;
+    c->content_range[0] = '\0';
     unsigned status = 0;
     if (sscanf(line, "HTTP/%*s %u", &status) == 1) c->status = (long)status;
     return n;
   }
   for (int i = 0; i < 5; i++) header_value(line, n, meta_names[i], c->meta[i], sizeof c->meta[i]);
+  header_value(line, n, "content-range", c->content_range, sizeof c->content_range);
   char length[32] = "";
   header_value(line, n, "content-length", length, sizeof length);
   if (length[0]) {
@@ -319,30 +322,35 @@ static int s3_put(void *self, const char *key, const void *bytes, size_t len, co
                   bool if_none_match, cs_store_result *res) {
   s3_store *s = self;
   assert(s && res);
-  if (!meta || (len && !bytes)) return CS_E_INVALID_ARGUMENT;
+  if (len && !bytes) return CS_E_INVALID_ARGUMENT;
   s3_call *c = calloc(1, sizeof *c);
   if (!c) return CS_E_NO_MEMORY;
   int rc = call_object(s, c, "PUT", key);
   char id[CS_UUID_TEXT_LEN + 1], sha[65], count[16], created[24];
-  static const char hex[] = "0123456789abcdef";
-  for (int i = 0; i < 32; i++) {
-    sha[2 * i] = hex[meta->sha256[i] >> 4];
-    sha[2 * i + 1] = hex[meta->sha256[i] & 15];
-  }
-  sha[64] = '\0';
-  cs_uuid_format(&meta->pack_id, id);
-  snprintf(count, sizeof count, "%" PRIu32, meta->record_count);
-  snprintf(created, sizeof created, "%" PRIu64, meta->created_at_ns);
   c->body = bytes;
   c->body_len = len;
-  /* The pack's SHA-256 is the payload's: the signer need not hash it again. */
-  c->payload_hash = s->cfg.unsigned_payload ? CS_SIGV4_UNSIGNED_PAYLOAD : sha;
-  call_header(c, "content-type", S3_CONTENT_TYPE);
-  call_header(c, meta_names[0], S3_FORMAT);
-  call_header(c, meta_names[1], id);
-  call_header(c, meta_names[2], sha);
-  call_header(c, meta_names[3], count);
-  call_header(c, meta_names[4], created);
+  call_header(c, "content-type", meta ? S3_CONTENT_TYPE : "application/octet-stream");
+  if (meta) {
+    static const char hex[] = "0123456789abcdef";
+    for (int i = 0; i < 32; i++) {
+      sha[2 * i] = hex[meta->sha256[i] >> 4];
+      sha[2 * i + 1] = hex[meta->sha256[i] & 15];
+    }
+    sha[64] = '\0';
+    cs_uuid_format(&meta->pack_id, id);
+    snprintf(count, sizeof count, "%" PRIu32, meta->record_count);
+    snprintf(created, sizeof created, "%" PRIu64, meta->created_at_ns);
+    /* The pack's SHA-256 is the payload's: the signer need not hash it again. */
+    c->payload_hash = s->cfg.unsigned_payload ? CS_SIGV4_UNSIGNED_PAYLOAD : sha;
+    call_header(c, meta_names[0], S3_FORMAT);
+    call_header(c, meta_names[1], id);
+    call_header(c, meta_names[2], sha);
+    call_header(c, meta_names[3], count);
+    call_header(c, meta_names[4], created);
+  } else {
+    /* No pack metadata (a plain object): the signer hashes the body. */
+    c->payload_hash = s->cfg.unsigned_payload ? CS_SIGV4_UNSIGNED_PAYLOAD : NULL;
+  }
   if (if_none_match) call_header(c, "if-none-match", "*");
   if (rc == CS_E_OK) rc = call_perform(s, c, res);
   free(c->text);
@@ -400,6 +408,54 @@ static int s3_head(void *self, const char *key, cs_object_info *info, cs_store_r
   return rc;
 }
 
+/* Parses "bytes a-b/size" ("*" size: UINT64_MAX). */
+static bool content_range_parse(const char *text, uint64_t *a, uint64_t *b, uint64_t *size) {
+  char tail[32];
+  unsigned long long x, y;
+  if (sscanf(text, "bytes %llu-%llu/%31s", &x, &y, tail) != 3 || y < x) return false;
+  if (strcmp(tail, "*") == 0) {
+    *size = UINT64_MAX;
+  } else {
+    uint64_t v;
+    if (!parse_u64(tail, UINT64_MAX, &v) || y >= v) return false;
+    *size = v;
+  }
+  *a = x;
+  *b = y;
+  return true;
+}
+
+/* The bytes a ranged GET must return: a suffix longer than the object is the whole object (HTTP). */
+static uint64_t range_expected(const cs_range *range, const char *content_range) {
+  uint64_t a, b, size;
+  if (range->suffix && content_range_parse(content_range, &a, &b, &size) && size != UINT64_MAX &&
+      size < range->length) {
+    return size;
+  }
+  return range->length;
+}
+
+/* Whether a 206's Content-Range is the range asked for (an offset range may end early at the object's end). */
+static bool range_answer_ok(const cs_range *range, const char *content_range, char *why, size_t why_size) {
+  uint64_t a, b, size;
+  char asked[64];
+  if (range->suffix) snprintf(asked, sizeof asked, "bytes=-%" PRIu64, range->length);
+  else snprintf(asked, sizeof asked, "bytes=%" PRIu64 "-%" PRIu64, range->offset, range->offset + range->length - 1);
+  if (!content_range[0]) {
+    snprintf(why, why_size, "206 without Content-Range to %s", asked);
+    return false;
+  }
+  bool ok = content_range_parse(content_range, &a, &b, &size);
+  if (ok && range->suffix) {
+    uint64_t n = size < range->length ? size : range->length;
+    ok = size != UINT64_MAX && a == size - n && b == size - 1;
+  } else if (ok) {
+    ok = a == range->offset && b <= range->offset + range->length - 1;
+  }
+  if (!ok) snprintf(why, why_size, "wrong range: Content-Range '%s' answered %s", content_range, asked);
+  return ok;
+}
+
 static int s3_get(void *self, const char *key, const cs_range *range, void *buf, size_t cap, size_t *got,
                   cs_store_result *res) {
   s3_store *s = self;
@@ -419,15 +475,24 @@ static int s3_get(void *self, const char *key, const cs_range *range, void *buf,
   c->sink = buf;
   c->sink_cap = cap;
   if (rc == CS_E_OK) rc = call_perform(s, c, res);
+  if (rc == CS_E_OK && range && c->status == 206 && (res->outcome == CS_OUT_OK || c->overflow)) {
+    /* The bytes must be the ones asked for: a server that misreads the range is refused, never believed. */
+    char why[256];
+    if (!range_answer_ok(range, c->content_range, why, sizeof why)) {
+      result_set(res, CS_OUT_INVALID, (uint32_t)c->status, why);
+    }
+  }
   if (rc == CS_E_OK && res->outcome == CS_OUT_OK) {
     *got = c->sink_got;
+    uint64_t want = range ? range_expected(range, c->content_range) : 0;
     if (range && c->status != 206) {
       result_set(res, CS_OUT_INVALID, (uint32_t)c->status, "the server ignored the Range header");
-    } else if (range && c->sink_got < range->length) {
+    } else if (range && c->sink_got != want) {
       result_set(res, CS_OUT_INVALID, (uint32_t)c->status, "short read");
-      snprintf(res->detail, sizeof res->detail, "short read: %zu of %" PRIu64 " bytes", c->sink_got,
-               range->length);
+      snprintf(res->detail, sizeof res->detail, "%s read: %zu of %" PRIu64 " bytes",
+               c->sink_got < want ? "short" : "long", c->sink_got, want);
     }
+    if (res->outcome != CS_OUT_OK) *got = 0;
   }
   free(c->text);
   free(c);
@@ -446,7 +511,9 @@ static int s3_list(void *self, const char *prefix, const char *token, uint32_t m
                    cs_store_result *res) {
   s3_store *s = self;
   assert(s && res);
-  if (!page || !page->keys || max_keys == 0 || max_keys > page->key_capacity) return CS_E_INVALID_ARGUMENT;
+  if (!page || !page->keys || max_keys == 0 || page->key_capacity == 0) return CS_E_INVALID_ARGUMENT;
+  /* A page never holds more than the caller's buffer: ask the server for no more than that. */
+  if (max_keys > page->key_capacity) max_keys = page->key_capacity;
   if ((prefix && strlen(prefix) >= CS_KEY_MAX) || (token && strlen(token) >= CS_KEY_MAX)) {
     return CS_E_INVALID_ARGUMENT;
   }

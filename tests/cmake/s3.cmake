@@ -21,3 +21,12 @@ set_tests_properties(adapter.s3 PROPERTIES LABELS adapters TIMEOUT 60)
 if(TARGET fuzz_s3_xml)
   target_link_libraries(fuzz_s3_xml PRIVATE capstore_runtime)
 endif()
+
+# The store conformance suite on the live s3rver (FIXTURES_REQUIRED s3, tests/cmake/live.cmake),
+# with s3rver's known differences named and counted, and a wrong secret's SignatureDoesNotMatch.
+if(TARGET capstore_conformance)
+  add_executable(adapter_test_s3_live ${CMAKE_CURRENT_SOURCE_DIR}/adapter_test_s3_live.c)
+  target_link_libraries(adapter_test_s3_live PRIVATE capstore_conformance capstore_runtime PkgConfig::CMOCKA)
+  add_test(NAME live.s3_conformance COMMAND adapter_test_s3_live ${CMAKE_BINARY_DIR}/live/s3/endpoint)
+  set_tests_properties(live.s3_conformance PROPERTIES FIXTURES_REQUIRED s3 LABELS "live;adapters" TIMEOUT 180)
+endif()

@@ -1,0 +1,320 @@
+/*
+ * The store conformance suite (tests/conformance_store.h), unchanged, against
+ * the S3 adapter on the live @20minutes/s3rver 4.0.4 of the ctest fixture
+ * (which verifies SigV4). argv[1] names the fixture's endpoint file
+ * ("endpoint access_key secret bucket").
+ *
+ * Every case gets a fresh, empty store: the S3 handle behind a key prefix of
+ * its own (conf-<pid>-<time>-<n>/), which close_fn deletes again. The wrapper
+ * keeps the adapter's name ("s3"), passes continuation tokens through and
+ * strips the prefix from listed keys (a key outside it is left as it came, so
+ * the suite sees it).
+ *
+ * Known differences of s3rver (docs/s3.md): each is a case that must FAIL
+ * here, for the named reason, printed and counted; a known-different case
+ * that passes fails the test (the list must stay true). Every other case must
+ * pass. Then the cases only the live server has: the adapter's classification
+ * of the server's wrong suffix answer, a suffix longer than the object, and
+ * the negative twin: a wrong secret key is FORBIDDEN (SignatureDoesNotMatch).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "capstore/s3.h"
+#include "conformance_store.h"
+
+typedef struct live_cfg {
+  char endpoint[256], access_key[128], secret[128], bucket[64];
+} live_cfg;
+
+static live_cfg live;
+
+typedef struct prefixed {
+  cs_store inner;
+  char prefix[64];
+  size_t prefix_len;
+  char last_listed[CS_KEY_MAX]; /* the last key of the previous LIST page */
+} prefixed;
+
+/* What the wrapper saw of the known differences during one case (reset per case). */
+static bool saw_wrong_range, saw_list_order;
+/* Set by test_list_path_order when s3rver's LIST came back in path order, not bytewise. */
+static bool list_order_demonstrated;
+
+static int with_prefix(const prefixed *p, const char *key, char *out) {
+  if (!key || strlen(key) + p->prefix_len >= CS_KEY_MAX) return CS_E_INVALID_ARGUMENT;
+  snprintf(out, CS_KEY_MAX, "%s%s", p->prefix, key);
+  return CS_E_OK;
+}
+
+static int p_put(void *self, const char *key, const void *bytes, size_t len, const cs_object_info *meta,
+                 bool if_none_match, cs_store_result *res) {
+  prefixed *p = self;
+  char full[CS_KEY_MAX];
+  int rc = with_prefix(p, key, full);
+  return rc ? rc : p->inner.ops->put(p->inner.self, full, bytes, len, meta, if_none_match, res);
+}
+
+static int p_head(void *self, const char *key, cs_object_info *info, cs_store_result *res) {
+  prefixed *p = self;
+  char full[CS_KEY_MAX];
+  int rc = with_prefix(p, key, full);
+  return rc ? rc : p->inner.ops->head(p->inner.self, full, info, res);
+}
+
+static int p_get(void *self, const char *key, const cs_range *range, void *buf, size_t cap, size_t *got,
+                 cs_store_result *res) {
+  prefixed *p = self;
+  char full[CS_KEY_MAX];
+  int rc = with_prefix(p, key, full);
+  if (rc) return rc;
+  rc = p->inner.ops->get(p->inner.self, full, range, buf, cap, got, res);
+  if (rc == CS_E_OK && range && range->suffix && res->outcome == CS_OUT_INVALID &&
+      strstr(res->detail, "wrong range: Content-Range 'bytes 0-")) {
+    saw_wrong_range = true;
+    printf("  s3rver answered a suffix range wrongly: %s\n", res->detail);
+  }
+  return rc;
+}
+
+static int p_list(void *self, const char *prefix, const char *token, uint32_t max_keys, cs_list_page *page,
+                  cs_store_result *res) {
+  prefixed *p = self;
+  char full[CS_KEY_MAX];
+  int rc = with_prefix(p, prefix ? prefix : "", full);
+  if (rc) return rc;
+  rc = p->inner.ops->list(p->inner.self, full, token, max_keys, page, res);
+  if (!token || !token[0]) p->last_listed[0] = '\0';
+  for (uint32_t i = 0; rc == CS_E_OK && res->outcome == CS_OUT_OK && i < page->key_count; i++) {
+    if (p->last_listed[0] && strcmp(p->last_listed, page->keys[i]) >= 0 && !saw_list_order) {
+      saw_list_order = true;
+      printf("  s3rver listed '%s' after '%s' (not bytewise)\n", page->keys[i], p->last_listed);
+    }
+    memcpy(p->last_listed, page->keys[i], CS_KEY_MAX);
+  }
+  for (uint32_t i = 0; rc == CS_E_OK && i < page->key_count; i++) {
+    if (strncmp(page->keys[i], p->prefix, p->prefix_len) == 0) {
+      memmove(page->keys[i], page->keys[i] + p->prefix_len, strlen(page->keys[i]) - p->prefix_len + 1);
+    }
+  }
+  return rc;
+}
+
+static int p_del(void *self, const char *key, cs_store_result *res) {
+  prefixed *p = self;
+  char full[CS_KEY_MAX];
+  int rc = with_prefix(p, key, full);
+  return rc ? rc : p->inner.ops->del(p->inner.self, full, res);
+}
+
+static void p_close(void *self) {
+  prefixed *p = self;
+  p->inner.ops->close(p->inner.self);
+  free(p);
+}
+
+static const cs_store_ops prefixed_ops = {.name = "s3", .put = p_put, .head = p_head, .get = p_get,
+                                          .list = p_list, .del = p_del, .close = p_close};
+
+static int s3_open_with(const char *secret, cs_store *out) {
+  cs_s3_config cfg = {.endpoint = live.endpoint, .bucket = live.bucket, .access_key_id = live.access_key,
+                      .secret_access_key = secret, .allow_insecure = true, .connect_timeout_ms = 2000,
+                      .request_timeout_ms = 30000};
+  char msg[256];
+  int rc = cs_s3_open(&cfg, out, msg, sizeof msg);
+  if (rc != CS_E_OK) fprintf(stderr, "cs_s3_open: %s\n", msg);
+  return rc;
+}
+
+static unsigned case_seq;
+
+static cs_store *open_fresh(void *ctx) {
+  (void)ctx;
+  prefixed *p = calloc(1, sizeof *p);
+  cs_store *store = calloc(1, sizeof *store);
+  if (!p || !store || s3_open_with(live.secret, &p->inner) != CS_E_OK) {
+    free(p);
+    free(store);
+    return NULL;
+  }
+  snprintf(p->prefix, sizeof p->prefix, "c%ld.%u/", (long)getpid() % 100000, ++case_seq);
+  p->prefix_len = strlen(p->prefix);
+  *store = (cs_store){.ops = &prefixed_ops, .self = p};
+  return store;
+}
+
+/* Deletes what the case wrote (everything under its prefix), then closes. */
+static void close_store(cs_store *store, void *ctx) {
+  (void)ctx;
+  if (!store) return;
+  prefixed *p = store->self;
+  char(*keys)[CS_KEY_MAX] = calloc(1000, CS_KEY_MAX);
+  cs_list_page page = {.keys = keys, .key_capacity = 1000};
+  for (int round = 0; keys && round < 20; round++) {
+    cs_store_result res;
+    if (p->inner.ops->list(p->inner.self, p->prefix, "", 1000, &page, &res) != CS_E_OK || res.outcome != CS_OUT_OK ||
+        page.key_count == 0) {
+      break;
+    }
+    for (uint32_t i = 0; i < page.key_count; i++) (void)p->inner.ops->del(p->inner.self, page.keys[i], &res);
+  }
+  free(keys);
+  store->ops->close(store->self);
+  free(store);
+}
+
+/* The suite's cases, and the reason each known-different one fails on s3rver 4.0.4. */
+typedef struct case_entry {
+  const char *name;
+  const char *known_difference; /* NULL: must pass */
+  const bool *seen;             /* the wrapper's observation of that difference */
+} case_entry;
+
+static const case_entry cases[] = {
+    {"test_put_head_metadata", NULL, NULL},
+    {"test_replace", NULL, NULL},
+    {"test_conditional_create", NULL, NULL}, /* s3rver ignores If-None-Match on PUT: the suite names it and passes */
+    {"test_missing", NULL, NULL},
+    {"test_ranges", "suffix range bytes=-n is answered as bytes=0-n (206, n+1 bytes from the start)", &saw_wrong_range},
+    {"test_list_pages", "LIST walks its directory tree: keys come in path order ('lst/a/b' before 'lst/a'), not "
+                        "bytewise, and paging past a start-after key skips keys", &list_order_demonstrated},
+    {"test_key_charset", NULL, NULL},
+    {"test_delete", NULL, NULL},
+    {"test_large_object", "suffix range bytes=-64 of the 8 MiB object is answered as bytes=0-64", &saw_wrong_range},
+};
+
+/* ---- Cases only the live server has ---- */
+
+static void test_suffix_answer_classified(void **state) {
+  cs_store *s = *state;
+  uint8_t bytes[1000];
+  for (size_t i = 0; i < sizeof bytes; i++) bytes[i] = (uint8_t)(i * 7 + 3);
+  cs_store_result res;
+  assert_int_equal(s->ops->put(s->self, "sfx/obj", bytes, sizeof bytes, NULL, false, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_OK);
+  uint8_t buf[8192];
+  size_t n = 99;
+  /* s3rver answers bytes=-64 with bytes 0-64: the adapter refuses it and names the answer. */
+  cs_range suffix = {.length = 64, .suffix = true};
+  assert_int_equal(s->ops->get(s->self, "sfx/obj", &suffix, buf, sizeof buf, &n, &res), CS_E_OK);
+  printf("s3rver suffix answer: %s %u: %s\n", cs_outcome_name(res.outcome), res.http_status, res.detail);
+  assert_int_equal(res.outcome, CS_OUT_INVALID);
+  assert_int_equal(res.http_status, 206);
+  assert_non_null(strstr(res.detail, "bytes 0-64/1000"));
+  assert_int_equal(n, 0);
+  /* A suffix longer than the object is the whole object (HTTP); s3rver's 0-999/1000 is right here. */
+  cs_range long_suffix = {.length = 5000, .suffix = true};
+  assert_int_equal(s->ops->get(s->self, "sfx/obj", &long_suffix, buf, sizeof buf, &n, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_OK);
+  assert_int_equal(n, sizeof bytes);
+  assert_memory_equal(buf, bytes, sizeof bytes);
+  /* An offset range is answered exactly. */
+  cs_range mid = {.offset = 900, .length = 100};
+  assert_int_equal(s->ops->get(s->self, "sfx/obj", &mid, buf, sizeof buf, &n, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_OK);
+  assert_int_equal(n, 100);
+  assert_memory_equal(buf, bytes + 900, 100);
+}
+
+/* The LIST order difference itself: "o/a/b" comes before "o/a" (its directory sorts first). */
+static void test_list_path_order(void **state) {
+  cs_store *s = *state;
+  static const char *const keys[] = {"o/a", "o/a/b", "o/a-b", "o/a0"};
+  cs_store_result res;
+  for (size_t i = 0; i < 4; i++) {
+    assert_int_equal(s->ops->put(s->self, keys[i], "x", 1, NULL, false, &res), CS_E_OK);
+    assert_int_equal(res.outcome, CS_OUT_OK);
+  }
+  char(*got)[CS_KEY_MAX] = calloc(8, CS_KEY_MAX);
+  assert_non_null(got);
+  cs_list_page page = {.keys = got, .key_capacity = 8};
+  assert_int_equal(s->ops->list(s->self, "o/", "", 8, &page, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_OK);
+  assert_int_equal(page.key_count, 4);
+  printf("s3rver LIST order: %s %s %s %s (bytewise: o/a o/a-b o/a/b o/a0)\n", got[0], got[1], got[2], got[3]);
+  list_order_demonstrated = strcmp(got[0], got[1]) > 0 || strcmp(got[1], got[2]) > 0 || strcmp(got[2], got[3]) > 0;
+  assert_true(list_order_demonstrated);
+  free(got);
+}
+
+static void test_wrong_secret_forbidden(void **state) {
+  cs_store *s = *state;
+  prefixed *p = s->self;
+  cs_store bad;
+  assert_int_equal(s3_open_with("not-the-secret", &bad), CS_E_OK);
+  char key[CS_KEY_MAX];
+  snprintf(key, sizeof key, "%sforbidden/k", p->prefix);
+  cs_store_result res;
+  cs_object_info meta;
+  memset(&meta, 0, sizeof meta);
+  meta.is_pack = true;
+  assert_int_equal(bad.ops->put(bad.self, key, "abc", 3, &meta, false, &res), CS_E_OK);
+  printf("wrong secret: %s %u: %s\n", cs_outcome_name(res.outcome), res.http_status, res.detail);
+  assert_int_equal(res.outcome, CS_OUT_FORBIDDEN);
+  assert_int_equal(res.http_status, 403);
+  assert_non_null(strstr(res.detail, "SignatureDoesNotMatch"));
+  /* The same request with the right secret lands, and the refused one wrote nothing before it. */
+  cs_object_info info;
+  assert_int_equal(s->ops->head(s->self, "forbidden/k", &info, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_NOT_FOUND);
+  assert_int_equal(s->ops->put(s->self, "forbidden/k", "abc", 3, &meta, false, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_OK);
+  bad.ops->close(bad.self);
+}
+
+static int setup(void **state) {
+  *state = open_fresh(NULL);
+  return *state ? 0 : -1;
+}
+
+static int teardown(void **state) {
+  close_store(*state, NULL);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  FILE *f = argc < 2 ? NULL : fopen(argv[1], "r");
+  if (f == NULL || fscanf(f, "%255s %127s %127s %63s", live.endpoint, live.access_key, live.secret, live.bucket) != 4) {
+    fprintf(stderr, "usage: %s ENDPOINT_FILE (written by tools/servers/s3.sh start)\n", argv[0]);
+    if (f != NULL) fclose(f);
+    return 1;
+  }
+  fclose(f);
+  const struct CMUnitTest live_tests[] = {
+      cmocka_unit_test_setup_teardown(test_suffix_answer_classified, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_list_path_order, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_wrong_secret_forbidden, setup, teardown),
+  };
+  int live_failed = cmocka_run_group_tests_name("s3rver_live", live_tests, NULL, NULL);
+  int failed = 0, passed = 0, known = 0;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    cmocka_set_test_filter(cases[i].name);
+    saw_wrong_range = saw_list_order = false;
+    int case_failed = conformance_store_run("s3rver", open_fresh, close_store, NULL);
+    if (cases[i].known_difference == NULL) {
+      if (case_failed) failed++;
+      else passed++;
+    } else if (case_failed && *cases[i].seen) {
+      known++;
+      printf("KNOWN DIFFERENCE s3rver 4.0.4: %s fails: %s\n", cases[i].name, cases[i].known_difference);
+    } else {
+      failed++;
+      printf("%s %s, but is listed as a known difference of s3rver that was not seen: update the list\n",
+             cases[i].name, case_failed ? "failed" : "passed");
+    }
+  }
+  printf("conformance on s3rver: %d passed, %d known differences (failing as named), %d failed; live cases: %d of %zu "
+         "failed\n",
+         passed, known, failed, live_failed, sizeof live_tests / sizeof live_tests[0]);
+  return failed + live_failed;
+}
