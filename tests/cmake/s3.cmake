@@ -29,4 +29,9 @@ if(TARGET capstore_conformance)
   target_link_libraries(adapter_test_s3_live PRIVATE capstore_conformance capstore_runtime PkgConfig::CMOCKA)
   add_test(NAME live.s3_conformance COMMAND adapter_test_s3_live ${CMAKE_BINARY_DIR}/live/s3/endpoint)
   set_tests_properties(live.s3_conformance PROPERTIES FIXTURES_REQUIRED s3 LABELS "live;adapters" TIMEOUT 180)
+  # The cases s3rver is known to fail leave a cmocka assertion by longjmp and so
+  # leak that case's buffers by design; leak checks stay on for adapter.s3.
+  if(CAPSTORE_SANITIZE)
+    set_tests_properties(live.s3_conformance PROPERTIES ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0")
+  endif()
 endif()
