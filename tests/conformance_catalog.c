@@ -18,8 +18,24 @@
 static conformance_catalog_backend suite;
 
 #define TTL_LONG_NS (30u * CS_SEC_NS)
-#define TTL_SHORT_NS (200u * CS_MS_NS)
 #define MARGIN_NS (50u * CS_MS_NS)
+#define SLACK_NS (100u * CS_MS_NS)
+
+/*
+ * Short leases are sized from the backend's clock resolution R
+ * (conformance_catalog_backend.clock_resolution_ns). A claim stamped at R
+ * granularity is seen expiring between TTL - R and TTL + R after it was made,
+ * so with TTL = 200 ms + 2R:
+ * - it is live, with MARGIN_NS to spare, for at least 150 ms + R after the
+ *   claim (TTL - R - MARGIN_NS): the cases check "still held" well inside that;
+ * - it has expired (strictly) by TTL + R + SLACK_NS after the claim: the cases
+ *   wait that long before they count on the expiry.
+ * With R capped at CLOCK_RESOLUTION_MAX_NS the suite sleeps at most
+ * 2 x (300 ms + 3R) in all.
+ */
+static uint64_t resolution_ns(void) { return suite.clock_resolution_ns; }
+static uint64_t ttl_short_ns(void) { return 200u * CS_MS_NS + 2 * resolution_ns(); }
+static uint64_t expiry_wait_ns(void) { return ttl_short_ns() + resolution_ns() + SLACK_NS; }
 
 static const cs_uuid lease_a = {{0xa0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}};
 static const cs_uuid lease_b = {{0xb0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}};
@@ -272,9 +288,9 @@ static void test_release(void **state) {
 
 static void test_expiry_and_takeover(void **state) {
   cs_catalog *c = *state;
-  uint64_t term = acquire(c, &lease_a, TTL_SHORT_NS);
+  uint64_t term = acquire(c, &lease_a, ttl_short_ns());
   assert_false(head_of(c, &lease_b).head_free);
-  sleep_ns(TTL_SHORT_NS + 100 * CS_MS_NS);
+  sleep_ns(expiry_wait_ns());
   assert_true(head_of(c, &lease_b).head_free);
   assert_false(claims_at(c, &lease_a, term).sole_mine); /* expired: no longer a live sole claim */
   uint64_t b_term = acquire(c, &lease_b, TTL_LONG_NS);
@@ -295,7 +311,7 @@ static void test_fence(void **state) {
   publish(c, &lease_a, 0, 1, 0);
   assert_int_equal(head_of(c, &lease_a).watermark, 0);
   /* The holder writes. */
-  uint64_t term = acquire(c, &lease_a, TTL_SHORT_NS);
+  uint64_t term = acquire(c, &lease_a, ttl_short_ns());
   index_packs(c, &lease_a, MARGIN_NS, 1, b1, 1);
   publish(c, &lease_a, MARGIN_NS, 1, term);
   assert_int_equal(head_of(c, &lease_a).watermark, 1);
@@ -308,7 +324,7 @@ static void test_fence(void **state) {
   reject(c, &lease_a, TTL_LONG_NS, &p3.ref.pack_id);
   assert_int_equal(head_of(c, &lease_a).watermark, 1);
   /* A stale holder after another took the lease. */
-  sleep_ns(TTL_SHORT_NS + 100 * CS_MS_NS);
+  sleep_ns(expiry_wait_ns());
   uint64_t b_term = acquire(c, &lease_b, TTL_LONG_NS);
   index_packs(c, &lease_a, 0, 2, b2, 1);
   publish(c, &lease_a, 0, 2, term);
@@ -445,6 +461,12 @@ static void test_watermark(void **state) {
 
 int conformance_catalog_run_backend(const char *group, const conformance_catalog_backend *backend) {
   suite = *backend;
+  if (suite.clock_resolution_ns == 0) suite.clock_resolution_ns = CONFORMANCE_CLOCK_RESOLUTION_DEFAULT_NS;
+  if (suite.clock_resolution_ns > CONFORMANCE_CLOCK_RESOLUTION_MAX_NS) {
+    fprintf(stderr, "%s: clock_resolution_ns %llu over the suite's bound %llu: not run\n", group,
+            (unsigned long long)suite.clock_resolution_ns, (unsigned long long)CONFORMANCE_CLOCK_RESOLUTION_MAX_NS);
+    return 1;
+  }
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_schema, setup, teardown),
       cmocka_unit_test_setup_teardown(test_claim_at_head, setup, teardown),

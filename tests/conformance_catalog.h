@@ -6,9 +6,11 @@
  *
  * Each case gets a fresh, empty catalog from open_fn(ctx) (schema not yet
  * ensured) and gives it back with close_fn(catalog, ctx). Cases that need
- * expiry use TTLs of a few hundred milliseconds and sleep (bounded: the whole
- * suite sleeps under 1 s). Time is the catalog's own clock: the suite never
- * tells the catalog what time it is.
+ * expiry (expiry_and_takeover, fence) size their TTLs and waits from the
+ * backend's clock_resolution_ns R: TTL = 200 ms + 2R, wait TTL + R + 100 ms
+ * (the whole suite sleeps 2 x (300 ms + 3R): about 0.6 s at the default 1 ms,
+ * 6.6 s at ClickHouse 18.16's 1 s). Time is the catalog's own clock: the suite
+ * never tells the catalog what time it is.
  *
  * Where a catalog serializes its statements (SQLite, the model), two claims
  * at one base term cannot both land; the suite then prints "contested term
@@ -21,6 +23,9 @@
 
 #include "capstore/catalog.h"
 
+#define CONFORMANCE_CLOCK_RESOLUTION_DEFAULT_NS (1u * CS_MS_NS)
+#define CONFORMANCE_CLOCK_RESOLUTION_MAX_NS (2u * CS_SEC_NS)
+
 typedef struct conformance_catalog_backend {
   cs_catalog *(*open_fn)(void *ctx);
   void (*close_fn)(cs_catalog *catalog, void *ctx);
@@ -29,6 +34,10 @@ typedef struct conformance_catalog_backend {
   void (*close_second_fn)(cs_catalog *second, void *ctx);
   /* Optional: true when every table present carries CS_CATALOG_SCHEMA_VERSION in its name. */
   bool (*schema_versioned_fn)(cs_catalog *catalog, void *ctx);
+  /* The granularity of the catalog's clock (the times it stamps claims with and
+   * checks expiry against), in ns. 0 means CONFORMANCE_CLOCK_RESOLUTION_DEFAULT_NS;
+   * over CONFORMANCE_CLOCK_RESOLUTION_MAX_NS the suite refuses to run (fails). */
+  uint64_t clock_resolution_ns;
   void *ctx;
 } conformance_catalog_backend;
 
