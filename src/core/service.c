@@ -144,10 +144,17 @@ static void cs_svc_note_push(cs_service *svc, const cs_action *note) {
   svc->note_count++;
 }
 
-bool cs_svc_rejected_has(const cs_service *svc, const cs_uuid *pack_id) {
+static rejected_entry *rejected_find(const cs_service *svc, const cs_uuid *pack_id) {
   for (uint32_t k = 0; k < svc->cfg.rejected_max; k++)
-    if (svc->rejected[k].seq != 0 && cs_uuid_equal(&svc->rejected[k].pack_id, pack_id)) return true;
-  return false;
+    if (svc->rejected[k].seq != 0 && cs_uuid_equal(&svc->rejected[k].pack_id, pack_id)) return &svc->rejected[k];
+  return NULL;
+}
+
+bool cs_svc_rejected_has(const cs_service *svc, const cs_uuid *pack_id) { return rejected_find(svc, pack_id) != NULL; }
+
+void cs_svc_rejected_mark_recorded(cs_service *svc, const cs_uuid *pack_id) {
+  rejected_entry *e = rejected_find(svc, pack_id);
+  if (e != NULL) e->recorded = true;
 }
 
 uint32_t cs_svc_rejected_unrecorded(const cs_service *svc) {

@@ -145,6 +145,18 @@ static void upload_on_done(cs_service *svc, pack_slot *slot, const cs_event *ev)
 
 /* ---- index, publish, confirm ------------------------------------------- */
 
+/* The catalog holds the pack: our own copy leaves the spool, an adopted one is done. */
+static void hand_off(cs_service *svc, pack_slot *slot) {
+  slot->queued = false;
+  if (!slot->own) {
+    cs_svc_slot_free(svc, slot);
+    return;
+  }
+  cs_svc_stage_set(svc, slot, STAGE_DONE);
+  slot->retry_at_ns = 0;
+}
+
+
 static void batches_push(cs_service *svc, uint32_t first, uint32_t count) {
   assert(count > 0);
   assert(svc->batch_count < svc->cfg.cycle_packs_max);
@@ -317,9 +329,7 @@ static bool confirm_issue(cs_service *svc, uint64_t now_ns, cs_action *out) {
     pack_slot *slot = &svc->slots[svc->work[i]];
     if (slot->stage != STAGE_INDEXED) continue;
     svc->stats.indexed++;
-    slot->queued = false;
-    if (slot->own) cs_svc_stage_set(svc, slot, STAGE_DONE);
-    else cs_svc_slot_free(svc, slot);
+    hand_off(svc, slot);
   }
   (void)now_ns;
   (void)out;
@@ -361,13 +371,7 @@ static void confirm_on_done(cs_service *svc, uint64_t now_ns, const cs_event *ev
       continue;
     }
     svc->stats.indexed++;
-    slot->queued = false;
-    if (slot->own) {
-      cs_svc_stage_set(svc, slot, STAGE_DONE);
-      slot->retry_at_ns = 0;
-    } else {
-      cs_svc_slot_free(svc, slot);
-    }
+    hand_off(svc, slot);
   }
 }
 
@@ -475,19 +479,13 @@ static void standby_on_done(cs_service *svc, const cs_event *ev) {
     if (ev->rejected != NULL && ev->rejected[i]) {
       cs_uuid id = slot->ref.pack_id;
       cs_svc_set_aside(svc, slot, "rejected by the lease holder");
-      for (uint32_t k = 0; k < svc->cfg.rejected_max; k++) /* already in the catalog */
-        if (svc->rejected[k].seq != 0 && cs_uuid_equal(&svc->rejected[k].pack_id, &id)) svc->rejected[k].recorded = true;
+      cs_svc_rejected_mark_recorded(svc, &id); /* the holder's row is already there */
       progress = true;
       continue;
     }
     if (!ev->held[i]) continue;
     progress = true;
-    if (slot->own) {
-      cs_svc_stage_set(svc, slot, STAGE_DONE);
-      slot->retry_at_ns = 0;
-    } else {
-      cs_svc_slot_free(svc, slot);
-    }
+    hand_off(svc, slot);
   }
   /* Nothing indexed by the holder yet: back off rather than ask again at once. */
   if (!progress) svc->cycle_failed = true;

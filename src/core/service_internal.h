@@ -211,6 +211,7 @@ uint32_t cs_svc_lane_inflight(const cs_service *svc, req_lane lane, bool store_o
 void cs_svc_action_init(cs_action *out, const request *req);
 bool cs_svc_rejected_has(const cs_service *svc, const cs_uuid *pack_id);
 uint32_t cs_svc_rejected_unrecorded(const cs_service *svc);
+void cs_svc_rejected_mark_recorded(cs_service *svc, const cs_uuid *pack_id);
 void cs_svc_set_aside(cs_service *svc, pack_slot *slot, const char *reason);
 
 void cs_svc_cycle_on_done(cs_service *svc, uint64_t now_ns, const request *req, const cs_event *ev);
