@@ -28,6 +28,7 @@
 
 typedef struct options {
   const char *dir;
+  bool page_cache; /* the spool without direct_io */
   uint64_t record_bytes;
   double seconds;
   double pace;
@@ -125,6 +126,7 @@ static cs_capture *open_sink(const options *o) {
   cfg.staging_bytes = 256ull << 20;
   cfg.record_bytes_max = 16ull << 20;
   cfg.device_copies_max = 0;
+  cfg.direct_io = !o->page_cache;
   cs_capture *cap = NULL;
   char msg[256];
   if (cs_capture_open(o->dir, &cfg, &cap, msg, sizeof msg) != CS_E_OK) {
@@ -180,7 +182,7 @@ static void run_phase(const options *o, uint64_t interval_ns, phase *out) {
 
 static int usage(void) {
   fprintf(stderr, "usage: capstore-bench-ingest --dir DIR --record-bytes N [--seconds S] [--pace F] "
-                  "[--pack-bytes N]\n       capstore-bench-ingest --smoke DIR\n");
+                  "[--pack-bytes N] [--page-cache]\n       capstore-bench-ingest --smoke DIR\n");
   return 2;
 }
 
@@ -198,7 +200,10 @@ static int parse(int argc, char **argv, options *o) {
     else if (strcmp(argv[i], "--seconds") == 0 && value != NULL) o->seconds = strtod(value, NULL);
     else if (strcmp(argv[i], "--pace") == 0 && value != NULL) o->pace = strtod(value, NULL);
     else if (strcmp(argv[i], "--pack-bytes") == 0 && value != NULL) o->pack_bytes = strtoull(value, NULL, 10);
-    else return usage();
+    else if (strcmp(argv[i], "--page-cache") == 0) {
+      o->page_cache = true;
+      i--; /* a flag: no value */
+    } else return usage();
   }
   if (o->dir == NULL || o->record_bytes == 0 || o->record_bytes % 4 != 0 || o->seconds <= 0 ||
       o->pace <= 0 || o->pace > 1) {

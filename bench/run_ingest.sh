@@ -9,13 +9,17 @@
 # at least 0.9. Bounded: about 40 s on a 2-core machine.
 #
 # usage: bench/run_ingest.sh [BUILD_DIR]     (default: build)
-# env:   RUNS (3), SECONDS_PER_RUN (1), CAPSTORE_BENCH_DIR (/var/tmp)
+# env:   RUNS (3), SECONDS_PER_RUN (1), CAPSTORE_BENCH_DIR (/var/tmp),
+#        PAGE_CACHE (0: the sink's default, spool writes with O_DIRECT; 1: through the
+#        page cache, cs_capture_config.direct_io off)
 set -euo pipefail
 
 build=${1:-build}
 runs=${RUNS:-3}
 seconds=${SECONDS_PER_RUN:-1}
 bench="$build/bench/capstore-bench-ingest"
+mode=()
+if [[ ${PAGE_CACHE:-0} == 1 ]]; then mode=(--page-cache); fi
 if [[ ! -x $bench ]]; then
   ninja -C "$build" capstore-bench-ingest >/dev/null
 fi
@@ -51,7 +55,7 @@ printf '%-8s %12s %9s %8s %10s %10s %10s %10s\n' record records/s GB/s ratio sat
 for size in 4096 65536 1048576; do
   lines=()
   for ((i = 0; i < runs; i++)); do
-    lines+=("$("$bench" --dir "$work/spool-$size-$i" --record-bytes "$size" --seconds "$seconds")")
+    lines+=("$("$bench" --dir "$work/spool-$size-$i" --record-bytes "$size" --seconds "$seconds" "${mode[@]}")")
     rm -rf "$work/spool-$size-$i"
   done
   med() { printf '%s\n' "${lines[@]}" | while read -r l; do field "$1" <<<"$l"; done | median; }
@@ -63,4 +67,5 @@ for size in 4096 65536 1048576; do
 done
 
 printf 'ratio for 1 MiB records: %s x min(fsync write, sha256)  (goal >= 0.9)\n' "$ratio_1m"
-printf 'medians of %d runs; sat = saturated producer, pace = half the saturated rate while packs seal\n' "$runs"
+printf 'medians of %d runs; sat = saturated producer, pace = half the saturated rate while packs seal; spool writes: %s\n' \
+  "$runs" "$([[ ${#mode[@]} == 0 ]] && echo 'O_DIRECT (direct_io, the default)' || echo 'page cache (direct_io off)')"

@@ -471,6 +471,8 @@ typedef struct producer {
   uint32_t thread;
   uint32_t records;
   uint32_t length;
+  const uint32_t *sizes; /* when set: record i is sizes[i % sizes_count] bytes */
+  uint32_t sizes_count;
   int failures;
 } producer;
 
@@ -480,54 +482,57 @@ static void *producer_main(void *context) {
     char id[64];
     snprintf(id, sizeof id, "t%u-%u", p->thread, i);
     uint32_t seed = p->thread * 100000 + i;
-    uint32_t len = p->length + (i % 7) * 64;
+    uint32_t len = p->sizes != NULL ? p->sizes[(i + p->thread) % p->sizes_count] : p->length + (i % 7) * 64;
     cs_pack_meta meta = tp_meta(id, len);
     meta.step_number = seed;
     meta.sequence_id = cs_pack_text_of(id);
     uint8_t *bytes = malloc(len);
     fill_payload(bytes, len, seed);
-    if (cs_capture_write(p->cap, &meta, bytes, len, NULL, 0) != CS_E_OK) p->failures++;
+    char why[256];
+    if (cs_capture_write(p->cap, &meta, bytes, len, why, sizeof why) != CS_E_OK) {
+      print_error("%s: %s\n", id, why);
+      p->failures++;
+    }
     free(bytes);
   }
   return NULL;
 }
 
-static void test_many_threads(void **state) {
-  (void)state;
+/* Runs THREADS producers of records_each records on cfg, with flushes racing them; checks the read-back. */
+static void run_threads(const cs_capture_config *cfg, uint32_t records_each, uint32_t length,
+                        const uint32_t *sizes, uint32_t sizes_count) {
   char *dir = temp_dir();
-  cs_capture_config cfg = small_config(CS_FULL_BLOCK);
-  cfg.sink.pack_records_max = 50;
-  cfg.sink.pack_bytes_max = 256 * 1024;
-  cfg.sink.block_max_ns = 30 * CS_SEC_NS;
-  cfg.staging_bytes = 1024 * 1024; /* small: producers wait for the worker now and then */
-  cfg.record_bytes_max = 64 * 1024;
-  cs_capture *cap = capture_start(dir, &cfg);
-  enum { THREADS = 4, RECORDS = 400 };
+  cs_capture *cap = capture_start(dir, cfg);
+  enum { THREADS = 4 };
   producer producers[THREADS];
   pthread_t threads[THREADS];
   for (uint32_t t = 0; t < THREADS; t++) {
-    producers[t] = (producer){.cap = cap, .thread = t, .records = RECORDS, .length = 1000 + t * 3000};
+    producers[t] = (producer){.cap = cap, .thread = t, .records = records_each, .length = length + t * 3000,
+                              .sizes = sizes, .sizes_count = sizes_count};
     assert_int_equal(pthread_create(&threads[t], NULL, producer_main, &producers[t]), 0);
   }
-  /* Flushes race with the producers. */
-  for (int i = 0; i < 5; i++) assert_int_equal(cs_capture_flush(cap, DEADLINE(30000), NULL, 0), CS_E_OK);
-  for (uint32_t t = 0; t < THREADS; t++) {
-    pthread_join(threads[t], NULL);
-    assert_int_equal(producers[t].failures, 0);
-  }
+  /* Flushes race with the producers (checked after the join: a failed check must not leave them running). */
+  int flush_rc[5];
   char msg[256];
+  for (int i = 0; i < 5; i++) flush_rc[i] = cs_capture_flush(cap, DEADLINE(30000), msg, sizeof msg);
+  for (uint32_t t = 0; t < THREADS; t++) pthread_join(threads[t], NULL);
+  for (int i = 0; i < 5; i++) {
+    if (flush_rc[i] != CS_E_OK) fail_msg("flush %d: %s: %s", i, cs_strerror(flush_rc[i]), msg);
+  }
+  for (uint32_t t = 0; t < THREADS; t++) assert_int_equal(producers[t].failures, 0);
   assert_int_equal(cs_capture_close(cap, DEADLINE(30000), msg, sizeof msg), CS_E_OK);
   cs_capture_stats stats;
   cs_capture_stats_get(cap, &stats);
-  assert_int_equal(stats.records_written, THREADS * RECORDS);
+  assert_int_equal(stats.records_written, THREADS * records_each);
   assert_int_equal(stats.records_dropped, 0);
+  assert_int_equal(stats.staging_used_bytes, 0); /* every entry released */
   cs_capture_free(cap);
   readback r = read_all(dir);
-  assert_int_equal(r.count, THREADS * RECORDS);
+  assert_int_equal(r.count, THREADS * records_each);
   /* Every record once, and each thread's records in its call order. */
   for (uint32_t t = 0; t < THREADS; t++) {
     const seen *previous = NULL;
-    for (uint32_t i = 0; i < RECORDS; i++) {
+    for (uint32_t i = 0; i < records_each; i++) {
       char id[64];
       snprintf(id, sizeof id, "t%u-%u", t, i);
       const seen *s = find_seen(&r, id);
@@ -542,6 +547,48 @@ static void test_many_threads(void **state) {
   }
   readback_free(&r);
   remove_tree(dir);
+}
+
+static void test_many_threads(void **state) {
+  (void)state;
+  cs_capture_config cfg = small_config(CS_FULL_BLOCK);
+  cfg.sink.pack_records_max = 50;
+  cfg.sink.pack_bytes_max = 256 * 1024;
+  cfg.sink.block_max_ns = 30 * CS_SEC_NS;
+  cfg.staging_bytes = 1024 * 1024; /* small: producers wait for the worker now and then */
+  cfg.record_bytes_max = 64 * 1024;
+  run_threads(&cfg, 400, 1000, NULL, 0);
+}
+
+/*
+ * Large payloads are written from the staging ring (RT_IO_REF) between
+ * chunk bytes (padding, small records): a small ring wraps often, and the
+ * producers wait for entries the writer still holds. Sizes straddle the
+ * reference threshold and the 64-byte padding. Both spool modes.
+ */
+static const uint32_t mixed_sizes[] = {100, 4099, RT_REF_BYTES_MIN - 1, RT_REF_BYTES_MIN,
+                                       300 * 1024 + 5, 1024 * 1024, 1024 * 1024 - 1, 64 * 1024 + 1};
+
+static void mixed_sizes_run(bool direct_io) {
+  cs_capture_config cfg = small_config(CS_FULL_BLOCK);
+  cfg.sink.pack_records_max = 50;
+  cfg.sink.pack_bytes_max = 3 * 1024 * 1024;
+  cfg.sink.block_max_ns = 30 * CS_SEC_NS;
+  cfg.staging_bytes = 4 * 1024 * 1024 + 4096; /* a few large records: wraps and waits */
+  cfg.record_bytes_max = 1024 * 1024;
+  cfg.sink.spool_bytes_max = 1024 * 1024 * 1024; /* about 60 MB is written, and nothing removes it */
+  cfg.direct_io = direct_io;
+  run_threads(&cfg, 40, 0, mixed_sizes, sizeof mixed_sizes / sizeof mixed_sizes[0]);
+}
+
+static void test_large_records_from_the_ring(void **state) {
+  (void)state;
+  mixed_sizes_run(false);
+}
+
+static void test_large_records_direct_io(void **state) {
+  (void)state;
+  mixed_sizes_run(true);
 }
 
 /* ---- A full spool ---- */
@@ -856,6 +903,8 @@ int main(void) {
       cmocka_unit_test(test_linger_seals_without_flush),
       cmocka_unit_test(test_flush_close_ordering),
       cmocka_unit_test(test_many_threads),
+      cmocka_unit_test(test_large_records_from_the_ring),
+      cmocka_unit_test(test_large_records_direct_io),
       cmocka_unit_test(test_full_spool_refuse),
       cmocka_unit_test(test_full_spool_block),
       cmocka_unit_test(test_seal_failure_reported),

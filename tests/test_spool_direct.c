@@ -165,7 +165,7 @@ static tp_bytes build_pack(uint8_t id_seed) {
 static void write_and_check(const char *dir, const cs_spool_sys *sys, uint8_t id_seed) {
   cs_spool *spool = NULL;
   char msg[256];
-  cs_spool_options options = {.sys = sys, .create = true};
+  cs_spool_options options = {.sys = sys, .create = true, .direct_io = true};
   assert_int_equal(cs_spool_open(dir, &options, &spool, msg, sizeof msg), CS_E_OK);
   watch.plain_writes = 0; /* the owner lock's pid */
   watch.truncates = 0;
@@ -277,7 +277,7 @@ static void test_aligned_piece_written_in_place(void **state) {
   memset(&watch, 0, sizeof watch);
   cs_spool *spool = NULL;
   char msg[256];
-  cs_spool_options options = {.sys = &sys, .create = true};
+  cs_spool_options options = {.sys = &sys, .create = true, .direct_io = true};
   assert_int_equal(cs_spool_open(dir, &options, &spool, msg, sizeof msg), CS_E_OK);
   uint8_t *piece = NULL;
   assert_int_equal(posix_memalign((void **)&piece, ALIGN, 1u << 20), 0);

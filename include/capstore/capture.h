@@ -46,12 +46,16 @@ typedef struct cs_capture_config {
   uint64_t record_bytes_max;    /* larger records are refused (CS_E_TOO_LARGE) */
   uint32_t device_copies_max;   /* device copies in flight (CUDA events); 0 disables the device path */
   bool recover_at_open;         /* sweep stale .open files and check ready packs at open */
+  bool direct_io;               /* the spool's direct_io (see spool.h). Without it, payloads of
+                                   256 KiB or more are written from the staging area (no copy on
+                                   the worker), the rest through write chunks */
   const cs_spool_sys *spool_sys; /* NULL: the real system calls (tests inject faults) */
 } cs_capture_config;
 
 /*
  * Defaults: the sink core's defaults, 128 MiB of staging, records up to
- * 32 MiB, 64 device copies in flight, recovery at open.
+ * 32 MiB, 64 device copies in flight, recovery at open, direct I/O (where
+ * the spool's file system takes O_DIRECT).
  */
 void cs_capture_config_default(cs_capture_config *cfg);
 

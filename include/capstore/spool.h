@@ -82,6 +82,8 @@ typedef struct cs_spool_options {
   const cs_spool_sys *sys; /* NULL: cs_spool_sys_posix() */
   bool create;             /* create the directory (one level) when missing */
   uint32_t packs_max;      /* bound of the in-memory index of ready packs; 0: 1,000,000 */
+  bool direct_io;          /* write temp files with O_DIRECT where the file system takes it
+                              (no page cache; each write waits for the device) */
 } cs_spool_options;
 
 typedef struct cs_spool cs_spool;

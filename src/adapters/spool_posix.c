@@ -24,14 +24,21 @@
 
 #define SPOOL_BUFFER_BYTES ((size_t)1 << 20)
 /*
- * Temp files are written with O_DIRECT where the file system takes it: the
- * bytes go from our buffer to the device without a copy into the page cache
- * (the kernel's copy and page allocation cost more CPU than hashing on a
- * small machine, and a pack is read once, later, by the publisher). Every
+ * Through the page cache, a write of at least this much goes straight to the
+ * file (after the buffer's few bytes): the kernel copies it once, and a copy
+ * into our buffer first would only add a second.
+ */
+#define SPOOL_THROUGH_BYTES ((size_t)64 * 1024)
+/*
+ * With options.direct_io, temp files are written with O_DIRECT where the
+ * file system takes it: the bytes go from our buffer to the device without a
+ * copy into the page cache, and finished packs do not crowd it. Every
  * direct write is aligned to this in address, length and file offset; the
  * last one is padded with zeros and the file truncated to its size before
  * the fsync. Where O_DIRECT is refused (EINVAL at open or at a write) the
- * file is written through the page cache as before.
+ * file is written through the page cache. By default it is: a direct write
+ * waits for the device, one at a time, where the page cache lets the kernel
+ * write back while the writer goes on (see bench/run_ingest.sh).
  */
 #define SPOOL_DIRECT_ALIGN ((size_t)4096)
 #define SPOOL_READ_BYTES ((size_t)1 << 20)
@@ -49,6 +56,7 @@ struct cs_spool {
   int dirfd;
   int lockfd;
   uint32_t packs_max;
+  bool direct_io; /* temp files with O_DIRECT where the file system takes it */
   uint32_t files_open; /* temp files being written through this handle */
   cs_spool_entry *index; /* ready packs, sorted by pack id */
   size_t index_count;
@@ -430,6 +438,7 @@ int cs_spool_open(const char *path, const cs_spool_options *options, cs_spool **
   if (spool == NULL) { message_copy(msg, msg_size, "spool allocation failed"); return CS_E_NO_MEMORY; }
   spool->sys = options->sys != NULL ? options->sys : cs_spool_sys_posix();
   spool->packs_max = options->packs_max != 0 ? options->packs_max : SPOOL_PACKS_DEFAULT;
+  spool->direct_io = options->direct_io;
   spool->dirfd = -1;
   spool->lockfd = -1;
   int rc = spool_open_dir(spool, path, options->create);
@@ -474,11 +483,13 @@ static int file_random_name(cs_spool_file *file) {
  * is unlinked before the plain retry.
  */
 static int file_create(cs_spool *spool, cs_spool_file *file) {
-  file->direct = true;
-  file->fd = spool->sys->openat(spool->dirfd, file->name, SPOOL_CREATE_FLAGS | O_DIRECT, 0640);
-  if (file->fd >= 0 || errno != EINVAL) return file->fd;
-  file->direct = false;
-  (void)spool->sys->unlinkat(spool->dirfd, file->name, 0);
+  if (spool->direct_io) {
+    file->direct = true;
+    file->fd = spool->sys->openat(spool->dirfd, file->name, SPOOL_CREATE_FLAGS | O_DIRECT, 0640);
+    if (file->fd >= 0 || errno != EINVAL) return file->fd;
+    file->direct = false;
+    (void)spool->sys->unlinkat(spool->dirfd, file->name, 0);
+  }
   file->fd = spool->sys->openat(spool->dirfd, file->name, SPOOL_CREATE_FLAGS, 0640);
   return file->fd;
 }
@@ -587,10 +598,10 @@ static int file_drain(cs_spool_file *file, bool last) {
   return rc;
 }
 
-/* True when bytes can go to the file without passing through the buffer. */
+/* True when bytes can go to the file without passing through the buffer (once it is drained). */
 static bool file_write_through(const cs_spool_file *file, const uint8_t *bytes, size_t length) {
+  if (!file->direct) return length >= SPOOL_THROUGH_BYTES;
   if (file->buffered != 0) return false;
-  if (!file->direct) return length >= SPOOL_BUFFER_BYTES;
   return length >= SPOOL_DIRECT_ALIGN && (uintptr_t)bytes % SPOOL_DIRECT_ALIGN == 0;
 }
 
@@ -604,7 +615,8 @@ int cs_spool_file_write(cs_spool_file *file, const void *bytes, size_t length) {
     if (file_write_through(file, in, length)) {
       /* Direct mode writes the aligned part in place (no copy); the rest is buffered. */
       size_t n = file->direct ? length & ~(SPOOL_DIRECT_ALIGN - 1) : length;
-      int rc = file_write_all(file, in, n);
+      int rc = file_drain(file, false);
+      if (rc == CS_E_OK) rc = file_write_all(file, in, n);
       if (rc != CS_E_OK) return rc;
       in += n;
       length -= n;

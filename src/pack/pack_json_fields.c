@@ -98,7 +98,7 @@ static int get_int(const pk_jin_ctx *ctx, json_t *value, const char *key, uint64
 
 int pk_jin_u64(const pk_jin_ctx *ctx, const json_t *object, const char *key, uint64_t *out,
                cs_pack_error *err) {
-  jin_int v;
+  jin_int v = {0};
   int rc = get_int(ctx, json_object_get(object, key), key, 0, false, UINT64_MAX, &v, err);
   if (rc == CS_E_OK) *out = v.magnitude;
   return rc;
@@ -106,7 +106,7 @@ int pk_jin_u64(const pk_jin_ctx *ctx, const json_t *object, const char *key, uin
 
 static int get_u32(const pk_jin_ctx *ctx, const json_t *object, const char *key, uint32_t *out,
                    cs_pack_error *err) {
-  jin_int v;
+  jin_int v = {0};
   int rc = get_int(ctx, json_object_get(object, key), key, 0, false, UINT32_MAX, &v, err);
   if (rc == CS_E_OK) *out = (uint32_t)v.magnitude;
   return rc;

@@ -97,6 +97,7 @@ void cs_capture_config_default(cs_capture_config *cfg) {
   cfg->record_bytes_max = 32 * MIB;
   cfg->device_copies_max = 64;
   cfg->recover_at_open = true;
+  cfg->direct_io = true;
 }
 
 int cs_capture_config_validate(const cs_capture_config *cfg, char *msg, size_t msg_size) {
@@ -182,7 +183,7 @@ static void open_device(cs_capture *cap) {
 
 /* Opens the spool, recovers, and counts what is already there against the quota. */
 static int open_spool(cs_capture *cap, const char *dir, char *msg, size_t msg_size) {
-  cs_spool_options options = {.sys = cap->cfg.spool_sys, .create = true};
+  cs_spool_options options = {.sys = cap->cfg.spool_sys, .create = true, .direct_io = cap->cfg.direct_io};
   int rc = cs_spool_open(dir, &options, &cap->spool, msg, msg_size);
   if (rc != CS_E_OK) return rc;
   if (cap->cfg.recover_at_open) {

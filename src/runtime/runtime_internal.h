@@ -80,14 +80,21 @@ typedef struct rt_entry {
   cs_pack_meta meta;     /* text pointers into this entry */
 } rt_entry;
 
+/*
+ * Entries are reserved at tail, consumed by the worker at next and released
+ * at head, all in one order. Consumed is not released: the writer thread may
+ * still be writing a consumed entry's payload from the ring (RT_IO_REF).
+ */
 typedef struct rt_ring {
   uint8_t *base;
   uint64_t capacity; /* a multiple of 64 */
-  uint64_t head;     /* offset of the oldest entry */
-  uint64_t tail;     /* offset of the next entry */
+  uint64_t head;     /* offset of the oldest entry held */
+  uint64_t next;     /* offset of the next entry to consume */
+  uint64_t tail;     /* offset of the next entry to reserve */
   uint64_t used;     /* bytes held, wasted wrap space included */
   uint64_t reserved_count; /* entries reserved so far */
-  uint64_t consumed_count; /* entries released so far */
+  uint64_t consumed_count; /* entries the worker has finished with */
+  uint64_t released_count; /* entries whose bytes are free again */
 } rt_ring;
 
 /* Bytes an entry for meta and a payload of length needs. */
@@ -96,10 +103,12 @@ RT_HIDDEN uint64_t rt_entry_size(const cs_pack_meta *meta, uint64_t length);
 RT_HIDDEN bool rt_ring_fits(const rt_ring *ring, uint64_t size);
 /* Reserves size bytes (rt_ring_fits must hold); returns the entry, its seq set. */
 RT_HIDDEN rt_entry *rt_ring_reserve(rt_ring *ring, uint64_t size);
-/* The oldest entry, skipping wrap markers; NULL when none is reserved. */
-RT_HIDDEN rt_entry *rt_ring_head(rt_ring *ring);
-/* Releases the oldest entry (returned by rt_ring_head). */
-RT_HIDDEN void rt_ring_release(rt_ring *ring, rt_entry *entry);
+/* The next entry to consume, skipping wrap markers; NULL when none is reserved. */
+RT_HIDDEN rt_entry *rt_ring_next(rt_ring *ring);
+/* Marks the entry rt_ring_next returned consumed (its bytes stay held). */
+RT_HIDDEN void rt_ring_consume(rt_ring *ring, rt_entry *entry);
+/* Releases consumed entries, oldest first, until released_count reaches count. */
+RT_HIDDEN void rt_ring_release_through(rt_ring *ring, uint64_t count);
 /* Copies meta's texts after the header and points entry->meta at them. */
 RT_HIDDEN void rt_entry_fill_meta(rt_entry *entry, const cs_pack_meta *meta);
 static inline uint8_t *rt_entry_payload(rt_entry *entry) {
@@ -155,7 +164,7 @@ typedef struct rt_seal_job {
 
 /*
  * Write chunks: the worker copies a pack's bytes (as the pack writer hashes
- * them) into aligned chunks and hands each full one to the writer thread,
+ * them; large payloads excepted, see RT_IO_REF) into aligned chunks and hands each full one to the writer thread,
  * which writes it to the temp file in place (the spool writes aligned pieces
  * with O_DIRECT without copying). So hashing never waits for the disk, and
  * the disk never waits for hashing while a chunk is ready. A chunk holds
@@ -170,18 +179,32 @@ typedef struct rt_seal_job {
 #define RT_CHUNK_BYTES_MAX ((size_t)1024 * 1024)
 #define RT_CHUNK_ALIGN ((size_t)4096)
 
-/* An item for the writer thread: a chunk to write, or a seal to pass on (in order). */
-enum rt_io_kind { RT_IO_WRITE = 1, RT_IO_SEAL };
+/*
+ * Large payloads skip the chunks: the worker hashes them in the staging ring
+ * and hands the writer a reference (RT_IO_REF) to write them from there, so
+ * the one copy a large record costs beyond the capture call's own is off the
+ * worker, whose hashing is the sink's critical path. The entry stays held in
+ * the ring until the writer has written it. Smaller payloads are copied into
+ * chunks, which writes them in fewer, larger pieces. At most RT_REFS_MAX
+ * references are in flight; the worker waits for the writer beyond that.
+ */
+#define RT_REF_BYTES_MIN ((size_t)256 * 1024)
+#define RT_REFS_MAX 32u
+
+/* An item for the writer thread, in pack byte order: a chunk, a ring reference or a seal. */
+enum rt_io_kind { RT_IO_WRITE = 1, RT_IO_REF, RT_IO_SEAL };
 typedef struct rt_io {
   uint32_t kind;
   uint32_t chunk;          /* RT_IO_WRITE: index of the chunk */
-  size_t length;           /* RT_IO_WRITE: bytes in it */
-  cs_spool_file *file;     /* RT_IO_WRITE: the pack's temp file */
-  rt_seal_job seal;        /* RT_IO_SEAL: goes to the sealer after the pack's last chunk */
+  size_t length;           /* RT_IO_WRITE, RT_IO_REF: bytes to write */
+  const uint8_t *bytes;    /* RT_IO_REF: a payload in the ring */
+  uint64_t entry_seq;      /* RT_IO_REF: the ring entry holding it */
+  cs_spool_file *file;     /* RT_IO_WRITE, RT_IO_REF: the pack's temp file */
+  rt_seal_job seal;        /* RT_IO_SEAL: goes to the sealer after the pack's last bytes */
 } rt_io;
 
-/* Chunks in flight plus seals in flight bound the writer's queue. */
-#define RT_IO_MAX (RT_CHUNKS + RT_SEALS_MAX)
+/* Chunks, references and seals in flight bound the writer's queue. */
+#define RT_IO_MAX (RT_CHUNKS + RT_REFS_MAX + RT_SEALS_MAX)
 
 struct cs_capture {
   cs_capture_config cfg;
@@ -209,6 +232,7 @@ struct cs_capture {
   size_t chunk_bytes;
   uint32_t chunks_free[RT_CHUNKS];
   uint32_t chunks_free_count;
+  uint32_t refs_pending;      /* RT_IO_REF items queued or being written */
   bool worker_started;
   bool worker_joined;
   atomic_int worker_sleep;    /* RT_AWAKE, RT_POLLING or RT_IDLE; set by the worker under mutex */
@@ -268,6 +292,10 @@ struct cs_capture {
   bool has_chunk;             /* the worker holds chunk (being filled) */
   uint32_t chunk;
   size_t chunk_fill;
+  uintptr_t ref_lo, ref_hi;   /* the payload being packed, when large enough to reference */
+  uint64_t ref_seq;           /* its entry */
+  const uint8_t *seg_bytes;   /* the reference being gathered (seg_length bytes) */
+  size_t seg_length;
 };
 
 /* Frees everything of a capture whose worker is stopped or never started (capture.c). */

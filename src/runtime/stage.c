@@ -1,7 +1,8 @@
 /*
  * The staging ring: variable-size entries in one contiguous byte area,
  * reserved in admission order under the capture mutex and filled by their
- * producers outside it. The worker releases them in the same order. An
+ * producers outside it. The worker consumes them in the same order, and
+ * they are released in it too (after the writer is done with them). An
  * entry never straddles the end: the unused end is marked with a wrap entry.
  */
 #include <assert.h>
@@ -44,9 +45,9 @@ bool rt_ring_fits(const rt_ring *ring, uint64_t size) {
 
 rt_entry *rt_ring_reserve(rt_ring *ring, uint64_t size) {
   assert(rt_ring_fits(ring, size));
-  if (ring->used == 0) {
-    ring->head = 0;
-    ring->tail = 0;
+  if (ring->used == 0) { /* everything reserved was released: start over at 0 */
+    assert(ring->released_count == ring->reserved_count);
+    ring->head = ring->next = ring->tail = 0;
   }
   if (ring->tail >= ring->head && size > ring->capacity - ring->tail) {
     uint64_t waste = ring->capacity - ring->tail;
@@ -71,28 +72,44 @@ rt_entry *rt_ring_reserve(rt_ring *ring, uint64_t size) {
   return entry;
 }
 
-rt_entry *rt_ring_head(rt_ring *ring) {
+rt_entry *rt_ring_next(rt_ring *ring) {
   assert(ring->consumed_count <= ring->reserved_count);
   if (ring->consumed_count == ring->reserved_count) return NULL;
-  rt_entry *entry = (rt_entry *)(ring->base + ring->head);
+  rt_entry *entry = (rt_entry *)(ring->base + ring->next);
   if (entry->kind == RT_ENTRY_WRAP) {
-    assert(entry->size == ring->capacity - ring->head);
-    ring->used -= entry->size;
-    ring->head = 0;
+    assert(entry->size == ring->capacity - ring->next);
+    ring->next = 0; /* its space is given back at release */
     entry = (rt_entry *)ring->base;
   }
   assert(entry->kind == RT_ENTRY_RECORD && entry->seq == ring->consumed_count);
   return entry;
 }
 
-void rt_ring_release(rt_ring *ring, rt_entry *entry) {
-  assert((uint8_t *)entry == ring->base + ring->head);
-  assert(ring->used >= entry->size);
-  ring->used -= entry->size;
-  ring->head += entry->size;
-  if (ring->head == ring->capacity) ring->head = 0;
+void rt_ring_consume(rt_ring *ring, rt_entry *entry) {
+  assert((uint8_t *)entry == ring->base + ring->next && entry->seq == ring->consumed_count);
+  ring->next += entry->size;
+  if (ring->next == ring->capacity) ring->next = 0;
   ring->consumed_count++;
-  entry->kind = 0; /* a released entry is never read again */
+}
+
+void rt_ring_release_through(rt_ring *ring, uint64_t count) {
+  assert(count <= ring->consumed_count);
+  while (ring->released_count < count) {
+    rt_entry *entry = (rt_entry *)(ring->base + ring->head);
+    if (entry->kind == RT_ENTRY_WRAP) {
+      assert(entry->size == ring->capacity - ring->head);
+      ring->used -= entry->size;
+      ring->head = 0;
+      entry = (rt_entry *)ring->base;
+    }
+    assert(entry->kind == RT_ENTRY_RECORD && entry->seq == ring->released_count);
+    assert(ring->used >= entry->size);
+    ring->used -= entry->size;
+    ring->head += entry->size;
+    if (ring->head == ring->capacity) ring->head = 0;
+    ring->released_count++;
+    entry->kind = 0; /* a released entry is never read again */
+  }
 }
 
 static void copy_text(uint8_t **cursor, cs_pack_text *dst, cs_pack_text src) {

@@ -75,13 +75,44 @@ static void chunk_submit(cs_capture *cap) {
   cap->chunk_fill = 0;
 }
 
+/* Worker: hands the gathered ring reference to the writer (nothing when there is none). */
+static void seg_push(cs_capture *cap) {
+  if (cap->seg_length == 0) return;
+  assert(cap->file != NULL);
+  rt_io item = {.kind = RT_IO_REF, .bytes = cap->seg_bytes, .length = cap->seg_length,
+                .entry_seq = cap->ref_seq, .file = cap->file};
+  pthread_mutex_lock(&cap->mutex);
+  while (cap->refs_pending == RT_REFS_MAX) pthread_cond_wait(&cap->chunk_cond, &cap->mutex);
+  cap->refs_pending++;
+  io_push(cap, &item);
+  pthread_mutex_unlock(&cap->mutex);
+  cap->seg_length = 0;
+}
+
 /*
- * Pack writer callback: copies the bytes just hashed into chunks. It never
- * fails: a failed write surfaces at the seal (cs_spool_file_sync), which
- * drops the pack's records and reports the error.
+ * Pack writer callback: gathers the bytes just hashed into a ring reference
+ * when they are the large payload being packed, else copies them into
+ * chunks. Either way the writer gets them in pack order: a reference first
+ * submits the chunk before it, and chunk bytes first push the reference.
+ * It never fails: a failed write surfaces at the seal (cs_spool_file_sync),
+ * which drops the pack's records and reports the error.
  */
 static int write_to_chunks(void *context, const uint8_t *bytes, size_t length) {
   cs_capture *cap = context;
+  uintptr_t at = (uintptr_t)bytes;
+  if (length > 0 && at >= cap->ref_lo && at < cap->ref_hi) {
+    assert(length <= cap->ref_hi - at);
+    if (cap->seg_length > 0 && cap->seg_bytes + cap->seg_length == bytes) {
+      cap->seg_length += length;
+      return 0;
+    }
+    seg_push(cap);
+    chunk_submit(cap);
+    cap->seg_bytes = bytes;
+    cap->seg_length = length;
+    return 0;
+  }
+  seg_push(cap);
   while (length > 0) {
     if (!cap->has_chunk) chunk_take(cap);
     size_t n = cap->chunk_bytes - cap->chunk_fill;
@@ -161,8 +192,15 @@ static void handle_record(cs_capture *cap, rt_entry *entry) {
     return;
   }
   cs_pack_error err;
+  if (entry->payload_len >= RT_REF_BYTES_MIN && !cap->cfg.direct_io) {
+    cap->ref_lo = (uintptr_t)rt_entry_payload(entry);
+    cap->ref_hi = cap->ref_lo + (uintptr_t)entry->payload_len;
+    cap->ref_seq = entry->seq;
+  }
   rc = cs_pack_writer_add_record(cap->writer, &entry->meta, rt_entry_payload(entry),
                                  (size_t)entry->payload_len, &err);
+  seg_push(cap);
+  cap->ref_lo = cap->ref_hi = 0;
   if (rc == CS_E_OK) {
     cap->pack_records++;
     return;
@@ -269,6 +307,32 @@ static void seal_push(cs_capture *cap, const rt_seal_job *job) {
 }
 
 /*
+ * Whether releasing an entry should wake producers waiting for staging room.
+ * Waking them after every entry made a full ring of small records ping-pong
+ * (a producer woke, filled the one entry freed, slept again: two context
+ * switches per record). They are woken when the free room crosses an eighth
+ * or a half of the ring, when it empties (any record fits then: records are
+ * at most a quarter of it), or when a device event comes back to an empty
+ * pool.
+ */
+static bool wake_producers(const rt_ring *ring, uint64_t free_before, bool event_returned) {
+  uint64_t free_after = ring->capacity - ring->used;
+  assert(free_after >= free_before);
+  if (ring->used == 0 || event_returned) return true;
+  uint64_t eighth = ring->capacity / 8, half = ring->capacity / 2;
+  return (free_before < eighth && free_after >= eighth) || (free_before < half && free_after >= half);
+}
+
+/* Under the mutex: releases ring entries through count and wakes producers as above. */
+static void release_through(cs_capture *cap, uint64_t count, bool event_returned) {
+  uint64_t free_before = cap->ring.capacity - cap->ring.used;
+  rt_ring_release_through(&cap->ring, count);
+  if (cap->producers_waiting > 0 && wake_producers(&cap->ring, free_before, event_returned)) {
+    pthread_cond_broadcast(&cap->space_cond);
+  }
+}
+
+/*
  * The writer thread: writes chunks in order (outside the lock) and returns
  * them to the worker. A failed write fails the file; its seal reports it.
  */
@@ -284,6 +348,19 @@ void *rt_writer_main(void *context) {
     cap->io_count--;
     if (item.kind == RT_IO_SEAL) {
       seal_push(cap, &item.seal);
+      continue;
+    }
+    if (item.kind == RT_IO_REF) {
+      pthread_mutex_unlock(&cap->mutex);
+      (void)cs_spool_file_write(item.file, item.bytes, item.length);
+      pthread_mutex_lock(&cap->mutex);
+      assert(cap->refs_pending > 0);
+      cap->refs_pending--;
+      /* Its entry, and those the worker finished after it when no reference is left, are free. */
+      uint64_t through = item.entry_seq + 1;
+      if (cap->refs_pending == 0 || through > cap->ring.consumed_count) through = cap->ring.consumed_count;
+      release_through(cap, through, false);
+      pthread_cond_signal(&cap->chunk_cond);
       continue;
     }
     assert(item.kind == RT_IO_WRITE && item.length <= cap->chunk_bytes);
@@ -358,7 +435,7 @@ static bool control_ready(const cs_capture *cap) {
 /* Under the mutex: true when the loop has something to do now. */
 static bool has_work(cs_capture *cap, uint64_t deadline_ns) {
   if (control_ready(cap) || cap->close_done) return true;
-  rt_entry *head = rt_ring_head(&cap->ring);
+  rt_entry *head = rt_ring_next(&cap->ring);
   if (head != NULL && atomic_load(&head->state) != RT_ENTRY_RESERVED) return true;
   return deadline_ns != CS_NEVER && cs_capture_clock_ns() >= deadline_ns;
 }
@@ -380,24 +457,7 @@ static void sleep_until(cs_capture *cap, uint64_t deadline_ns) {
   atomic_store(&cap->worker_sleep, RT_AWAKE);
 }
 
-/* Under the mutex: consumes the head entry (unlocking while packing it). */
-/*
- * Whether releasing an entry should wake producers waiting for staging room.
- * Waking them after every entry made a full ring of small records ping-pong
- * (a producer woke, filled the one entry freed, slept again: two context
- * switches per record). They are woken when the free room crosses an eighth
- * or a half of the ring, when it empties (any record fits then: records are
- * at most a quarter of it), or when a device event comes back to an empty
- * pool.
- */
-static bool wake_producers(const rt_ring *ring, uint64_t free_before, bool event_returned) {
-  uint64_t free_after = ring->capacity - ring->used;
-  assert(free_after >= free_before);
-  if (ring->used == 0 || event_returned) return true;
-  uint64_t eighth = ring->capacity / 8, half = ring->capacity / 2;
-  return (free_before < eighth && free_after >= eighth) || (free_before < half && free_after >= half);
-}
-
+/* Under the mutex: consumes the next entry (unlocking while packing it). */
 static void consume(cs_capture *cap, rt_entry *entry) {
   pthread_mutex_unlock(&cap->mutex);
   handle_record(cap, entry);
@@ -405,11 +465,10 @@ static void consume(cs_capture *cap, rt_entry *entry) {
   bool event_returned = entry->event != NULL && cap->events_free == 0;
   if (entry->event != NULL) cap->events[cap->events_free++] = entry->event;
   assert(cap->events_free <= cap->events_total);
-  uint64_t free_before = cap->ring.capacity - cap->ring.used;
-  rt_ring_release(&cap->ring, entry);
-  if (cap->producers_waiting > 0 && wake_producers(&cap->ring, free_before, event_returned)) {
-    pthread_cond_broadcast(&cap->space_cond);
-  }
+  rt_ring_consume(&cap->ring, entry);
+  /* With references in flight the writer releases (in order) as it writes them. */
+  if (cap->refs_pending == 0) release_through(cap, cap->ring.consumed_count, event_returned);
+  else if (event_returned && cap->producers_waiting > 0) pthread_cond_broadcast(&cap->space_cond);
 }
 
 void *rt_worker_main(void *context) {
@@ -431,7 +490,7 @@ void *rt_worker_main(void *context) {
       rt_drain_actions(cap, 0, cap->ring.reserved_count);
       if (control_ready(cap)) continue;
     }
-    rt_entry *head = rt_ring_head(&cap->ring);
+    rt_entry *head = rt_ring_next(&cap->ring);
     if (head != NULL && atomic_load(&head->state) != RT_ENTRY_RESERVED) {
       consume(cap, head);
       continue;
