@@ -10,6 +10,9 @@
 # is expected. Needs cmake, a C compiler, cmocka, jansson, OpenSSL and zlib
 # development files (as the project's CI), and ninja or make.
 #
+# Where the GPU machine lacks those, tests/gpu/bundle.sh builds the same
+# checks here and packs them with their libraries and a run.sh.
+#
 # usage: tests/gpu/run_gpu_checks.sh [BUILD_DIR]   (default: build-gpu)
 set -euo pipefail
 
