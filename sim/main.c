@@ -94,8 +94,9 @@ static int parse_args(int argc, char **argv, cli *c) {
     else if (strcmp(a, "--profile") == 0 && v != NULL) c->profile = v, i++;
     else if (strcmp(a, "--without") == 0 && v != NULL) {
       sim_fault f = sim_fault_by_name(v);
-      if (f == F_COUNT_) return usage("--without needs a fault name as printed in the profile line");
-      c->without_mask |= 1u << f;
+      if (strcmp(v, "list_path_order") == 0) c->without_mask |= SIM_WITHOUT_LIST_PATH_ORDER;
+      else if (f == F_COUNT_) return usage("--without needs a fault name as printed in the profile line");
+      else c->without_mask |= 1u << f;
       size_t used = strlen(c->without_text);
       snprintf(c->without_text + used, sizeof c->without_text - used, " --without %s", v);
       i++;

@@ -146,7 +146,15 @@ static int ms_get(void *self, const char *key, const cs_range *range, void *buf,
     return CS_E_OK;
   }
   uint64_t offset = 0, length = 0;
-  if (!range_resolve(range, m->w->objects[index].ref.size_bytes, &offset, &length)) {
+  uint64_t size = m->w->objects[index].ref.size_bytes;
+  if (range != NULL && range->suffix && range->length < size && m->w->store_suffix_from_start) {
+    char detail[128];
+    snprintf(detail, sizeof detail, "model: bytes=-%llu answered as bytes 0-%llu/%llu (refused)",
+             (unsigned long long)range->length, (unsigned long long)range->length, (unsigned long long)size);
+    store_res(res, CS_OUT_INVALID, detail);
+    return CS_E_OK;
+  }
+  if (!range_resolve(range, size, &offset, &length)) {
     store_res(res, CS_OUT_INVALID, "model: range not satisfiable");
     return CS_E_OK;
   }
@@ -219,7 +227,7 @@ static void ms_close(void *self) {
 static const cs_store_ops model_store_ops = {
     .name = "model", .put = ms_put, .head = ms_head, .get = ms_get, .list = ms_list, .del = ms_del, .close = ms_close};
 
-int sim_model_store_open(bool enforce_if_none_match, cs_store *out) {
+int sim_model_store_open(uint32_t switches, cs_store *out) {
   if (out == NULL) return CS_E_INVALID_ARGUMENT;
   model_store *m = calloc(1, sizeof *m);
   if (m == NULL) return CS_E_NO_MEMORY;
@@ -228,10 +236,14 @@ int sim_model_store_open(bool enforce_if_none_match, cs_store *out) {
     free(m);
     return CS_E_NO_MEMORY;
   }
-  m->w->store_if_none_match = enforce_if_none_match;
+  m->w->store_if_none_match = (switches & SIM_STORE_IF_NONE_MATCH) != 0;
+  m->w->store_list_path_order = (switches & SIM_STORE_LIST_PATH_ORDER) != 0;
+  m->w->store_suffix_from_start = (switches & SIM_STORE_SUFFIX_FROM_START) != 0;
   out->ops = &model_store_ops;
   out->self = m;
   out->enforces_if_none_match = false;
+  out->exact_suffix_ranges = false;
+  out->lists_bytewise = false;
   return CS_E_OK;
 }
 

@@ -18,13 +18,28 @@
 typedef struct sim_world sim_world;
 
 /*
- * A store on the model. enforce_if_none_match sets w->store_if_none_match:
- * off, a create-only PUT of a present key replaces it like a plain PUT (the
- * local test servers); on, it answers CS_OUT_PRECONDITION (AWS S3, dirstore).
- * out->enforces_if_none_match is left false: probe it. Returns CS_E_OK or
- * CS_E_NO_MEMORY.
+ * A store on the model, with the behaviours where stores differ as the
+ * switches say (the world's fields of the same names):
+ *   SIM_STORE_IF_NONE_MATCH: a create-only PUT of a present key answers
+ *     CS_OUT_PRECONDITION (AWS S3, dirstore); without it the PUT replaces
+ *     like a plain one (s3rver);
+ *   SIM_STORE_LIST_PATH_ORDER: LIST pages in path order and paging on from a
+ *     key skips the keys that sort after it in path order but below it
+ *     bytewise (s3rver);
+ *   SIM_STORE_SUFFIX_FROM_START: bytes=-n of a longer object is answered
+ *     with bytes 0-n, which an adapter refuses: the model answers
+ *     CS_OUT_INVALID naming it, as the S3 adapter does on s3rver.
+ * SIM_STORE_LIKE_AWS is none of the quirks; SIM_STORE_LIKE_S3RVER all three.
+ * The out->flags are left false: probe them. Returns CS_E_OK or CS_E_NO_MEMORY.
  */
-int sim_model_store_open(bool enforce_if_none_match, cs_store *out);
+enum {
+  SIM_STORE_IF_NONE_MATCH = 1u << 0,
+  SIM_STORE_LIST_PATH_ORDER = 1u << 1,
+  SIM_STORE_SUFFIX_FROM_START = 1u << 2,
+};
+#define SIM_STORE_LIKE_AWS ((uint32_t)SIM_STORE_IF_NONE_MATCH)
+#define SIM_STORE_LIKE_S3RVER ((uint32_t)(SIM_STORE_LIST_PATH_ORDER | SIM_STORE_SUFFIX_FROM_START))
+int sim_model_store_open(uint32_t switches, cs_store *out);
 
 /* A catalog on the model with fence margins as the caller passes them. */
 int sim_model_catalog_open(cs_catalog *out);

@@ -117,6 +117,51 @@ static void head_fill(const sim_object *obj, cs_head_info *head) {
   memcpy(head->sha256, obj->ref.sha256, sizeof head->sha256);
 }
 
+/* Path order, as a walk of a directory tree lists keys: '/' sorts below every other byte. */
+static int path_compare(const char *a, const char *b) {
+  for (;; a++, b++) {
+    unsigned x = (unsigned char)*a, y = (unsigned char)*b;
+    if (x == y) {
+      if (x == 0) return 0;
+      continue;
+    }
+    unsigned rx = x == 0 ? 0 : x == '/' ? 1 : x + 1, ry = y == 0 ? 0 : y == '/' ? 1 : y + 1;
+    return rx < ry ? -1 : 1;
+  }
+}
+
+/*
+ * LIST on a store that walks a directory tree (store_list_path_order, as
+ * s3rver): the page holds the keys after the token (bytewise, as the server
+ * filters its start-after) that come first in path order, and the token is
+ * its last key. Keys that sort after the token in path order but below it
+ * bytewise are never listed: paging skips them.
+ */
+static void store_list_path(sim_world *w, sim_req *req, uint32_t pos, uint32_t limit) {
+  bool more = false;
+  for (; pos < w->object_count; pos++) {
+    uint32_t index = w->order[pos];
+    const char *key = w->objects[index].ref.key;
+    if (!prefix_matches(w->prefix, key)) break;
+    uint32_t at = req->key_count;
+    while (at > 0 && path_compare(key, w->objects[req->keys[at - 1]].ref.key) < 0) at--;
+    if (at == limit) {
+      more = true;
+      continue;
+    }
+    if (req->key_count == limit) more = true; /* the page's last key drops off */
+    uint32_t last = req->key_count < limit ? req->key_count : limit - 1;
+    memmove(&req->keys[at + 1], &req->keys[at], (last - at) * sizeof req->keys[0]);
+    req->keys[at] = index;
+    if (req->key_count < limit) req->key_count++;
+  }
+  if (more && req->key_count > 0) {
+    const sim_object *last = &w->objects[req->keys[req->key_count - 1]];
+    memcpy(req->next_token, last->ref.key, last->ref.key_len + 1);
+  }
+  req->outcome = CS_OUT_OK;
+}
+
 static void store_list(sim_world *w, sim_req *req) {
   uint32_t prefix_len = (uint32_t)strlen(w->prefix);
   uint32_t pos = req->token[0] != '\0' ? order_lower_bound(w, req->token, (uint32_t)strlen(req->token))
@@ -127,6 +172,11 @@ static void store_list(sim_world *w, sim_req *req) {
   req->key_count = 0;
   req->next_token[0] = '\0';
   uint32_t limit = req->count < SIM_BATCH_MAX ? req->count : SIM_BATCH_MAX;
+  if (limit == 0) limit = 1;
+  if (w->store_list_path_order) {
+    store_list_path(w, req, pos, limit);
+    return;
+  }
   for (; pos < w->object_count; pos++) {
     const sim_object *obj = &w->objects[w->order[pos]];
     if (!prefix_matches(w->prefix, obj->ref.key)) break;

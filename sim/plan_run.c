@@ -52,6 +52,10 @@ int sim_plan_apply_settings(sim_world *w, const cs_plan *plan) {
       w->workload = set->value != 0;
       continue;
     }
+    if (strcmp(set->name, "list_path_order") == 0) { /* the store quirk; uploaders are then refused */
+      w->store_list_path_order = set->value != 0;
+      continue;
+    }
     const setting_def *def = NULL;
     for (size_t k = 0; k < sizeof settings / sizeof settings[0]; k++)
       if (strcmp(settings[k].name, set->name) == 0) def = &settings[k];
@@ -218,6 +222,7 @@ bool sim_plan_counter(const sim_world *w, const char *n, uint64_t *out) {
       {"visible_records", sim_visible_records(w)}, {"lost_records", lost_records(w)},
       {"invisible_admitted", c->admitted_records - sim_visible_records(w)},
       {"puts_max_per_pack", max_puts(w)},        {"packs", w->pack_count},
+      {"uploaders", w->uploaders},
       {"watermark", w->watermark},               {"head_error_named", error_names_head(w)},
   };
   for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++) {

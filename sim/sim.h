@@ -53,6 +53,9 @@ typedef enum sim_fault {
   F_COUNT_
 } sim_fault;
 
+/* The store quirk drawn beside the profile (its own stream), named "list_path_order". */
+#define SIM_WITHOUT_LIST_PATH_ORDER (1u << 31)
+
 typedef struct sim_profile {
   bool on[F_COUNT_];
   uint32_t rate_permille[F_COUNT_]; /* per-opportunity probability, in 1/1000 */
@@ -78,7 +81,8 @@ typedef struct sim_options {
   FILE *out;                /* where to print; never NULL */
   uint64_t duration_ns;     /* safety phase length (default 10 simulated minutes) */
   uint64_t liveness_ns;     /* liveness bound */
-  uint32_t without_mask;    /* fault kinds forced off after the draw (for minimising) */
+  uint32_t without_mask;    /* fault kinds forced off after the draw (for minimising); also
+                               SIM_WITHOUT_LIST_PATH_ORDER */
 } sim_options;
 
 typedef struct sim_result {

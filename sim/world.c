@@ -254,8 +254,13 @@ static uint32_t pack_create(sim_world *w, sim_proc *p, uint32_t records, uint64_
   char id_text[CS_UUID_TEXT_LEN + 1];
   cs_uuid_format(&pack->ref.pack_id, id_text);
   char key[CS_KEY_MAX];
-  int n = snprintf(key, sizeof key, "%sv1/tenant=t/date=2026-11-30/session=s%u/rank=0/%s.dmi-pack",
-                   w->prefix, p->index, id_text);
+  /* Under a path-order store, sessions "s" and "s-N": bytewise "s-N/" sorts first, path order "s". */
+  char session[16];
+  if (!w->store_list_path_order) snprintf(session, sizeof session, "s%u", p->index);
+  else if (p->index == 0) snprintf(session, sizeof session, "s");
+  else snprintf(session, sizeof session, "s-%u", p->index);
+  int n = snprintf(key, sizeof key, "%sv1/tenant=t/date=2026-11-30/session=%s/rank=0/%s.dmi-pack",
+                   w->prefix, session, id_text);
   cs_pack_ref_set_key(&pack->ref, key, (size_t)n);
   pack->ref.created_at_ns = w->now_ns;
   pack->ref.record_count = records;
@@ -1208,12 +1213,17 @@ static void world_setup(sim_world *w) {
   cs_prng_split(&root, &w->prng_storage);
   cs_prng_split(&root, &w->prng_workload);
   cs_prng_split(&root, &w->prng_cores);
+  cs_prng_split(&root, &w->prng_quirks);
   const char *name = w->opts->plan != NULL && w->opts->profile_name == NULL ? "none" : w->opts->profile_name;
   if (sim_profile_named(&w->profile, name == NULL ? "swarm" : name, &w->prng_faults) != CS_E_OK)
     sim_bail(w, SIM_EXIT_USAGE, "unknown profile '%s'", name);
   for (uint32_t i = 0; i < F_COUNT_; i++)
     if (w->opts->without_mask & (1u << i)) w->profile.on[i] = false, w->profile.rate_permille[i] = 0;
   profile_shape(w);
+  /* A store that lists in path order (s3rver): a quarter of swarm seeds, every seed of "all". */
+  bool swarm = name == NULL || strcmp(name, "swarm") == 0;
+  w->store_list_path_order = swarm ? cs_prng_below(&w->prng_quirks, 4) == 0 : strcmp(name, "all") == 0;
+  if (w->opts->without_mask & SIM_WITHOUT_LIST_PATH_ORDER) w->store_list_path_order = false;
   if (w->opts->plan != NULL) {
     w->workload = false;
     if (sim_plan_apply_settings(w, w->opts->plan) != CS_E_OK) {
@@ -1224,6 +1234,18 @@ static void world_setup(sim_world *w) {
     w->catalog_insert_bytes_max = w->catalog_insert_bytes_max == 0 ? w->base_svc.index_batch_bytes_max : w->catalog_insert_bytes_max;
   }
   char msg[160];
+  if (w->store_list_path_order) {
+    /*
+     * The service hears it from the store probe: uploaders refuse such a store. A standby
+     * publisher's packs, too, are found only by the holder's reconcile, so such a store is
+     * run with one publisher (docs/catalog-protocol.md): no rivals either.
+     */
+    w->base_svc.store_lists_complete = false;
+    cs_service_config up = w->base_svc;
+    up.role = CS_ROLE_UPLOADER;
+    if (cs_service_config_validate(&up, msg, sizeof msg) == CS_E_CONFIG) w->uploaders = 0; /* refused */
+    w->rivals = 0;
+  }
   if (cs_service_config_validate(&w->base_svc, msg, sizeof msg) != CS_E_OK) sim_bail(w, SIM_EXIT_USAGE, "config: %s", msg);
   if (w->uploaders > SIM_PROCS_MAX - 1 || w->rivals > SIM_PROCS_MAX - 1 || 1 + w->uploaders + w->rivals > SIM_PROCS_MAX)
     sim_bail(w, SIM_EXIT_USAGE, "at most %u processes: 1 publisher + uploaders + rivals", SIM_PROCS_MAX);
@@ -1282,6 +1304,7 @@ void sim_run(const sim_options *opts, sim_result *result) {
   world_setup(w);
   fprintf(opts->out, "seed=%" PRIu64 " profile: ", opts->seed);
   sim_profile_print(&w->profile, opts->out);
+  if (w->store_list_path_order) fputs(" store=list_path_order", opts->out);
   fprintf(opts->out, " procs=%u uploaders=%u rivals=%u\n", w->proc_count, w->uploaders, w->rivals);
   world_start(w);
   sim_event ev;

@@ -266,7 +266,7 @@ typedef struct sim_world {
   sim_result *result;
   jmp_buf bail;
   sim_profile profile;
-  cs_prng prng_net, prng_storage, prng_workload, prng_faults, prng_cores;
+  cs_prng prng_net, prng_storage, prng_workload, prng_faults, prng_cores, prng_quirks;
   uint64_t now_ns;
   uint64_t seq;
   uint64_t events_run;
@@ -285,6 +285,9 @@ typedef struct sim_world {
   /* Object store model. */
   uint32_t object_count;
   bool store_if_none_match;        /* the store enforces conditional create */
+  bool store_list_path_order;      /* LIST walks a directory tree (s3rver): pages in path order,
+                                      paging on from a key skips keys sorting below it bytewise */
+  bool store_suffix_from_start;    /* bytes=-n answered as bytes=0-n (s3rver); used by the adapter */
   /* Catalog model. */
   uint32_t claim_count;
   uint32_t publish_count;

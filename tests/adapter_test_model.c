@@ -1,7 +1,7 @@
 /*
- * The conformance suites against the simulator's models: the store with
- * conditional create enforced and not (w->store_if_none_match), and the
- * catalog. A model that passes here is the reference the real adapters are
+ * The conformance suites against the simulator's models: the store as AWS
+ * S3 behaves and as s3rver does (the model's switches, found by the probes),
+ * and the catalog. A model that passes here is the reference the real adapters are
  * held to.
  */
 #include "conformance_catalog.h"
@@ -13,7 +13,7 @@
 
 static cs_store *store_open(void *ctx) {
   cs_store *store = calloc(1, sizeof *store);
-  if (store == NULL || sim_model_store_open(*(const bool *)ctx, store) != CS_E_OK) {
+  if (store == NULL || sim_model_store_open(*(const uint32_t *)ctx, store) != CS_E_OK) {
     free(store);
     return NULL;
   }
@@ -42,11 +42,32 @@ static void catalog_close(cs_catalog *catalog, void *ctx) {
   free(catalog);
 }
 
+/* The probes find exactly the switches the model was opened with, for all eight. */
+static int probes_find_switches(void) {
+  int failed = 0;
+  for (uint32_t switches = 0; switches < 8; switches++) {
+    cs_store *s = store_open(&switches);
+    cs_store_result res;
+    int rc = s == NULL ? CS_E_NO_MEMORY : cs_store_probe(s, "probe/", &res);
+    bool ok = rc == CS_E_OK && res.outcome == CS_OUT_OK &&
+              s->enforces_if_none_match == ((switches & SIM_STORE_IF_NONE_MATCH) != 0) &&
+              s->lists_bytewise == ((switches & SIM_STORE_LIST_PATH_ORDER) == 0) &&
+              s->exact_suffix_ranges == ((switches & SIM_STORE_SUFFIX_FROM_START) == 0);
+    printf("[ %s ] probe of the model store with switches %u: if-none-match %d, lists bytewise %d, exact suffix %d\n",
+           ok ? "    OK" : "FAILED", switches, s != NULL && s->enforces_if_none_match,
+           s != NULL && s->lists_bytewise, s != NULL && s->exact_suffix_ranges);
+    failed += !ok;
+    if (s != NULL) store_close(s, NULL);
+  }
+  return failed;
+}
+
 int main(void) {
-  bool enforced = true, not_enforced = false;
-  int failed = conformance_store_run("model store, conditional create enforced", store_open, store_close, &enforced);
-  failed += conformance_store_run("model store, conditional create not enforced", store_open, store_close,
-                                  &not_enforced);
+  uint32_t aws = SIM_STORE_LIKE_AWS, s3rver = SIM_STORE_LIKE_S3RVER;
+  int failed = probes_find_switches();
+  failed += conformance_store_run("model store, as AWS S3 (every behaviour exact)", store_open, store_close, &aws);
+  failed += conformance_store_run("model store, as s3rver (no conditional create, path-order LIST, suffix "
+                                  "ranges from the start)", store_open, store_close, &s3rver);
   failed += conformance_catalog_run("model catalog", catalog_open, catalog_close, NULL);
   return failed == 0 ? 0 : 1;
 }

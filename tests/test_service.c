@@ -61,6 +61,12 @@ static void set_timeout(cs_service_config *c, bool bad) {
   c->request_timeout_ns = bad ? MS - 1 : MS;
 }
 
+/* An uploader needs complete LIST pages; a publisher runs without them. */
+static void set_lists(cs_service_config *c, bool bad) {
+  c->role = bad ? CS_ROLE_UPLOADER : CS_ROLE_PUBLISHER;
+  c->store_lists_complete = false;
+}
+
 static const config_case config_cases[] = {
     {"role", set_role},
     {"role", set_role0},
@@ -73,6 +79,7 @@ static const config_case config_cases[] = {
     {"flush_max", set_flush0},
     {"flush_max", set_flush_high},
     {"request_timeout_ns", set_timeout},
+    {"store_lists_complete", set_lists},
 };
 
 static void test_config_bad_field_is_named(void **state) {

@@ -40,6 +40,14 @@ typedef struct cs_service_config {
   uint32_t flush_max;             /* concurrent flushes */
   uint32_t rejected_max;          /* set-aside packs remembered by name */
   uint64_t request_timeout_ns;    /* the adapters' whole-request timeout */
+  /*
+   * The store's LIST pages are complete: cs_store_probe's lists_bytewise.
+   * An uploader hands its packs off at a verified upload and counts on the
+   * publisher's reconcile to find them, so it refuses a store whose pages can
+   * skip keys; a publisher indexes its own packs from its spool and runs (its
+   * reconcile of others' leftovers may miss some there). Default true.
+   */
+  bool store_lists_complete;
 } cs_service_config;
 
 /* Fills cfg with the documented defaults for role. */

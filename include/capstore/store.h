@@ -70,16 +70,44 @@ typedef struct cs_store_ops {
 typedef struct cs_store {
   const cs_store_ops *ops;
   void *self;
-  /* Probed at start: a second create-only PUT of a probe key was refused (412). */
-  bool enforces_if_none_match;
+  /*
+   * What the store does where stores differ (DESIGN.md section 7, and
+   * docs/s3.md for the servers measured). The S3 adapter and the model leave
+   * them false until cs_store_probe finds otherwise; dirstore sets them.
+   */
+  bool enforces_if_none_match; /* a second create-only PUT of a key is refused (412) */
+  bool exact_suffix_ranges;    /* bytes=-n answers the object's last n bytes */
+  bool lists_bytewise;         /* LIST pages come in bytewise key order and paging on
+                                  from a page's last key misses no key */
 } cs_store;
 
 /*
- * The probe of DESIGN.md section 7: creates probe_key twice with
- * If-None-Match: * and sets store->enforces_if_none_match when the second is
- * refused with CS_OUT_PRECONDITION. Deletes the probe key afterwards.
+ * The probes. Each writes its keys, asks, sets its flag from the answer and
+ * deletes the keys. CS_E_OK with res->outcome CS_OUT_OK: the probe ran and
+ * the flag says what it found. CS_E_OK with another outcome: the store did
+ * not answer a step (res names it); the flag is left false. CS_E_INVALID_ARGUMENT
+ * for NULL arguments or a probe key too long.
+ *
+ * conditional create: creates probe_key twice with If-None-Match: * and sets
+ *   enforces_if_none_match when the second is refused with CS_OUT_PRECONDITION.
+ * suffix range: writes 256 bytes at probe_key and reads bytes=-16; exact when
+ *   exactly the last 16 arrive. An adapter that sees a wrong answer refuses it
+ *   (CS_OUT_INVALID), which the probe counts as not exact.
+ * list order: writes "<prefix>a", "<prefix>a/b" and "<prefix>a-b" and lists
+ *   the prefix one key per page; bytewise when the pages name exactly
+ *   a, a-b, a/b in that order. A store that walks a directory tree puts a/b
+ *   before a-b, and paging on from a/b then skips a-b.
  */
 int cs_store_probe_conditional_create(cs_store *store, const char *probe_key, cs_store_result *res);
+int cs_store_probe_suffix_range(cs_store *store, const char *probe_key, cs_store_result *res);
+int cs_store_probe_list_order(cs_store *store, const char *probe_prefix, cs_store_result *res);
+
+/*
+ * All three probes, with keys under probe_prefix (which should end in '/'):
+ * "conditional-create", "suffix-range" and "list/...". Stops at the first
+ * probe the store did not answer (res names it).
+ */
+int cs_store_probe(cs_store *store, const char *probe_prefix, cs_store_result *res);
 
 #ifdef __cplusplus
 }

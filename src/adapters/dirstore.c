@@ -471,23 +471,8 @@ int cs_dirstore_open(const char *root, cs_store *out) {
   }
   out->ops = &dirstore_ops;
   out->self = ds;
-  out->enforces_if_none_match = true;
-  return CS_E_OK;
-}
-
-/* ---- shared by every store ------------------------------------------------ */
-
-int cs_store_probe_conditional_create(cs_store *store, const char *probe_key, cs_store_result *res) {
-  if (store == NULL || store->ops == NULL || probe_key == NULL || res == NULL) return CS_E_INVALID_ARGUMENT;
-  static const char probe_bytes[] = "capstore conditional create probe";
-  cs_store_result second, cleanup;
-  store->enforces_if_none_match = false;
-  int rc = store->ops->put(store->self, probe_key, probe_bytes, sizeof probe_bytes - 1, NULL, false, res);
-  if (rc != CS_E_OK || res->outcome != CS_OUT_OK) return rc;
-  rc = store->ops->put(store->self, probe_key, probe_bytes, sizeof probe_bytes - 1, NULL, true, &second);
-  if (rc != CS_E_OK) return rc;
-  store->enforces_if_none_match = second.outcome == CS_OUT_PRECONDITION;
-  *res = second.outcome == CS_OUT_PRECONDITION || second.outcome == CS_OUT_OK ? *res : second;
-  (void)store->ops->del(store->self, probe_key, &cleanup);
+  out->enforces_if_none_match = true; /* what it does; cs_store_probe checks */
+  out->exact_suffix_ranges = true;
+  out->lists_bytewise = true;
   return CS_E_OK;
 }

@@ -23,6 +23,7 @@ void cs_service_config_default(cs_service_config *cfg, cs_role role) {
   cfg->flush_max = 8;
   cfg->rejected_max = 256;
   cfg->request_timeout_ns = 10 * CS_SEC_NS;
+  cfg->store_lists_complete = true;
 }
 
 /* Writes "field: why" into msg and returns CS_E_CONFIG. */
@@ -64,6 +65,13 @@ int cs_service_config_validate(const cs_service_config *cfg, char *msg, size_t m
   NEED(cfg->flush_max >= 1 && cfg->flush_max <= 64, "flush_max", "must be 1..64");
   NEED(cfg->rejected_max >= 1 && cfg->rejected_max <= 65536, "rejected_max", "must be 1..65536");
   NEED(cfg->request_timeout_ns >= CS_MS_NS, "request_timeout_ns", "must be >= 1 ms");
+#if CAPSTORE_MUTANT == 13 /* an uploader runs on a store whose LIST pages skip keys */
+  NEED(true, "store_lists_complete",
+#else
+  NEED(cfg->role != CS_ROLE_UPLOADER || cfg->store_lists_complete, "store_lists_complete",
+#endif
+       "is false (the store's LIST pages can skip keys): an uploader's packs would be found only by a "
+       "reconcile that may skip them; run uploaders on a store that lists bytewise");
   return CS_E_OK;
 }
 
