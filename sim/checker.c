@@ -108,7 +108,18 @@ void sim_check_flush_done(sim_world *w, sim_proc *p, const cs_flush_result *res)
 /* One effective publisher per term; no stale holder's write takes effect. */
 void sim_check_effective_write(sim_world *w, const sim_req *req) {
   uint64_t term;
-  uint32_t holder = sim_catalog_holder(w, w->now_ns, &term);
+  uint32_t holder = sim_catalog_holder(w, sim_catalog_now(w), &term);
+  /*
+   * A write whose fence passed before its holder's release lands within the
+   * margin, while the tombstone still keeps everyone else out: it counts at
+   * the term the holder released.
+   */
+  const sim_claim *last = w->claim_count > 0 ? &w->claims[w->claim_count - 1] : NULL;
+  if (holder == SIM_NONE && last != NULL && last->released && cs_uuid_equal(&last->lease_id, &req->lease_id) &&
+      last->expires_ns > sim_catalog_now(w) && last->term > 0) {
+    holder = req->proc;
+    term = last->term - 1;
+  }
   if (holder != req->proc)
     sim_bail(w, SIM_EXIT_SAFETY, "p%u's %s took effect while p%d holds term %" PRIu64, req->proc,
              cs_op_name(req->op), holder == SIM_NONE ? -1 : (int)holder, term);
@@ -143,7 +154,7 @@ void sim_check_claim(sim_world *w, uint32_t proc, uint64_t term) {
     uint64_t late_ns = w->base_svc.lease_ttl_ns / 2;
     bool quiet = w->now_ns >= w->catalog_unhealthy_until_ns &&
                  w->now_ns >= p->last_pause_end_ns + w->base_svc.lease_ttl_ns;
-    bool live = head->expires_ns > w->now_ns; /* else a re-acquisition, not a renewal */
+    bool live = head->expires_ns > sim_catalog_now(w); /* else a re-acquisition, not a renewal */
     if (live && w->now_ns > head->acquired_ns + late_ns && quiet)
       sim_bail(w, SIM_EXIT_SAFETY, "p%u renewed its lease %.1f s after its last claim (due every TTL/3) with the catalog healthy",
                proc, (double)(w->now_ns - head->acquired_ns) / 1e9);
@@ -151,7 +162,9 @@ void sim_check_claim(sim_world *w, uint32_t proc, uint64_t term) {
   }
   w->counters.holder_changes++;
   if (w->procs[proc].kind == PROC_RIVAL) w->counters.rival_acquired++;
-  if (head->expires_ns == head->acquired_ns) return; /* released */
+  if (head->released) return;
+  /* A contested head term (two claims) had no holder: its claims expiring is no theft. */
+  if (w->claim_count > 1 && w->claims[w->claim_count - 2].term == head->term) return;
   const sim_proc *old = &w->procs[head->proc];
   bool live = old->alive && cs_uuid_equal(&old->lease_id, &head->lease_id) && old->paused_until_ns <= w->now_ns &&
               w->now_ns >= old->last_pause_end_ns + w->base_svc.lease_ttl_ns && old->svc_started;

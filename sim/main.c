@@ -95,6 +95,8 @@ static int parse_args(int argc, char **argv, cli *c) {
     else if (strcmp(a, "--without") == 0 && v != NULL) {
       sim_fault f = sim_fault_by_name(v);
       if (strcmp(v, "list_path_order") == 0) c->without_mask |= SIM_WITHOUT_LIST_PATH_ORDER;
+      else if (strcmp(v, "claims_concurrent") == 0) c->without_mask |= SIM_WITHOUT_CLAIMS_CONCURRENT;
+      else if (strcmp(v, "catalog_clock_s") == 0) c->without_mask |= SIM_WITHOUT_CATALOG_CLOCK_S;
       else if (f == F_COUNT_) return usage("--without needs a fault name as printed in the profile line");
       else c->without_mask |= 1u << f;
       size_t used = strlen(c->without_text);

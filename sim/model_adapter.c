@@ -363,11 +363,12 @@ static int mc_read_claims(void *self, const cs_uuid *lease_id, uint64_t term, cs
   return CS_E_OK;
 }
 
-static int mc_release(void *self, const cs_uuid *lease_id, uint64_t term, cs_catalog_result *res) {
+static int mc_release(void *self, const cs_uuid *lease_id, uint64_t term, uint64_t margin_ns, cs_catalog_result *res) {
   model_catalog *m = self;
   if (lease_id == NULL || res == NULL) return CS_E_INVALID_ARGUMENT;
   if (!req_begin(m, CS_OP_CAT_RELEASE, lease_id)) return CS_E_FULL;
   m->req.term = term;
+  m->w->fence_margin_ns = margin_ns;
   return cat_finish(m, res);
 }
 

@@ -221,6 +221,11 @@ void sim_store_apply(sim_world *w, sim_req *req) {
 
 /* ---- the catalog -------------------------------------------------------- */
 
+uint64_t sim_catalog_now(const sim_world *w) {
+  uint64_t r = w->catalog_clock_ns;
+  return r > 1 ? w->now_ns - w->now_ns % r : w->now_ns;
+}
+
 static uint64_t head_term(const sim_world *w) {
   return w->claim_count == 0 ? 0 : w->claims[w->claim_count - 1].term;
 }
@@ -233,10 +238,18 @@ static uint32_t head_first(const sim_world *w) {
   return i;
 }
 
+static bool head_expired(const sim_world *w) {
+  uint64_t now = sim_catalog_now(w);
+  for (uint32_t i = head_first(w); i < w->claim_count; i++)
+    if (w->claims[i].expires_ns > now) return false;
+  return true;
+}
+
 static bool head_free_for(const sim_world *w, const cs_uuid *lease_id) {
   bool all_expired = true, all_mine = true;
+  uint64_t now = sim_catalog_now(w);
   for (uint32_t i = head_first(w); i < w->claim_count; i++) {
-    if (w->claims[i].expires_ns > w->now_ns) all_expired = false;
+    if (w->claims[i].expires_ns > now) all_expired = false;
     if (!cs_uuid_equal(&w->claims[i].lease_id, lease_id)) all_mine = false;
   }
   return all_expired || all_mine;
@@ -248,7 +261,7 @@ uint32_t sim_catalog_holder(const sim_world *w, uint64_t server_now_ns, uint64_t
   *term = head_term(w);
   if (w->claim_count == 0 || w->claim_count - first != 1) return SIM_NONE;
   const sim_claim *claim = &w->claims[first];
-  if (claim->expires_ns <= server_now_ns) return SIM_NONE;
+  if (claim->released || claim->expires_ns <= server_now_ns) return SIM_NONE;
   return claim->proc;
 }
 
@@ -256,24 +269,45 @@ static bool fence_passes(const sim_world *w, const cs_uuid *lease_id) {
   uint32_t first = head_first(w);
   if (w->claim_count == 0 || w->claim_count - first != 1) return false;
   const sim_claim *claim = &w->claims[first];
-  return cs_uuid_equal(&claim->lease_id, lease_id) && claim->expires_ns > w->now_ns + w->fence_margin_ns;
+  return !claim->released && cs_uuid_equal(&claim->lease_id, lease_id) &&
+         claim->expires_ns > sim_catalog_now(w) + w->fence_margin_ns;
 }
 
-static void claim_append(sim_world *w, const sim_req *req, uint64_t term, uint64_t ttl_ns) {
+static void claim_append(sim_world *w, const sim_req *req, uint64_t term, uint64_t ttl_ns, bool released) {
   if (w->claim_count >= SIM_CLAIMS_MAX) sim_bail(w, SIM_EXIT_MODEL, "model bound: claims");
   sim_claim *claim = &w->claims[w->claim_count++];
   claim->term = term;
   claim->lease_id = req->lease_id;
   claim->proc = req->proc;
   claim->acquired_ns = w->now_ns;
-  claim->expires_ns = w->now_ns + ttl_ns;
+  claim->expires_ns = sim_catalog_now(w) + ttl_ns;
+  claim->released = released;
 }
 
+/*
+ * A claim lands at base + 1 when the head is still at base and free for the
+ * claimant. With catalog_claims_concurrent (ClickHouse: the claim is one
+ * INSERT ... SELECT that reads the head and appends) a second claim at the
+ * same base, within SIM_CONTEST_WINDOW_NS of one that landed on a base free
+ * for anyone, read the same head and lands too: two claims at one term, and
+ * neither is sole (no fenced write passes until a later term).
+ */
 static void catalog_claim(sim_world *w, sim_req *req) {
   req->outcome = CS_OUT_OK;
-  if (head_term(w) != req->term || !head_free_for(w, &req->lease_id)) return; /* a no-op */
-  sim_check_claim(w, req->proc, req->term + 1);
-  claim_append(w, req, req->term + 1, w->base_svc.lease_ttl_ns);
+  uint64_t head = head_term(w);
+  if (head == req->term && head_free_for(w, &req->lease_id)) {
+    bool free_for_anyone = head_expired(w);
+    sim_check_claim(w, req->proc, req->term + 1);
+    claim_append(w, req, req->term + 1, w->base_svc.lease_ttl_ns, false);
+    w->contest_term = free_for_anyone ? req->term + 1 : 0;
+    w->contest_until_ns = w->now_ns + SIM_CONTEST_WINDOW_NS;
+    return;
+  }
+  if (w->catalog_claims_concurrent && head == req->term + 1 && w->contest_term == head &&
+      w->now_ns < w->contest_until_ns && !cs_uuid_equal(&w->claims[w->claim_count - 1].lease_id, &req->lease_id)) {
+    claim_append(w, req, head, w->base_svc.lease_ttl_ns, false);
+    w->counters.contested_terms++;
+  }
 }
 
 static void catalog_read_claims(sim_world *w, sim_req *req) {
@@ -283,7 +317,7 @@ static void catalog_read_claims(sim_world *w, sim_req *req) {
     const sim_claim *claim = &w->claims[i];
     if (claim->term != req->term) continue;
     req->claims.claim_count++;
-    mine = cs_uuid_equal(&claim->lease_id, &req->lease_id) && claim->expires_ns > w->now_ns;
+    mine = cs_uuid_equal(&claim->lease_id, &req->lease_id) && claim->expires_ns > sim_catalog_now(w);
   }
   req->claims.sole_mine = req->claims.claim_count == 1 && mine;
   req->outcome = CS_OUT_OK;
@@ -411,7 +445,7 @@ void sim_catalog_apply(sim_world *w, sim_req *req) {
     req->outcome = CS_OUT_OK;
     if (head_term(w) == req->term && head_free_for(w, &req->lease_id) && w->claim_count > 0 &&
         cs_uuid_equal(&w->claims[w->claim_count - 1].lease_id, &req->lease_id))
-      claim_append(w, req, req->term + 1, 0); /* an already-expired tombstone */
+      claim_append(w, req, req->term + 1, w->fence_margin_ns, true); /* free for others after the margin */
     return;
   case CS_OP_CAT_INDEX: catalog_index(w, req); return;
   case CS_OP_CAT_PUBLISH: catalog_publish(w, req); return;

@@ -43,6 +43,7 @@ static const setting_def settings[] = {
     {"restart_delay", offsetof(sim_world, restart_delay_ns), 8},
     {"fence_margin", offsetof(sim_world, fence_margin_ns), 8},
     {"apply_delay", offsetof(sim_world, apply_delay_max_ns), 8},
+    {"catalog_clock", offsetof(sim_world, catalog_clock_ns), 8},
 };
 
 int sim_plan_apply_settings(sim_world *w, const cs_plan *plan) {
@@ -54,6 +55,10 @@ int sim_plan_apply_settings(sim_world *w, const cs_plan *plan) {
     }
     if (strcmp(set->name, "list_path_order") == 0) { /* the store quirk; uploaders are then refused */
       w->store_list_path_order = set->value != 0;
+      continue;
+    }
+    if (strcmp(set->name, "claims_concurrent") == 0) { /* claims can contest a term */
+      w->catalog_claims_concurrent = set->value != 0;
       continue;
     }
     const setting_def *def = NULL;
@@ -222,7 +227,7 @@ bool sim_plan_counter(const sim_world *w, const char *n, uint64_t *out) {
       {"visible_records", sim_visible_records(w)}, {"lost_records", lost_records(w)},
       {"invisible_admitted", c->admitted_records - sim_visible_records(w)},
       {"puts_max_per_pack", max_puts(w)},        {"packs", w->pack_count},
-      {"uploaders", w->uploaders},
+      {"uploaders", w->uploaders},             {"contested_terms", c->contested_terms},
       {"watermark", w->watermark},               {"head_error_named", error_names_head(w)},
   };
   for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++) {

@@ -53,8 +53,13 @@ typedef enum sim_fault {
   F_COUNT_
 } sim_fault;
 
-/* The store quirk drawn beside the profile (its own stream), named "list_path_order". */
+/*
+ * The store's and the catalog's behaviours drawn beside the profile (their own
+ * stream), as named in the profile line and to --without.
+ */
 #define SIM_WITHOUT_LIST_PATH_ORDER (1u << 31)
+#define SIM_WITHOUT_CLAIMS_CONCURRENT (1u << 30)
+#define SIM_WITHOUT_CATALOG_CLOCK_S (1u << 29)
 
 typedef struct sim_profile {
   bool on[F_COUNT_];

@@ -669,7 +669,7 @@ static bool release_check(sim_world *w, sim_proc *p) {
   if (snap.lease_state != CS_LEASE_RELEASED) return false;
   uint64_t term;
   /* With the catalog healthy a release takes effect: we are no longer the live holder. */
-  if (sim_catalog_holder(w, w->now_ns, &term) == p->index && w->now_ns >= w->catalog_unhealthy_until_ns &&
+  if (sim_catalog_holder(w, sim_catalog_now(w), &term) == p->index && w->now_ns >= w->catalog_unhealthy_until_ns &&
       w->claim_count > 0 && cs_uuid_equal(&w->claims[w->claim_count - 1].lease_id, &p->lease_id))
     sim_bail(w, SIM_EXIT_SAFETY, "p%u released its lease but still holds term %" PRIu64 " with the catalog healthy",
              p->index, term);
@@ -877,7 +877,7 @@ static void window_end(sim_world *w, uint32_t i) {
 
 static uint32_t holder_proc(const sim_world *w) {
   uint64_t term;
-  return sim_catalog_holder(w, w->now_ns, &term);
+  return sim_catalog_holder(w, sim_catalog_now(w), &term);
 }
 
 static void foreign_object(sim_world *w) {
@@ -1224,6 +1224,18 @@ static void world_setup(sim_world *w) {
   bool swarm = name == NULL || strcmp(name, "swarm") == 0;
   w->store_list_path_order = swarm ? cs_prng_below(&w->prng_quirks, 4) == 0 : strcmp(name, "all") == 0;
   if (w->opts->without_mask & SIM_WITHOUT_LIST_PATH_ORDER) w->store_list_path_order = false;
+  /* A catalog like ClickHouse 18.16: claims that can contest a term (half), a clock of whole seconds (a quarter). */
+  w->catalog_claims_concurrent = swarm ? cs_prng_below(&w->prng_quirks, 2) == 0 : strcmp(name, "all") == 0;
+  if (w->opts->without_mask & SIM_WITHOUT_CLAIMS_CONCURRENT) w->catalog_claims_concurrent = false;
+  bool clock_s = swarm ? cs_prng_below(&w->prng_quirks, 4) == 0 : strcmp(name, "all") == 0;
+  if (w->opts->without_mask & SIM_WITHOUT_CATALOG_CLOCK_S) clock_s = false;
+  w->catalog_clock_ns = clock_s ? CS_SEC_NS : 0;
+  /*
+   * The fence margin must cover the rows' landing delay and one tick of the
+   * catalog's clock: between the fence check and the rows landing, a clock of
+   * whole seconds can jump a second, and the claim be expired by it.
+   */
+  w->fence_margin_ns += w->catalog_clock_ns;
   if (w->opts->plan != NULL) {
     w->workload = false;
     if (sim_plan_apply_settings(w, w->opts->plan) != CS_E_OK) {
@@ -1305,6 +1317,10 @@ void sim_run(const sim_options *opts, sim_result *result) {
   fprintf(opts->out, "seed=%" PRIu64 " profile: ", opts->seed);
   sim_profile_print(&w->profile, opts->out);
   if (w->store_list_path_order) fputs(" store=list_path_order", opts->out);
+  if (w->catalog_claims_concurrent || w->catalog_clock_ns > 1)
+    fprintf(opts->out, " catalog=%s%s%s", w->catalog_claims_concurrent ? "claims_concurrent" : "",
+            w->catalog_claims_concurrent && w->catalog_clock_ns > 1 ? "," : "",
+            w->catalog_clock_ns > 1 ? "catalog_clock_s" : "");
   fprintf(opts->out, " procs=%u uploaders=%u rivals=%u\n", w->proc_count, w->uploaders, w->rivals);
   world_start(w);
   sim_event ev;

@@ -52,8 +52,9 @@ typedef struct sim_claim {
   uint64_t term;
   cs_uuid lease_id;
   uint32_t proc;
-  uint64_t acquired_ns;
-  uint64_t expires_ns;
+  uint64_t acquired_ns; /* true time (for the checkers) */
+  uint64_t expires_ns;  /* the catalog's stamp: its clock (sim_catalog_now) + TTL */
+  bool released;        /* a release tombstone */
 } sim_claim;
 
 typedef struct sim_publish {
@@ -252,6 +253,7 @@ typedef struct sim_counters {
   uint64_t rival_acquired;
   uint64_t holder_changes;
   uint64_t fenced_refused;
+  uint64_t contested_terms;
   uint64_t index_foreign;
   uint64_t cycles_during_fault;
   uint64_t crashes;
@@ -288,6 +290,11 @@ typedef struct sim_world {
   bool store_list_path_order;      /* LIST walks a directory tree (s3rver): pages in path order,
                                       paging on from a key skips keys sorting below it bytewise */
   bool store_suffix_from_start;    /* bytes=-n answered as bytes=0-n (s3rver); used by the adapter */
+  /* Catalog switches (ClickHouse 18.16 against the serializing model; docs/clickhouse.md). */
+  uint64_t catalog_clock_ns;       /* resolution of the catalog's clock: 0 or 1 exact, CS_SEC_NS as now() */
+  bool catalog_claims_concurrent;  /* a claim is an INSERT ... SELECT: two at one free base within
+                                      SIM_CONTEST_WINDOW_NS both land (a contested term) */
+  uint64_t contest_term, contest_until_ns; /* the last claim that landed on a base free for anyone */
   /* Catalog model. */
   uint32_t claim_count;
   uint32_t publish_count;
@@ -342,6 +349,10 @@ uint32_t sim_store_find(const sim_world *w, const char *key, uint32_t key_len);
 void sim_store_put_object(sim_world *w, const cs_pack_ref *ref, bool is_pack, uint32_t pack);
 uint32_t sim_truth_of(const sim_world *w, const cs_uuid *id);
 uint32_t sim_catalog_holder(const sim_world *w, uint64_t server_now_ns, uint64_t *term);
+/* The catalog's clock: the world's time at the catalog's resolution. */
+uint64_t sim_catalog_now(const sim_world *w);
+/* How long after a claim lands another at the same free base still lands beside it. */
+#define SIM_CONTEST_WINDOW_NS (50u * CS_MS_NS)
 
 /* checker.c */
 void sim_check_removal(sim_world *w, sim_proc *p, uint32_t pack);

@@ -168,13 +168,16 @@ static void test_lease_expiry_and_release(void **state) {
   claim_ok(&cat, &b, 1, 30 * CS_SEC_NS);
   assert_true(claims_of(&cat, &b, 2).sole_mine);
   cs_catalog_result res;
-  assert_int_equal(cat.ops->release(cat.self, &a, 2, &res), CS_E_OK); /* not ours: a no-op */
+  assert_int_equal(cat.ops->release(cat.self, &a, 2, 200 * CS_MS_NS, &res), CS_E_OK); /* not ours: a no-op */
   assert_int_equal(res.outcome, CS_OUT_OK);
   assert_int_equal(head_of(&cat, &a).head_term, 2);
-  assert_int_equal(cat.ops->release(cat.self, &b, 2, &res), CS_E_OK);
+  assert_int_equal(cat.ops->release(cat.self, &b, 2, 1500 * CS_MS_NS, &res), CS_E_OK);
   assert_int_equal(res.outcome, CS_OUT_OK);
   cs_cat_head h = head_of(&cat, &a);
-  assert_int_equal(h.head_term, 3); /* the tombstone */
+  assert_int_equal(h.head_term, 3); /* the tombstone: others kept out for the 1.5 s margin (over a server second) */
+  assert_false(h.head_free);
+  sleep_ms(2600); /* the margin plus the server's second */
+  h = head_of(&cat, &a);
   assert_true(h.head_free);
   assert_false(claims_of(&cat, &b, 3).sole_mine);
   claim_ok(&cat, &a, 3, 30 * CS_SEC_NS); /* no TTL to wait */

@@ -50,7 +50,14 @@ typedef struct cs_catalog_ops {
   int (*head)(void *self, const cs_uuid *lease_id, cs_cat_head *out, cs_catalog_result *res);
   int (*claim)(void *self, const cs_uuid *lease_id, uint64_t base_term, uint64_t ttl_ns, cs_catalog_result *res);
   int (*read_claims)(void *self, const cs_uuid *lease_id, uint64_t term, cs_claims *out, cs_catalog_result *res);
-  int (*release)(void *self, const cs_uuid *lease_id, uint64_t term, cs_catalog_result *res);
+  /*
+   * Writes the tombstone at term + 1, only while term is the head and every
+   * claim at it is this lease's. The tombstone expires at now + margin_ns (the
+   * fences' margin): the holder's own fenced writes fail at once, and nobody
+   * else finds the head free before the writes the holder sent before it,
+   * which land within the margin, have landed.
+   */
+  int (*release)(void *self, const cs_uuid *lease_id, uint64_t term, uint64_t margin_ns, cs_catalog_result *res);
   /* Fenced: applies only for the sole live holder of the head term, expiring after now + margin. */
   int (*index)(void *self, const cs_uuid *lease_id, uint64_t margin_ns, uint64_t version, const cs_index_pack *packs,
                uint32_t pack_count, cs_catalog_result *res);

@@ -384,7 +384,7 @@ static void q_fence(ch_adapter *ch, const cs_uuid *lease_id, uint64_t margin_ns)
   buf_uuid(q, lease_id);
   buf_str(q, " AND expires_at_ns > " CH_NOW_NS " + ");
   buf_u64(q, margin_ns);
-  buf_str(q, ") = 1");
+  buf_str(q, " AND expires_at_ns > acquired_at_ns) = 1"); /* a tombstone has acquired = expires */
 }
 
 static int ch_schema_ensure(void *self, cs_catalog_result *res) {
@@ -484,7 +484,8 @@ static void q_head_is(ch_adapter *ch, const cs_uuid *lease_id, uint64_t term, bo
   buf_str(q, require_ours ? ") = 0" : ") = 0)");
 }
 
-static void q_claim_insert(ch_adapter *ch, const cs_uuid *lease_id, uint64_t term, uint64_t ttl_ns) {
+/* A claim (acquired now, expiring after ttl_ns > 0) or a release tombstone (both at now + ttl_ns). */
+static void q_claim_insert(ch_adapter *ch, const cs_uuid *lease_id, uint64_t term, uint64_t ttl_ns, bool tombstone) {
   ch_buf *q = &ch->query;
   buf_reset(q);
   buf_str(q, "INSERT INTO ");
@@ -497,25 +498,32 @@ static void q_claim_insert(ch_adapter *ch, const cs_uuid *lease_id, uint64_t ter
   bool ok = buf_quoted(q, ch->holder, strlen(ch->holder));
   assert(ok); /* checked at open */
   (void)ok;
-  buf_str(q, ", " CH_NOW_NS ", " CH_NOW_NS " + ");
-  buf_u64(q, ttl_ns);
+  if (tombstone) {
+    buf_str(q, ", " CH_NOW_NS " + ");
+    buf_u64(q, ttl_ns);
+    buf_str(q, ", " CH_NOW_NS " + ");
+    buf_u64(q, ttl_ns);
+  } else {
+    buf_str(q, ", " CH_NOW_NS ", " CH_NOW_NS " + ");
+    buf_u64(q, ttl_ns);
+  }
   buf_str(q, " FROM system.one");
 }
 
 static int ch_claim(void *self, const cs_uuid *lease_id, uint64_t base_term, uint64_t ttl_ns,
                     cs_catalog_result *res) {
   ch_adapter *ch = self;
-  if (base_term == UINT64_MAX || ttl_ns > UINT64_MAX / 4) return CS_E_INVALID_ARGUMENT;
-  q_claim_insert(ch, lease_id, base_term + 1, ttl_ns);
+  if (base_term == UINT64_MAX || ttl_ns == 0 || ttl_ns > UINT64_MAX / 4) return CS_E_INVALID_ARGUMENT;
+  q_claim_insert(ch, lease_id, base_term + 1, ttl_ns, false);
   q_head_is(ch, lease_id, base_term, false);
   ch_exec(ch, res);
   return CS_E_OK;
 }
 
-static int ch_release(void *self, const cs_uuid *lease_id, uint64_t term, cs_catalog_result *res) {
+static int ch_release(void *self, const cs_uuid *lease_id, uint64_t term, uint64_t margin_ns, cs_catalog_result *res) {
   ch_adapter *ch = self;
-  if (term == UINT64_MAX) return CS_E_INVALID_ARGUMENT;
-  q_claim_insert(ch, lease_id, term + 1, 0); /* expires at acquisition: already expired */
+  if (term == UINT64_MAX || margin_ns > UINT64_MAX / 4) return CS_E_INVALID_ARGUMENT;
+  q_claim_insert(ch, lease_id, term + 1, margin_ns, true); /* free for others after the margin */
   q_head_is(ch, lease_id, term, true);
   ch_exec(ch, res);
   return CS_E_OK;
@@ -528,7 +536,7 @@ static int ch_read_claims(void *self, const cs_uuid *lease_id, uint64_t term, cs
   buf_reset(q);
   buf_str(q, "SELECT count(), countIf(lease_id = ");
   buf_uuid(q, lease_id);
-  buf_str(q, " AND expires_at_ns > " CH_NOW_NS ") FROM ");
+  buf_str(q, " AND expires_at_ns > " CH_NOW_NS " AND expires_at_ns > acquired_at_ns) FROM ");
   buf_str(q, ch->claims);
   buf_str(q, " WHERE term = ");
   buf_u64(q, term);

@@ -21,11 +21,15 @@ _Static_assert(CS_CATALOG_SCHEMA_VERSION == 1u, "the table names below carry the
 #define T_DESCRIPTOR "cs_descriptor_v1"
 #define T_REJECTED "cs_rejected_v1"
 
-/* The fence: the head term has exactly one claim, ours, expiring after now + margin. */
+/*
+ * The fence: the head term has exactly one claim, ours, expiring after now +
+ * margin, and no tombstone (a release writes acquired_at_ns = expires_at_ns;
+ * a claim always has a TTL).
+ */
 #define FENCE_SQL                                                                                              \
   "(SELECT count(*) FROM " T_LEASE " WHERE term = (SELECT max(term) FROM " T_LEASE ")) = 1 AND "              \
   "(SELECT count(*) FROM " T_LEASE " WHERE term = (SELECT max(term) FROM " T_LEASE ") AND lease_id = :lease " \
-  "AND expires_at_ns > :now + :margin) = 1"
+  "AND expires_at_ns > :now + :margin AND expires_at_ns > acquired_at_ns) = 1"
 
 /* The head term `t` is free for :lease: every claim at it expired, or all are ours. */
 #define FREE_SQL(t)                                                                                   \
@@ -192,7 +196,8 @@ static int sc_claim(void *self, const cs_uuid *lease_id, uint64_t base_term, uin
 static int sc_read_claims(void *self, const cs_uuid *lease_id, uint64_t term, cs_claims *out, cs_catalog_result *res) {
   sqlite_catalog *c = self;
   if (lease_id == NULL || out == NULL || res == NULL) return CS_E_INVALID_ARGUMENT;
-  static const char sql[] = "SELECT count(*), coalesce(sum(lease_id = :lease AND expires_at_ns > :now), 0) FROM " T_LEASE
+  static const char sql[] = "SELECT count(*), coalesce(sum(lease_id = :lease AND expires_at_ns > :now AND "
+                            "expires_at_ns > acquired_at_ns), 0) FROM " T_LEASE
                             " WHERE term = :term";
   memset(out, 0, sizeof *out);
   sqlite3_stmt *st = NULL;
@@ -209,13 +214,14 @@ static int sc_read_claims(void *self, const cs_uuid *lease_id, uint64_t term, cs
   return CS_E_OK;
 }
 
-static int sc_release(void *self, const cs_uuid *lease_id, uint64_t term, cs_catalog_result *res) {
-  if (lease_id == NULL || res == NULL || term >= (uint64_t)INT64_MAX) return CS_E_INVALID_ARGUMENT;
+static int sc_release(void *self, const cs_uuid *lease_id, uint64_t term, uint64_t margin_ns, cs_catalog_result *res) {
+  if (lease_id == NULL || res == NULL || term >= (uint64_t)INT64_MAX || margin_ns >= (uint64_t)INT64_MAX / 4)
+    return CS_E_INVALID_ARGUMENT;
   static const char sql[] = "INSERT INTO " T_LEASE " (term, lease_id, acquired_at_ns, expires_at_ns) "
-                            "SELECT :term + 1, :lease, :now, :now WHERE (SELECT coalesce(max(term), 0) FROM " T_LEASE
+                            "SELECT :term + 1, :lease, :now + :margin, :now + :margin WHERE (SELECT coalesce(max(term), 0) FROM " T_LEASE
                             ") = :term AND " FREE_SQL(":term") " AND (SELECT lease_id FROM " T_LEASE
                             " ORDER BY rowid DESC LIMIT 1) = :lease";
-  params p = {.lease = lease_id, .now = server_now_ns(), .term = term};
+  params p = {.lease = lease_id, .now = server_now_ns(), .term = term, .margin = margin_ns};
   return exec_write(self, sql, &p, res);
 }
 

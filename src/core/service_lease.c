@@ -55,6 +55,11 @@ static bool renew_due(cs_service *svc, uint64_t now_ns) {
  * write's outcome is unknown (quarantined), at the term that write claimed:
  * it applies only if that term is the head and ours. A read-back in progress
  * finishes first, so a renewal that took is released at its new term.
+ *
+ * A lease we let go by our own clock (past lease_expires_ns, which is
+ * lease_guard_ns early) can still be live in the catalog for that long, so the
+ * last term we held is released too: the catalog applies it only while that
+ * term is still the head and ours, and a rival need not wait out the guard.
  */
 static bool release_poll(cs_service *svc, uint64_t now_ns, cs_action *out) {
   if (svc->lease == CS_LEASE_HELD) {
@@ -63,6 +68,10 @@ static bool release_poll(cs_service *svc, uint64_t now_ns, cs_action *out) {
   }
   if (svc->lease == CS_LEASE_QUARANTINED && svc->lease_base_term + 1 > svc->lease_term) {
     svc->lease_term = svc->lease_base_term + 1;
+    svc->lease_todo = LEASE_STEP_RELEASE;
+    return lease_issue(svc, now_ns, out);
+  }
+  if (svc->lease_term > 0) { /* its completion ends in RELEASED, whatever the outcome */
     svc->lease_todo = LEASE_STEP_RELEASE;
     return lease_issue(svc, now_ns, out);
   }
