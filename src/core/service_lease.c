@@ -147,7 +147,17 @@ static void on_read(cs_service *svc, uint64_t now_ns, const cs_event *ev) {
     return;
   }
   if (!ev->claims.sole_mine) {
+    /*
+     * A contested term stays blocked until its claims expire. The claimants
+     * read the same free head within one statement's time, so they wait out
+     * the TTL plus a jitter of their own: waiting exactly the TTL, they met
+     * again at the next term (simulator: three contests in a row).
+     */
+#if CAPSTORE_MUTANT == 14 /* contested claimants wait exactly the TTL */
     uint64_t wait = ev->claims.claim_count > 1 ? svc->cfg.lease_ttl_ns : retry_delay(svc);
+#else
+    uint64_t wait = ev->claims.claim_count > 1 ? svc->cfg.lease_ttl_ns + retry_delay(svc) : retry_delay(svc);
+#endif
     cs_svc_set_error(svc, "lease claim", ev->claims.claim_count > 1 ? "contested" : "lost", CS_OUT_OK);
     lease_lost(svc, now_ns, CS_LEASE_BUSY, wait);
     return;
