@@ -701,11 +701,12 @@ static int test_fsync(int fd) {
   return fsync(fd);
 }
 
-static _Atomic int write_slow; /* 1: every write(2) of the spool takes 300 ms */
+static _Atomic int write_slow_ms; /* every write(2) of the spool takes this long */
 
 static ssize_t test_write(int fd, const void *bytes, size_t length) {
-  if (write_slow) {
-    struct timespec ts = {0, 300 * 1000 * 1000};
+  int ms = write_slow_ms;
+  if (ms > 0) {
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000 * 1000};
     nanosleep(&ts, NULL);
   }
   return write(fd, bytes, length);
@@ -748,6 +749,50 @@ static void test_seal_failure_reported(void **state) {
   remove_tree(dir);
 }
 
+/*
+ * References up to their bound: back-to-back payloads of exactly
+ * RT_REF_BYTES_MIN (a multiple of 64: no padding, so no chunk between them)
+ * and a disk that takes 3 ms per write keep RT_REFS_MAX references in flight;
+ * the worker waits for the writer, and every record still comes back.
+ */
+static void test_references_at_their_bound(void **state) {
+  (void)state;
+  char *dir = temp_dir();
+  cs_capture_config cfg = small_config(CS_FULL_BLOCK);
+  cfg.direct_io = false;
+  cfg.sink.pack_records_max = 1000;
+  cfg.sink.pack_bytes_max = 64 * 1024 * 1024;
+  cfg.sink.spool_bytes_max = 1024 * 1024 * 1024;
+  cfg.sink.block_max_ns = 30 * CS_SEC_NS;
+  cfg.staging_bytes = 64 * 1024 * 1024;
+  cfg.record_bytes_max = RT_REF_BYTES_MIN;
+  cs_spool_sys sys = fault_sys();
+  cfg.spool_sys = &sys;
+  cs_capture *cap = capture_start(dir, &cfg);
+  write_slow_ms = 3;
+  enum { RECORDS = 3 * RT_REFS_MAX };
+  for (uint32_t i = 0; i < RECORDS; i++) write_ok(cap, "ref", i, (uint32_t)RT_REF_BYTES_MIN);
+  char msg[256];
+  int rc = cs_capture_close(cap, DEADLINE(60000), msg, sizeof msg);
+  write_slow_ms = 0;
+  assert_int_equal(rc, CS_E_OK);
+  assert_int_equal(cap->refs_peak, RT_REFS_MAX);
+  cs_capture_stats stats;
+  cs_capture_stats_get(cap, &stats);
+  assert_int_equal(stats.records_written, RECORDS);
+  assert_int_equal(stats.staging_used_bytes, 0);
+  cs_capture_free(cap);
+  readback r = read_all(dir);
+  assert_int_equal(r.count, RECORDS);
+  for (uint32_t i = 0; i < RECORDS; i++) {
+    char id[64];
+    snprintf(id, sizeof id, "ref-%u", i);
+    if (find_seen(&r, id) == NULL) fail_msg("record %s is missing", id);
+  }
+  readback_free(&r);
+  remove_tree(dir);
+}
+
 static void test_staging_full(void **state) {
   (void)state;
   char *dir = temp_dir();
@@ -760,7 +805,7 @@ static void test_staging_full(void **state) {
   cfg.sink.pack_bytes_max = 32 * 1024 * 1024;
   fsync_mode = 0;
   cs_capture *cap = capture_start(dir, &cfg);
-  write_slow = 1; /* the worker's writes take 300 ms each: it falls behind */
+  write_slow_ms = 300; /* the worker's writes take 300 ms each: it falls behind */
   char msg[256];
   int rc = CS_E_OK;
   uint32_t accepted = 0;
@@ -775,7 +820,7 @@ static void test_staging_full(void **state) {
   cs_capture_stats_get(cap, &stats);
   assert_int_equal(stats.staging_refused, 1);
   assert_int_equal(stats.sink.refused_full, 0); /* the quota was never the limit */
-  write_slow = 0;
+  write_slow_ms = 0;
   assert_int_equal(cs_capture_close(cap, DEADLINE(30000), msg, sizeof msg), CS_E_OK);
   cs_capture_stats_get(cap, &stats);
   assert_int_equal(stats.records_written, accepted);
@@ -909,6 +954,7 @@ int main(void) {
       cmocka_unit_test(test_full_spool_block),
       cmocka_unit_test(test_seal_failure_reported),
       cmocka_unit_test(test_staging_full),
+      cmocka_unit_test(test_references_at_their_bound),
       cmocka_unit_test(test_refused_record_reported),
       cmocka_unit_test(test_crash_recovery_torn_open),
       cmocka_unit_test(test_uuid7),

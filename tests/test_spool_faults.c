@@ -129,7 +129,9 @@ static const cs_spool_sys faulty = {
     .flock = f_flock, .fdopendir = f_fdopendir, .readdir = f_readdir, .closedir = f_closedir,
 };
 
-static const cs_spool_options clean_options = {.sys = &faulty}; /* used with FAULT_OFF */
+/* Each test runs twice: through the page cache (the spool's default) and with direct_io. */
+static bool direct_mode;
+static cs_spool_options clean_options = {.sys = &faulty}; /* used with FAULT_OFF */
 
 static void fault_arm(enum fault_mode mode, long fail_at) {
   fi.mode = mode;
@@ -299,7 +301,7 @@ static void check_after(const char *dir, const fixture *f, const bool *sealed, c
 /* The workload: seal three packs, re-seal the first, remove the second. */
 static void seal_workload(const char *dir, const fixture *f, bool *sealed, bool *removed) {
   cs_spool *spool = NULL;
-  cs_spool_options options = {.sys = &faulty};
+  cs_spool_options options = {.sys = &faulty, .direct_io = direct_mode};
   if (cs_spool_open(dir, &options, &spool, NULL, 0) != CS_E_OK) return;
   for (int i = 0; i < PACKS; i++) {
     sealed[i] = cs_spool_put(spool, f->packs[i].data, f->packs[i].len, NULL, NULL) == CS_E_OK;
@@ -393,7 +395,7 @@ static void run_recovery_faults(enum fault_mode mode) {
     recovery_setup(dir, &f, &flipped, flipped_name);
     fault_arm(mode, n);
     cs_spool *spool = NULL;
-    cs_spool_options options = {.sys = &faulty};
+    cs_spool_options options = {.sys = &faulty, .direct_io = direct_mode};
     if (cs_spool_open(dir, &options, &spool, NULL, 0) == CS_E_OK) {
       (void)cs_spool_recover(spool, NULL);
       cs_spool_close(spool);
@@ -444,7 +446,7 @@ static void test_fault_is_reported(void **state) {
   fixture_init(&f);
   char *dir = temp_dir();
   cs_spool *spool = NULL;
-  cs_spool_options options = {.sys = &faulty};
+  cs_spool_options options = {.sys = &faulty, .direct_io = direct_mode};
   fault_arm(FAULT_OFF, 0);
   assert_int_equal(cs_spool_open(dir, &options, &spool, NULL, 0), CS_E_OK);
   /* Every call of the seal fails from the first on. */
@@ -470,5 +472,8 @@ int main(void) {
       cmocka_unit_test(test_recovery_fail_persistent),
       cmocka_unit_test(test_recovery_crash),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  int failed = cmocka_run_group_tests_name("spool faults, page cache", tests, NULL, NULL);
+  direct_mode = clean_options.direct_io = true;
+  failed += cmocka_run_group_tests_name("spool faults, direct I/O", tests, NULL, NULL);
+  return failed;
 }

@@ -48,7 +48,10 @@ typedef struct cs_capture_config {
   bool recover_at_open;         /* sweep stale .open files and check ready packs at open */
   bool direct_io;               /* the spool's direct_io (see spool.h). Without it, payloads of
                                    256 KiB or more are written from the staging area (no copy on
-                                   the worker), the rest through write chunks */
+                                   the worker), the rest through write chunks; such a payload
+                                   then holds its staging room (and that of the records after it)
+                                   until its write(2) returns, so size staging_bytes for the
+                                   disk's slow moments too */
   const cs_spool_sys *spool_sys; /* NULL: the real system calls (tests inject faults) */
 } cs_capture_config;
 

@@ -233,6 +233,7 @@ struct cs_capture {
   uint32_t chunks_free[RT_CHUNKS];
   uint32_t chunks_free_count;
   uint32_t refs_pending;      /* RT_IO_REF items queued or being written */
+  uint32_t refs_peak;         /* the most refs_pending has been (tests) */
   bool worker_started;
   bool worker_joined;
   atomic_int worker_sleep;    /* RT_AWAKE, RT_POLLING or RT_IDLE; set by the worker under mutex */

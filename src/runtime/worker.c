@@ -84,6 +84,7 @@ static void seg_push(cs_capture *cap) {
   pthread_mutex_lock(&cap->mutex);
   while (cap->refs_pending == RT_REFS_MAX) pthread_cond_wait(&cap->chunk_cond, &cap->mutex);
   cap->refs_pending++;
+  if (cap->refs_pending > cap->refs_peak) cap->refs_peak = cap->refs_pending;
   io_push(cap, &item);
   pthread_mutex_unlock(&cap->mutex);
   cap->seg_length = 0;

@@ -4,7 +4,7 @@
 # them here with CUDA, then copies into OUT the programs, every library they
 # load that is not the C library's own, and run.sh, which runs the checks
 # there with those libraries first on LD_LIBRARY_PATH:
-#   1. test_capture_gpu (also under compute-sanitizer memcheck when present),
+#   1. test_capture_gpu, direct I/O and page cache (also under compute-sanitizer memcheck when present),
 #   2. test_capture (the host sink tests, with a device present),
 #   3. capstore-bench-d2h,
 #   4. bench/run_ingest.sh with O_DIRECT (the default) and through the page cache.
