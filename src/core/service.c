@@ -168,33 +168,48 @@ uint32_t cs_svc_rejected_unrecorded(const cs_service *svc) {
  * reconcile keeps skipping that pack), else the oldest. An evicted entry no
  * flush named yet is still counted in the next answer.
  */
+/*
+ * A free entry, or the oldest one the catalog has recorded (the committed-ids
+ * query answers "rejected" for it from then on). NULL when every entry still
+ * waits for its rejected row: evicting one of those would forget a pack the
+ * catalog does not know was set aside, and reconcile would adopt it again
+ * and a second flush name it (simulator seed 5513).
+ */
 static rejected_entry *rejected_slot(cs_service *svc) {
-  rejected_entry *oldest = NULL, *oldest_recorded = NULL;
+  rejected_entry *oldest_recorded = NULL;
   for (uint32_t k = 0; k < svc->cfg.rejected_max; k++) {
     rejected_entry *e = &svc->rejected[k];
     if (e->seq == 0) return e;
-    if (oldest == NULL || e->seq < oldest->seq) oldest = e;
     if (e->recorded && (oldest_recorded == NULL || e->seq < oldest_recorded->seq)) oldest_recorded = e;
   }
-  rejected_entry *victim = oldest_recorded != NULL ? oldest_recorded : oldest;
-  assert(victim != NULL);
-  if (!victim->reported) svc->rejected_unnamed++;
+  if (oldest_recorded == NULL) return NULL;
+  if (!oldest_recorded->reported) svc->rejected_unnamed++;
   svc->rejected_len--;
-  return victim;
+  return oldest_recorded;
 }
 
+/*
+ * Remembers a set-aside pack for its rejected row and the next flush. With
+ * no room (every entry waiting for its row) the pack is only counted: the
+ * next flush reports it in rejected_count without its name, and an adopted
+ * one may be adopted and set aside again once rows are recorded.
+ */
 static void cs_svc_rejected_push(cs_service *svc, pack_slot *slot, const char *reason) {
   rejected_entry *e = rejected_slot(svc);
+  svc->stats.set_aside++;
+  char id_text[CS_UUID_TEXT_LEN + 1];
+  cs_uuid_format(&slot->ref.pack_id, id_text);
+  snprintf(svc->stats.last_error, sizeof svc->stats.last_error, "set aside %s: %s", id_text, reason);
+  if (e == NULL) {
+    svc->rejected_unnamed++;
+    return;
+  }
   e->pack_id = slot->ref.pack_id;
   e->seq = ++svc->rejected_seq;
   e->reported = false;
   e->recorded = !cs_svc_is_publisher(svc);
   svc->rejected_len++;
   assert(svc->rejected_len <= svc->cfg.rejected_max);
-  svc->stats.set_aside++;
-  char id_text[CS_UUID_TEXT_LEN + 1];
-  cs_uuid_format(&slot->ref.pack_id, id_text);
-  snprintf(svc->stats.last_error, sizeof svc->stats.last_error, "set aside %s: %s", id_text, reason);
 }
 
 void cs_svc_set_aside(cs_service *svc, pack_slot *slot, const char *reason) {
