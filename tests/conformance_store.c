@@ -23,6 +23,7 @@ typedef struct store_suite {
   cs_store *(*open_fn)(void *ctx);
   void (*close_fn)(cs_store *store, void *ctx);
   void *ctx;
+  conformance_store_expect expect;
 } store_suite;
 
 static store_suite suite;
@@ -35,6 +36,13 @@ static int setup(void **state) {
   if (rc != CS_E_OK || res.outcome != CS_OUT_OK) {
     fail_msg("cs_store_probe: %s, %s %u: %s", cs_strerror(rc), cs_outcome_name(res.outcome), res.http_status,
              res.detail);
+  }
+  const conformance_store_expect *want = &suite.expect;
+  if (store->enforces_if_none_match != want->enforces_if_none_match ||
+      store->exact_suffix_ranges != want->exact_suffix_ranges || store->lists_bytewise != want->lists_bytewise) {
+    fail_msg("%s: probed if-none-match %d, exact suffix %d, bytewise LIST %d; expected %d, %d, %d",
+             store->ops->name, store->enforces_if_none_match, store->exact_suffix_ranges, store->lists_bytewise,
+             want->enforces_if_none_match, want->exact_suffix_ranges, want->lists_bytewise);
   }
   *state = store;
   return 0;
@@ -396,10 +404,16 @@ static void test_large_object(void **state) {
 }
 
 int conformance_store_run(const char *group, cs_store *(*open_fn)(void *ctx),
-                          void (*close_fn)(cs_store *store, void *ctx), void *ctx) {
+                          void (*close_fn)(cs_store *store, void *ctx), void *ctx,
+                          const conformance_store_expect *expect) {
+  if (expect == NULL) {
+    fprintf(stderr, "%s: conformance_store_run needs the expected behaviours\n", group);
+    return 1;
+  }
   suite.open_fn = open_fn;
   suite.close_fn = close_fn;
   suite.ctx = ctx;
+  suite.expect = *expect;
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_put_head_metadata, setup, teardown),
       cmocka_unit_test_setup_teardown(test_replace, setup, teardown),

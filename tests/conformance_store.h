@@ -4,13 +4,12 @@
  * adapters' tests call conformance_store_run and nothing else.
  *
  * Each case gets a fresh, empty store from open_fn(ctx) and gives it back with
- * close_fn(store, ctx). The suite probes conditional create itself
- * (cs_store_probe_conditional_create) and, where it is not enforced, asserts
- * the other documented behaviour (the second create-only PUT replaces) and
- * prints "conditional create not enforced by <ops->name>".
- *
- * Suffix ranges are not probed: a store must answer them exactly or fail the
- * suite (the service reads every pack's trailer with one suffix range).
+ * close_fn(store, ctx). Every case starts with cs_store_probe, and the
+ * probed behaviours must be exactly what the caller says the store does
+ * (expect), so a store cannot pass by regressing into a weaker behaviour.
+ * Where a behaviour differs (conditional create not enforced, suffix ranges
+ * answered wrongly, LIST not bytewise) the case asserts the documented
+ * alternative and prints the difference.
  *
  * Returns the number of failed cases (0 when all pass), as cmocka does.
  */
@@ -19,7 +18,15 @@
 
 #include "capstore/store.h"
 
+/* What the store does where stores differ (store.h), as the probes must find it. */
+typedef struct conformance_store_expect {
+  bool enforces_if_none_match;
+  bool exact_suffix_ranges;
+  bool lists_bytewise;
+} conformance_store_expect;
+
 int conformance_store_run(const char *group, cs_store *(*open_fn)(void *ctx),
-                          void (*close_fn)(cs_store *store, void *ctx), void *ctx);
+                          void (*close_fn)(cs_store *store, void *ctx), void *ctx,
+                          const conformance_store_expect *expect);
 
 #endif

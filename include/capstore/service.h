@@ -83,7 +83,7 @@ typedef enum cs_op {
   CS_OP_CAT_HEAD,        /* lease head term, whether it is free for us, watermark */
   CS_OP_CAT_CLAIM,       /* claim term base_term + 1 iff the head is base_term and free or ours */
   CS_OP_CAT_READ_CLAIMS, /* claims at term */
-  CS_OP_CAT_RELEASE,     /* expired tombstone at term + 1 iff the head is term and ours */
+  CS_OP_CAT_RELEASE,     /* tombstone at term + 1 iff the head is term and ours; others wait out the margin */
   CS_OP_CAT_INDEX,       /* fenced insert of descriptors and inventory for packs at version */
   CS_OP_CAT_PUBLISH,     /* fenced insert of the publish row for version */
   CS_OP_CAT_COMMITTED,   /* which of ids are indexed (published inventory), which rejected */

@@ -105,7 +105,10 @@ int cs_store_probe_list_order(cs_store *store, const char *probe_prefix, cs_stor
 /*
  * All three probes, with keys under probe_prefix (which should end in '/'):
  * "conditional-create", "suffix-range" and "list/...". Stops at the first
- * probe the store did not answer (res names it).
+ * probe the store did not answer (res names it). Each probe deletes the keys
+ * it tried to write, whatever the answers. Two probers under one prefix
+ * disturb each other's verdicts (towards "differs", never towards "exact"):
+ * give each its own, e.g. "<catalog>/probe/<lease id>/".
  */
 int cs_store_probe(cs_store *store, const char *probe_prefix, cs_store_result *res);
 

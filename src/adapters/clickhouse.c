@@ -14,6 +14,14 @@
 #define CH_PREFIX_MAX 64u
 #define CH_TABLE_MAX 128u
 #define CH_NOW_NS "(toUInt64(now()) * 1000000000)"
+/*
+ * now() reads whole seconds, so between a fence check and its rows landing
+ * the server's clock can jump a second and a claim expire by it. The fence
+ * and the release tombstone therefore add one tick to the caller's margin
+ * (which covers the apply delay): the simulator's whole-second clock failed
+ * without it (docs/clickhouse.md).
+ */
+#define CH_CLOCK_TICK_NS ((uint64_t)1000000000)
 #define CH_FIELDS_MAX 32u
 
 typedef struct ch_buf {
@@ -383,7 +391,7 @@ static void q_fence(ch_adapter *ch, const cs_uuid *lease_id, uint64_t margin_ns)
   buf_str(q, " AND lease_id = ");
   buf_uuid(q, lease_id);
   buf_str(q, " AND expires_at_ns > " CH_NOW_NS " + ");
-  buf_u64(q, margin_ns);
+  buf_u64(q, margin_ns > UINT64_MAX / 4 ? UINT64_MAX / 4 : margin_ns + CH_CLOCK_TICK_NS); /* no wrap */
   buf_str(q, " AND expires_at_ns > acquired_at_ns) = 1"); /* a tombstone has acquired = expires */
 }
 
@@ -523,7 +531,7 @@ static int ch_claim(void *self, const cs_uuid *lease_id, uint64_t base_term, uin
 static int ch_release(void *self, const cs_uuid *lease_id, uint64_t term, uint64_t margin_ns, cs_catalog_result *res) {
   ch_adapter *ch = self;
   if (term == UINT64_MAX || margin_ns > UINT64_MAX / 4) return CS_E_INVALID_ARGUMENT;
-  q_claim_insert(ch, lease_id, term + 1, margin_ns, true); /* free for others after the margin */
+  q_claim_insert(ch, lease_id, term + 1, margin_ns + CH_CLOCK_TICK_NS, true); /* others wait out the margin */
   q_head_is(ch, lease_id, term, true);
   ch_exec(ch, res);
   return CS_E_OK;

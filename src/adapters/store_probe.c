@@ -15,13 +15,16 @@ int cs_store_probe_conditional_create(cs_store *store, const char *probe_key, cs
   cs_store_result second, cleanup;
   store->enforces_if_none_match = false;
   int rc = store->ops->put(store->self, probe_key, probe_bytes, sizeof probe_bytes - 1, NULL, false, res);
-  if (!answered(rc, res)) return rc;
-  rc = store->ops->put(store->self, probe_key, probe_bytes, sizeof probe_bytes - 1, NULL, true, &second);
-  if (rc != CS_E_OK) return rc;
-  store->enforces_if_none_match = second.outcome == CS_OUT_PRECONDITION;
-  *res = second.outcome == CS_OUT_PRECONDITION || second.outcome == CS_OUT_OK ? *res : second;
+  if (answered(rc, res)) {
+    rc = store->ops->put(store->self, probe_key, probe_bytes, sizeof probe_bytes - 1, NULL, true, &second);
+    if (rc == CS_E_OK) {
+      store->enforces_if_none_match = second.outcome == CS_OUT_PRECONDITION;
+      *res = second.outcome == CS_OUT_PRECONDITION || second.outcome == CS_OUT_OK ? *res : second;
+    }
+  }
+  /* Whatever was answered, the key may exist (a PUT whose outcome is unknown): delete it. */
   (void)store->ops->del(store->self, probe_key, &cleanup);
-  return CS_E_OK;
+  return rc;
 }
 
 int cs_store_probe_suffix_range(cs_store *store, const char *probe_key, cs_store_result *res) {
@@ -30,20 +33,20 @@ int cs_store_probe_suffix_range(cs_store *store, const char *probe_key, cs_store
   uint8_t bytes[SIZE], got[SIZE];
   for (size_t i = 0; i < SIZE; i++) bytes[i] = (uint8_t)(i * 13 + 5);
   store->exact_suffix_ranges = false;
-  int rc = store->ops->put(store->self, probe_key, bytes, SIZE, NULL, false, res);
-  if (!answered(rc, res)) return rc;
-  cs_range tail = {.length = TAIL, .suffix = true};
-  size_t n = 0;
   cs_store_result answer, cleanup;
-  rc = store->ops->get(store->self, probe_key, &tail, got, sizeof got, &n, &answer);
-  if (rc != CS_E_OK) return rc;
-  if (answer.outcome == CS_OUT_OK) {
-    store->exact_suffix_ranges = n == TAIL && memcmp(got, bytes + SIZE - TAIL, TAIL) == 0;
-  } else if (answer.outcome != CS_OUT_INVALID) {
-    *res = answer; /* no answer to judge: an outage, a refusal */
+  int rc = store->ops->put(store->self, probe_key, bytes, SIZE, NULL, false, res);
+  if (answered(rc, res)) {
+    cs_range tail = {.length = TAIL, .suffix = true};
+    size_t n = 0;
+    rc = store->ops->get(store->self, probe_key, &tail, got, sizeof got, &n, &answer);
+    if (rc == CS_E_OK && answer.outcome == CS_OUT_OK) {
+      store->exact_suffix_ranges = n == TAIL && memcmp(got, bytes + SIZE - TAIL, TAIL) == 0;
+    } else if (rc == CS_E_OK && answer.outcome != CS_OUT_INVALID) {
+      *res = answer; /* no answer to judge: an outage, a refusal */
+    }
   }
-  (void)store->ops->del(store->self, probe_key, &cleanup);
-  return CS_E_OK;
+  (void)store->ops->del(store->self, probe_key, &cleanup); /* even after an unknown PUT */
+  return rc;
 }
 
 int cs_store_probe_list_order(cs_store *store, const char *probe_prefix, cs_store_result *res) {
@@ -58,13 +61,15 @@ int cs_store_probe_list_order(cs_store *store, const char *probe_prefix, cs_stor
   size_t written = 0;
   /* Written out of order, so a store that keeps insertion order is not taken for bytewise. */
   static const int put_order[NAMES] = {2, 0, 1};
+  for (size_t i = 0; i < NAMES; i++) snprintf(keys[i], CS_KEY_MAX, "%s%s", probe_prefix, names[i]);
   for (; written < NAMES; written++) {
-    char *key = keys[put_order[written]];
-    snprintf(key, CS_KEY_MAX, "%s%s", probe_prefix, names[put_order[written]]);
-    rc = store->ops->put(store->self, key, "x", 1, NULL, false, res);
-    if (!answered(rc, res)) break;
+    rc = store->ops->put(store->self, keys[put_order[written]], "x", 1, NULL, false, res);
+    if (!answered(rc, res)) {
+      written++; /* its outcome may be unknown: it is deleted too */
+      break;
+    }
   }
-  if (written == NAMES) {
+  if (answered(rc, res) && written == NAMES) {
     char page_keys[1][CS_KEY_MAX];
     cs_list_page page = {.keys = page_keys, .key_capacity = 1};
     char token[CS_KEY_MAX] = "";
@@ -76,7 +81,7 @@ int cs_store_probe_list_order(cs_store *store, const char *probe_prefix, cs_stor
       for (uint32_t i = 0; i < page.key_count && i < 1; i++, seen++) {
         if (seen >= NAMES || strcmp(page_keys[i], keys[seen]) != 0) in_order = false;
       }
-      if (page.next_token[0] == '\0' || page.key_count == 0) break;
+      if (page.next_token[0] == '\0') break; /* an empty page with a token goes on (PAGES_MAX bounds it) */
       memcpy(token, page.next_token, CS_KEY_MAX);
     }
     if (answered(rc, res)) store->lists_bytewise = in_order && seen == NAMES;

@@ -51,7 +51,7 @@ static bool renew_due(cs_service *svc, uint64_t now_ns) {
 }
 
 /*
- * Release writes the expired tombstone at the term we hold, or, when a lease
+ * Release writes the tombstone (catalog.h) at the term we hold, or, when a lease
  * write's outcome is unknown (quarantined), at the term that write claimed:
  * it applies only if that term is the head and ours. A read-back in progress
  * finishes first, so a renewal that took is released at its new term.
