@@ -117,12 +117,20 @@ static void head_fill(const sim_object *obj, cs_head_info *head) {
   memcpy(head->sha256, obj->ref.sha256, sizeof head->sha256);
 }
 
-/* Path order, as a walk of a directory tree lists keys: '/' sorts below every other byte. */
+/*
+ * Path order, as s3rver walks its directory tree: each key is stored as the file
+ * "<key>._S3rver_object", entries sort bytewise within a directory and a
+ * directory is walked in place, so compare the stored names with '/' lowest.
+ */
 static int path_compare(const char *a, const char *b) {
-  for (;; a++, b++) {
-    unsigned x = (unsigned char)*a, y = (unsigned char)*b;
+  static const char suffix[] = "._S3rver_object";
+  const char *sa = suffix, *sb = suffix;
+  for (;;) {
+    unsigned x = (unsigned char)(*a ? *a : *sa), y = (unsigned char)(*b ? *b : *sb);
     if (x == y) {
       if (x == 0) return 0;
+      if (*a) a++; else sa++;
+      if (*b) b++; else sb++;
       continue;
     }
     unsigned rx = x == 0 ? 0 : x == '/' ? 1 : x + 1, ry = y == 0 ? 0 : y == '/' ? 1 : y + 1;
@@ -317,7 +325,8 @@ static void catalog_read_claims(sim_world *w, sim_req *req) {
     const sim_claim *claim = &w->claims[i];
     if (claim->term != req->term) continue;
     req->claims.claim_count++;
-    mine = cs_uuid_equal(&claim->lease_id, &req->lease_id) && claim->expires_ns > sim_catalog_now(w);
+    mine = !claim->released && cs_uuid_equal(&claim->lease_id, &req->lease_id) &&
+           claim->expires_ns > sim_catalog_now(w);
   }
   req->claims.sole_mine = req->claims.claim_count == 1 && mine;
   req->outcome = CS_OUT_OK;

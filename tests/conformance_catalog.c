@@ -285,6 +285,7 @@ static void test_release(void **state) {
   assert_int_equal(head_of(c, &lease_a).head_term, term);
   assert_false(head_of(c, &lease_b).head_free);
   release(c, &lease_a, term);
+  assert_false(claims_at(c, &lease_a, term + 1).sole_mine); /* a tombstone is no claim, even live */
   cs_cat_head head = head_of(c, &lease_b);
   assert_int_equal(head.head_term, term + 1);
   /* The tombstone keeps everyone else out for the margin: writes A sent before it land first. */

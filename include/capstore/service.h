@@ -227,6 +227,8 @@ typedef struct cs_service cs_service;
 /*
  * Initializes a service in mem (mem_size >= cs_service_memory_size(cfg),
  * aligned for uint64_t). lease_id identifies this process's lease claims.
+ * seed starts the PRNG of the jitters (backoff, contested claims), folded
+ * with lease_id so that processes given one seed still jitter apart.
  * Returns CS_E_OK, CS_E_CONFIG (msg names the field) or CS_E_NO_MEMORY.
  */
 int cs_service_init(cs_service **out, void *mem, size_t mem_size, const cs_service_config *cfg,

@@ -165,7 +165,14 @@ int cs_service_init(cs_service **out, void *mem, size_t mem_size, const cs_servi
   cs_service *svc = (cs_service *)(void *)(base + l.service);
   svc->cfg = *cfg;
   svc->lease_id = *lease_id;
-  cs_prng_seed(&svc->prng, seed);
+  /*
+   * The jitters (backoff, contested claims) must differ between processes:
+   * two with one seed would back off in step and contest every term again.
+   * Lease ids are unique per instance, so they are folded into the seed.
+   */
+  uint64_t mixed = seed;
+  for (int i = 0; i < 16; i++) mixed = (mixed ^ lease_id->bytes[i]) * UINT64_C(0x100000001b3);
+  cs_prng_seed(&svc->prng, mixed);
   svc->slots = (pack_slot *)(void *)(base + l.slots);
   svc->slot_count = cfg->spool_packs_max + cfg->cycle_packs_max;
   svc->requests = (request *)(void *)(base + l.requests);
