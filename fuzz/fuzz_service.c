@@ -129,6 +129,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   input in = {.data = data, .size = size};
   cs_service_config cfg;
   cs_service_config_default(&cfg, (take(&in) & 1) ? CS_ROLE_PUBLISHER : CS_ROLE_UPLOADER);
+  cfg.store_lists_complete = true;
   cfg.spool_packs_max = 8;
   cfg.cycle_packs_max = 4;
   cfg.store_inflight_max = 2;

@@ -1246,6 +1246,7 @@ static void world_setup(sim_world *w) {
     w->catalog_insert_bytes_max = w->catalog_insert_bytes_max == 0 ? w->base_svc.index_batch_bytes_max : w->catalog_insert_bytes_max;
   }
   char msg[160];
+  w->base_svc.store_lists_complete = true; /* what the probe finds on the model without the switch */
   if (w->store_list_path_order) {
     /*
      * The service hears it from the store probe: uploaders refuse such a store. A standby

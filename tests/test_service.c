@@ -20,6 +20,12 @@ static void test_config_defaults_validate(void **state) {
     cs_service_config cfg;
     cs_service_config_default(&cfg, roles[i]);
     char msg[128] = "junk";
+    if (roles[i] == CS_ROLE_UPLOADER) {
+      /* Until the store is probed an uploader is refused: its packs depend on complete LIST pages. */
+      assert_int_equal(cs_service_config_validate(&cfg, msg, sizeof msg), CS_E_CONFIG);
+      assert_non_null(strstr(msg, "store_lists_complete"));
+      cfg.store_lists_complete = true;
+    }
     assert_int_equal(cs_service_config_validate(&cfg, msg, sizeof msg), CS_E_OK);
     assert_string_equal(msg, "");
     assert_int_equal(cfg.role, roles[i]);

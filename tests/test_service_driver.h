@@ -38,6 +38,7 @@ typedef struct drv {
 static inline cs_service_config drv_config(cs_role role) {
   cs_service_config cfg;
   cs_service_config_default(&cfg, role);
+  cfg.store_lists_complete = true; /* the store the driver answers for lists bytewise */
   cfg.spool_packs_max = 8;
   cfg.cycle_packs_max = 4;
   cfg.store_inflight_max = 2;

@@ -45,7 +45,8 @@ typedef struct cs_service_config {
    * An uploader hands its packs off at a verified upload and counts on the
    * publisher's reconcile to find them, so it refuses a store whose pages can
    * skip keys; a publisher indexes its own packs from its spool and runs (its
-   * reconcile of others' leftovers may miss some there). Default true.
+   * reconcile of others' leftovers may miss some there). Default false (not
+   * known): set it from the probe; an uploader is refused until it is true.
    */
   bool store_lists_complete;
 } cs_service_config;

@@ -23,7 +23,7 @@ void cs_service_config_default(cs_service_config *cfg, cs_role role) {
   cfg->flush_max = 8;
   cfg->rejected_max = 256;
   cfg->request_timeout_ns = 10 * CS_SEC_NS;
-  cfg->store_lists_complete = true;
+  cfg->store_lists_complete = false; /* unknown until the store is probed */
 }
 
 /* Writes "field: why" into msg and returns CS_E_CONFIG. */
