@@ -1230,12 +1230,6 @@ static void world_setup(sim_world *w) {
   bool clock_s = swarm ? cs_prng_below(&w->prng_quirks, 4) == 0 : strcmp(name, "all") == 0;
   if (w->opts->without_mask & SIM_WITHOUT_CATALOG_CLOCK_S) clock_s = false;
   w->catalog_clock_ns = clock_s ? CS_SEC_NS : 0;
-  /*
-   * The fence margin must cover the rows' landing delay and one tick of the
-   * catalog's clock: between the fence check and the rows landing, a clock of
-   * whole seconds can jump a second, and the claim be expired by it.
-   */
-  w->fence_margin_ns += w->catalog_clock_ns;
   if (w->opts->plan != NULL) {
     w->workload = false;
     if (sim_plan_apply_settings(w, w->opts->plan) != CS_E_OK) {
@@ -1245,6 +1239,13 @@ static void world_setup(sim_world *w) {
     }
     w->catalog_insert_bytes_max = w->catalog_insert_bytes_max == 0 ? w->base_svc.index_batch_bytes_max : w->catalog_insert_bytes_max;
   }
+  /*
+   * The fence margin must cover the rows' landing delay and one tick of the
+   * catalog's clock (after the plan's settings, which may set either): between
+   * the fence check and the rows landing, a clock of whole seconds can jump a
+   * second, and the claim be expired by it.
+   */
+  if (w->catalog_clock_ns > 1) w->fence_margin_ns += w->catalog_clock_ns;
   char msg[160];
   w->base_svc.store_lists_complete = true; /* what the probe finds on the model without the switch */
   if (w->store_list_path_order) {
