@@ -285,6 +285,50 @@ static void test_multi_page_follows_token(void **state) {
   drv_free(d);
 }
 
+/*
+ * Pages of one key, each a pack to adopt, with nothing of our own to upload:
+ * the pass lists the next page in the same cycle and indexes the three
+ * adoptions in one round (a cycle per page adopted one pack per cycle).
+ */
+static void test_adoptions_gathered_across_pages(void **state) {
+  (void)state;
+  cs_action list;
+  drv *d = reconciling(0, &list);
+  uint64_t cycles = snap_of(d).cycles; /* the reconcile cycle has begun */
+  for (uint32_t n = 1; n <= 3; n++) {
+    if (n > 1) {
+      list = drv_expect(d, CS_OP_STORE_LIST);
+      char want[16];
+      snprintf(want, sizeof want, "page-%u", n);
+      assert_string_equal(list.token, want);
+    }
+    const char *page[] = {drv_pack(d, n)->key};
+    char next[16];
+    snprintf(next, sizeof next, "page-%u", n + 1);
+    drv_answer_list(d, &list, page, 1, n < 3 ? next : NULL);
+    uint32_t ids[] = {n};
+    cs_action committed = expect_committed(d, ids, 1);
+    answer_held(d, &committed, false);
+    cs_action head = expect_recon_head(d, n);
+    cs_head_info info = drv_head_of(&d->packs[n]);
+    drv_answer_head(d, &head, &info);
+  }
+  cs_action index = drv_expect(d, CS_OP_CAT_INDEX);
+  assert_int_equal(index.count, 3);
+  assert_int_equal(snap_of(d).cycles, cycles); /* three pages and their index round: one cycle */
+  drv_answer(d, &index, CS_OUT_OK);
+  cs_action publish = drv_expect(d, CS_OP_CAT_PUBLISH);
+  drv_answer(d, &publish, CS_OUT_OK);
+  cs_action committed = drv_expect(d, CS_OP_CAT_COMMITTED);
+  answer_held(d, &committed, true);
+  drv_expect_none(d);
+  cs_snapshot snap = snap_of(d);
+  assert_int_equal(snap.reconcile_adopted, 3);
+  assert_int_equal(snap.indexed, 3);
+  assert_int_equal(snap.reconcile_passes, 1);
+  drv_free(d);
+}
+
 static void test_empty_token_is_last_page(void **state) {
   (void)state;
   cs_action list;
@@ -412,6 +456,7 @@ int main(void) {
       cmocka_unit_test(test_head_forbidden_is_error_not_skip),
       cmocka_unit_test(test_head_outage_retried_in_same_pass),
       cmocka_unit_test(test_multi_page_follows_token),
+      cmocka_unit_test(test_adoptions_gathered_across_pages),
       cmocka_unit_test(test_empty_token_is_last_page),
       cmocka_unit_test(test_list_outage_retries_same_token),
       cmocka_unit_test(test_adoption_bounded_by_cycle),

@@ -562,9 +562,16 @@ static void cycle_advance(cs_service *svc, uint64_t now_ns) {
     }
     break;
   case PHASE_RECON_HEAD:
-    /* Adopted packs are indexed before the page goes on. */
-    if (!failed && cs_svc_owed_count(svc) > 0 && index_begin(svc, now_ns)) return;
+    /*
+     * Adopted packs are indexed before the page goes on, unless the pass can
+     * gather more first: the page was not the last, nothing of our own waits
+     * to upload, and a cycle's worth is not yet adopted. With small LIST pages
+     * a cycle per page adopted a pack or two per cycle (seed 18358).
+     */
+    if (!failed && cs_svc_owed_count(svc) > 0 && !cs_svc_recon_gather_more(svc) && index_begin(svc, now_ns))
+      return;
     if (!failed && cs_svc_recon_advance(svc, now_ns)) return;
+    if (!failed && cs_svc_owed_count(svc) > 0 && index_begin(svc, now_ns)) return;
     break;
   case PHASE_RECON_LIST:
   case PHASE_RECON_COMMITTED:

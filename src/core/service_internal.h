@@ -226,6 +226,7 @@ uint64_t cs_svc_lease_deadline(const cs_service *svc);
 
 void cs_svc_recon_begin(cs_service *svc);
 bool cs_svc_recon_advance(cs_service *svc, uint64_t now_ns);
+bool cs_svc_recon_gather_more(const cs_service *svc);
 bool cs_svc_recon_list_issue(cs_service *svc, uint64_t now_ns, cs_action *out);
 bool cs_svc_recon_committed_issue(cs_service *svc, uint64_t now_ns, cs_action *out);
 bool cs_svc_recon_head_issue(cs_service *svc, uint64_t now_ns, cs_action *out);

@@ -27,18 +27,28 @@ static void recon_pass_end(cs_service *svc, uint64_t now_ns) {
   svc->reconcile_errors = false;
 }
 
+/* True when the pass may list its next page in this cycle (see cycle_advance). */
+bool cs_svc_recon_gather_more(const cs_service *svc) {
+  return svc->recon_active && svc->page_listed && !svc->page_last && page_count_state(svc, PAGE_CANDIDATE) == 0 &&
+         page_count_state(svc, PAGE_QUERYING) == 0 && svc->adopted_used < svc->cfg.cycle_packs_max &&
+         cs_svc_owed_count(svc) < svc->cfg.cycle_packs_max && cs_svc_stage_count(svc, STAGE_SPOOLED) == 0;
+}
+
 /* The phase that continues the pass, or PHASE_IDLE when this cycle should end. */
-static cycle_phase recon_next_phase(cs_service *svc, uint64_t now_ns) {
+static cycle_phase recon_next_phase(cs_service *svc, uint64_t now_ns, bool *next_page) {
+  *next_page = false;
   if (!svc->page_listed) return PHASE_RECON_LIST;
   if (svc->page_count > 0 && !svc->page_checked) return PHASE_RECON_COMMITTED;
   if (page_count_state(svc, PAGE_CANDIDATE) > 0) return PHASE_RECON_HEAD;
   assert(page_count_state(svc, PAGE_QUERYING) == 0);
   if (!svc->page_last) {
-    /* The page is finished: the next cycle lists the next one. */
+    /* The page is finished: the next page, in this cycle while it gathers adoptions, else the next. */
+    bool more = cs_svc_recon_gather_more(svc) && cs_svc_owed_count(svc) > 0;
     memcpy(svc->token, svc->next_token, sizeof svc->token);
     svc->page_listed = false;
     svc->page_count = 0;
-    return PHASE_IDLE;
+    *next_page = more;
+    return more ? PHASE_RECON_LIST : PHASE_IDLE;
   }
   svc->stats.reconcile_passes++;
   recon_pass_end(svc, now_ns);
@@ -60,9 +70,10 @@ void cs_svc_recon_begin(cs_service *svc) {
 
 bool cs_svc_recon_advance(cs_service *svc, uint64_t now_ns) {
   assert(!svc->cycle_failed);
-  cycle_phase next = recon_next_phase(svc, now_ns);
-  /* Within one cycle only move forward on the same page. */
-  if (next == PHASE_IDLE || next == PHASE_RECON_LIST || next == svc->phase) return false;
+  bool next_page = false;
+  cycle_phase next = recon_next_phase(svc, now_ns, &next_page);
+  /* Within one cycle only move forward on the same page, or on to the next while gathering adoptions. */
+  if (next == PHASE_IDLE || (next == PHASE_RECON_LIST && !next_page) || next == svc->phase) return false;
   svc->phase = next;
   return true;
 }
