@@ -329,6 +329,39 @@ static void test_adoptions_gathered_across_pages(void **state) {
   drv_free(d);
 }
 
+/*
+ * The twin: a page that adopts nothing ends the gathering. Page 1 adopts a
+ * pack, page 2 holds only an indexed one: the adoption is indexed right
+ * after page 2, in the same cycle, and page 3 waits for the next cycle (a
+ * bucket the catalog already holds must not keep an adoption owed).
+ */
+static void test_gathering_stops_at_a_page_without_adoptions(void **state) {
+  (void)state;
+  cs_action list;
+  drv *d = reconciling(0, &list);
+  uint64_t cycles = snap_of(d).cycles;
+  const char *page1[] = {drv_pack(d, 1)->key};
+  drv_answer_list(d, &list, page1, 1, "page-2");
+  static const uint32_t ids1[] = {1};
+  cs_action committed = expect_committed(d, ids1, 1);
+  answer_held(d, &committed, false);
+  cs_action head = expect_recon_head(d, 1);
+  cs_head_info info = drv_head_of(&d->packs[1]);
+  drv_answer_head(d, &head, &info);
+  list = drv_expect(d, CS_OP_STORE_LIST);
+  assert_string_equal(list.token, "page-2");
+  const char *page2[] = {drv_pack(d, 2)->key};
+  drv_answer_list(d, &list, page2, 1, "page-3");
+  static const uint32_t ids2[] = {2};
+  committed = expect_committed(d, ids2, 1);
+  answer_held(d, &committed, true);
+  cs_action index = drv_expect(d, CS_OP_CAT_INDEX);
+  assert_int_equal(index.count, 1);
+  assert_memory_equal(index.packs[0]->pack_id.bytes, d->packs[1].pack_id.bytes, 16);
+  assert_int_equal(snap_of(d).cycles, cycles);
+  drv_free(d);
+}
+
 static void test_empty_token_is_last_page(void **state) {
   (void)state;
   cs_action list;
@@ -457,6 +490,7 @@ int main(void) {
       cmocka_unit_test(test_head_outage_retried_in_same_pass),
       cmocka_unit_test(test_multi_page_follows_token),
       cmocka_unit_test(test_adoptions_gathered_across_pages),
+      cmocka_unit_test(test_gathering_stops_at_a_page_without_adoptions),
       cmocka_unit_test(test_empty_token_is_last_page),
       cmocka_unit_test(test_list_outage_retries_same_token),
       cmocka_unit_test(test_adoption_bounded_by_cycle),

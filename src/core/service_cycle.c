@@ -510,6 +510,7 @@ static bool cycle_has_work(const cs_service *svc, uint64_t now_ns) {
 static void cycle_start(cs_service *svc, uint64_t now_ns) {
   svc->cycle_active = true;
   svc->cycle_failed = false;
+  svc->cycle_pages = 0;
   svc->stats.cycles++;
 #if CAPSTORE_MUTANT == 3 /* the lease is renewed only when a cycle starts */
   if (svc->lease == CS_LEASE_HELD) svc->lease_renew_at_cycle = true;
@@ -568,7 +569,7 @@ static void cycle_advance(cs_service *svc, uint64_t now_ns) {
      * to upload, and a cycle's worth is not yet adopted. With small LIST pages
      * a cycle per page adopted a pack or two per cycle (seed 18358).
      */
-    if (!failed && cs_svc_owed_count(svc) > 0 && !cs_svc_recon_gather_more(svc) && index_begin(svc, now_ns))
+    if (!failed && cs_svc_owed_count(svc) > 0 && !cs_svc_recon_gather_more(svc, now_ns) && index_begin(svc, now_ns))
       return;
     if (!failed && cs_svc_recon_advance(svc, now_ns)) return;
     if (!failed && cs_svc_owed_count(svc) > 0 && index_begin(svc, now_ns)) return;
@@ -576,6 +577,8 @@ static void cycle_advance(cs_service *svc, uint64_t now_ns) {
   case PHASE_RECON_LIST:
   case PHASE_RECON_COMMITTED:
     if (!failed && cs_svc_recon_advance(svc, now_ns)) return;
+    /* A gather that ends here (the last page, nothing to query) indexes in this cycle too. */
+    if (!failed && cs_svc_owed_count(svc) > 0 && index_begin(svc, now_ns)) return;
     break;
   case PHASE_REJECT:
     if (!failed && svc->id_count > 0) {

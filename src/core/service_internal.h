@@ -156,6 +156,8 @@ struct cs_service {
   uint32_t page_count;
   bool page_listed;  /* the page for token has been listed */
   bool page_checked; /* the page's ids went through the committed-ids query */
+  uint32_t page_adopted; /* packs this page's HEADs adopted */
+  uint32_t cycle_pages;  /* LIST pages issued in this cycle */
   bool page_last;
   char token[CS_KEY_MAX];
   char next_token[CS_KEY_MAX];
@@ -226,7 +228,7 @@ uint64_t cs_svc_lease_deadline(const cs_service *svc);
 
 void cs_svc_recon_begin(cs_service *svc);
 bool cs_svc_recon_advance(cs_service *svc, uint64_t now_ns);
-bool cs_svc_recon_gather_more(const cs_service *svc);
+bool cs_svc_recon_gather_more(const cs_service *svc, uint64_t now_ns);
 bool cs_svc_recon_list_issue(cs_service *svc, uint64_t now_ns, cs_action *out);
 bool cs_svc_recon_committed_issue(cs_service *svc, uint64_t now_ns, cs_action *out);
 bool cs_svc_recon_head_issue(cs_service *svc, uint64_t now_ns, cs_action *out);

@@ -27,11 +27,26 @@ static void recon_pass_end(cs_service *svc, uint64_t now_ns) {
   svc->reconcile_errors = false;
 }
 
-/* True when the pass may list its next page in this cycle (see cycle_advance). */
-bool cs_svc_recon_gather_more(const cs_service *svc) {
-  return svc->recon_active && svc->page_listed && !svc->page_last && page_count_state(svc, PAGE_CANDIDATE) == 0 &&
-         page_count_state(svc, PAGE_QUERYING) == 0 && svc->adopted_used < svc->cfg.cycle_packs_max &&
-         cs_svc_owed_count(svc) < svc->cfg.cycle_packs_max && cs_svc_stage_count(svc, STAGE_SPOOLED) == 0;
+static bool flush_waiting(const cs_service *svc) {
+  for (uint32_t i = 0; i < svc->cfg.flush_max; i++)
+    if (svc->flushes[i].active) return true;
+  return false;
+}
+
+/*
+ * True when the pass may list its next page in this cycle (see cycle_advance):
+ * the page just finished adopted something and was not the last; nothing of
+ * our own waits to upload and no flush waits (adoptions count as owed); the
+ * lease is usable; and the cycle has neither a cycle's worth of adoptions nor
+ * of pages. So a bucket of packs the catalog already holds ends the cycle at
+ * each page as before, and a looping token cannot keep a cycle going.
+ */
+bool cs_svc_recon_gather_more(const cs_service *svc, uint64_t now_ns) {
+  return svc->recon_active && svc->page_listed && !svc->page_last && svc->page_adopted > 0 &&
+         page_count_state(svc, PAGE_CANDIDATE) == 0 && page_count_state(svc, PAGE_QUERYING) == 0 &&
+         svc->adopted_used < svc->cfg.cycle_packs_max && cs_svc_owed_count(svc) < svc->cfg.cycle_packs_max &&
+         svc->cycle_pages < svc->cfg.cycle_packs_max && cs_svc_stage_count(svc, STAGE_SPOOLED) == 0 &&
+         !flush_waiting(svc) && cs_svc_lease_usable(svc, now_ns);
 }
 
 /* The phase that continues the pass, or PHASE_IDLE when this cycle should end. */
@@ -43,7 +58,7 @@ static cycle_phase recon_next_phase(cs_service *svc, uint64_t now_ns, bool *next
   assert(page_count_state(svc, PAGE_QUERYING) == 0);
   if (!svc->page_last) {
     /* The page is finished: the next page, in this cycle while it gathers adoptions, else the next. */
-    bool more = cs_svc_recon_gather_more(svc) && cs_svc_owed_count(svc) > 0;
+    bool more = cs_svc_recon_gather_more(svc, now_ns) && cs_svc_owed_count(svc) > 0;
     memcpy(svc->token, svc->next_token, sizeof svc->token);
     svc->page_listed = false;
     svc->page_count = 0;
@@ -81,6 +96,7 @@ bool cs_svc_recon_advance(cs_service *svc, uint64_t now_ns) {
 bool cs_svc_recon_list_issue(cs_service *svc, uint64_t now_ns, cs_action *out) {
   if (cs_svc_lane_inflight(svc, LANE_CYCLE, false) != 0 || svc->page_listed) return false;
   request *req = cs_svc_req_alloc(svc, CS_OP_STORE_LIST, LANE_CYCLE, 0, now_ns);
+  svc->cycle_pages++;
   cs_svc_action_init(out, req);
   out->token = svc->token;
   out->count = svc->cfg.list_page_max;
@@ -117,6 +133,7 @@ void cs_svc_recon_list_on_done(cs_service *svc, uint64_t now_ns, const cs_event 
     return;
   }
   svc->page_count = 0;
+  svc->page_adopted = 0;
   uint32_t n = ev->key_count < svc->cfg.list_page_max ? ev->key_count : svc->cfg.list_page_max;
   for (uint32_t i = 0; i < n && ev->keys != NULL; i++)
     if (ev->keys[i] != NULL) page_add(svc, ev->keys[i]);
@@ -180,6 +197,7 @@ static void adopt(cs_service *svc, page_entry *entry, const cs_head_info *head) 
   if (cs_svc_slot_find(svc, &entry->ref.pack_id) != NULL) return;
   pack_slot *slot = cs_svc_slot_alloc(svc, false);
   assert(slot != NULL); /* bounded by recon_head_issue */
+  svc->page_adopted++;
   slot->ref = entry->ref;
   slot->ref.size_bytes = head->size_bytes;
   slot->ref.index_bytes = head->index_bytes;
