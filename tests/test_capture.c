@@ -23,6 +23,8 @@
 
 #include <cmocka.h>
 
+#include "test_fs_util.h"
+
 #include "capstore/capture.h"
 #include "runtime_internal.h"
 #include "test_pack_util.h"
@@ -31,43 +33,6 @@
 #define DEADLINE(ms) (cs_capture_clock_ns() + (uint64_t)(ms) * MS)
 
 /* ---- Helpers ---- */
-
-static char *temp_dir(void) {
-  const char *base = getenv("TMPDIR");
-  char path[512];
-  snprintf(path, sizeof path, "%s/capstore-capture-XXXXXX", base != NULL ? base : "/tmp");
-  char *dir = strdup(path);
-  assert_non_null(mkdtemp(dir));
-  return dir;
-}
-
-static void remove_tree(char *dir) {
-  DIR *d = opendir(dir);
-  assert_non_null(d);
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
-    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-    unlink(path);
-  }
-  closedir(d);
-  rmdir(dir);
-  free(dir);
-}
-
-static size_t count_suffix(const char *dir, const char *suffix) {
-  DIR *d = opendir(dir);
-  assert_non_null(d);
-  size_t n = 0;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
-    size_t len = strlen(e->d_name), slen = strlen(suffix);
-    if (len >= slen && strcmp(e->d_name + len - slen, suffix) == 0) n++;
-  }
-  closedir(d);
-  return n;
-}
 
 static cs_capture_config small_config(cs_full_policy policy) {
   cs_capture_config cfg;
@@ -270,7 +235,7 @@ static void test_config_refusals(void **state) {
 
 static void test_write_refusals(void **state) {
   (void)state;
-  char *dir = temp_dir();
+  char *dir = tf_temp_dir("capture");
   cs_capture_config cfg = small_config(CS_FULL_REFUSE);
   cs_capture *cap = capture_start(dir, &cfg);
   char msg[256];
@@ -320,12 +285,12 @@ static void test_write_refusals(void **state) {
   cs_capture_config off = cfg;
   off.device_copies_max = 0;
   cs_capture *no_device = NULL;
-  char *dir2 = temp_dir();
+  char *dir2 = tf_temp_dir("capture");
   no_device = capture_start(dir2, &off);
   assert_int_equal(cs_capture_write_device(no_device, &meta, bytes, 16, NULL, msg, sizeof msg), CS_E_UNSUPPORTED);
   assert_non_null(strstr(msg, "device_copies_max"));
   cs_capture_free(no_device);
-  remove_tree(dir2);
+  tf_remove_tree(dir2);
   assert_int_equal(cs_capture_flush(NULL, CS_NEVER, msg, sizeof msg), CS_E_INVALID_ARGUMENT);
   assert_int_equal(cs_capture_close(NULL, CS_NEVER, msg, sizeof msg), CS_E_INVALID_ARGUMENT);
   assert_int_equal(cs_capture_remove_pack(cap, NULL, msg, sizeof msg), CS_E_INVALID_ARGUMENT);
@@ -335,14 +300,14 @@ static void test_write_refusals(void **state) {
   assert_int_equal(stats.records_written, 1);
   assert_int_equal(stats.records_dropped, 0);
   cs_capture_free(cap);
-  remove_tree(dir);
+  tf_remove_tree(dir);
 }
 
 /* ---- Round trips and sealing ---- */
 
 static void test_round_trip_and_count_sealing(void **state) {
   (void)state;
-  char *dir = temp_dir();
+  char *dir = tf_temp_dir("capture");
   cs_capture_config cfg = small_config(CS_FULL_REFUSE);
   cs_capture *cap = capture_start(dir, &cfg);
   /* 10 records of 4 per pack: 2 packs sealed by count, the rest by the flush. */
@@ -373,13 +338,13 @@ static void test_round_trip_and_count_sealing(void **state) {
   readback_free(&r);
   assert_int_equal(cs_capture_close(cap, DEADLINE(5000), msg, sizeof msg), CS_E_OK);
   cs_capture_free(cap);
-  assert_int_equal(count_suffix(dir, ".open"), 0);
-  remove_tree(dir);
+  assert_int_equal(tf_count_suffix(dir, ".open"), 0);
+  tf_remove_tree(dir);
 }
 
 static void test_dtypes_round_trip(void **state) {
   (void)state;
-  char *dir = temp_dir();
+  char *dir = tf_temp_dir("capture");
   cs_capture_config cfg = small_config(CS_FULL_REFUSE);
   cs_capture *cap = capture_start(dir, &cfg);
   static const cs_dtype dtypes[] = {CS_DTYPE_FLOAT32, CS_DTYPE_BFLOAT16, CS_DTYPE_FLOAT16, CS_DTYPE_INT64};
@@ -405,12 +370,12 @@ static void test_dtypes_round_trip(void **state) {
   readback r = read_all(dir);
   assert_int_equal(r.count, 4);
   readback_free(&r);
-  remove_tree(dir);
+  tf_remove_tree(dir);
 }
 
 static void test_linger_seals_without_flush(void **state) {
   (void)state;
-  char *dir = temp_dir();
+  char *dir = tf_temp_dir("capture");
   cs_capture_config cfg = small_config(CS_FULL_REFUSE);
   cfg.sink.linger_ns = 20 * MS;
   cs_capture *cap = capture_start(dir, &cfg);
@@ -426,12 +391,12 @@ static void test_linger_seals_without_flush(void **state) {
   cs_capture_stats_get(cap, &stats);
   assert_int_equal(stats.records_written, 1);
   cs_capture_free(cap);
-  remove_tree(dir);
+  tf_remove_tree(dir);
 }
 
 static void test_flush_close_ordering(void **state) {
   (void)state;
-  char *dir = temp_dir();
+  char *dir = tf_temp_dir("capture");
   cs_capture_config cfg = small_config(CS_FULL_REFUSE);
   cs_capture *cap = capture_start(dir, &cfg);
   char msg[256];
@@ -461,7 +426,7 @@ static void test_flush_close_ordering(void **state) {
   readback r = read_all(dir);
   assert_int_equal(r.count, 3);
   readback_free(&r);
-  remove_tree(dir);
+  tf_remove_tree(dir);
 }
 
 /* ---- Several capturing threads ---- */
@@ -501,7 +466,7 @@ static void *producer_main(void *context) {
 /* Runs THREADS producers of records_each records on cfg, with flushes racing them; checks the read-back. */
 static void run_threads(const cs_capture_config *cfg, uint32_t records_each, uint32_t length,
                         const uint32_t *sizes, uint32_t sizes_count) {
-  char *dir = temp_dir();
+  char *dir = tf_temp_dir("capture");
   cs_capture *cap = capture_start(dir, cfg);
   enum { THREADS = 4 };
   producer producers[THREADS];
@@ -546,7 +511,7 @@ static void run_threads(const cs_capture_config *cfg, uint32_t records_each, uin
     }
   }
   readback_free(&r);
-  remove_tree(dir);
+  tf_remove_tree(dir);
 }
 
 static void test_many_threads(void **state) {
@@ -595,7 +560,7 @@ static void test_large_records_direct_io(void **state) {
 
 static void test_full_spool_refuse(void **state) {
   (void)state;
-  char *dir = temp_dir();
+  char *dir = tf_temp_dir("capture");
   cs_capture_config cfg = small_config(CS_FULL_REFUSE);
   cfg.sink.spool_packs_max = 3;
   cs_capture *cap = capture_start(dir, &cfg);
@@ -626,7 +591,7 @@ static void test_full_spool_refuse(void **state) {
   assert_non_null(strstr(msg, "not in the spool"));
   write_ok(cap, "fr", 1000, 100);
   cs_capture_free(cap);
-  remove_tree(dir);
+  tf_remove_tree(dir);
 }
 
 typedef struct remover {
@@ -648,7 +613,7 @@ static void *remover_main(void *context) {
 
 static void test_full_spool_block(void **state) {
   (void)state;
-  char *dir = temp_dir();
+  char *dir = tf_temp_dir("capture");
   cs_capture_config cfg = small_config(CS_FULL_BLOCK);
   cfg.sink.spool_packs_max = 2;
   cfg.sink.block_max_ns = 150 * MS;
@@ -681,7 +646,7 @@ static void test_full_spool_block(void **state) {
   cs_capture_stats_get(cap, &stats);
   assert_int_equal(stats.records_written, 9);
   cs_capture_free(cap);
-  remove_tree(dir);
+  tf_remove_tree(dir);
 }
 
 /* ---- Faults: slow and failing fsync ---- */
@@ -721,7 +686,7 @@ static cs_spool_sys fault_sys(void) {
 
 static void test_seal_failure_reported(void **state) {
   (void)state;
-  char *dir = temp_dir();
+  char *dir = tf_temp_dir("capture");
   cs_spool_sys sys = fault_sys();
   cs_capture_config cfg = small_config(CS_FULL_REFUSE);
   cfg.spool_sys = &sys;
@@ -744,9 +709,9 @@ static void test_seal_failure_reported(void **state) {
   assert_int_equal(stats.sink.seal_errors, 1);
   assert_int_equal(stats.sink.spool_packs, 1); /* the failed pack's quota came back */
   cs_capture_free(cap);
-  assert_int_equal(count_suffix(dir, ".open"), 0);
-  assert_int_equal(count_suffix(dir, ".ready"), 1);
-  remove_tree(dir);
+  assert_int_equal(tf_count_suffix(dir, ".open"), 0);
+  assert_int_equal(tf_count_suffix(dir, ".ready"), 1);
+  tf_remove_tree(dir);
 }
 
 /*
@@ -757,7 +722,7 @@ static void test_seal_failure_reported(void **state) {
  */
 static void test_references_at_their_bound(void **state) {
   (void)state;
-  char *dir = temp_dir();
+  char *dir = tf_temp_dir("capture");
   cs_capture_config cfg = small_config(CS_FULL_BLOCK);
   cfg.direct_io = false;
   cfg.sink.pack_records_max = 1000;
@@ -790,12 +755,12 @@ static void test_references_at_their_bound(void **state) {
     if (find_seen(&r, id) == NULL) fail_msg("record %s is missing", id);
   }
   readback_free(&r);
-  remove_tree(dir);
+  tf_remove_tree(dir);
 }
 
 static void test_staging_full(void **state) {
   (void)state;
-  char *dir = temp_dir();
+  char *dir = tf_temp_dir("capture");
   cs_spool_sys sys = fault_sys();
   cs_capture_config cfg = small_config(CS_FULL_REFUSE);
   cfg.spool_sys = &sys;
@@ -825,12 +790,12 @@ static void test_staging_full(void **state) {
   cs_capture_stats_get(cap, &stats);
   assert_int_equal(stats.records_written, accepted);
   cs_capture_free(cap);
-  remove_tree(dir);
+  tf_remove_tree(dir);
 }
 
 static void test_refused_record_reported(void **state) {
   (void)state;
-  char *dir = temp_dir();
+  char *dir = tf_temp_dir("capture");
   cs_capture_config cfg = small_config(CS_FULL_REFUSE);
   cs_capture *cap = capture_start(dir, &cfg);
   write_ok(cap, "dup", 1, 10);
@@ -847,14 +812,14 @@ static void test_refused_record_reported(void **state) {
   readback r = read_all(dir);
   assert_int_equal(r.count, 2);
   readback_free(&r);
-  remove_tree(dir);
+  tf_remove_tree(dir);
 }
 
 /* ---- Recovery ---- */
 
 static void test_crash_recovery_torn_open(void **state) {
   (void)state;
-  char *dir = temp_dir();
+  char *dir = tf_temp_dir("capture");
   cs_capture_config cfg = small_config(CS_FULL_REFUSE);
   cs_capture *cap = capture_start(dir, &cfg);
   for (uint32_t i = 0; i < 4; i++) write_ok(cap, "cr", i, 500); /* one pack, sealed by count */
@@ -878,7 +843,7 @@ static void test_crash_recovery_torn_open(void **state) {
   assert_int_equal(stats.recovered_packs, 1);
   assert_true(stats.recovered_bytes > 2000);
   assert_int_equal(stats.sink.spool_packs, 1); /* counted against the quota */
-  assert_int_equal(count_suffix(dir, ".open"), 0);
+  assert_int_equal(tf_count_suffix(dir, ".open"), 0);
   /* A second sink on the same spool is refused while this one owns it. */
   cs_capture *second = NULL;
   char msg[256];
@@ -889,7 +854,7 @@ static void test_crash_recovery_torn_open(void **state) {
   readback after = read_all(dir);
   assert_int_equal(after.count, 5);
   readback_free(&after);
-  remove_tree(dir);
+  tf_remove_tree(dir);
 }
 
 /* ---- Pack ids ---- */
@@ -917,7 +882,7 @@ static void test_uuid7(void **state) {
   for (int i = 0; i < 6; i++) ms = ms << 8 | id.bytes[i];
   assert_int_equal(ms, (t + CS_SEC_NS) / CS_MS_NS);
   /* The packs of a sink carry increasing v7 ids. */
-  char *dir = temp_dir();
+  char *dir = tf_temp_dir("capture");
   cs_capture_config cfg = small_config(CS_FULL_REFUSE);
   cfg.sink.pack_records_max = 1;
   cs_capture *cap = capture_start(dir, &cfg);
@@ -936,7 +901,7 @@ static void test_uuid7(void **state) {
   assert_int_equal(cs_capture_list(cap, entries, 5, &count), CS_E_OK);
   for (size_t i = 0; i < count; i++) assert_int_equal(entries[i].pack_id.bytes[6] >> 4, 7);
   cs_capture_free(cap);
-  remove_tree(dir);
+  tf_remove_tree(dir);
 }
 
 int main(void) {

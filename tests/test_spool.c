@@ -18,44 +18,12 @@
 
 #include <cmocka.h>
 
+#include "test_fs_util.h"
+
 #include "capstore/spool.h"
 #include "test_pack_util.h"
 
 /* ---- Helpers ---- */
-
-static char *temp_dir(void) {
-  const char *base = getenv("TMPDIR");
-  char path[512];
-  snprintf(path, sizeof path, "%s/capstore-spool-XXXXXX", base != NULL ? base : "/tmp");
-  char *dir = strdup(path);
-  assert_non_null(mkdtemp(dir));
-  return dir;
-}
-
-static void remove_tree(char *dir) {
-  DIR *d = opendir(dir);
-  assert_non_null(d);
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
-    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-    unlink(path);
-  }
-  closedir(d);
-  rmdir(dir);
-  free(dir);
-}
-
-static cs_uuid test_id(uint8_t n) {
-  cs_uuid id;
-  memset(&id, 0, sizeof id);
-  id.bytes[0] = 0x01;
-  id.bytes[6] = 0x70; /* version 7 */
-  id.bytes[8] = 0x80;
-  id.bytes[15] = n;
-  return id;
-}
 
 /* A pack with `count` records of `length` bytes; salt changes the payload bytes. */
 static tp_bytes build_pack(cs_uuid id, uint32_t count, uint32_t length, uint8_t salt) {
@@ -95,33 +63,11 @@ static bool file_exists(const char *dir, const char *name) {
   return stat(path, &st) == 0;
 }
 
-static void write_file(const char *dir, const char *name, const void *bytes, size_t len) {
-  char path[1024];
-  snprintf(path, sizeof path, "%s/%s", dir, name);
-  FILE *f = fopen(path, "wb");
-  assert_non_null(f);
-  assert_int_equal(fwrite(bytes, 1, len, f), len);
-  fclose(f);
-}
-
-static size_t count_suffix(const char *dir, const char *suffix) {
-  DIR *d = opendir(dir);
-  assert_non_null(d);
-  size_t n = 0;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
-    size_t len = strlen(e->d_name), slen = strlen(suffix);
-    if (len >= slen && strcmp(e->d_name + len - slen, suffix) == 0) n++;
-  }
-  closedir(d);
-  return n;
-}
-
 /* ---- Names ---- */
 
 static void test_ready_name_round_trip(void **state) {
   (void)state;
-  cs_uuid id = test_id(9);
+  cs_uuid id = tf_pack_id(9);
   uint8_t sha[32];
   for (int i = 0; i < 32; i++) sha[i] = (uint8_t)(i * 9);
   char name[CS_SPOOL_NAME_MAX + 1];
@@ -164,10 +110,10 @@ static void test_ready_name_refusals(void **state) {
 
 static void test_seal_list_remove(void **state) {
   (void)state;
-  char *dir = temp_dir();
+  char *dir = tf_temp_dir("spool");
   cs_spool *spool = spool_start(dir);
-  tp_bytes a = build_pack(test_id(1), 3, 100, 1);
-  tp_bytes b = build_pack(test_id(2), 1, 5000, 2);
+  tp_bytes a = build_pack(tf_pack_id(1), 3, 100, 1);
+  tp_bytes b = build_pack(tf_pack_id(2), 1, 5000, 2);
   cs_spool_entry ea, eb;
   cs_spool_seal_result result = 0;
   assert_int_equal(cs_spool_put(spool, a.data, a.len, &ea, &result), CS_E_OK);
@@ -176,7 +122,7 @@ static void test_seal_list_remove(void **state) {
   assert_int_equal(ea.size_bytes, a.len);
   assert_int_equal(ea.record_count, 3);
   assert_true(file_exists(dir, ea.name));
-  assert_int_equal(count_suffix(dir, ".open"), 0);
+  assert_int_equal(tf_count_suffix(dir, ".open"), 0);
 
   cs_spool_entry list[4];
   size_t count = 0;
@@ -218,15 +164,15 @@ static void test_seal_list_remove(void **state) {
   cs_spool_close(spool);
   tp_free(&a);
   tp_free(&b);
-  remove_tree(dir);
+  tf_remove_tree(dir);
 }
 
 static void test_seal_idempotent_and_conflict(void **state) {
   (void)state;
-  char *dir = temp_dir();
+  char *dir = tf_temp_dir("spool");
   cs_spool *spool = spool_start(dir);
-  tp_bytes a = build_pack(test_id(3), 2, 64, 1);
-  tp_bytes other = build_pack(test_id(3), 2, 64, 2); /* same id, other bytes */
+  tp_bytes a = build_pack(tf_pack_id(3), 2, 64, 1);
+  tp_bytes other = build_pack(tf_pack_id(3), 2, 64, 2); /* same id, other bytes */
   cs_spool_seal_result result = 0;
   assert_int_equal(cs_spool_put(spool, a.data, a.len, NULL, &result), CS_E_OK);
   assert_int_equal(result, CS_SPOOL_SEALED);
@@ -234,8 +180,8 @@ static void test_seal_idempotent_and_conflict(void **state) {
   assert_int_equal(result, CS_SPOOL_ALREADY);
   assert_int_equal(cs_spool_put(spool, other.data, other.len, NULL, &result), CS_E_CONFLICT);
   assert_non_null(strstr(cs_spool_last_error(spool), "already sealed with other bytes"));
-  assert_int_equal(count_suffix(dir, ".ready"), 1);
-  assert_int_equal(count_suffix(dir, ".open"), 0);
+  assert_int_equal(tf_count_suffix(dir, ".ready"), 1);
+  assert_int_equal(tf_count_suffix(dir, ".open"), 0);
   /* The same after a restart: the index is rebuilt from names. */
   cs_spool_close(spool);
   spool = spool_start(dir);
@@ -245,39 +191,39 @@ static void test_seal_idempotent_and_conflict(void **state) {
   cs_spool_close(spool);
   tp_free(&a);
   tp_free(&other);
-  remove_tree(dir);
+  tf_remove_tree(dir);
 }
 
 static void test_seal_refuses_summary_mismatch(void **state) {
   (void)state;
-  char *dir = temp_dir();
+  char *dir = tf_temp_dir("spool");
   cs_spool *spool = spool_start(dir);
-  tp_bytes a = build_pack(test_id(4), 1, 10, 1);
+  tp_bytes a = build_pack(tf_pack_id(4), 1, 10, 1);
   cs_pack_summary summary;
   cs_pack_error err;
   assert_int_equal(cs_pack_verify_buffer(a.data, a.len, &summary, &err), CS_E_OK);
   cs_spool_file *file = NULL;
   assert_int_equal(cs_spool_begin(spool, &summary.pack_id, &file), CS_E_OK);
-  assert_int_equal(count_suffix(dir, ".open"), 1);
+  assert_int_equal(tf_count_suffix(dir, ".open"), 1);
   assert_int_equal(cs_spool_file_write(file, a.data, a.len - 1), CS_E_OK);
   assert_int_equal(cs_spool_seal(spool, file, &summary, NULL, NULL), CS_E_INVALID_ARGUMENT);
   assert_non_null(strstr(cs_spool_last_error(spool), "but the summary says"));
-  assert_int_equal(count_suffix(dir, ".open"), 0);
-  assert_int_equal(count_suffix(dir, ".ready"), 0);
+  assert_int_equal(tf_count_suffix(dir, ".open"), 0);
+  assert_int_equal(tf_count_suffix(dir, ".ready"), 0);
   /* A corrupt pack is refused by put before anything is written. */
   a.data[100] ^= 1;
   assert_int_equal(cs_spool_put(spool, a.data, a.len, NULL, NULL), CS_E_CORRUPT);
   assert_non_null(strstr(cs_spool_last_error(spool), "does not verify"));
   cs_spool_close(spool);
   tp_free(&a);
-  remove_tree(dir);
+  tf_remove_tree(dir);
 }
 
 /* ---- Owner lock ---- */
 
 static void test_owner_lock(void **state) {
   (void)state;
-  char *dir = temp_dir();
+  char *dir = tf_temp_dir("spool");
   cs_spool *spool = spool_start(dir);
   cs_spool *second = NULL;
   char msg[256];
@@ -289,7 +235,7 @@ static void test_owner_lock(void **state) {
   cs_spool_close(spool);
   assert_int_equal(cs_spool_open(dir, NULL, &second, msg, sizeof msg), CS_E_OK);
   cs_spool_close(second);
-  remove_tree(dir);
+  tf_remove_tree(dir);
 }
 
 static void test_open_refusals(void **state) {
@@ -313,11 +259,11 @@ static void test_open_refusals(void **state) {
 
 static void test_recover_sweeps_and_quarantines(void **state) {
   (void)state;
-  char *dir = temp_dir();
+  char *dir = tf_temp_dir("spool");
   cs_spool *spool = spool_start(dir);
-  tp_bytes good = build_pack(test_id(5), 2, 300, 1);
-  tp_bytes bad = build_pack(test_id(6), 2, 300, 2);
-  tp_bytes misnamed = build_pack(test_id(7), 1, 40, 3);
+  tp_bytes good = build_pack(tf_pack_id(5), 2, 300, 1);
+  tp_bytes bad = build_pack(tf_pack_id(6), 2, 300, 2);
+  tp_bytes misnamed = build_pack(tf_pack_id(7), 1, 40, 3);
   cs_spool_entry egood, ebad, emis;
   assert_int_equal(cs_spool_put(spool, good.data, good.len, &egood, NULL), CS_E_OK);
   assert_int_equal(cs_spool_put(spool, bad.data, bad.len, &ebad, NULL), CS_E_OK);
@@ -325,14 +271,14 @@ static void test_recover_sweeps_and_quarantines(void **state) {
 
   /* A payload bit flip in a sealed pack; a pack under another pack's name; a torn temp file. */
   bad.data[200] ^= 0x10;
-  write_file(dir, ebad.name, bad.data, bad.len);
+  tf_write_file(dir, ebad.name, bad.data, bad.len);
   cs_pack_summary sm;
   assert_int_equal(cs_pack_verify_buffer(misnamed.data, misnamed.len, &sm, NULL), CS_E_OK);
   cs_spool_ready_name(&sm.pack_id, sm.created_at_ns, sm.record_count + 1, sm.sha256, emis.name);
-  write_file(dir, emis.name, misnamed.data, misnamed.len);
-  write_file(dir, ".01000000-0000-7000-8000-000000000008.0123456789abcdef.open", good.data, good.len / 2);
-  write_file(dir, "notes.txt", "x", 1);
-  write_file(dir, "bogus.dmi-pack.ready", "x", 1);
+  tf_write_file(dir, emis.name, misnamed.data, misnamed.len);
+  tf_write_file(dir, ".01000000-0000-7000-8000-000000000008.0123456789abcdef.open", good.data, good.len / 2);
+  tf_write_file(dir, "notes.txt", "x", 1);
+  tf_write_file(dir, "bogus.dmi-pack.ready", "x", 1);
 
   spool = spool_start(dir);
   /* Listing trusts names: the flipped pack is still listed until recovery. */
@@ -347,7 +293,7 @@ static void test_recover_sweeps_and_quarantines(void **state) {
   assert_int_equal(report.skipped, 1);
   assert_int_equal(report.ready_bytes, good.len);
   assert_int_equal(report.errors, 0);
-  assert_int_equal(count_suffix(dir, ".open"), 0);
+  assert_int_equal(tf_count_suffix(dir, ".open"), 0);
   assert_true(file_exists(dir, egood.name));
   char qname[CS_SPOOL_NAME_MAX + 32];
   snprintf(qname, sizeof qname, "%s.quarantined", ebad.name);
@@ -380,58 +326,58 @@ static void test_recover_sweeps_and_quarantines(void **state) {
   tp_free(&good);
   tp_free(&bad);
   tp_free(&misnamed);
-  remove_tree(dir);
+  tf_remove_tree(dir);
 }
 
 static void test_sweep_refused_while_writing(void **state) {
   (void)state;
-  char *dir = temp_dir();
+  char *dir = tf_temp_dir("spool");
   cs_spool *spool = spool_start(dir);
-  cs_uuid id = test_id(10);
+  cs_uuid id = tf_pack_id(10);
   cs_spool_file *file = NULL;
   assert_int_equal(cs_spool_begin(spool, &id, &file), CS_E_OK);
   assert_int_equal(cs_spool_sweep_open(spool, NULL), CS_E_STATE);
   assert_non_null(strstr(cs_spool_last_error(spool), "being written"));
-  assert_int_equal(count_suffix(dir, ".open"), 1);
+  assert_int_equal(tf_count_suffix(dir, ".open"), 1);
   cs_spool_abort(spool, file);
-  assert_int_equal(count_suffix(dir, ".open"), 0);
+  assert_int_equal(tf_count_suffix(dir, ".open"), 0);
   assert_int_equal(cs_spool_sweep_open(spool, NULL), CS_E_OK);
   cs_spool_close(spool);
-  remove_tree(dir);
+  tf_remove_tree(dir);
 }
 
 static void test_quarantine_by_caller(void **state) {
   (void)state;
-  char *dir = temp_dir();
+  char *dir = tf_temp_dir("spool");
   cs_spool *spool = spool_start(dir);
-  tp_bytes a = build_pack(test_id(11), 1, 10, 1);
+  tp_bytes a = build_pack(tf_pack_id(11), 1, 10, 1);
   cs_spool_entry e;
   assert_int_equal(cs_spool_put(spool, a.data, a.len, &e, NULL), CS_E_OK);
   uint64_t size = 0;
   assert_int_equal(cs_spool_quarantine(spool, &e.pack_id, "catalog refused it", &size), CS_E_OK);
   assert_int_equal(size, a.len);
   assert_false(file_exists(dir, e.name));
-  assert_int_equal(count_suffix(dir, ".quarantined"), 1);
-  assert_int_equal(count_suffix(dir, ".quarantined.reason"), 1);
+  assert_int_equal(tf_count_suffix(dir, ".quarantined"), 1);
+  assert_int_equal(tf_count_suffix(dir, ".quarantined.reason"), 1);
   assert_int_equal(cs_spool_quarantine(spool, &e.pack_id, "again", NULL), CS_E_NOT_FOUND);
   cs_spool_close(spool);
   tp_free(&a);
-  remove_tree(dir);
+  tf_remove_tree(dir);
 }
 
 /* A symlink planted under a ready name is never followed. */
 static void test_symlink_not_followed(void **state) {
   (void)state;
-  char *dir = temp_dir();
+  char *dir = tf_temp_dir("spool");
   cs_spool *spool = spool_start(dir);
-  tp_bytes a = build_pack(test_id(12), 1, 10, 1);
+  tp_bytes a = build_pack(tf_pack_id(12), 1, 10, 1);
   cs_pack_summary sm;
   assert_int_equal(cs_pack_verify_buffer(a.data, a.len, &sm, NULL), CS_E_OK);
   char name[CS_SPOOL_NAME_MAX + 1];
   cs_spool_ready_name(&sm.pack_id, sm.created_at_ns, sm.record_count, sm.sha256, name);
   char target[600], link_path[1024];
   snprintf(target, sizeof target, "%s/outside", dir);
-  write_file(dir, "outside", a.data, a.len);
+  tf_write_file(dir, "outside", a.data, a.len);
   snprintf(link_path, sizeof link_path, "%s/%s", dir, name);
   assert_int_equal(symlink(target, link_path), 0);
   cs_spool_recovery report;
@@ -440,7 +386,7 @@ static void test_symlink_not_followed(void **state) {
   assert_int_equal(report.errors, 1);
   cs_spool_close(spool);
   tp_free(&a);
-  remove_tree(dir);
+  tf_remove_tree(dir);
 }
 
 int main(void) {

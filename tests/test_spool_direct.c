@@ -23,6 +23,8 @@
 
 #include <cmocka.h>
 
+#include "test_fs_util.h"
+
 #include "capstore/spool.h"
 #include "test_pack_util.h"
 
@@ -94,43 +96,6 @@ static cs_spool_sys watch_sys(void) {
 }
 
 /* ---- Helpers ---- */
-
-static char *temp_dir(void) {
-  const char *base = getenv("TMPDIR");
-  char path[512];
-  snprintf(path, sizeof path, "%s/capstore-direct-XXXXXX", base != NULL ? base : "/tmp");
-  char *dir = strdup(path);
-  assert_non_null(mkdtemp(dir));
-  return dir;
-}
-
-static void remove_tree(char *dir) {
-  DIR *d = opendir(dir);
-  assert_non_null(d);
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
-    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-    unlink(path);
-  }
-  closedir(d);
-  rmdir(dir);
-  free(dir);
-}
-
-static size_t count_suffix(const char *dir, const char *suffix) {
-  DIR *d = opendir(dir);
-  assert_non_null(d);
-  size_t n = 0;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
-    size_t len = strlen(e->d_name), slen = strlen(suffix);
-    if (len >= slen && strcmp(e->d_name + len - slen, suffix) == 0) n++;
-  }
-  closedir(d);
-  return n;
-}
 
 /* A pack whose size is not a multiple of the alignment: records of these lengths. */
 static tp_bytes build_pack(uint8_t id_seed) {
@@ -212,8 +177,8 @@ static void write_and_check(const char *dir, const cs_spool_sys *sys, uint8_t id
   free(back);
   free(aligned);
   tp_free(&pack);
-  assert_int_equal(count_suffix(dir, ".open"), 0);
-  assert_int_equal(count_suffix(dir, ".ready"), 1);
+  assert_int_equal(tf_count_suffix(dir, ".open"), 0);
+  assert_int_equal(tf_count_suffix(dir, ".ready"), 1);
   cs_spool_recovery report;
   assert_int_equal(cs_spool_recover(spool, &report), CS_E_OK);
   assert_int_equal(report.ready_ok, 1);
@@ -225,7 +190,7 @@ static void write_and_check(const char *dir, const cs_spool_sys *sys, uint8_t id
 
 static void test_direct_writes_are_aligned_and_in_place(void **state) {
   (void)state;
-  char *dir = temp_dir();
+  char *dir = tf_temp_dir("direct");
   cs_spool_sys sys = watch_sys();
   memset(&watch, 0, sizeof watch);
   write_and_check(dir, &sys, 1);
@@ -240,12 +205,12 @@ static void test_direct_writes_are_aligned_and_in_place(void **state) {
     assert_int_equal(watch.truncates, 1); /* the padding of the last write was cut */
     assert_true(watch.direct_bytes % ALIGN == 0);
   }
-  remove_tree(dir);
+  tf_remove_tree(dir);
 }
 
 static void test_direct_refused_at_open(void **state) {
   (void)state;
-  char *dir = temp_dir();
+  char *dir = tf_temp_dir("direct");
   cs_spool_sys sys = watch_sys();
   memset(&watch, 0, sizeof watch);
   watch.refuse_direct_open = true;
@@ -254,25 +219,25 @@ static void test_direct_refused_at_open(void **state) {
   assert_int_equal(watch.direct_writes, 0);
   assert_true(watch.plain_writes > 0);
   assert_int_equal(watch.truncates, 0); /* nothing was padded */
-  remove_tree(dir);
+  tf_remove_tree(dir);
 }
 
 static void test_direct_refused_at_write(void **state) {
   (void)state;
-  char *dir = temp_dir();
+  char *dir = tf_temp_dir("direct");
   cs_spool_sys sys = watch_sys();
   memset(&watch, 0, sizeof watch);
   watch.refuse_direct_write = true;
   write_and_check(dir, &sys, 3);
   assert_int_equal(watch.direct_writes, 0);
   assert_true(watch.plain_writes > 0);
-  remove_tree(dir);
+  tf_remove_tree(dir);
 }
 
 /* An aligned 1 MiB piece goes from the caller's buffer to the file: no copy. */
 static void test_aligned_piece_written_in_place(void **state) {
   (void)state;
-  char *dir = temp_dir();
+  char *dir = tf_temp_dir("direct");
   cs_spool_sys sys = watch_sys();
   memset(&watch, 0, sizeof watch);
   cs_spool *spool = NULL;
@@ -292,10 +257,10 @@ static void test_aligned_piece_written_in_place(void **state) {
     print_message("O_DIRECT refused under TMPDIR: nothing to check\n");
   }
   cs_spool_abort(spool, file);
-  assert_int_equal(count_suffix(dir, ".open"), 0);
+  assert_int_equal(tf_count_suffix(dir, ".open"), 0);
   free(piece);
   cs_spool_close(spool);
-  remove_tree(dir);
+  tf_remove_tree(dir);
 }
 
 int main(void) {

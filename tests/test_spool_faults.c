@@ -27,6 +27,8 @@
 
 #include <cmocka.h>
 
+#include "test_fs_util.h"
+
 #include "capstore/spool.h"
 #include "test_pack_util.h"
 
@@ -142,62 +144,6 @@ static void fault_arm(enum fault_mode mode, long fail_at) {
 
 /* ---- Helpers ---- */
 
-static char *temp_dir(void) {
-  const char *base = getenv("TMPDIR");
-  char path[512];
-  snprintf(path, sizeof path, "%s/capstore-faults-XXXXXX", base != NULL ? base : "/tmp");
-  char *dir = strdup(path);
-  assert_non_null(mkdtemp(dir));
-  return dir;
-}
-
-static void remove_tree(char *dir) {
-  DIR *d = opendir(dir);
-  assert_non_null(d);
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
-    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-    unlink(path);
-  }
-  closedir(d);
-  rmdir(dir);
-  free(dir);
-}
-
-static size_t count_suffix(const char *dir, const char *suffix) {
-  DIR *d = opendir(dir);
-  assert_non_null(d);
-  size_t n = 0;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
-    size_t len = strlen(e->d_name), slen = strlen(suffix);
-    if (len >= slen && strcmp(e->d_name + len - slen, suffix) == 0) n++;
-  }
-  closedir(d);
-  return n;
-}
-
-static void write_file(const char *dir, const char *name, const void *bytes, size_t len) {
-  char path[1024];
-  snprintf(path, sizeof path, "%s/%s", dir, name);
-  FILE *f = fopen(path, "wb");
-  assert_non_null(f);
-  assert_int_equal(fwrite(bytes, 1, len, f), len);
-  fclose(f);
-}
-
-static cs_uuid test_id(uint8_t n) {
-  cs_uuid id;
-  memset(&id, 0, sizeof id);
-  id.bytes[0] = 0x01;
-  id.bytes[6] = 0x70;
-  id.bytes[8] = 0x80;
-  id.bytes[15] = n;
-  return id;
-}
-
 static tp_bytes build_pack(cs_uuid id, uint32_t count, uint32_t length, uint8_t salt) {
   tp_bytes out = {0};
   cs_pack_writer_config config = {.pack_id = id, .created_at_ns = 1717171717000000000u + salt,
@@ -227,9 +173,9 @@ typedef struct fixture {
 
 static void fixture_init(fixture *f) {
   /* One small, one past the spool's 1 MiB write buffer, one medium. */
-  f->packs[0] = build_pack(test_id(1), 3, 100, 1);
-  f->packs[1] = build_pack(test_id(2), 2, 700 * 1024, 2);
-  f->packs[2] = build_pack(test_id(3), 5, 4000, 3);
+  f->packs[0] = build_pack(tf_pack_id(1), 3, 100, 1);
+  f->packs[1] = build_pack(tf_pack_id(2), 2, 700 * 1024, 2);
+  f->packs[2] = build_pack(tf_pack_id(3), 5, 4000, 3);
   for (int i = 0; i < PACKS; i++) {
     cs_pack_summary s;
     assert_int_equal(cs_pack_verify_buffer(f->packs[i].data, f->packs[i].len, &s, NULL), CS_E_OK);
@@ -292,7 +238,7 @@ static void check_after(const char *dir, const fixture *f, const bool *sealed, c
     if (sealed[i] && !removed[i] && !present[i]) fail_msg("%s: sealed pack %d is missing", what, i);
     if (removed[i] && present[i]) fail_msg("%s: removed pack %d came back", what, i);
   }
-  if (count_suffix(dir, ".open") != 0) fail_msg("%s: a temp file is left", what);
+  if (tf_count_suffix(dir, ".open") != 0) fail_msg("%s: a temp file is left", what);
   cs_spool_close(spool);
 }
 
@@ -324,7 +270,7 @@ static void run_seal_faults(enum fault_mode mode) {
   fixture_init(&f);
   long runs = 0;
   for (long n = 1;; n++) {
-    char *dir = temp_dir();
+    char *dir = tf_temp_dir("faults");
     bool sealed[PACKS] = {false}, removed[PACKS] = {false};
     fault_arm(mode, n);
     seal_workload(dir, &f, sealed, removed);
@@ -333,7 +279,7 @@ static void run_seal_faults(enum fault_mode mode) {
     char what[96];
     snprintf(what, sizeof what, "seal, mode %s, fail call %ld", mode_name(mode), n);
     check_after(dir, &f, sealed, removed, what);
-    remove_tree(dir);
+    tf_remove_tree(dir);
     runs++;
     if (fired == 0) {
       /* The run passed call N untouched: every call has been failed once. */
@@ -373,14 +319,14 @@ static void recovery_setup(const char *dir, const fixture *f, tp_bytes *flipped,
   assert_int_equal(cs_spool_put(spool, f->packs[0].data, f->packs[0].len, NULL, NULL), CS_E_OK);
   assert_int_equal(cs_spool_put(spool, f->packs[2].data, f->packs[2].len, NULL, NULL), CS_E_OK);
   cs_spool_close(spool);
-  write_file(dir, ".01000000-0000-7000-8000-0000000000aa.00112233445566ff.open", f->packs[1].data,
+  tf_write_file(dir, ".01000000-0000-7000-8000-0000000000aa.00112233445566ff.open", f->packs[1].data,
              f->packs[1].len / 3);
-  *flipped = build_pack(test_id(9), 2, 5000, 9);
+  *flipped = build_pack(tf_pack_id(9), 2, 5000, 9);
   cs_pack_summary s;
   assert_int_equal(cs_pack_verify_buffer(flipped->data, flipped->len, &s, NULL), CS_E_OK);
   cs_spool_ready_name(&s.pack_id, s.created_at_ns, s.record_count, s.sha256, flipped_name);
   flipped->data[3000] ^= 0x01;
-  write_file(dir, flipped_name, flipped->data, flipped->len);
+  tf_write_file(dir, flipped_name, flipped->data, flipped->len);
 }
 
 static void run_recovery_faults(enum fault_mode mode) {
@@ -389,7 +335,7 @@ static void run_recovery_faults(enum fault_mode mode) {
   bool sealed[PACKS] = {true, false, true};
   bool removed[PACKS] = {false};
   for (long n = 1;; n++) {
-    char *dir = temp_dir();
+    char *dir = tf_temp_dir("faults");
     tp_bytes flipped;
     char flipped_name[CS_SPOOL_NAME_MAX + 1];
     recovery_setup(dir, &f, &flipped, flipped_name);
@@ -413,11 +359,11 @@ static void run_recovery_faults(enum fault_mode mode) {
     cs_spool_close(clean);
     char qname[CS_SPOOL_NAME_MAX + 16];
     snprintf(qname, sizeof qname, "%s.quarantined", flipped_name);
-    if (count_suffix(dir, qname) != 1) fail_msg("%s: the corrupt pack is not quarantined", what);
-    if (count_suffix(dir, ".quarantined") != 1) fail_msg("%s: a good pack was quarantined", what);
+    if (tf_count_suffix(dir, qname) != 1) fail_msg("%s: the corrupt pack is not quarantined", what);
+    if (tf_count_suffix(dir, ".quarantined") != 1) fail_msg("%s: a good pack was quarantined", what);
     check_after(dir, &f, sealed, removed, what);
     tp_free(&flipped);
-    remove_tree(dir);
+    tf_remove_tree(dir);
     if (fired == 0) break;
     if (n > 10000) fail_msg("runaway");
   }
@@ -444,7 +390,7 @@ static void test_fault_is_reported(void **state) {
   (void)state;
   fixture f;
   fixture_init(&f);
-  char *dir = temp_dir();
+  char *dir = tf_temp_dir("faults");
   cs_spool *spool = NULL;
   cs_spool_options options = {.sys = &faulty, .direct_io = direct_mode};
   fault_arm(FAULT_OFF, 0);
@@ -457,8 +403,8 @@ static void test_fault_is_reported(void **state) {
   }
   fault_arm(FAULT_OFF, 0);
   cs_spool_close(spool);
-  assert_int_equal(count_suffix(dir, ".ready"), 0);
-  remove_tree(dir);
+  assert_int_equal(tf_count_suffix(dir, ".ready"), 0);
+  tf_remove_tree(dir);
   fixture_free(&f);
 }
 
