@@ -1,6 +1,6 @@
 /*
  * The SigV4 signer (src/adapters/sigv4.c) against the AWS signing test suite
- * (CAPSTORE_SIGV4_DIR, ../shared/sigv4/v4): every case, every intermediate
+ * (CAPSTORE_SIGV4_DIR, tests/vectors/sigv4/v4): every case, every intermediate
  * and final result of both the header and the query form. A missing folder
  * fails the test; it never skips.
  */

@@ -1,7 +1,8 @@
 # The S3 adapter and its SigV4 signer (src/adapters/sigv4.c, src/adapters/s3*.c).
-# The signer is checked against the AWS signing test suite beside the repo
-# (../shared/sigv4/v4); a missing folder fails the test, never skips it.
-set(CAPSTORE_SIGV4_DIR "${CMAKE_SOURCE_DIR}/../shared/sigv4/v4")
+# The signer is checked against the AWS signing test suite, kept in the repo
+# (tests/vectors/sigv4: the 38 cases of aws-c-auth, Apache 2.0, with their
+# LICENSE), so a fresh clone tests it; a missing folder fails the test.
+set(CAPSTORE_SIGV4_DIR "${CMAKE_SOURCE_DIR}/tests/vectors/sigv4/v4")
 add_executable(adapter_test_sigv4 ${CMAKE_CURRENT_SOURCE_DIR}/adapter_test_sigv4.c)
 target_link_libraries(adapter_test_sigv4 PRIVATE capstore_runtime PkgConfig::CMOCKA PkgConfig::JANSSON)
 target_compile_definitions(adapter_test_sigv4 PRIVATE CAPSTORE_SIGV4_DIR="${CAPSTORE_SIGV4_DIR}")
