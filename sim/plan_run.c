@@ -11,8 +11,10 @@
 typedef struct setting_def {
   const char *name;
   size_t offset; /* into sim_world */
-  uint8_t width; /* 4 or 8 bytes */
+  uint8_t width; /* 8 or 4 bytes, or 1: a bool (0 or 1) */
 } setting_def;
+
+#define WBOOL(name, field) {name, offsetof(sim_world, field), 1}
 
 #define W64(field) {#field, offsetof(sim_world, field), 8}
 #define SVC64(name, field) {name, offsetof(sim_world, base_svc) + offsetof(cs_service_config, field), 8}
@@ -44,23 +46,14 @@ static const setting_def settings[] = {
     {"fence_margin", offsetof(sim_world, fence_margin_ns), 8},
     {"apply_delay", offsetof(sim_world, apply_delay_max_ns), 8},
     {"catalog_clock", offsetof(sim_world, catalog_clock_ns), 8},
+    WBOOL("workload", workload),
+    WBOOL("list_path_order", store_list_path_order),  /* the store quirk; uploaders are then refused */
+    WBOOL("claims_concurrent", catalog_claims_concurrent), /* claims can contest a term */
 };
 
 int sim_plan_apply_settings(sim_world *w, const cs_plan *plan) {
   for (uint32_t i = 0; i < plan->setting_count; i++) {
     const cs_plan_setting *set = &plan->settings[i];
-    if (strcmp(set->name, "workload") == 0) {
-      w->workload = set->value != 0;
-      continue;
-    }
-    if (strcmp(set->name, "list_path_order") == 0) { /* the store quirk; uploaders are then refused */
-      w->store_list_path_order = set->value != 0;
-      continue;
-    }
-    if (strcmp(set->name, "claims_concurrent") == 0) { /* claims can contest a term */
-      w->catalog_claims_concurrent = set->value != 0;
-      continue;
-    }
     const setting_def *def = NULL;
     for (size_t k = 0; k < sizeof settings / sizeof settings[0]; k++)
       if (strcmp(settings[k].name, set->name) == 0) def = &settings[k];
@@ -71,6 +64,9 @@ int sim_plan_apply_settings(sim_world *w, const cs_plan *plan) {
     uint8_t *at = (uint8_t *)w + def->offset;
     if (def->width == 8) {
       memcpy(at, &set->value, 8);
+    } else if (def->width == 1) {
+      bool v = set->value != 0;
+      memcpy(at, &v, sizeof v);
     } else {
       if (set->value > UINT32_MAX) {
         snprintf(w->result->reason, sizeof w->result->reason, "plan line %u: '%s' is too large", set->line, set->name);

@@ -334,8 +334,9 @@ static void release_through(cs_capture *cap, uint64_t count, bool event_returned
 }
 
 /*
- * The writer thread: writes chunks in order (outside the lock) and returns
- * them to the worker. A failed write fails the file; its seal reports it.
+ * The writer thread: writes chunks and ring references in order (outside
+ * the lock), returns the chunks to the worker and releases the ring entries
+ * a reference held. A failed write fails the file; its seal reports it.
  */
 void *rt_writer_main(void *context) {
   cs_capture *cap = context;
