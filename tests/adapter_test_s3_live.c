@@ -124,8 +124,56 @@ static void p_close(void *self) {
   free(p);
 }
 
+/* The asynchronous form under the prefix: each request goes to the adapter as a copy with the full key. */
+typedef struct p_shadow {
+  cs_store_request inner;
+  cs_store_request *outer;
+  char key[CS_KEY_MAX];
+} p_shadow;
+
+static int p_start(void *self, cs_store_request *req) {
+  prefixed *p = self;
+  p_shadow *sh = calloc(1, sizeof *sh);
+  if (!sh) return CS_E_NO_MEMORY;
+  sh->inner = *req;
+  sh->outer = req;
+  int rc = req->key || req->op == CS_STORE_LIST ? with_prefix(p, req->key ? req->key : "", sh->key) : CS_E_OK;
+  if (req->key || req->op == CS_STORE_LIST) sh->inner.key = sh->key;
+  if (rc == CS_E_OK) rc = cs_store_start(&p->inner, &sh->inner);
+  if (rc != CS_E_OK) {
+    free(sh);
+    return rc;
+  }
+  req->internal = sh;
+  return CS_E_OK;
+}
+
+static int p_reap(void *self, uint32_t timeout_ms, cs_store_request **done) {
+  prefixed *p = self;
+  cs_store_request *inner = NULL;
+  int n = cs_store_reap(&p->inner, timeout_ms, &inner);
+  if (n != 1) return n;
+  p_shadow *sh = (p_shadow *)inner;
+  cs_store_request *req = sh->outer;
+  req->rc = inner->rc;
+  req->res = inner->res;
+  req->info = inner->info;
+  req->got = inner->got;
+  req->internal = NULL;
+  if (req->op == CS_STORE_LIST && req->page) {
+    for (uint32_t i = 0; i < req->page->key_count; i++) {
+      char *key = req->page->keys[i];
+      if (strncmp(key, p->prefix, p->prefix_len) == 0) memmove(key, key + p->prefix_len, strlen(key) - p->prefix_len + 1);
+    }
+  }
+  free(sh);
+  *done = req;
+  return 1;
+}
+
 static const cs_store_ops prefixed_ops = {.name = "s3", .put = p_put, .head = p_head, .get = p_get,
-                                          .list = p_list, .del = p_del, .close = p_close};
+                                          .list = p_list, .del = p_del, .close = p_close,
+                                          .start = p_start, .reap = p_reap};
 
 static int s3_open_with(const char *secret, cs_store *out) {
   cs_s3_config cfg = {.endpoint = live.endpoint, .bucket = live.bucket, .access_key_id = live.access_key,
@@ -150,7 +198,7 @@ static cs_store *open_fresh(void *ctx) {
   }
   snprintf(p->prefix, sizeof p->prefix, "c%ld.%u/", (long)getpid() % 100000, ++case_seq);
   p->prefix_len = strlen(p->prefix);
-  *store = (cs_store){.ops = &prefixed_ops, .self = p};
+  *store = (cs_store){.ops = &prefixed_ops, .self = p, .in_flight_max = p->inner.in_flight_max};
   return store;
 }
 

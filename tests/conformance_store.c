@@ -24,13 +24,102 @@ typedef struct store_suite {
   void (*close_fn)(cs_store *store, void *ctx);
   void *ctx;
   conformance_store_expect expect;
+  bool async; /* every case through cs_store_start / cs_store_reap */
 } store_suite;
 
 static store_suite suite;
 
+/* ---- The asynchronous form, as the suite's synchronous primitives ------- */
+
+/*
+ * In the async pass every case runs on this wrapper: each primitive is one
+ * request through cs_store_start and cs_store_reap on the store under test,
+ * which must hand back that very request with the same answer the
+ * synchronous primitive gives.
+ */
+typedef struct via_async {
+  cs_store *inner;
+} via_async;
+
+static int via_run(void *self, cs_store_request *req) {
+  cs_store *inner = ((via_async *)self)->inner;
+  req->id = (uint64_t)(uintptr_t)req;
+  int rc = cs_store_start(inner, req);
+  if (rc != CS_E_OK) return rc;
+  cs_store_request *done = NULL;
+  int n = cs_store_reap(inner, 120000, &done);
+  if (n != 1) fail_msg("cs_store_reap: %d (nothing came back in 120 s)", n);
+  assert_ptr_equal(done, req);
+  assert_int_equal(done->id, (uint64_t)(uintptr_t)req);
+  return req->rc;
+}
+
+static int via_put(void *self, const char *key, const void *bytes, size_t len, const cs_object_info *meta,
+                   bool if_none_match, cs_store_result *res) {
+  cs_store_request req = {.op = CS_STORE_PUT, .key = key, .bytes = bytes, .len = len, .meta = meta,
+                          .if_none_match = if_none_match};
+  int rc = via_run(self, &req);
+  *res = req.res;
+  return rc;
+}
+
+static int via_head(void *self, const char *key, cs_object_info *info, cs_store_result *res) {
+  cs_store_request req = {.op = CS_STORE_HEAD, .key = key};
+  int rc = via_run(self, &req);
+  *res = req.res;
+  if (info) *info = req.info;
+  return rc;
+}
+
+static int via_get(void *self, const char *key, const cs_range *range, void *buf, size_t cap, size_t *got,
+                   cs_store_result *res) {
+  cs_store_request req = {.op = CS_STORE_GET, .key = key, .has_range = range != NULL, .buf = buf, .cap = cap};
+  if (range) req.range = *range;
+  int rc = via_run(self, &req);
+  *res = req.res;
+  *got = req.got;
+  return rc;
+}
+
+static int via_list(void *self, const char *prefix, const char *token, uint32_t max_keys, cs_list_page *page,
+                    cs_store_result *res) {
+  cs_store_request req = {.op = CS_STORE_LIST, .key = prefix, .token = token, .max_keys = max_keys, .page = page};
+  int rc = via_run(self, &req);
+  *res = req.res;
+  return rc;
+}
+
+static int via_del(void *self, const char *key, cs_store_result *res) {
+  cs_store_request req = {.op = CS_STORE_DEL, .key = key};
+  int rc = via_run(self, &req);
+  *res = req.res;
+  return rc;
+}
+
+static void via_close(void *self) { (void)self; }
+
+static const cs_store_ops via_async_ops = {.name = "async", .put = via_put, .head = via_head, .get = via_get,
+                                           .list = via_list, .del = via_del, .close = via_close};
+
+static cs_store *via_async_wrap(cs_store *inner) {
+  cs_store *outer = calloc(1, sizeof *outer);
+  via_async *v = calloc(1, sizeof *v);
+  assert_non_null(outer);
+  assert_non_null(v);
+  v->inner = inner;
+  *outer = (cs_store){.ops = &via_async_ops, .self = v, .in_flight_max = inner->in_flight_max};
+  return outer;
+}
+
+/* The store the test's close_fn gets back: the wrapped one in the async pass. */
+static cs_store *suite_inner(cs_store *store) {
+  return store->ops == &via_async_ops ? ((via_async *)store->self)->inner : store;
+}
+
 static int setup(void **state) {
   cs_store *store = suite.open_fn(suite.ctx);
   assert_non_null(store);
+  if (suite.async) store = via_async_wrap(store);
   cs_store_result res;
   int rc = cs_store_probe(store, "probe/", &res);
   if (rc != CS_E_OK || res.outcome != CS_OUT_OK) {
@@ -68,7 +157,12 @@ static void suffix_refused(cs_store *s, const char *key, uint64_t length) {
 }
 
 static int teardown(void **state) {
-  suite.close_fn(*state, suite.ctx);
+  cs_store *store = *state, *inner = suite_inner(store);
+  if (inner != store) {
+    free(store->self);
+    free(store);
+  }
+  suite.close_fn(inner, suite.ctx);
   return 0;
 }
 
@@ -403,6 +497,133 @@ static void test_large_object(void **state) {
   free(bytes);
 }
 
+/* Reaps one request (asserting it comes back within two minutes) and marks it in seen[id - base]. */
+static cs_store_request *reap_one(cs_store *s, uint64_t base, bool *seen, uint32_t count) {
+  cs_store_request *done = NULL;
+  int n = cs_store_reap(s, 120000, &done);
+  if (n != 1) fail_msg("cs_store_reap: %d (nothing came back in 120 s)", n);
+  assert_true(done->id >= base && done->id < base + count);
+  assert_false(seen[done->id - base]); /* each request comes back once */
+  seen[done->id - base] = true;
+  return done;
+}
+
+/* Runs count requests (ids base..base+count-1) as a driver would: start until the store is full, reap, go on. */
+static void run_requests(cs_store *s, cs_store_request *reqs, uint32_t count, uint64_t base) {
+  bool seen[64] = {false};
+  assert_true(count <= 64);
+  uint32_t started = 0, reaped = 0;
+  while (started < count) {
+    reqs[started].id = base + started;
+    int rc = cs_store_start(s, &reqs[started]);
+    if (rc == CS_E_FULL) {
+      assert_true(started - reaped == s->in_flight_max); /* full exactly at the bound */
+      reap_one(s, base, seen, count);
+      reaped++;
+      continue;
+    }
+    if (rc != CS_E_OK) fail_msg("cs_store_start of request %u (op %d): %s", started, reqs[started].op, cs_strerror(rc));
+    started++;
+  }
+  while (reaped < count) {
+    reap_one(s, base, seen, count);
+    reaped++;
+  }
+  cs_store_request *none = NULL;
+  assert_int_equal(cs_store_reap(s, 0, &none), 0); /* nothing is left over */
+}
+
+/*
+ * Several requests in flight at once (cs_store_start / cs_store_reap): up to
+ * the store's bound, refused past it with nothing sent, every request handed
+ * back once with its own answer, a malformed one refused and never queued.
+ */
+static void test_in_flight(void **state) {
+  cs_store *s = suite_inner(*state);
+  enum { N = 12, LEN = 200 * 1000 };
+  char keys[N][32];
+  uint8_t *bytes[N];
+  cs_object_info meta[N];
+  cs_store_request puts[N], gets[N + 2], dels[N];
+  memset(puts, 0, sizeof puts);
+  memset(gets, 0, sizeof gets);
+  memset(dels, 0, sizeof dels);
+  for (uint32_t i = 0; i < N; i++) {
+    snprintf(keys[i], sizeof keys[i], "par/%02u.dmi-pack", i);
+    bytes[i] = malloc(LEN);
+    assert_non_null(bytes[i]);
+    fill_pattern(bytes[i], LEN - i, 40 + i);
+    meta[i] = pack_meta((uint8_t)(40 + i), bytes[i], LEN - i);
+    puts[i] = (cs_store_request){.op = CS_STORE_PUT, .key = keys[i], .bytes = bytes[i], .len = LEN - i, .meta = &meta[i]};
+  }
+  /* At the bound, one more is refused and never sent. */
+  if (s->in_flight_max > 0 && s->in_flight_max < N) {
+    for (uint32_t i = 0; i < s->in_flight_max; i++) {
+      puts[i].id = 1000 + i;
+      assert_int_equal(cs_store_start(s, &puts[i]), CS_E_OK);
+    }
+    cs_store_request extra = {.op = CS_STORE_PUT, .id = 999, .key = "par/refused", .bytes = "x", .len = 1};
+    assert_int_equal(cs_store_start(s, &extra), CS_E_FULL);
+    bool seen[N] = {false};
+    for (uint32_t i = 0; i < s->in_flight_max; i++) {
+      cs_store_request *done = reap_one(s, 1000, seen, s->in_flight_max);
+      assert_int_equal(done->rc, CS_E_OK);
+      assert_int_equal(done->res.outcome, CS_OUT_OK);
+    }
+    cs_object_info info;
+    head_expect(s, "par/refused", CS_OUT_NOT_FOUND, &info);
+  }
+  run_requests(s, puts, N, 2000);
+  for (uint32_t i = 0; i < N; i++) {
+    if (puts[i].res.outcome != CS_OUT_OK) fail_msg("PUT %s: %s %s", keys[i], cs_outcome_name(puts[i].res.outcome), puts[i].res.detail);
+  }
+  /* Every object back in parallel, byte-exact, with a HEAD and a LIST among the GETs. */
+  uint8_t *got[N];
+  for (uint32_t i = 0; i < N; i++) {
+    got[i] = malloc(LEN);
+    assert_non_null(got[i]);
+    gets[i] = (cs_store_request){.op = CS_STORE_GET, .key = keys[i], .buf = got[i], .cap = LEN};
+  }
+  char(*listed)[CS_KEY_MAX] = calloc(N + 4, CS_KEY_MAX);
+  assert_non_null(listed);
+  cs_list_page page = {.keys = listed, .key_capacity = N + 4};
+  gets[N] = (cs_store_request){.op = CS_STORE_HEAD, .key = keys[3]};
+  gets[N + 1] = (cs_store_request){.op = CS_STORE_LIST, .key = "par/", .max_keys = N + 4, .page = &page};
+  run_requests(s, gets, N + 2, 3000);
+  for (uint32_t i = 0; i < N; i++) {
+    assert_int_equal(gets[i].rc, CS_E_OK);
+    assert_int_equal(gets[i].res.outcome, CS_OUT_OK);
+    assert_int_equal(gets[i].got, LEN - i);
+    assert_memory_equal(got[i], bytes[i], LEN - i);
+  }
+  assert_int_equal(gets[N].res.outcome, CS_OUT_OK);
+  assert_true(gets[N].info.is_pack);
+  assert_int_equal(gets[N].info.size_bytes, LEN - 3);
+  assert_memory_equal(gets[N].info.sha256, meta[3].sha256, 32);
+  assert_int_equal(gets[N + 1].res.outcome, CS_OUT_OK);
+  assert_int_equal(page.key_count, N);
+  for (uint32_t i = 0; i < N; i++) {
+    bool found = false;
+    for (uint32_t j = 0; j < page.key_count; j++) found = found || strcmp(page.keys[j], keys[i]) == 0;
+    assert_true(found);
+  }
+  /* A malformed request is refused at start and never comes back. */
+  cs_store_request bad = {.op = CS_STORE_GET, .id = 1, .key = keys[0], .buf = NULL, .cap = 16};
+  assert_int_equal(cs_store_start(s, &bad), CS_E_INVALID_ARGUMENT);
+  cs_store_request *none = NULL;
+  assert_int_equal(cs_store_reap(s, 0, &none), 0);
+  for (uint32_t i = 0; i < N; i++) dels[i] = (cs_store_request){.op = CS_STORE_DEL, .key = keys[i]};
+  run_requests(s, dels, N, 4000);
+  for (uint32_t i = 0; i < N; i++) {
+    assert_int_equal(dels[i].res.outcome, CS_OUT_OK);
+    cs_object_info info;
+    head_expect(s, keys[i], CS_OUT_NOT_FOUND, &info);
+    free(bytes[i]);
+    free(got[i]);
+  }
+  free(listed);
+}
+
 int conformance_store_run(const char *group, cs_store *(*open_fn)(void *ctx),
                           void (*close_fn)(cs_store *store, void *ctx), void *ctx,
                           const conformance_store_expect *expect) {
@@ -424,6 +645,16 @@ int conformance_store_run(const char *group, cs_store *(*open_fn)(void *ctx),
       cmocka_unit_test_setup_teardown(test_key_charset, setup, teardown),
       cmocka_unit_test_setup_teardown(test_delete, setup, teardown),
       cmocka_unit_test_setup_teardown(test_large_object, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_in_flight, setup, teardown),
   };
-  return _cmocka_run_group_tests(group, tests, sizeof tests / sizeof tests[0], NULL, NULL);
+  size_t count = sizeof tests / sizeof tests[0];
+  suite.async = false;
+  int failed = _cmocka_run_group_tests(group, tests, count, NULL, NULL);
+  /* Again with every primitive through the asynchronous form (test_in_flight ran on it already). */
+  char async_group[128];
+  snprintf(async_group, sizeof async_group, "%s-async", group);
+  suite.async = true;
+  failed += _cmocka_run_group_tests(async_group, tests, count - 1, NULL, NULL);
+  suite.async = false;
+  return failed;
 }

@@ -11,6 +11,11 @@
  * answered wrongly, LIST not bytewise) the case asserts the documented
  * alternative and prints the difference.
  *
+ * The suite runs twice: once on the synchronous primitives, once with every
+ * primitive made a request through cs_store_start / cs_store_reap (group
+ * "<group>-async"); a case of its own keeps several requests in flight up to
+ * the store's in_flight_max.
+ *
  * Returns the number of failed cases (0 when all pass), as cmocka does.
  */
 #ifndef CAPSTORE_TESTS_CONFORMANCE_STORE_H

@@ -51,6 +51,49 @@ typedef struct cs_range {
   bool suffix;
 } cs_range;
 
+/*
+ * One primitive as a request object, for callers that keep several in flight
+ * (cs_store_start / cs_store_reap below). The caller fills op and that op's
+ * fields, and owns the request and every buffer it names until
+ * cs_store_reap hands it back; then rc, res and the op's answer fields hold
+ * what the synchronous primitive would have returned.
+ */
+typedef enum cs_store_op {
+  CS_STORE_PUT = 1,
+  CS_STORE_HEAD,
+  CS_STORE_GET,
+  CS_STORE_LIST,
+  CS_STORE_DEL,
+} cs_store_op;
+
+typedef struct cs_store_request {
+  cs_store_op op;
+  uint64_t id;               /* the caller's; the store never reads it */
+  const char *key;           /* PUT, HEAD, GET, DEL; LIST: the prefix (NULL or "" for all) */
+  /* PUT */
+  const void *bytes;
+  size_t len;
+  const cs_object_info *meta;
+  bool if_none_match;
+  /* GET: the range when has_range, into buf (cap bytes) */
+  bool has_range;
+  cs_range range;
+  void *buf;
+  size_t cap;
+  /* LIST */
+  const char *token;         /* NULL or "" for the first page */
+  uint32_t max_keys;
+  cs_list_page *page;
+  /* The answer */
+  int rc;                    /* CS_E_OK, or the cs_err of a call that sent nothing */
+  cs_store_result res;
+  cs_object_info info;       /* HEAD */
+  size_t got;                /* GET */
+  /* The store's while the request is in flight. */
+  void *internal;
+  struct cs_store_request *next;
+} cs_store_request;
+
 typedef struct cs_store_ops {
   const char *name;
   /* PUT with metadata; if_none_match asks for create-only (412 when present). */
@@ -65,6 +108,16 @@ typedef struct cs_store_ops {
               cs_store_result *res);
   int (*del)(void *self, const char *key, cs_store_result *res);
   void (*close)(void *self);
+  /*
+   * Optional, both or neither: the asynchronous form. start puts req in
+   * flight (CS_E_OK), or refuses it with CS_E_FULL when `in_flight_max`
+   * requests are in flight, or with a negative cs_err when the request is
+   * malformed; nothing is sent then. reap moves transfers on for at most
+   * timeout_ms and hands back one completed request (returns 1), or none
+   * (returns 0). Stores without them run each primitive inside the call.
+   */
+  int (*start)(void *self, cs_store_request *req);
+  int (*reap)(void *self, uint32_t timeout_ms, cs_store_request **done);
 } cs_store_ops;
 
 typedef struct cs_store {
@@ -79,7 +132,32 @@ typedef struct cs_store {
   bool exact_suffix_ranges;    /* bytes=-n answers the object's last n bytes */
   bool lists_bytewise;         /* LIST pages come in bytewise key order and paging on
                                   from a page's last key misses no key */
+  /* The asynchronous form's bound (ops->start refuses past it); 0 for stores without ops->start. */
+  uint32_t in_flight_max;
+  /* Requests a store without ops->start completed inside cs_store_start, oldest first. */
+  cs_store_request *done_head, *done_tail;
 } cs_store;
+
+/*
+ * The asynchronous form for every store. cs_store_start puts req in flight
+ * (ops->start), or, for a store without one, carries it out now and queues
+ * it as completed. Returns CS_E_OK (the request will come back from
+ * cs_store_reap), CS_E_FULL (in_flight_max requests are in flight: reap one
+ * first), or a negative cs_err for a malformed request (nothing was sent,
+ * the request is not queued). The bound is what keeps a caller's memory
+ * and the store's connections bounded; a core above sets its own.
+ *
+ * cs_store_reap hands back one completed request: queued ones first, then
+ * whatever ops->reap finishes within timeout_ms. Returns 1 with *done set,
+ * 0 when nothing completed in time (or nothing is in flight).
+ *
+ * A store is driven by one thread at a time, synchronous calls included.
+ */
+int cs_store_start(cs_store *store, cs_store_request *req);
+int cs_store_reap(cs_store *store, uint32_t timeout_ms, cs_store_request **done);
+
+/* Carries out req on the synchronous primitive (what cs_store_start does for stores without ops->start). */
+void cs_store_request_run(cs_store *store, cs_store_request *req);
 
 /*
  * The probes. Each writes its keys, asks, sets its flag from the answer and

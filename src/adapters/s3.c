@@ -29,6 +29,9 @@ typedef struct s3_store {
   char host[256];
   cs_s3_config cfg; /* numbers and flags; its strings point at the copies above */
   CURLM *multi;
+  uint32_t in_flight;                      /* started, not yet finished */
+  struct s3_call *live;                    /* those requests' calls */
+  cs_store_request *done_head, *done_tail; /* finished, not yet reaped */
 } s3_store;
 
 /* One request and what came back. */
@@ -52,6 +55,16 @@ typedef struct s3_call {
   uint64_t content_length;
   bool have_length;
   char content_range[96];         /* "bytes a-b/size" of a 206 */
+  /* In flight. */
+  struct s3_store *store;
+  struct s3_call *live_prev, *live_next;
+  cs_store_request *req;
+  CURL *easy;
+  struct curl_slist *sent_headers; /* signed, as curl sends them */
+  char url[S3_URL_MAX];
+  char curl_error[CURL_ERROR_SIZE];
+  /* Header values the signer and curl read while the request lives. */
+  char sha[65], pack_id[CS_UUID_TEXT_LEN + 1], count[16], created[24], range_text[64];
 } s3_call;
 
 static const char *const meta_names[5] = {"x-amz-meta-dmi-format", "x-amz-meta-dmi-pack-id",
@@ -238,61 +251,58 @@ static void easy_setup(s3_store *s, s3_call *c, CURL *easy, const char *url, str
   }
 }
 
-/* Runs one request on the multi handle to completion. */
-static CURLcode multi_run(s3_store *s, CURL *easy) {
-  if (curl_multi_add_handle(s->multi, easy) != CURLM_OK) return CURLE_OUT_OF_MEMORY;
-  CURLcode result = CURLE_OK;
-  bool done = false;
-  while (!done) {
-    int running = 0;
-    if (curl_multi_perform(s->multi, &running) != CURLM_OK) {
-      result = CURLE_OUT_OF_MEMORY;
-      break;
-    }
-    CURLMsg *msg;
-    int left = 0;
-    while ((msg = curl_multi_info_read(s->multi, &left)) != NULL) {
-      if (msg->msg == CURLMSG_DONE && msg->easy_handle == easy) {
-        result = msg->data.result;
-        done = true;
-      }
-    }
-    if (!done) curl_multi_poll(s->multi, NULL, 0, 1000, NULL);
-  }
-  curl_multi_remove_handle(s->multi, easy);
-  return result;
+/* ---- Starting and finishing requests on the multi handle ---- */
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-/* Signs, sends and classifies c; res->detail gets the S3 error or the transport error. */
-static int call_perform(s3_store *s, s3_call *c, cs_store_result *res) {
-  char url[S3_URL_MAX];
+static void call_free(s3_call *c) {
+  if (!c) return;
+  if (c->easy) {
+    curl_multi_remove_handle(c->store->multi, c->easy);
+    curl_easy_cleanup(c->easy);
+  }
+  curl_slist_free_all(c->sent_headers);
+  free(c->text);
+  free(c);
+}
+
+/* Signs c and puts it on the multi handle; on failure nothing was sent and c is the caller's to free. */
+static int call_begin(s3_store *s, s3_call *c) {
   char encoded_path[CS_KEY_MAX * 4];
   if (cs_sigv4_uri_encode(c->path, strlen(c->path), true, encoded_path, sizeof encoded_path) < 0) {
     return CS_E_TOO_LARGE;
   }
-  int n = snprintf(url, sizeof url, "%s%s%s%s", s->endpoint, encoded_path, c->query[0] ? "?" : "", c->query);
-  if (n < 0 || (size_t)n >= sizeof url) return CS_E_TOO_LARGE;
+  int n = snprintf(c->url, sizeof c->url, "%s%s%s%s", s->endpoint, encoded_path, c->query[0] ? "?" : "", c->query);
+  if (n < 0 || (size_t)n >= sizeof c->url) return CS_E_TOO_LARGE;
   int err = CS_E_OK;
-  struct curl_slist *headers = call_sign(s, c, &err);
-  if (!headers) return err;
-  CURL *easy = curl_easy_init();
-  if (!easy) {
-    curl_slist_free_all(headers);
+  c->sent_headers = call_sign(s, c, &err);
+  if (!c->sent_headers) return err;
+  c->easy = curl_easy_init();
+  if (!c->easy) return CS_E_NO_MEMORY;
+  curl_easy_setopt(c->easy, CURLOPT_ERRORBUFFER, c->curl_error);
+  curl_easy_setopt(c->easy, CURLOPT_PRIVATE, c);
+  if (c->text_max == 0) c->text_max = S3_ERROR_BODY_MAX;
+  easy_setup(s, c, c->easy, c->url, c->sent_headers);
+  if (curl_multi_add_handle(s->multi, c->easy) != CURLM_OK) {
+    curl_easy_cleanup(c->easy);
+    c->easy = NULL;
     return CS_E_NO_MEMORY;
   }
-  char curl_error[CURL_ERROR_SIZE] = "";
-  curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, curl_error);
-  if (c->text_max == 0) c->text_max = S3_ERROR_BODY_MAX;
-  easy_setup(s, c, easy, url, headers);
-  CURLcode cc = multi_run(s, easy);
+  return CS_E_OK;
+}
+
+/* Classifies what came back for c into res (the transport's error, or the status and S3 error code). */
+static void call_classify(s3_call *c, CURLcode cc, cs_store_result *res) {
   long status = 0;
-  curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
-  cs_s3_transport transport = c->overflow ? CS_S3_TRANSPORT_OK : transport_of(cc, easy);
-  curl_easy_cleanup(easy);
-  curl_slist_free_all(headers);
+  curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &status);
+  cs_s3_transport transport = c->overflow ? CS_S3_TRANSPORT_OK : transport_of(cc, c->easy);
   if (transport != CS_S3_TRANSPORT_OK) {
-    result_set(res, cs_s3_classify(transport, 0, NULL), 0, curl_error[0] ? curl_error : curl_easy_strerror(cc));
-    return CS_E_OK;
+    result_set(res, cs_s3_classify(transport, 0, NULL), 0, c->curl_error[0] ? c->curl_error : curl_easy_strerror(cc));
+    return;
   }
   c->status = status;
   char code[64] = "", message[160] = "";
@@ -305,57 +315,6 @@ static int call_perform(s3_store *s, s3_call *c, cs_store_result *res) {
     res->outcome = CS_OUT_INVALID;
     snprintf(res->detail, sizeof res->detail, "the answer is larger than the buffer");
   }
-  return CS_E_OK;
-}
-
-static int call_object(s3_store *s, s3_call *c, const char *method, const char *key) {
-  memset(c, 0, sizeof *c);
-  c->method = method;
-  if (!key || !key[0] || strlen(key) >= CS_KEY_MAX) return CS_E_INVALID_ARGUMENT;
-  snprintf(c->path, sizeof c->path, "/%s/%s", s->bucket, key);
-  return CS_E_OK;
-}
-
-/* ---- The primitives ---- */
-
-static int s3_put(void *self, const char *key, const void *bytes, size_t len, const cs_object_info *meta,
-                  bool if_none_match, cs_store_result *res) {
-  s3_store *s = self;
-  assert(s && res);
-  if (len && !bytes) return CS_E_INVALID_ARGUMENT;
-  s3_call *c = calloc(1, sizeof *c);
-  if (!c) return CS_E_NO_MEMORY;
-  int rc = call_object(s, c, "PUT", key);
-  char id[CS_UUID_TEXT_LEN + 1], sha[65], count[16], created[24];
-  c->body = bytes;
-  c->body_len = len;
-  call_header(c, "content-type", meta ? S3_CONTENT_TYPE : "application/octet-stream");
-  if (meta) {
-    static const char hex[] = "0123456789abcdef";
-    for (int i = 0; i < 32; i++) {
-      sha[2 * i] = hex[meta->sha256[i] >> 4];
-      sha[2 * i + 1] = hex[meta->sha256[i] & 15];
-    }
-    sha[64] = '\0';
-    cs_uuid_format(&meta->pack_id, id);
-    snprintf(count, sizeof count, "%" PRIu32, meta->record_count);
-    snprintf(created, sizeof created, "%" PRIu64, meta->created_at_ns);
-    /* The pack's SHA-256 is the payload's: the signer need not hash it again. */
-    c->payload_hash = s->cfg.unsigned_payload ? CS_SIGV4_UNSIGNED_PAYLOAD : sha;
-    call_header(c, meta_names[0], S3_FORMAT);
-    call_header(c, meta_names[1], id);
-    call_header(c, meta_names[2], sha);
-    call_header(c, meta_names[3], count);
-    call_header(c, meta_names[4], created);
-  } else {
-    /* No pack metadata (a plain object): the signer hashes the body. */
-    c->payload_hash = s->cfg.unsigned_payload ? CS_SIGV4_UNSIGNED_PAYLOAD : NULL;
-  }
-  if (if_none_match) call_header(c, "if-none-match", "*");
-  if (rc == CS_E_OK) rc = call_perform(s, c, res);
-  free(c->text);
-  free(c);
-  return rc;
 }
 
 static bool hex_sha256(const char *text, uint8_t out[32]) {
@@ -392,20 +351,6 @@ static void info_from_meta(const s3_call *c, cs_object_info *info) {
   info->record_count = (uint32_t)count;
   info->created_at_ns = created;
   info->is_pack = ok;
-}
-
-static int s3_head(void *self, const char *key, cs_object_info *info, cs_store_result *res) {
-  s3_store *s = self;
-  assert(s && res);
-  if (!info) return CS_E_INVALID_ARGUMENT;
-  s3_call *c = calloc(1, sizeof *c);
-  if (!c) return CS_E_NO_MEMORY;
-  int rc = call_object(s, c, "HEAD", key);
-  if (rc == CS_E_OK) rc = call_perform(s, c, res);
-  if (rc == CS_E_OK && res->outcome == CS_OUT_OK) info_from_meta(c, info);
-  free(c->text);
-  free(c);
-  return rc;
 }
 
 /* Parses "bytes a-b/size" ("*" size: UINT64_MAX). */
@@ -456,47 +401,135 @@ static bool range_answer_ok(const cs_range *range, const char *content_range, ch
   return ok;
 }
 
-static int s3_get(void *self, const char *key, const cs_range *range, void *buf, size_t cap, size_t *got,
-                  cs_store_result *res) {
-  s3_store *s = self;
-  assert(s && res);
-  if (!buf || !got || (range && (range->length == 0 || range->length > cap))) return CS_E_INVALID_ARGUMENT;
-  *got = 0;
-  s3_call *c = calloc(1, sizeof *c);
-  if (!c) return CS_E_NO_MEMORY;
-  int rc = call_object(s, c, "GET", key);
-  char range_text[64];
-  if (range && range->suffix) snprintf(range_text, sizeof range_text, "bytes=-%" PRIu64, range->length);
-  if (range && !range->suffix) {
-    snprintf(range_text, sizeof range_text, "bytes=%" PRIu64 "-%" PRIu64, range->offset,
-             range->offset + range->length - 1);
-  }
-  if (range) call_header(c, "range", range_text);
-  c->sink = buf;
-  c->sink_cap = cap;
-  if (rc == CS_E_OK) rc = call_perform(s, c, res);
-  if (rc == CS_E_OK && range && c->status == 206 && (res->outcome == CS_OUT_OK || c->overflow)) {
-    /* The bytes must be the ones asked for: a server that misreads the range is refused, never believed. */
+/* The GET's checks: the bytes must be the ones asked for; a server that misreads the range is refused. */
+static void get_finish(s3_call *c, cs_store_request *req) {
+  cs_store_result *res = &req->res;
+  const cs_range *range = req->has_range ? &req->range : NULL;
+  if (range && c->status == 206 && (res->outcome == CS_OUT_OK || c->overflow)) {
     char why[256];
     if (!range_answer_ok(range, c->content_range, why, sizeof why)) {
       result_set(res, CS_OUT_INVALID, (uint32_t)c->status, why);
     }
   }
-  if (rc == CS_E_OK && res->outcome == CS_OUT_OK) {
-    *got = c->sink_got;
-    uint64_t want = range ? range_expected(range, c->content_range) : 0;
-    if (range && c->status != 206) {
-      result_set(res, CS_OUT_INVALID, (uint32_t)c->status, "the server ignored the Range header");
-    } else if (range && c->sink_got != want) {
-      result_set(res, CS_OUT_INVALID, (uint32_t)c->status, "short read");
-      snprintf(res->detail, sizeof res->detail, "%s read: %zu of %" PRIu64 " bytes",
-               c->sink_got < want ? "short" : "long", c->sink_got, want);
-    }
-    if (res->outcome != CS_OUT_OK) *got = 0;
+  if (res->outcome != CS_OUT_OK) return;
+  req->got = c->sink_got;
+  uint64_t want = range ? range_expected(range, c->content_range) : 0;
+  if (range && c->status != 206) {
+    result_set(res, CS_OUT_INVALID, (uint32_t)c->status, "the server ignored the Range header");
+  } else if (range && c->sink_got != want) {
+    result_set(res, CS_OUT_INVALID, (uint32_t)c->status, NULL);
+    snprintf(res->detail, sizeof res->detail, "%s read: %zu of %" PRIu64 " bytes",
+             c->sink_got < want ? "short" : "long", c->sink_got, want);
   }
-  free(c->text);
-  free(c);
-  return rc;
+  if (res->outcome != CS_OUT_OK) req->got = 0;
+}
+
+static void list_finish(s3_call *c, cs_store_request *req) {
+  if (req->res.outcome != CS_OUT_OK) return;
+  char detail[160];
+  if (cs_s3_parse_list(c->text, c->text_len, req->page, detail, sizeof detail) != CS_E_OK) {
+    result_set(&req->res, CS_OUT_INVALID, req->res.http_status, detail);
+  }
+}
+
+/* A transfer ended: its request gets the answer and joins the completed list; c is freed. */
+static void call_finish(s3_store *s, s3_call *c, CURLcode cc) {
+  cs_store_request *req = c->req;
+  call_classify(c, cc, &req->res);
+  req->rc = CS_E_OK;
+  if (req->op == CS_STORE_HEAD && req->res.outcome == CS_OUT_OK) info_from_meta(c, &req->info);
+  if (req->op == CS_STORE_GET) get_finish(c, req);
+  if (req->op == CS_STORE_LIST) list_finish(c, req);
+  if (c->live_prev) c->live_prev->live_next = c->live_next;
+  else s->live = c->live_next;
+  if (c->live_next) c->live_next->live_prev = c->live_prev;
+  call_free(c);
+  req->internal = NULL;
+  req->next = NULL;
+  if (s->done_tail) s->done_tail->next = req;
+  else s->done_head = req;
+  s->done_tail = req;
+  s->in_flight--;
+}
+
+/* Moves transfers on for at most timeout_ms, returning once one or more finished (or time is up). */
+static int drive(s3_store *s, uint32_t timeout_ms) {
+  double deadline = now_ms() + timeout_ms;
+  for (;;) {
+    int running = 0;
+    if (curl_multi_perform(s->multi, &running) != CURLM_OK) return CS_E_NO_MEMORY;
+    bool finished = false;
+    CURLMsg *msg;
+    int left = 0;
+    while ((msg = curl_multi_info_read(s->multi, &left)) != NULL) {
+      if (msg->msg != CURLMSG_DONE) continue;
+      s3_call *c = NULL;
+      curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&c);
+      call_finish(s, c, msg->data.result);
+      finished = true;
+    }
+    double wait = deadline - now_ms();
+    if (finished || s->in_flight == 0 || wait <= 0) return CS_E_OK;
+    curl_multi_poll(s->multi, NULL, 0, wait > 1000 ? 1000 : (int)wait + 1, NULL);
+  }
+}
+
+/* ---- Preparing each primitive's request ---- */
+
+static int call_object(s3_store *s, s3_call *c, const char *method, const char *key) {
+  c->method = method;
+  if (!key || !key[0] || strlen(key) >= CS_KEY_MAX) return CS_E_INVALID_ARGUMENT;
+  snprintf(c->path, sizeof c->path, "/%s/%s", s->bucket, key);
+  return CS_E_OK;
+}
+
+static int prepare_put(s3_store *s, s3_call *c, const cs_store_request *req) {
+  if (req->len && !req->bytes) return CS_E_INVALID_ARGUMENT;
+  int rc = call_object(s, c, "PUT", req->key);
+  if (rc != CS_E_OK) return rc;
+  const cs_object_info *meta = req->meta;
+  c->body = req->bytes;
+  c->body_len = req->len;
+  call_header(c, "content-type", meta ? S3_CONTENT_TYPE : "application/octet-stream");
+  if (meta) {
+    static const char hex[] = "0123456789abcdef";
+    for (int i = 0; i < 32; i++) {
+      c->sha[2 * i] = hex[meta->sha256[i] >> 4];
+      c->sha[2 * i + 1] = hex[meta->sha256[i] & 15];
+    }
+    c->sha[64] = '\0';
+    cs_uuid_format(&meta->pack_id, c->pack_id);
+    snprintf(c->count, sizeof c->count, "%" PRIu32, meta->record_count);
+    snprintf(c->created, sizeof c->created, "%" PRIu64, meta->created_at_ns);
+    /* The pack's SHA-256 is the payload's: the signer need not hash it again. */
+    c->payload_hash = s->cfg.unsigned_payload ? CS_SIGV4_UNSIGNED_PAYLOAD : c->sha;
+    call_header(c, meta_names[0], S3_FORMAT);
+    call_header(c, meta_names[1], c->pack_id);
+    call_header(c, meta_names[2], c->sha);
+    call_header(c, meta_names[3], c->count);
+    call_header(c, meta_names[4], c->created);
+  } else {
+    /* No pack metadata (a plain object): the signer hashes the body. */
+    c->payload_hash = s->cfg.unsigned_payload ? CS_SIGV4_UNSIGNED_PAYLOAD : NULL;
+  }
+  if (req->if_none_match) call_header(c, "if-none-match", "*");
+  return CS_E_OK;
+}
+
+static int prepare_get(s3_store *s, s3_call *c, const cs_store_request *req) {
+  const cs_range *range = req->has_range ? &req->range : NULL;
+  if (!req->buf || (range && (range->length == 0 || range->length > req->cap))) return CS_E_INVALID_ARGUMENT;
+  int rc = call_object(s, c, "GET", req->key);
+  if (rc != CS_E_OK) return rc;
+  if (range && range->suffix) snprintf(c->range_text, sizeof c->range_text, "bytes=-%" PRIu64, range->length);
+  if (range && !range->suffix) {
+    snprintf(c->range_text, sizeof c->range_text, "bytes=%" PRIu64 "-%" PRIu64, range->offset,
+             range->offset + range->length - 1);
+  }
+  if (range) call_header(c, "range", c->range_text);
+  c->sink = req->buf;
+  c->sink_cap = req->cap;
+  return CS_E_OK;
 }
 
 static void query_param(char *query, size_t cap, const char *name, const char *value) {
@@ -507,18 +540,18 @@ static void query_param(char *query, size_t cap, const char *name, const char *v
   (void)cs_sigv4_uri_encode(value, strlen(value), false, query + n, cap - n);
 }
 
-static int s3_list(void *self, const char *prefix, const char *token, uint32_t max_keys, cs_list_page *page,
-                   cs_store_result *res) {
-  s3_store *s = self;
-  assert(s && res);
+static int prepare_list(s3_store *s, s3_call *c, const cs_store_request *req) {
+  cs_list_page *page = req->page;
+  const char *prefix = req->key, *token = req->token;
+  uint32_t max_keys = req->max_keys;
   if (!page || !page->keys || max_keys == 0 || page->key_capacity == 0) return CS_E_INVALID_ARGUMENT;
   /* A page never holds more than the caller's buffer: ask the server for no more than that. */
   if (max_keys > page->key_capacity) max_keys = page->key_capacity;
   if ((prefix && strlen(prefix) >= CS_KEY_MAX) || (token && strlen(token) >= CS_KEY_MAX)) {
     return CS_E_INVALID_ARGUMENT;
   }
-  s3_call *c = calloc(1, sizeof *c);
-  if (!c) return CS_E_NO_MEMORY;
+  page->key_count = 0;
+  page->next_token[0] = '\0';
   c->method = "GET";
   snprintf(c->path, sizeof c->path, "/%s", s->bucket);
   char max_text[16];
@@ -529,35 +562,163 @@ static int s3_list(void *self, const char *prefix, const char *token, uint32_t m
   query_param(c->query, sizeof c->query, "max-keys", max_text);
   if (prefix && prefix[0]) query_param(c->query, sizeof c->query, "prefix", prefix);
   c->text_max = S3_LIST_BODY_MAX;
-  int rc = call_perform(s, c, res);
-  page->key_count = 0;
-  page->next_token[0] = '\0';
-  if (rc == CS_E_OK && res->outcome == CS_OUT_OK) {
-    char detail[160];
-    if (cs_s3_parse_list(c->text, c->text_len, page, detail, sizeof detail) != CS_E_OK) {
-      result_set(res, CS_OUT_INVALID, res->http_status, detail);
-    }
+  return CS_E_OK;
+}
+
+/* ---- The asynchronous form ---- */
+
+static int s3_start(void *self, cs_store_request *req) {
+  s3_store *s = self;
+  assert(s && req);
+  if (s->in_flight >= s->cfg.max_connections) return CS_E_FULL;
+  s3_call *c = calloc(1, sizeof *c);
+  if (!c) return CS_E_NO_MEMORY;
+  c->store = s;
+  c->req = req;
+  memset(&req->res, 0, sizeof req->res);
+  memset(&req->info, 0, sizeof req->info);
+  req->got = 0;
+  req->rc = CS_E_OK;
+  int rc;
+  switch (req->op) {
+    case CS_STORE_PUT: rc = prepare_put(s, c, req); break;
+    case CS_STORE_HEAD: rc = call_object(s, c, "HEAD", req->key); break;
+    case CS_STORE_GET: rc = prepare_get(s, c, req); break;
+    case CS_STORE_LIST: rc = prepare_list(s, c, req); break;
+    case CS_STORE_DEL: rc = call_object(s, c, "DELETE", req->key); break;
+    default: rc = CS_E_INVALID_ARGUMENT; break;
   }
-  free(c->text);
-  free(c);
+  if (rc == CS_E_OK) rc = call_begin(s, c);
+  if (rc != CS_E_OK) {
+    call_free(c);
+    req->rc = rc;
+    return rc;
+  }
+  req->internal = c;
+  c->live_next = s->live;
+  if (s->live) s->live->live_prev = c;
+  s->live = c;
+  s->in_flight++;
+  return CS_E_OK;
+}
+
+static cs_store_request *done_pop(s3_store *s) {
+  cs_store_request *req = s->done_head;
+  if (req) {
+    s->done_head = req->next;
+    if (!s->done_head) s->done_tail = NULL;
+    req->next = NULL;
+  }
+  return req;
+}
+
+static int s3_reap(void *self, uint32_t timeout_ms, cs_store_request **done) {
+  s3_store *s = self;
+  assert(s && done);
+  *done = done_pop(s);
+  if (*done) return 1;
+  double deadline = now_ms() + timeout_ms;
+  while (s->in_flight > 0) {
+    double wait = deadline - now_ms();
+    int rc = drive(s, wait > 0 ? (uint32_t)wait : 0);
+    if (rc != CS_E_OK) return rc;
+    *done = done_pop(s);
+    if (*done) return 1;
+    if (wait <= 0) break;
+  }
+  return 0;
+}
+
+/* A synchronous primitive: its request started (room made by finishing others) and driven to its end. */
+static int run_sync(s3_store *s, cs_store_request *req) {
+  int rc;
+  while ((rc = s3_start(s, req)) == CS_E_FULL) {
+    rc = drive(s, 1000);
+    if (rc != CS_E_OK) return rc;
+  }
+  if (rc != CS_E_OK) return rc;
+  while (req->internal) {
+    rc = drive(s, 1000);
+    if (rc != CS_E_OK) return rc; /* the multi handle failed: the transfer stays with it */
+  }
+  /* Take it out of the completed list; the others stay for s3_reap. */
+  cs_store_request **link = &s->done_head, *prev = NULL;
+  while (*link != req) {
+    prev = *link;
+    link = &(*link)->next;
+  }
+  *link = req->next;
+  if (s->done_tail == req) s->done_tail = prev;
+  req->next = NULL;
+  return req->rc;
+}
+
+/* ---- The synchronous primitives ---- */
+
+static int s3_put(void *self, const char *key, const void *bytes, size_t len, const cs_object_info *meta,
+                  bool if_none_match, cs_store_result *res) {
+  assert(self && res);
+  cs_store_request req = {.op = CS_STORE_PUT, .key = key, .bytes = bytes, .len = len, .meta = meta,
+                          .if_none_match = if_none_match};
+  int rc = run_sync(self, &req);
+  if (rc == CS_E_OK) *res = req.res;
+  return rc;
+}
+
+static int s3_head(void *self, const char *key, cs_object_info *info, cs_store_result *res) {
+  assert(self && res);
+  if (!info) return CS_E_INVALID_ARGUMENT;
+  cs_store_request req = {.op = CS_STORE_HEAD, .key = key};
+  int rc = run_sync(self, &req);
+  if (rc == CS_E_OK) {
+    *res = req.res;
+    *info = req.info;
+  }
+  return rc;
+}
+
+static int s3_get(void *self, const char *key, const cs_range *range, void *buf, size_t cap, size_t *got,
+                  cs_store_result *res) {
+  assert(self && res);
+  if (!got) return CS_E_INVALID_ARGUMENT;
+  *got = 0;
+  cs_store_request req = {.op = CS_STORE_GET, .key = key, .has_range = range != NULL, .buf = buf, .cap = cap};
+  if (range) req.range = *range;
+  int rc = run_sync(self, &req);
+  if (rc == CS_E_OK) {
+    *res = req.res;
+    *got = req.got;
+  }
+  return rc;
+}
+
+static int s3_list(void *self, const char *prefix, const char *token, uint32_t max_keys, cs_list_page *page,
+                   cs_store_result *res) {
+  assert(self && res);
+  cs_store_request req = {.op = CS_STORE_LIST, .key = prefix, .token = token, .max_keys = max_keys, .page = page};
+  int rc = run_sync(self, &req);
+  if (rc == CS_E_OK) *res = req.res;
   return rc;
 }
 
 static int s3_del(void *self, const char *key, cs_store_result *res) {
-  s3_store *s = self;
-  assert(s && res);
-  s3_call *c = calloc(1, sizeof *c);
-  if (!c) return CS_E_NO_MEMORY;
-  int rc = call_object(s, c, "DELETE", key);
-  if (rc == CS_E_OK) rc = call_perform(s, c, res);
-  free(c->text);
-  free(c);
+  assert(self && res);
+  cs_store_request req = {.op = CS_STORE_DEL, .key = key};
+  int rc = run_sync(self, &req);
+  if (rc == CS_E_OK) *res = req.res;
   return rc;
 }
 
 static void s3_close(void *self) {
   s3_store *s = self;
   if (!s) return;
+  /* Requests still in flight are abandoned: never handed back, their outcome unknown. */
+  while (s->live) {
+    s3_call *c = s->live;
+    s->live = c->live_next;
+    c->req->internal = NULL;
+    call_free(c);
+  }
   if (s->multi) curl_multi_cleanup(s->multi);
   free(s->endpoint);
   free(s->bucket);
@@ -569,8 +730,15 @@ static void s3_close(void *self) {
   free(s);
 }
 
-static const cs_store_ops s3_ops = {
-    .name = "s3", .put = s3_put, .head = s3_head, .get = s3_get, .list = s3_list, .del = s3_del, .close = s3_close};
+static const cs_store_ops s3_ops = {.name = "s3",
+                                    .put = s3_put,
+                                    .head = s3_head,
+                                    .get = s3_get,
+                                    .list = s3_list,
+                                    .del = s3_del,
+                                    .close = s3_close,
+                                    .start = s3_start,
+                                    .reap = s3_reap};
 
 static char *dup_or_null(const char *text) { return text ? strdup(text) : NULL; }
 
@@ -631,6 +799,6 @@ int cs_s3_open(const cs_s3_config *cfg, cs_store *store, char *msg, size_t msg_s
   if (!s->cfg.max_connections) s->cfg.max_connections = 8;
   curl_multi_setopt(s->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, (long)s->cfg.max_connections);
   curl_multi_setopt(s->multi, CURLMOPT_MAXCONNECTS, (long)s->cfg.max_connections);
-  *store = (cs_store){.ops = &s3_ops, .self = s, .enforces_if_none_match = false};
+  *store = (cs_store){.ops = &s3_ops, .self = s, .in_flight_max = s->cfg.max_connections};
   return CS_E_OK;
 }
