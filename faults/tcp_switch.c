@@ -32,7 +32,7 @@ typedef enum sw_mode { MODE_PASS = 0, MODE_CUT, MODE_STALL, MODE_HTTP } sw_mode;
 typedef struct sw_rule {
   char method[METHOD_MAX];
   char prefix[PREFIX_MAX];
-  uint32_t status;
+  uint32_t status; /* 0: hold */
 } sw_rule;
 
 typedef struct sw_conn {
@@ -197,6 +197,19 @@ static void answer_injected(sw_conn *c, sw_stream *s, const sw_rule *rule, bool 
   shutdown(c->client, SHUT_WR);
 }
 
+/* A held request: read and discard the client's bytes, never answer, until the mode changes. */
+static void hold_request(sw_conn *c) {
+  pthread_mutex_lock(&c->sw->mu);
+  c->sw->stats.held++;
+  pthread_mutex_unlock(&c->sw->mu);
+  char scratch[4096];
+  while (!conn_stale(c)) {
+    struct pollfd pfd = {c->client, POLLIN, 0};
+    if (poll(&pfd, 1, POLL_MS) <= 0) continue;
+    if (recv(c->client, scratch, sizeof scratch, 0) <= 0) return;
+  }
+}
+
 /*
  * Forwards what it can of the client's bytes upstream. Returns 1 to go on,
  * 0 when an injected answer ended the connection, -1 on a send error.
@@ -221,6 +234,10 @@ static int stream_forward(sw_conn *c, sw_stream *s, const sw_rule *rule, int ups
     if (rule_matches(rule, s->pending, head_len)) {
       bool is_head = head_len >= 5 && memcmp(s->pending, "HEAD ", 5) == 0;
       consume(s, head_len);
+      if (rule->status == 0) {
+        hold_request(c);
+        return 0;
+      }
       answer_injected(c, s, rule, is_head);
       return 0;
     }
@@ -412,16 +429,26 @@ int cs_tcp_switch_pass(cs_tcp_switch *sw) { return set_mode(sw, MODE_PASS, NULL)
 int cs_tcp_switch_cut(cs_tcp_switch *sw) { return set_mode(sw, MODE_CUT, NULL); }
 int cs_tcp_switch_stall(cs_tcp_switch *sw) { return set_mode(sw, MODE_STALL, NULL); }
 
-int cs_tcp_switch_http(cs_tcp_switch *sw, const char *method, const char *path_prefix, uint32_t status) {
+/* The http mode with one rule; status 0 holds the matching requests. */
+static int set_rule(cs_tcp_switch *sw, const char *method, const char *path_prefix, uint32_t status) {
   sw_rule rule;
   memset(&rule, 0, sizeof rule);
-  if (method == NULL || path_prefix == NULL || status < 100 || status > 599 || method[0] == '\0' ||
-      strlen(method) >= sizeof rule.method || strlen(path_prefix) >= sizeof rule.prefix)
+  if (method == NULL || path_prefix == NULL || method[0] == '\0' || strlen(method) >= sizeof rule.method ||
+      strlen(path_prefix) >= sizeof rule.prefix)
     return CS_E_INVALID_ARGUMENT;
   memcpy(rule.method, method, strlen(method));
   memcpy(rule.prefix, path_prefix, strlen(path_prefix));
   rule.status = status;
   return set_mode(sw, MODE_HTTP, &rule);
+}
+
+int cs_tcp_switch_http(cs_tcp_switch *sw, const char *method, const char *path_prefix, uint32_t status) {
+  if (status < 100 || status > 599) return CS_E_INVALID_ARGUMENT;
+  return set_rule(sw, method, path_prefix, status);
+}
+
+int cs_tcp_switch_http_hold(cs_tcp_switch *sw, const char *method, const char *path_prefix) {
+  return set_rule(sw, method, path_prefix, 0);
 }
 
 void cs_tcp_switch_stats_get(cs_tcp_switch *sw, cs_tcp_switch_stats *out) {

@@ -9,6 +9,8 @@
  *   stall  accept, read and discard, never answer
  *   http   answer `status` to requests whose method and path prefix match
  *          (e.g. 403 to HEAD under a prefix, 503 to PUT); relay the rest
+ *   hold   the http mode's match, never answered: the request is read and
+ *          left waiting while other connections are relayed
  *
  * Every mode change resets the connections opened before it, so a client's
  * kept-alive connection cannot carry the old mode on. Plain POSIX sockets and
@@ -32,6 +34,7 @@ typedef struct cs_tcp_switch_stats {
   uint64_t accepted;  /* connections accepted */
   uint64_t injected;  /* requests answered by an http rule */
   uint64_t reset;     /* connections reset by a cut or a mode change */
+  uint64_t held;      /* requests held by a hold rule */
 } cs_tcp_switch_stats;
 
 /*
@@ -50,6 +53,9 @@ int cs_tcp_switch_cut(cs_tcp_switch *sw);
 int cs_tcp_switch_stall(cs_tcp_switch *sw);
 /* method: "HEAD", "PUT", ... (exact); path_prefix: "" matches every path; status 100..599. */
 int cs_tcp_switch_http(cs_tcp_switch *sw, const char *method, const char *path_prefix, uint32_t status);
+
+/* Holds requests whose method and path prefix match (never answered); relays the rest. */
+int cs_tcp_switch_http_hold(cs_tcp_switch *sw, const char *method, const char *path_prefix);
 
 void cs_tcp_switch_stats_get(cs_tcp_switch *sw, cs_tcp_switch_stats *out);
 

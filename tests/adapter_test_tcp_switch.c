@@ -1,6 +1,6 @@
 /*
  * The TCP fault switch against a tiny HTTP server run by this test: each mode
- * (pass, cut, stall, http rules) proved with a real client (libcurl), next to
+ * (pass, cut, stall, http rules, hold) proved with a real client (libcurl), next to
  * the request the same mode lets through.
  */
 #include <setjmp.h>
@@ -233,6 +233,24 @@ static void test_http_rules(void **state) {
   assert_int_equal(cs_tcp_switch_http(f->sw, "", "/", 503), CS_E_INVALID_ARGUMENT);
 }
 
+static void test_http_hold(void **state) {
+  fixture *f = *state;
+  assert_int_equal(cs_tcp_switch_http_hold(f->sw, "GET", "/held/"), CS_E_OK);
+  answer a = request(f->port, "GET", "/held/k", NULL, 300);
+  assert_int_equal(a.rc, CURLE_OPERATION_TIMEDOUT); /* read, never answered */
+  assert_true(a.seconds >= 0.25 && a.seconds < 2.0);
+  a = request(f->port, "GET", "/free/k", NULL, 2000);
+  assert_int_equal(a.status, 200);
+  assert_string_equal(a.body, "hello GET /free/k");
+  cs_tcp_switch_stats st;
+  cs_tcp_switch_stats_get(f->sw, &st);
+  assert_int_equal(st.held, 1);
+  assert_int_equal(st.injected, 0);
+  assert_int_equal(cs_tcp_switch_http_hold(f->sw, "", "/"), CS_E_INVALID_ARGUMENT);
+  assert_int_equal(cs_tcp_switch_pass(f->sw), CS_E_OK);
+  assert_int_equal(request(f->port, "GET", "/held/k", NULL, 2000).status, 200);
+}
+
 int main(void) {
   curl_global_init(CURL_GLOBAL_DEFAULT);
   g_curl = curl_easy_init();
@@ -241,6 +259,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_cut_refuses_then_pass_heals, setup, teardown),
       cmocka_unit_test_setup_teardown(test_stall_times_out, setup, teardown),
       cmocka_unit_test_setup_teardown(test_http_rules, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_http_hold, setup, teardown),
   };
   int failed = cmocka_run_group_tests(tests, NULL, NULL);
   curl_easy_cleanup(g_curl);

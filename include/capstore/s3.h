@@ -6,7 +6,8 @@
  * absence, is classified into a cs_outcome (docs/s3.md has the table).
  * Up to max_connections requests run in parallel on one curl multi handle
  * (cs_store_start / cs_store_reap); the synchronous primitives are one
- * request started and driven to its end, and leave the others' answers for
+ * request started and driven to its end (when max_connections transfers are
+ * running, once one of them has ended), and leave the others' answers for
  * cs_store_reap. One thread drives a store at a time.
  *
  * The pure parts (XML parsers, classification, URL building) are exposed

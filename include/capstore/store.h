@@ -142,8 +142,8 @@ typedef struct cs_store {
  * The asynchronous form for every store. cs_store_start puts req in flight
  * (ops->start), or, for a store without one, carries it out now and queues
  * it as completed. Returns CS_E_OK (the request will come back from
- * cs_store_reap), CS_E_FULL (in_flight_max requests are in flight: reap one
- * first), or a negative cs_err for a malformed request (nothing was sent,
+ * cs_store_reap), CS_E_FULL (in_flight_max requests are started and not yet
+ * reaped: reap one first), or a negative cs_err for a malformed request (nothing was sent,
  * the request is not queued). The bound is what keeps a caller's memory
  * and the store's connections bounded; a core above sets its own.
  *

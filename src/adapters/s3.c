@@ -29,7 +29,8 @@ typedef struct s3_store {
   char host[256];
   cs_s3_config cfg; /* numbers and flags; its strings point at the copies above */
   CURLM *multi;
-  uint32_t in_flight;                      /* started, not yet finished */
+  uint32_t in_flight;                      /* started, not yet handed back (the bound) */
+  uint32_t running;                        /* of those, still transferring */
   struct s3_call *live;                    /* those requests' calls */
   cs_store_request *done_head, *done_tail; /* finished, not yet reaped */
 } s3_store;
@@ -449,7 +450,7 @@ static void call_finish(s3_store *s, s3_call *c, CURLcode cc) {
   if (s->done_tail) s->done_tail->next = req;
   else s->done_head = req;
   s->done_tail = req;
-  s->in_flight--;
+  s->running--;
 }
 
 /* Moves transfers on for at most timeout_ms, returning once one or more finished (or time is up). */
@@ -469,7 +470,7 @@ static int drive(s3_store *s, uint32_t timeout_ms) {
       finished = true;
     }
     double wait = deadline - now_ms();
-    if (finished || s->in_flight == 0 || wait <= 0) return CS_E_OK;
+    if (finished || s->running == 0 || wait <= 0) return CS_E_OK;
     curl_multi_poll(s->multi, NULL, 0, wait > 1000 ? 1000 : (int)wait + 1, NULL);
   }
 }
@@ -567,10 +568,13 @@ static int prepare_list(s3_store *s, s3_call *c, const cs_store_request *req) {
 
 /* ---- The asynchronous form ---- */
 
-static int s3_start(void *self, cs_store_request *req) {
-  s3_store *s = self;
-  assert(s && req);
-  if (s->in_flight >= s->cfg.max_connections) return CS_E_FULL;
+/*
+ * Starts req unless the bound is reached: requests started and not yet
+ * handed back, or for a synchronous call (handed back inside the call)
+ * transfers still running.
+ */
+static int start(s3_store *s, cs_store_request *req, bool sync) {
+  if ((sync ? s->running : s->in_flight) >= s->cfg.max_connections) return CS_E_FULL;
   s3_call *c = calloc(1, sizeof *c);
   if (!c) return CS_E_NO_MEMORY;
   c->store = s;
@@ -599,7 +603,13 @@ static int s3_start(void *self, cs_store_request *req) {
   if (s->live) s->live->live_prev = c;
   s->live = c;
   s->in_flight++;
+  s->running++;
   return CS_E_OK;
+}
+
+static int s3_start(void *self, cs_store_request *req) {
+  assert(self && req);
+  return start(self, req, false);
 }
 
 static cs_store_request *done_pop(s3_store *s) {
@@ -608,6 +618,7 @@ static cs_store_request *done_pop(s3_store *s) {
     s->done_head = req->next;
     if (!s->done_head) s->done_tail = NULL;
     req->next = NULL;
+    s->in_flight--;
   }
   return req;
 }
@@ -618,7 +629,7 @@ static int s3_reap(void *self, uint32_t timeout_ms, cs_store_request **done) {
   *done = done_pop(s);
   if (*done) return 1;
   double deadline = now_ms() + timeout_ms;
-  while (s->in_flight > 0) {
+  while (s->running > 0) {
     double wait = deadline - now_ms();
     int rc = drive(s, wait > 0 ? (uint32_t)wait : 0);
     if (rc != CS_E_OK) return rc;
@@ -632,7 +643,7 @@ static int s3_reap(void *self, uint32_t timeout_ms, cs_store_request **done) {
 /* A synchronous primitive: its request started (room made by finishing others) and driven to its end. */
 static int run_sync(s3_store *s, cs_store_request *req) {
   int rc;
-  while ((rc = s3_start(s, req)) == CS_E_FULL) {
+  while ((rc = start(s, req, true)) == CS_E_FULL) {
     rc = drive(s, 1000);
     if (rc != CS_E_OK) return rc;
   }
@@ -650,6 +661,7 @@ static int run_sync(s3_store *s, cs_store_request *req) {
   *link = req->next;
   if (s->done_tail == req) s->done_tail = prev;
   req->next = NULL;
+  s->in_flight--;
   return req->rc;
 }
 

@@ -36,3 +36,12 @@ if(TARGET capstore_conformance)
     set_tests_properties(live.s3_conformance PROPERTIES ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0")
   endif()
 endif()
+
+# The S3 adapter on the live s3rver through the TCP fault switch: every fault's
+# outcome kind within the configured timeout, and parallel requests (a held one
+# blocks none of the others; the bound; close abandons what is in flight).
+add_executable(adapter_test_s3_faults ${CMAKE_CURRENT_SOURCE_DIR}/adapter_test_s3_faults.c)
+target_link_libraries(adapter_test_s3_faults PRIVATE capstore_runtime PkgConfig::CMOCKA)
+target_include_directories(adapter_test_s3_faults PRIVATE ${CMAKE_SOURCE_DIR}/faults)
+add_test(NAME live.s3_faults COMMAND adapter_test_s3_faults ${CMAKE_BINARY_DIR}/live/s3/endpoint)
+set_tests_properties(live.s3_faults PROPERTIES FIXTURES_REQUIRED s3 LABELS "live;adapters" TIMEOUT 120)
