@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <curl/curl.h>
 
 static char keys[4][CS_KEY_MAX];
 
@@ -191,8 +192,72 @@ static void test_connection_refused(void **state) {
   store.ops->close(store.self);
 }
 
+/* curl_multi_perform, wrapped (-Wl,--wrap): fails while perform_failures > 0. */
+static int perform_failures;
+CURLMcode __real_curl_multi_perform(CURLM *multi, int *running);
+CURLMcode __wrap_curl_multi_perform(CURLM *multi, int *running);
+CURLMcode __wrap_curl_multi_perform(CURLM *multi, int *running) {
+  if (perform_failures > 0) {
+    perform_failures--;
+    return CURLM_OUT_OF_MEMORY;
+  }
+  return __real_curl_multi_perform(multi, running);
+}
+
+/*
+ * The asynchronous form without a server: a request started twice is
+ * refused (CS_E_STATE) until it is handed back; a synchronous call whose
+ * transfer engine fails returns the error and leaves nothing of its request
+ * behind (it never comes back from reap, the bound is whole); reap reports
+ * the failure; close abandons what is in flight.
+ */
+static void test_async_misuse_and_engine_failure(void **state) {
+  (void)state;
+  cs_store store;
+  char msg[256];
+  cs_s3_config cfg = config_local("http://127.0.0.1:1");
+  cfg.max_connections = 2;
+  assert_int_equal(cs_s3_open(&cfg, &store, msg, sizeof msg), CS_E_OK);
+  assert_int_equal(store.in_flight_max, 2);
+  cs_store_request a = {.op = CS_STORE_HEAD, .id = 1, .key = "k/a"};
+  assert_int_equal(cs_store_start(&store, &a), CS_E_OK);
+  assert_int_equal(cs_store_start(&store, &a), CS_E_STATE); /* in flight */
+  cs_store_request *done = NULL;
+  assert_int_equal(cs_store_reap(&store, 5000, &done), 1);
+  assert_ptr_equal(done, &a);
+  assert_int_equal(a.res.outcome, CS_OUT_REFUSED);
+
+  /* Answered (most likely: the synchronous call drives it too), not yet reaped: still refused. */
+  assert_int_equal(cs_store_start(&store, &a), CS_E_OK);
+  cs_store_result res;
+  cs_object_info info;
+  assert_int_equal(store.ops->head(store.self, "k/sync", &info, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_REFUSED);
+  assert_int_equal(cs_store_start(&store, &a), CS_E_STATE);
+  assert_int_equal(cs_store_reap(&store, 5000, &done), 1);
+  assert_ptr_equal(done, &a);
+
+  /* The engine fails under a synchronous call: the error comes back, and nothing of that request stays. */
+  cs_store_request b = {.op = CS_STORE_HEAD, .id = 2, .key = "k/b"};
+  assert_int_equal(cs_store_start(&store, &b), CS_E_OK);
+  perform_failures = 1;
+  assert_int_equal(store.ops->head(store.self, "k/sync", &info, &res), CS_E_NO_MEMORY);
+  assert_int_equal(cs_store_reap(&store, 5000, &done), 1);
+  assert_ptr_equal(done, &b); /* only b comes back */
+  assert_int_equal(cs_store_reap(&store, 0, &done), 0);
+  cs_store_request c[2] = {{.op = CS_STORE_HEAD, .id = 3, .key = "k/c"}, {.op = CS_STORE_HEAD, .id = 4, .key = "k/d"}};
+  assert_int_equal(cs_store_start(&store, &c[0]), CS_E_OK);
+  assert_int_equal(cs_store_start(&store, &c[1]), CS_E_OK); /* the bound is whole */
+  assert_int_equal(cs_store_start(&store, &b), CS_E_FULL);
+  perform_failures = 1;
+  assert_int_equal(cs_store_reap(&store, 1000, &done), CS_E_NO_MEMORY); /* reported, requests stay */
+  store.ops->close(store.self); /* abandons c[0] and c[1] */
+  assert_int_equal(perform_failures, 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_async_misuse_and_engine_failure),
       cmocka_unit_test(test_list_page),    cmocka_unit_test(test_list_last_page), cmocka_unit_test(test_list_hostile),
       cmocka_unit_test(test_error_body),   cmocka_unit_test(test_classify),       cmocka_unit_test(test_object_url),
       cmocka_unit_test(test_config_refused), cmocka_unit_test(test_connection_refused),

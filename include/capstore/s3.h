@@ -6,9 +6,11 @@
  * absence, is classified into a cs_outcome (docs/s3.md has the table).
  * Up to max_connections requests run in parallel on one curl multi handle
  * (cs_store_start / cs_store_reap); the synchronous primitives are one
- * request started and driven to its end (when max_connections transfers are
- * running, once one of them has ended), and leave the others' answers for
- * cs_store_reap. One thread drives a store at a time.
+ * request started and driven to its end on one more connection, beside a
+ * full set in flight, and leave the others' answers for cs_store_reap. A
+ * request is signed when it starts (x-amz-date): start requests when they
+ * are to be sent, not minutes ahead (S3 refuses a date 15 minutes old).
+ * One thread drives a store at a time.
  *
  * The pure parts (XML parsers, classification, URL building) are exposed
  * for tests and fuzzers; they use expat but never curl.
@@ -36,8 +38,8 @@ typedef struct cs_s3_config {
   uint32_t request_timeout_ms;   /* whole request; 0: 300000 */
   uint32_t low_speed_bytes_per_s;/* abort below this rate ... (0: 1024) */
   uint32_t low_speed_time_s;     /* ... held this long (0: 30) */
-  uint32_t max_connections;      /* requests in flight at once (store.h's in_flight_max) and
-                                    connections kept open; 0: 8 */
+  uint32_t max_connections;      /* requests in flight at once (store.h's in_flight_max); one
+                                    more connection serves a synchronous call; 0: 8 */
 } cs_s3_config;
 
 /*

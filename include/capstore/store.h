@@ -89,7 +89,7 @@ typedef struct cs_store_request {
   cs_store_result res;
   cs_object_info info;       /* HEAD */
   size_t got;                /* GET */
-  /* The store's while the request is in flight. */
+  /* The store's from start until the request is handed back; NULL before (zero-initialise a request). */
   void *internal;
   struct cs_store_request *next;
 } cs_store_request;
@@ -132,7 +132,8 @@ typedef struct cs_store {
   bool exact_suffix_ranges;    /* bytes=-n answers the object's last n bytes */
   bool lists_bytewise;         /* LIST pages come in bytewise key order and paging on
                                   from a page's last key misses no key */
-  /* The asynchronous form's bound (ops->start refuses past it); 0 for stores without ops->start. */
+  /* The asynchronous form's bound (ops->start refuses past it); 0 for stores without ops->start,
+     which finish each request inside cs_store_start (the queue is the caller's requests). */
   uint32_t in_flight_max;
   /* Requests a store without ops->start completed inside cs_store_start, oldest first. */
   cs_store_request *done_head, *done_tail;
@@ -143,13 +144,21 @@ typedef struct cs_store {
  * (ops->start), or, for a store without one, carries it out now and queues
  * it as completed. Returns CS_E_OK (the request will come back from
  * cs_store_reap), CS_E_FULL (in_flight_max requests are started and not yet
- * reaped: reap one first), or a negative cs_err for a malformed request (nothing was sent,
- * the request is not queued). The bound is what keeps a caller's memory
- * and the store's connections bounded; a core above sets its own.
+ * reaped: reap one first), CS_E_STATE (this request is started and not yet
+ * handed back), or a negative cs_err for a malformed request (nothing was
+ * sent, the request is not queued). The bound is what keeps a caller's
+ * memory and the store's connections bounded; a core above sets its own.
+ * Synchronous primitives are outside the bound: they run beside a full set.
+ * A request is handed back once; then it may be started again.
  *
  * cs_store_reap hands back one completed request: queued ones first, then
  * whatever ops->reap finishes within timeout_ms. Returns 1 with *done set,
- * 0 when nothing completed in time (or nothing is in flight).
+ * 0 when nothing completed in time (or nothing is in flight), or a negative
+ * cs_err when the store's transfer engine failed (the requests stay in
+ * flight; close abandons them).
+ *
+ * close abandons every request not yet handed back: none comes back, and
+ * what the server did with those still running is unknown.
  *
  * A store is driven by one thread at a time, synchronous calls included.
  */

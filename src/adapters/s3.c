@@ -24,13 +24,17 @@
 #define S3_CONTENT_TYPE "application/vnd.dmi.pack"
 #define S3_FORMAT "dmi-pack-v1"
 
+/* A request's `internal` while it is answered and waiting in the completed list. */
+static char s3_done_mark;
+#define S3_DONE ((void *)&s3_done_mark)
+
 typedef struct s3_store {
   char *endpoint, *bucket, *region, *access_key_id, *secret_access_key, *session_token;
   char host[256];
   cs_s3_config cfg; /* numbers and flags; its strings point at the copies above */
   CURLM *multi;
   uint32_t in_flight;                      /* started, not yet handed back (the bound) */
-  uint32_t running;                        /* of those, still transferring */
+  uint32_t running;                        /* transfers running, a synchronous one included */
   struct s3_call *live;                    /* those requests' calls */
   cs_store_request *done_head, *done_tail; /* finished, not yet reaped */
 } s3_store;
@@ -60,6 +64,7 @@ typedef struct s3_call {
   struct s3_store *store;
   struct s3_call *live_prev, *live_next;
   cs_store_request *req;
+  bool sync;                      /* a synchronous primitive's: never queued for reap */
   CURL *easy;
   struct curl_slist *sent_headers; /* signed, as curl sends them */
   char url[S3_URL_MAX];
@@ -433,7 +438,16 @@ static void list_finish(s3_call *c, cs_store_request *req) {
   }
 }
 
-/* A transfer ended: its request gets the answer and joins the completed list; c is freed. */
+/* A request's call leaves the multi handle and the live list, and is freed. */
+static void call_drop(s3_store *s, s3_call *c) {
+  if (c->live_prev) c->live_prev->live_next = c->live_next;
+  else s->live = c->live_next;
+  if (c->live_next) c->live_next->live_prev = c->live_prev;
+  call_free(c);
+  s->running--;
+}
+
+/* A transfer ended: its request gets the answer and joins the completed list (a synchronous one is done); c is freed. */
 static void call_finish(s3_store *s, s3_call *c, CURLcode cc) {
   cs_store_request *req = c->req;
   call_classify(c, cc, &req->res);
@@ -441,16 +455,17 @@ static void call_finish(s3_store *s, s3_call *c, CURLcode cc) {
   if (req->op == CS_STORE_HEAD && req->res.outcome == CS_OUT_OK) info_from_meta(c, &req->info);
   if (req->op == CS_STORE_GET) get_finish(c, req);
   if (req->op == CS_STORE_LIST) list_finish(c, req);
-  if (c->live_prev) c->live_prev->live_next = c->live_next;
-  else s->live = c->live_next;
-  if (c->live_next) c->live_next->live_prev = c->live_prev;
-  call_free(c);
-  req->internal = NULL;
+  bool sync = c->sync;
+  call_drop(s, c);
   req->next = NULL;
+  if (sync) {
+    req->internal = NULL; /* done: run_sync returns it */
+    return;
+  }
+  req->internal = S3_DONE;
   if (s->done_tail) s->done_tail->next = req;
   else s->done_head = req;
   s->done_tail = req;
-  s->running--;
 }
 
 /* Moves transfers on for at most timeout_ms, returning once one or more finished (or time is up). */
@@ -471,7 +486,7 @@ static int drive(s3_store *s, uint32_t timeout_ms) {
     }
     double wait = deadline - now_ms();
     if (finished || s->running == 0 || wait <= 0) return CS_E_OK;
-    curl_multi_poll(s->multi, NULL, 0, wait > 1000 ? 1000 : (int)wait + 1, NULL);
+    if (curl_multi_poll(s->multi, NULL, 0, wait > 1000 ? 1000 : (int)wait + 1, NULL) != CURLM_OK) return CS_E_IO;
   }
 }
 
@@ -569,16 +584,18 @@ static int prepare_list(s3_store *s, s3_call *c, const cs_store_request *req) {
 /* ---- The asynchronous form ---- */
 
 /*
- * Starts req unless the bound is reached: requests started and not yet
- * handed back, or for a synchronous call (handed back inside the call)
- * transfers still running.
+ * Starts req. The bound is on requests started and not yet handed back; a
+ * synchronous primitive's request is outside it (it is handed back inside
+ * the call, on the one connection kept beyond the bound).
  */
 static int start(s3_store *s, cs_store_request *req, bool sync) {
-  if ((sync ? s->running : s->in_flight) >= s->cfg.max_connections) return CS_E_FULL;
+  if (req->internal) return CS_E_STATE; /* in flight, or answered and not yet reaped */
+  if (!sync && s->in_flight >= s->cfg.max_connections) return CS_E_FULL;
   s3_call *c = calloc(1, sizeof *c);
   if (!c) return CS_E_NO_MEMORY;
   c->store = s;
   c->req = req;
+  c->sync = sync;
   memset(&req->res, 0, sizeof req->res);
   memset(&req->info, 0, sizeof req->info);
   req->got = 0;
@@ -602,7 +619,7 @@ static int start(s3_store *s, cs_store_request *req, bool sync) {
   c->live_next = s->live;
   if (s->live) s->live->live_prev = c;
   s->live = c;
-  s->in_flight++;
+  if (!sync) s->in_flight++;
   s->running++;
   return CS_E_OK;
 }
@@ -618,6 +635,7 @@ static cs_store_request *done_pop(s3_store *s) {
     s->done_head = req->next;
     if (!s->done_head) s->done_tail = NULL;
     req->next = NULL;
+    req->internal = NULL;
     s->in_flight--;
   }
   return req;
@@ -640,29 +658,17 @@ static int s3_reap(void *self, uint32_t timeout_ms, cs_store_request **done) {
   return 0;
 }
 
-/* A synchronous primitive: its request started (room made by finishing others) and driven to its end. */
+/*
+ * A synchronous primitive: its request started beside any in flight and
+ * driven to its end; the others' answers stay queued for s3_reap.
+ */
 static int run_sync(s3_store *s, cs_store_request *req) {
-  int rc;
-  while ((rc = start(s, req, true)) == CS_E_FULL) {
+  int rc = start(s, req, true);
+  while (rc == CS_E_OK && req->internal) {
     rc = drive(s, 1000);
-    if (rc != CS_E_OK) return rc;
+    if (rc != CS_E_OK) call_drop(s, req->internal); /* the multi handle failed: nothing of it outlives the call */
   }
-  if (rc != CS_E_OK) return rc;
-  while (req->internal) {
-    rc = drive(s, 1000);
-    if (rc != CS_E_OK) return rc; /* the multi handle failed: the transfer stays with it */
-  }
-  /* Take it out of the completed list; the others stay for s3_reap. */
-  cs_store_request **link = &s->done_head, *prev = NULL;
-  while (*link != req) {
-    prev = *link;
-    link = &(*link)->next;
-  }
-  *link = req->next;
-  if (s->done_tail == req) s->done_tail = prev;
-  req->next = NULL;
-  s->in_flight--;
-  return req->rc;
+  return rc == CS_E_OK ? req->rc : rc;
 }
 
 /* ---- The synchronous primitives ---- */
@@ -724,12 +730,13 @@ static int s3_del(void *self, const char *key, cs_store_result *res) {
 static void s3_close(void *self) {
   s3_store *s = self;
   if (!s) return;
-  /* Requests still in flight are abandoned: never handed back, their outcome unknown. */
+  /* Requests not yet handed back are abandoned: the running ones' outcome unknown. */
   while (s->live) {
-    s3_call *c = s->live;
-    s->live = c->live_next;
-    c->req->internal = NULL;
-    call_free(c);
+    cs_store_request *req = s->live->req;
+    call_drop(s, s->live);
+    req->internal = NULL;
+  }
+  while (done_pop(s)) {
   }
   if (s->multi) curl_multi_cleanup(s->multi);
   free(s->endpoint);
@@ -809,8 +816,9 @@ int cs_s3_open(const cs_s3_config *cfg, cs_store *store, char *msg, size_t msg_s
   if (!s->cfg.low_speed_bytes_per_s) s->cfg.low_speed_bytes_per_s = 1024;
   if (!s->cfg.low_speed_time_s) s->cfg.low_speed_time_s = 30;
   if (!s->cfg.max_connections) s->cfg.max_connections = 8;
-  curl_multi_setopt(s->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, (long)s->cfg.max_connections);
-  curl_multi_setopt(s->multi, CURLMOPT_MAXCONNECTS, (long)s->cfg.max_connections);
+  /* One connection beyond the bound, for a synchronous primitive beside a full set in flight. */
+  curl_multi_setopt(s->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, (long)s->cfg.max_connections + 1);
+  curl_multi_setopt(s->multi, CURLMOPT_MAXCONNECTS, (long)s->cfg.max_connections + 1);
   *store = (cs_store){.ops = &s3_ops, .self = s, .in_flight_max = s->cfg.max_connections};
   return CS_E_OK;
 }

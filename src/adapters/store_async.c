@@ -39,11 +39,12 @@ void cs_store_request_run(cs_store *store, cs_store_request *req) {
 int cs_store_start(cs_store *store, cs_store_request *req) {
   if (store == NULL || store->ops == NULL || req == NULL) return CS_E_INVALID_ARGUMENT;
   if (req->op < CS_STORE_PUT || req->op > CS_STORE_DEL) return CS_E_INVALID_ARGUMENT;
+  if (req->internal != NULL) return CS_E_STATE; /* in flight, or answered and not yet reaped */
   req->next = NULL;
-  req->internal = NULL;
   if (store->ops->start != NULL) return store->ops->start(store->self, req);
   cs_store_request_run(store, req);
   if (req->rc != CS_E_OK) return req->rc;
+  req->internal = store; /* queued until reaped */
   if (store->done_tail != NULL) store->done_tail->next = req;
   else store->done_head = req;
   store->done_tail = req;
@@ -58,6 +59,7 @@ int cs_store_reap(cs_store *store, uint32_t timeout_ms, cs_store_request **done)
     store->done_head = (*done)->next;
     if (store->done_head == NULL) store->done_tail = NULL;
     (*done)->next = NULL;
+    (*done)->internal = NULL;
     return 1;
   }
   if (store->ops->reap == NULL) return 0;

@@ -16,6 +16,8 @@ endif()
 # The S3 adapter without a server: parsers, encoding, classification, refusal.
 add_executable(adapter_test_s3 ${CMAKE_CURRENT_SOURCE_DIR}/adapter_test_s3.c)
 target_link_libraries(adapter_test_s3 PRIVATE capstore_runtime PkgConfig::CMOCKA)
+# curl_multi_perform is wrapped in the test, to fail the transfer engine on demand.
+target_link_options(adapter_test_s3 PRIVATE -Wl,--wrap=curl_multi_perform)
 add_test(NAME adapter.s3 COMMAND adapter_test_s3)
 set_tests_properties(adapter.s3 PROPERTIES LABELS adapters TIMEOUT 60)
 
