@@ -9,6 +9,7 @@
 #ifndef CAPSTORE_DIRSTORE_H
 #define CAPSTORE_DIRSTORE_H
 
+#include "capstore/spool.h"
 #include "capstore/store.h"
 
 #ifdef __cplusplus
@@ -25,6 +26,17 @@ extern "C" {
  * CS_E_NO_MEMORY. Close with out->ops->close(out->self).
  */
 int cs_dirstore_open(const char *root, cs_store *out);
+
+/*
+ * The same with the file-system calls taken from sys (spool.h's table; NULL:
+ * the real ones), for fault injection. Durability: a PUT answers OK only
+ * after the object's bytes, its name and every directory it created were
+ * fsynced; a PUT or DELETE whose last fsync (the directory's) fails answers
+ * CS_OUT_UNKNOWN (applied, maybe not durably). A failed readdir fails the
+ * LIST (never a page with keys missing). Opening removes temp files of dead
+ * writers.
+ */
+int cs_dirstore_open_with(const char *root, const cs_spool_sys *sys, cs_store *out);
 
 #ifdef __cplusplus
 }

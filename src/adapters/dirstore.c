@@ -16,6 +16,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,7 @@ static const char meta_magic[8] = {'C', 'S', 'O', 'B', 'J', '1', '\0', '\0'};
 typedef struct dirstore {
   char root[PATH_BYTES / 2];
   uint64_t temp_counter;
+  const cs_spool_sys *sys; /* every file-system call goes through it */
 } dirstore;
 
 static void result_set(cs_store_result *res, cs_outcome outcome, const char *what, int err) {
@@ -143,10 +145,10 @@ static bool meta_decode(const uint8_t in[META_BYTES], cs_object_info *info) {
   return true;
 }
 
-static bool write_all(int fd, const void *bytes, size_t len) {
+static bool write_all(const dirstore *ds, int fd, const void *bytes, size_t len) {
   const uint8_t *p = bytes;
   while (len > 0) {
-    ssize_t n = write(fd, p, len);
+    ssize_t n = ds->sys->write(fd, p, len);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return false;
     p += n;
@@ -155,21 +157,42 @@ static bool write_all(int fd, const void *bytes, size_t len) {
   return true;
 }
 
-static void fsync_dir(const char *path) {
-  int fd = open(path, O_RDONLY | O_DIRECTORY);
-  if (fd < 0) return;
-  (void)fsync(fd);
-  close(fd);
+/* fsyncs a directory, so the names in it survive a crash; errno set on failure. */
+static bool fsync_dir(const dirstore *ds, const char *path) {
+  int fd = ds->sys->open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+  if (fd < 0) return false;
+  bool ok = ds->sys->fsync(fd) == 0;
+  int err = errno;
+  ds->sys->close(fd);
+  errno = err;
+  return ok;
 }
 
-/* Creates every ".d" directory of path (all but its last component). */
-static bool make_parents(char *path, size_t root_len) {
+/*
+ * Creates every ".d" directory of path (all but its last component). A
+ * directory it creates is made durable in its parent before it is used; when
+ * that fails the directory is removed again (so a later PUT creates and
+ * syncs it) and the PUT fails. errno set on failure.
+ */
+static bool make_parents(const dirstore *ds, char *path, size_t root_len) {
   for (char *p = path + root_len + 1; (p = strchr(p, '/')) != NULL; p++) {
     *p = '\0';
-    int rc = mkdir(path, 0755);
+    int rc = ds->sys->mkdir(path, 0755);
     int err = errno;
+    bool ok = rc == 0 || err == EEXIST;
+    if (rc == 0) {
+      char *slash = strrchr(path, '/');
+      *slash = '\0';
+      ok = fsync_dir(ds, path);
+      err = errno;
+      *slash = '/';
+      if (!ok) (void)ds->sys->unlinkat(AT_FDCWD, path, AT_REMOVEDIR);
+    }
     *p = '/';
-    if (rc != 0 && err != EEXIST) return false;
+    if (!ok) {
+      errno = err;
+      return false;
+    }
   }
   return true;
 }
@@ -182,15 +205,17 @@ static int temp_write(dirstore *ds, const void *bytes, size_t len, const cs_obje
   int n = snprintf(tmp, cap, "%s/tmp/%ld-%llu-%ld.tmp", ds->root, (long)getpid(),
                    (unsigned long long)++ds->temp_counter, (long)ts.tv_nsec);
   if (n < 0 || (size_t)n >= cap) return ENAMETOOLONG;
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  int fd = ds->sys->open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) return errno;
   uint8_t header[META_BYTES];
   meta_encode(meta, header);
-  bool ok = write_all(fd, header, META_BYTES) && (len == 0 || write_all(fd, bytes, len)) && fsync(fd) == 0;
+  bool ok = write_all(ds, fd, header, META_BYTES) && (len == 0 || write_all(ds, fd, bytes, len)) &&
+            ds->sys->fsync(fd) == 0;
   int err = errno;
-  close(fd);
+  ok = ds->sys->close(fd) == 0 && ok;
   if (ok) return 0;
-  unlink(tmp);
+  if (err == 0) err = errno;
+  ds->sys->unlinkat(AT_FDCWD, tmp, 0);
   return err != 0 ? err : EIO;
 }
 
@@ -216,20 +241,28 @@ static int ds_put(void *self, const char *key, const void *bytes, size_t len, co
   }
   /* A concurrent DELETE may remove an empty parent between mkdir and link: retry a bounded number of times. */
   int rc = -1;
+  const char *step = "mkdir";
   for (int attempt = 0; attempt < 4; attempt++) {
-    if (!make_parents(path, strlen(ds->root) + strlen("/objects"))) break;
-    rc = if_none_match ? link(tmp, path) : rename(tmp, path);
+    step = "mkdir";
+    if (!make_parents(ds, path, strlen(ds->root) + strlen("/objects"))) break;
+    step = if_none_match ? "link" : "rename";
+    rc = if_none_match ? ds->sys->linkat(AT_FDCWD, tmp, AT_FDCWD, path, 0)
+                       : ds->sys->renameat(AT_FDCWD, tmp, AT_FDCWD, path);
     if (rc == 0 || errno != ENOENT) break;
   }
   err = rc == 0 ? 0 : errno;
-  if (if_none_match || rc != 0) unlink(tmp);
+  if (if_none_match || rc != 0) ds->sys->unlinkat(AT_FDCWD, tmp, 0);
   if (rc != 0) {
     if (err == EEXIST && if_none_match) result_set(res, CS_OUT_PRECONDITION, "object exists", 0);
-    else result_set(res, CS_OUT_SERVER_ERROR, if_none_match ? "link" : "rename", err);
+    else result_set(res, CS_OUT_SERVER_ERROR, step, err);
     return CS_E_OK;
   }
   parent_of(path, dir, sizeof dir);
-  fsync_dir(dir);
+  if (!fsync_dir(ds, dir)) {
+    /* Published, maybe not durable: as a request whose answer was lost, it may or may not stand. */
+    result_set(res, CS_OUT_UNKNOWN, "published, but the fsync of its directory failed", errno);
+    return CS_E_OK;
+  }
   result_set(res, CS_OUT_OK, NULL, 0);
   return CS_E_OK;
 }
@@ -242,7 +275,7 @@ static cs_outcome object_open(dirstore *ds, const char *key, int *fd_out, cs_obj
     result_set(res, CS_OUT_NOT_FOUND, "key not representable in dirstore", 0);
     return CS_OUT_NOT_FOUND;
   }
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  int fd = ds->sys->open(path, O_RDONLY | O_CLOEXEC, 0);
   if (fd < 0) {
     int err = errno;
     cs_outcome out = err == ENOENT || err == ENOTDIR ? CS_OUT_NOT_FOUND : CS_OUT_SERVER_ERROR;
@@ -251,9 +284,9 @@ static cs_outcome object_open(dirstore *ds, const char *key, int *fd_out, cs_obj
   }
   uint8_t header[META_BYTES];
   struct stat st;
-  if (fstat(fd, &st) != 0 || st.st_size < (off_t)META_BYTES || pread(fd, header, META_BYTES, 0) != META_BYTES ||
-      !meta_decode(header, info)) {
-    close(fd);
+  if (ds->sys->fstat(fd, &st) != 0 || st.st_size < (off_t)META_BYTES ||
+      ds->sys->pread(fd, header, META_BYTES, 0) != META_BYTES || !meta_decode(header, info)) {
+    ds->sys->close(fd);
     result_set(res, CS_OUT_SERVER_ERROR, "object header unreadable", 0);
     return CS_OUT_SERVER_ERROR;
   }
@@ -268,7 +301,7 @@ static int ds_head(void *self, const char *key, cs_object_info *info, cs_store_r
   if (key == NULL || info == NULL || res == NULL) return CS_E_INVALID_ARGUMENT;
   int fd = -1;
   uint64_t size = 0;
-  if (object_open(self, key, &fd, info, &size, res) == CS_OUT_OK) close(fd);
+  if (object_open(self, key, &fd, info, &size, res) == CS_OUT_OK) ((dirstore *)self)->sys->close(fd);
   return CS_E_OK;
 }
 
@@ -301,26 +334,35 @@ static int ds_get(void *self, const char *key, const cs_range *range, void *buf,
   int fd = -1;
   uint64_t size = 0, offset = 0, length = 0;
   cs_object_info info;
+  const dirstore *ds = self;
   if (object_open(self, key, &fd, &info, &size, res) != CS_OUT_OK) return CS_E_OK;
   if (!range_resolve(range, size, &offset, &length)) {
-    close(fd);
+    ds->sys->close(fd);
     result_set(res, CS_OUT_INVALID, "range not satisfiable", 0);
     return CS_E_OK;
   }
   if (length > cap) {
-    close(fd);
+    ds->sys->close(fd);
     return CS_E_TOO_LARGE;
   }
   size_t done = 0;
+  int err = 0;
   while (done < length) {
-    ssize_t n = pread(fd, (uint8_t *)buf + done, (size_t)length - done, (off_t)(META_BYTES + offset + done));
+    ssize_t n = ds->sys->pread(fd, (uint8_t *)buf + done, (size_t)length - done, (off_t)(META_BYTES + offset + done));
     if (n < 0 && errno == EINTR) continue;
+    if (n < 0) err = errno;
     if (n <= 0) break;
     done += (size_t)n;
   }
-  close(fd);
+  ds->sys->close(fd);
   *got = done;
-  if (done != length) result_set(res, CS_OUT_INVALID, "short read", 0);
+  if (err != 0) {
+    *got = 0;
+    result_set(res, CS_OUT_SERVER_ERROR, "read", err);
+  } else if (done != length) {
+    *got = 0;
+    result_set(res, CS_OUT_INVALID, "short read", 0);
+  }
   return CS_E_OK;
 }
 
@@ -352,6 +394,7 @@ static int key_cmp(const void *a, const void *b) {
 }
 
 typedef struct walk_args {
+  const dirstore *ds;
   const char *prefix;
   const char *token;
   key_set *set;
@@ -361,11 +404,21 @@ typedef struct walk_args {
 /* Walks dir (whose keys start with key[0..key_len)) and collects keys after token under prefix. */
 static bool walk(const char *dir, char *key, size_t key_len, walk_args *args) {
   if (args->depth > (int)CS_KEY_MAX / 2) return true;
-  DIR *d = opendir(dir);
-  if (d == NULL) return errno == ENOENT || errno == ENOTDIR;
+  const cs_spool_sys *sys = args->ds->sys;
+  int fd = sys->open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+  if (fd < 0) return errno == ENOENT || errno == ENOTDIR; /* removed by a concurrent DELETE: empty */
+  DIR *d = sys->fdopendir(fd);
+  if (d == NULL) {
+    int err = errno;
+    sys->close(fd);
+    errno = err;
+    return false;
+  }
   bool ok = true;
   struct dirent *ent;
-  while (ok && (ent = readdir(d)) != NULL) {
+  for (;;) {
+    errno = 0;
+    if (!ok || (ent = sys->readdir(d)) == NULL) break;
     size_t len = strlen(ent->d_name);
     bool is_dir = has_suffix(ent->d_name, len, ".d");
     bool is_obj = has_suffix(ent->d_name, len, ".obj");
@@ -387,7 +440,10 @@ static bool walk(const char *dir, char *key, size_t key_len, walk_args *args) {
     ok = walk(sub, key, used + 1, args);
     args->depth--;
   }
-  closedir(d);
+  int err = errno; /* readdir's NULL with errno set is an error, not the end: never a page with keys missing */
+  if (ok && err != 0) ok = false;
+  sys->closedir(d);
+  errno = err;
   return ok;
 }
 
@@ -404,10 +460,11 @@ static int ds_list(void *self, const char *prefix, const char *token, uint32_t m
   snprintf(dir, sizeof dir, "%s/objects", ds->root);
   key[0] = '\0';
   key_set set = {0};
-  walk_args args = {.prefix = prefix, .token = token, .set = &set};
+  walk_args args = {.ds = ds, .prefix = prefix, .token = token, .set = &set};
   if (!walk(dir, key, 0, &args)) {
+    int err = errno;
     key_set_free(&set);
-    result_set(res, CS_OUT_SERVER_ERROR, "directory walk", errno);
+    result_set(res, CS_OUT_SERVER_ERROR, "directory walk", err);
     return CS_E_OK;
   }
   if (set.count > 0) qsort(set.keys, set.count, sizeof set.keys[0], key_cmp);
@@ -428,8 +485,16 @@ static int ds_del(void *self, const char *key, cs_store_result *res) {
     result_set(res, CS_OUT_OK, NULL, 0); /* like S3: deleting an absent key succeeds */
     return CS_E_OK;
   }
-  if (unlink(path) != 0 && errno != ENOENT && errno != ENOTDIR) {
-    result_set(res, CS_OUT_SERVER_ERROR, "unlink", errno);
+  if (ds->sys->unlinkat(AT_FDCWD, path, 0) != 0) {
+    if (errno != ENOENT && errno != ENOTDIR) result_set(res, CS_OUT_SERVER_ERROR, "unlink", errno);
+    else result_set(res, CS_OUT_OK, NULL, 0);
+    return CS_E_OK;
+  }
+  char dir[PATH_BYTES];
+  parent_of(path, dir, sizeof dir);
+  if (!fsync_dir(ds, dir)) {
+    /* Gone, maybe not durably: the object may come back after a crash. */
+    result_set(res, CS_OUT_UNKNOWN, "unlinked, but the fsync of its directory failed", errno);
     return CS_E_OK;
   }
   /* Remove now-empty parents, stopping at the first that is not empty. */
@@ -437,7 +502,7 @@ static int ds_del(void *self, const char *key, cs_store_result *res) {
   for (char *slash = strrchr(path, '/'); slash != NULL && (size_t)(slash - path) > root_len;
        slash = strrchr(path, '/')) {
     *slash = '\0';
-    if (rmdir(path) != 0) break;
+    if (ds->sys->unlinkat(AT_FDCWD, path, AT_REMOVEDIR) != 0) break;
   }
   result_set(res, CS_OUT_OK, NULL, 0);
   return CS_E_OK;
@@ -449,7 +514,36 @@ static const cs_store_ops dirstore_ops = {
     .name = "dirstore", .put = ds_put, .head = ds_head, .get = ds_get, .list = ds_list, .del = ds_del,
     .close = ds_close};
 
-int cs_dirstore_open(const char *root, cs_store *out) {
+/*
+ * Removes temp files left by processes that died mid-PUT (the name starts
+ * with the writer's pid; a live writer's files are left alone). Best effort:
+ * a temp file is never visible as an object, it only takes space.
+ */
+static void sweep_temps(const dirstore *ds) {
+  char dir[PATH_BYTES], path[PATH_BYTES];
+  snprintf(dir, sizeof dir, "%s/tmp", ds->root);
+  int fd = ds->sys->open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+  if (fd < 0) return;
+  DIR *d = ds->sys->fdopendir(fd);
+  if (d == NULL) {
+    ds->sys->close(fd);
+    return;
+  }
+  struct dirent *ent;
+  while ((ent = ds->sys->readdir(d)) != NULL) {
+    char *end = NULL;
+    long pid = strtol(ent->d_name, &end, 10);
+    if (end == ent->d_name || *end != '-' || pid <= 0 || !has_suffix(ent->d_name, strlen(ent->d_name), ".tmp")) continue;
+    if (pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+    if (snprintf(path, sizeof path, "%s/%s", dir, ent->d_name) < (int)sizeof path)
+      (void)ds->sys->unlinkat(AT_FDCWD, path, 0);
+  }
+  ds->sys->closedir(d);
+}
+
+int cs_dirstore_open(const char *root, cs_store *out) { return cs_dirstore_open_with(root, NULL, out); }
+
+int cs_dirstore_open_with(const char *root, const cs_spool_sys *sys, cs_store *out) {
   if (root == NULL || out == NULL || root[0] == '\0') return CS_E_INVALID_ARGUMENT;
   dirstore *ds = calloc(1, sizeof *ds);
   if (ds == NULL) return CS_E_NO_MEMORY;
@@ -460,15 +554,17 @@ int cs_dirstore_open(const char *root, cs_store *out) {
     return CS_E_INVALID_ARGUMENT;
   }
   while (n > 1 && ds->root[n - 1] == '/') ds->root[--n] = '\0';
-  bool ok = mkdir(ds->root, 0755) == 0 || errno == EEXIST;
+  ds->sys = sys != NULL ? sys : cs_spool_sys_posix();
+  bool ok = ds->sys->mkdir(ds->root, 0755) == 0 || errno == EEXIST;
   snprintf(path, sizeof path, "%s/objects", ds->root);
-  ok = ok && (mkdir(path, 0755) == 0 || errno == EEXIST);
+  ok = ok && (ds->sys->mkdir(path, 0755) == 0 || errno == EEXIST);
   snprintf(path, sizeof path, "%s/tmp", ds->root);
-  ok = ok && (mkdir(path, 0755) == 0 || errno == EEXIST);
+  ok = ok && (ds->sys->mkdir(path, 0755) == 0 || errno == EEXIST);
   if (!ok) {
     free(ds);
     return CS_E_IO;
   }
+  sweep_temps(ds);
   out->ops = &dirstore_ops;
   out->self = ds;
   out->enforces_if_none_match = true; /* what it does; cs_store_probe checks */
