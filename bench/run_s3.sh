@@ -9,14 +9,14 @@
 # capstore K / capstore 1 and capstore K / curl K. The server is one node
 # process on this machine, so the ratios, not the rates, are what carry over.
 #
-# usage: bench/run_s3.sh [BUILD_DIR]     (default: build)
+# usage: bench/run_s3.sh [BUILD_DIR]     (default: the repo's build)
 # env:   RUNS (3), K (8)
 set -euo pipefail
 
-build=${1:-build}
+here=$(cd "$(dirname "$0")" && pwd)
+build=${1:-$here/../build}
 runs=${RUNS:-3}
 k=${K:-8}
-here=$(cd "$(dirname "$0")" && pwd)
 bench="$build/bench/capstore-bench-s3"
 if [[ ! -x $bench ]]; then
   ninja -C "$build" capstore-bench-s3 >/dev/null
@@ -65,7 +65,8 @@ for size in 65536 1048576; do
     out=$("$bench" "$work/s3/endpoint" --objects "$n" --bytes "$size" --in-flight "$k")
     ck_put+=("$(grep '^phase=put' <<<"$out" | field MBps)")
     ck_get+=("$(grep '^phase=get' <<<"$out" | field MBps)")
-    read -r p g < <(curl_run "$n" "$size" "$size-$i")
+    out=$(curl_run "$n" "$size" "$size-$i") || exit 1
+    read -r p g <<<"$out"
     cu_put+=("$p")
     cu_get+=("$g")
   done

@@ -239,11 +239,8 @@ int sim_model_store_open(uint32_t switches, cs_store *out) {
   m->w->store_if_none_match = (switches & SIM_STORE_IF_NONE_MATCH) != 0;
   m->w->store_list_path_order = (switches & SIM_STORE_LIST_PATH_ORDER) != 0;
   m->w->store_suffix_from_start = (switches & SIM_STORE_SUFFIX_FROM_START) != 0;
-  out->ops = &model_store_ops;
-  out->self = m;
-  out->enforces_if_none_match = false;
-  out->exact_suffix_ranges = false;
-  out->lists_bytewise = false;
+  /* Every field: a reused cs_store must not keep an old store's queue. The flags stay false until probed. */
+  *out = (cs_store){.ops = &model_store_ops, .self = m};
   return CS_E_OK;
 }
 

@@ -135,6 +135,41 @@ static void test_reopen(void **state) {
   assert_int_equal(cs_dirstore_open("", &again), CS_E_INVALID_ARGUMENT);
 }
 
+/*
+ * The asynchronous form on a store without its own: a cs_store reused by a
+ * second open keeps nothing of the first store's queue, and cs_store_close
+ * abandons what was queued (rc CS_E_CLOSED, the request free to start again).
+ */
+static void test_async_queue_reuse_and_close(void **state) {
+  (void)state;
+  cs_store *first = store_open(&fx);
+  if (first == NULL) {
+    fail_msg("store_open failed");
+    return;
+  }
+  char root[600];
+  snprintf(root, sizeof root, "%s", fx.last_root);
+  cs_store s;
+  memset(&s, 0xa5, sizeof s); /* whatever the stack held */
+  assert_int_equal(cs_dirstore_open(root, &s), CS_E_OK);
+  cs_store_request put = {.op = CS_STORE_PUT, .id = 1, .key = "q/k", .bytes = "abc", .len = 3};
+  assert_int_equal(cs_store_start(&s, &put), CS_E_OK);
+  assert_int_equal(cs_store_start(&s, &put), CS_E_STATE); /* queued, not yet handed back */
+  cs_store_close(&s);
+  assert_int_equal(put.rc, CS_E_CLOSED);
+  assert_null(s.ops);
+  assert_int_equal(cs_dirstore_open(root, &s), CS_E_OK); /* the same variable again */
+  cs_store_request *done = NULL;
+  assert_int_equal(cs_store_reap(&s, 0, &done), 0); /* nothing of the closed store's queue */
+  assert_int_equal(cs_store_start(&s, &put), CS_E_OK); /* the abandoned request starts again */
+  assert_int_equal(cs_store_reap(&s, 0, &done), 1);
+  assert_ptr_equal(done, &put);
+  assert_int_equal(put.rc, CS_E_OK);
+  assert_int_equal(put.res.outcome, CS_OUT_OK);
+  cs_store_close(&s);
+  store_close(first, &fx);
+}
+
 /* Eight processes race a create-only PUT of one key: exactly one wins, and its bytes are what stays. */
 static void test_create_race(void **state) {
   (void)state;
@@ -184,6 +219,7 @@ int main(void) {
   static const conformance_store_expect dirstore_does = {true, true, true};
   int failed = conformance_store_run("dirstore", store_open, store_close, &fx, &dirstore_does);
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_refused_keys), cmocka_unit_test(test_reopen),
+                                     cmocka_unit_test(test_async_queue_reuse_and_close),
                                      cmocka_unit_test(test_create_race)};
   failed += cmocka_run_group_tests_name("dirstore only", tests, NULL, NULL);
   if (failed == 0) remove_tree(fx.base);

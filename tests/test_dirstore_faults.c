@@ -25,6 +25,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -94,8 +95,9 @@ static int observed_version(cs_store *s, int k, const model *m, const char *what
     version_bytes(k, v, want);
     cs_object_info meta = version_meta(k, v);
     if (memcmp(got, want, n) != 0) continue;
-    if (info.size_bytes != n || info.record_count != meta.record_count ||
-        memcmp(info.sha256, meta.sha256, 32) != 0 || !cs_uuid_equal(&info.pack_id, &meta.pack_id)) {
+    if (info.size_bytes != n || info.record_count != meta.record_count || info.is_pack != meta.is_pack ||
+        info.created_at_ns != meta.created_at_ns || memcmp(info.sha256, meta.sha256, 32) != 0 ||
+        !cs_uuid_equal(&info.pack_id, &meta.pack_id)) {
       fail_msg("%s: %s holds version %d's bytes with other metadata", what, keys[k], v);
     }
     return v;
@@ -129,6 +131,30 @@ static void list_check(cs_store *s, const model *m, const char *what, bool must_
 
 /* ---- The workload ---- */
 
+static char root[512]; /* the store's root in this run */
+
+static void durable_path(const char *what, const char *op, int k, const char *path) {
+  if (!ft_clean(path)) fail_msg("%s: %s %s answered OK with %s not fsynced", what, op, k >= 0 ? keys[k] : "", path);
+}
+
+/*
+ * After an answer OK what it did survives a power cut: for a PUT every name
+ * from objects/ down to the object and the object's bytes, for a DELETE the
+ * removal of the object's name (keys here are plain: "a/b" is a.d/b.obj).
+ */
+static void durable(const char *what, const char *op, int k) {
+  char path[FT_PATH_MAX];
+  int n = snprintf(path, sizeof path, "%s/objects", root);
+  if (strcmp(op, "PUT") == 0) durable_path(what, op, k, path);
+  for (const char *seg = keys[k]; seg != NULL;) {
+    const char *slash = strchr(seg, '/');
+    size_t len = slash ? (size_t)(slash - seg) : strlen(seg);
+    n += snprintf(path + n, sizeof path - (size_t)n, "/%.*s%s", (int)len, seg, slash ? ".d" : ".obj");
+    if (strcmp(op, "PUT") == 0 || slash == NULL) durable_path(what, op, k, path);
+    seg = slash ? slash + 1 : NULL;
+  }
+}
+
 static void put(cs_store *s, model *m, int k, int v, bool create_only, const char *what) {
   static uint8_t bytes[BYTES_MAX];
   version_bytes(k, v, bytes);
@@ -137,6 +163,7 @@ static void put(cs_store *s, model *m, int k, int v, bool create_only, const cha
   fi.fsync_failed = false;
   assert_int_equal(s->ops->put(s->self, keys[k], bytes, version_len(k, v), &meta, create_only, &res), CS_E_OK);
   if (res.outcome == CS_OUT_OK && fi.fsync_failed) fail_msg("%s: PUT %s answered OK after a failed fsync", what, keys[k]);
+  if (res.outcome == CS_OUT_OK) durable(what, "PUT", k);
   applied(m, k, 1u << v, &res, create_only);
 }
 
@@ -145,6 +172,7 @@ static void del(cs_store *s, model *m, int k, const char *what) {
   fi.fsync_failed = false;
   assert_int_equal(s->ops->del(s->self, keys[k], &res), CS_E_OK);
   if (res.outcome == CS_OUT_OK && fi.fsync_failed) fail_msg("%s: DELETE %s answered OK after a failed fsync", what, keys[k]);
+  if (res.outcome == CS_OUT_OK) durable(what, "DELETE", k);
   applied(m, k, 1u, &res, false);
 }
 
@@ -181,8 +209,15 @@ static void run_mode(enum fault_mode mode) {
     model m;
     for (int k = 0; k < KEYS; k++) m.allowed[k] = 1u;
     fi.mode = FAULT_OFF;
+    ft_reset();
+    snprintf(root, sizeof root, "%s", dir);
     cs_store s;
     assert_int_equal(cs_dirstore_open_with(dir, &faulty, &s), CS_E_OK);
+    char made[FT_PATH_MAX];
+    snprintf(made, sizeof made, "%s/objects", dir);
+    durable_path("open", "open", -1, made);
+    snprintf(made, sizeof made, "%s/tmp", dir);
+    durable_path("open", "open", -1, made);
     fault_arm(mode, n);
     char what[64];
     snprintf(what, sizeof what, "%s fault at call %ld", mode_name(mode), n);
@@ -214,7 +249,7 @@ static void test_crash(void **state) {
   run_mode(FAULT_CRASH);
 }
 
-/* A dead writer's temp file is removed when the store opens; a live one's is left. */
+/* Temp files of dead writers older than an hour are removed when the store opens; others are left. */
 static void test_dead_writers_temps_swept(void **state) {
   (void)state;
   char *dir = tf_temp_dir("dirstore-sweep");
@@ -225,16 +260,66 @@ static void test_dead_writers_temps_swept(void **state) {
   assert_true(child >= 0);
   if (child == 0) _exit(0);
   assert_int_equal(waitpid(child, NULL, 0), child);
-  char path[512], name[64];
+  char path[512], name[64], file[700];
   snprintf(path, sizeof path, "%s/tmp", dir);
-  snprintf(name, sizeof name, "%ld-1-1.tmp", (long)child);
-  tf_write_file(path, name, "torn", 4);
-  snprintf(name, sizeof name, "%ld-2-2.tmp", (long)getpid());
-  tf_write_file(path, name, "mine", 4);
-  assert_int_equal(tf_count_suffix(path, ".tmp"), 2);
+  /* A dead writer's file two hours old goes; a dead writer's file of a minute ago and our own stay. */
+  const char *names[3] = {"old", "recent", "mine"};
+  long pids[3] = {(long)child, (long)child, (long)getpid()};
+  time_t ages[3] = {7200, 60, 7200};
+  for (int i = 0; i < 3; i++) {
+    snprintf(name, sizeof name, "%ld-%d-%d.tmp", pids[i], i, i);
+    tf_write_file(path, name, names[i], strlen(names[i]));
+    snprintf(file, sizeof file, "%s/%s", path, name);
+    struct timespec times[2] = {{time(NULL) - ages[i], 0}, {time(NULL) - ages[i], 0}};
+    assert_int_equal(utimensat(AT_FDCWD, file, times, 0), 0);
+  }
+  assert_int_equal(tf_count_suffix(path, ".tmp"), 3);
   assert_int_equal(cs_dirstore_open(dir, &s), CS_E_OK);
-  assert_int_equal(tf_count_suffix(path, ".tmp"), 1);
+  assert_int_equal(tf_count_suffix(path, ".tmp"), 2);
+  snprintf(file, sizeof file, "%s/%ld-0-0.tmp", path, (long)child);
+  assert_int_equal(access(file, F_OK), -1); /* the old one is the one gone */
   s.ops->close(s.self);
+  tf_remove_tree(dir);
+}
+
+/*
+ * Several processes PUT and DELETE keys in one directory at once, each
+ * DELETE emptying it so that its parents go (rmdir) while another process
+ * creates, publishes or syncs in them: every answer is OK (a PUT tries again
+ * when a parent vanishes under it; the directory it fsyncs is its open
+ * descriptor, never a path that may be gone).
+ */
+static void test_concurrent_put_delete(void **state) {
+  (void)state;
+  char *dir = tf_temp_dir("dirstore-race");
+  enum { PROCS = 4, OPS = 400 };
+  pid_t children[PROCS];
+  for (int p = 0; p < PROCS; p++) {
+    children[p] = fork();
+    assert_true(children[p] >= 0);
+    if (children[p] > 0) continue;
+    cs_store s;
+    if (cs_dirstore_open(dir, &s) != CS_E_OK) _exit(2);
+    int failures = 0;
+    for (int i = 0; i < OPS; i++) {
+      char key[32];
+      snprintf(key, sizeof key, "d/e/f/k%d", (p + i) % 3);
+      cs_store_result res;
+      int rc = (i + p) % 2 == 0 ? s.ops->put(s.self, key, "bytes", 5, NULL, false, &res) : s.ops->del(s.self, key, &res);
+      if (rc != CS_E_OK || res.outcome != CS_OUT_OK) {
+        if (failures++ < 3) fprintf(stderr, "process %d: %s %s: %s %s\n", p, (i + p) % 2 == 0 ? "PUT" : "DELETE", key,
+                                    cs_outcome_name(res.outcome), res.detail);
+      }
+    }
+    s.ops->close(s.self);
+    _exit(failures == 0 ? 0 : 1);
+  }
+  for (int p = 0; p < PROCS; p++) {
+    int status = 0;
+    assert_int_equal(waitpid(children[p], &status, 0), children[p]);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+  }
   tf_remove_tree(dir);
 }
 
@@ -244,6 +329,7 @@ int main(void) {
       cmocka_unit_test(test_fail_persistent),
       cmocka_unit_test(test_crash),
       cmocka_unit_test(test_dead_writers_temps_swept),
+      cmocka_unit_test(test_concurrent_put_delete),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -168,6 +168,7 @@ static void run_seal_faults(enum fault_mode mode) {
   for (long n = 1;; n++) {
     char *dir = tf_temp_dir("faults");
     bool sealed[PACKS] = {false}, removed[PACKS] = {false};
+    ft_reset(); /* a fresh directory: forget the last run's names */
     fault_arm(mode, n);
     seal_workload(dir, &f, sealed, removed);
     long calls = fi.calls;
@@ -235,6 +236,7 @@ static void run_recovery_faults(enum fault_mode mode) {
     tp_bytes flipped;
     char flipped_name[CS_SPOOL_NAME_MAX + 1];
     recovery_setup(dir, &f, &flipped, flipped_name);
+    ft_reset(); /* a fresh directory: forget the last run's names */
     fault_arm(mode, n);
     cs_spool *spool = NULL;
     cs_spool_options options = {.sys = &faulty, .direct_io = direct_mode};

@@ -157,13 +157,17 @@ typedef struct cs_store {
  * cs_err when the store's transfer engine failed (the requests stay in
  * flight; close abandons them).
  *
- * close abandons every request not yet handed back: none comes back, and
- * what the server did with those still running is unknown.
+ * cs_store_close closes the store (ops->close) and abandons every request
+ * not yet handed back: none comes back, each is the caller's again with rc
+ * CS_E_CLOSED, and what the server did with those still running is unknown.
+ * A store's open fills every field of its cs_store, so one may be reused.
  *
  * A store is driven by one thread at a time, synchronous calls included.
  */
 int cs_store_start(cs_store *store, cs_store_request *req);
 int cs_store_reap(cs_store *store, uint32_t timeout_ms, cs_store_request **done);
+
+void cs_store_close(cs_store *store);
 
 /* Carries out req on the synchronous primitive (what cs_store_start does for stores without ops->start). */
 void cs_store_request_run(cs_store *store, cs_store_request *req);

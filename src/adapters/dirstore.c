@@ -211,10 +211,12 @@ static int temp_write(dirstore *ds, const void *bytes, size_t len, const cs_obje
   meta_encode(meta, header);
   bool ok = write_all(ds, fd, header, META_BYTES) && (len == 0 || write_all(ds, fd, bytes, len)) &&
             ds->sys->fsync(fd) == 0;
-  int err = errno;
-  ok = ds->sys->close(fd) == 0 && ok;
+  int err = ok ? 0 : errno;
+  if (ds->sys->close(fd) != 0 && ok) {
+    ok = false;
+    err = errno;
+  }
   if (ok) return 0;
-  if (err == 0) err = errno;
   ds->sys->unlinkat(AT_FDCWD, tmp, 0);
   return err != 0 ? err : EIO;
 }
@@ -239,28 +241,51 @@ static int ds_put(void *self, const char *key, const void *bytes, size_t len, co
     result_set(res, CS_OUT_SERVER_ERROR, "temp write", err);
     return CS_E_OK;
   }
-  /* A concurrent DELETE may remove an empty parent between mkdir and link: retry a bounded number of times. */
-  int rc = -1;
+  /*
+   * Publish relative to the parent directory's descriptor, and fsync that
+   * descriptor: a concurrent DELETE may remove an empty parent at any point
+   * (then mkdir, open or link/rename fail with ENOENT and the PUT tries
+   * again, a bounded number of times), but never a directory holding the
+   * object just published.
+   */
+  const char *leaf = strrchr(path, '/') + 1;
   const char *step = "mkdir";
+  int rc = -1, dirfd = -1;
   for (int attempt = 0; attempt < 4; attempt++) {
     step = "mkdir";
-    if (!make_parents(ds, path, strlen(ds->root) + strlen("/objects"))) break;
+    if (!make_parents(ds, path, strlen(ds->root) + strlen("/objects"))) {
+      err = errno;
+      if (err == ENOENT) continue;
+      break;
+    }
+    step = "open directory";
+    parent_of(path, dir, sizeof dir);
+    dirfd = ds->sys->open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+    if (dirfd < 0) {
+      err = errno;
+      if (err == ENOENT) continue;
+      break;
+    }
     step = if_none_match ? "link" : "rename";
-    rc = if_none_match ? ds->sys->linkat(AT_FDCWD, tmp, AT_FDCWD, path, 0)
-                       : ds->sys->renameat(AT_FDCWD, tmp, AT_FDCWD, path);
-    if (rc == 0 || errno != ENOENT) break;
+    rc = if_none_match ? ds->sys->linkat(AT_FDCWD, tmp, dirfd, leaf, 0) : ds->sys->renameat(AT_FDCWD, tmp, dirfd, leaf);
+    err = rc == 0 ? 0 : errno;
+    if (rc == 0 || err != ENOENT) break;
+    ds->sys->close(dirfd);
+    dirfd = -1;
   }
-  err = rc == 0 ? 0 : errno;
   if (if_none_match || rc != 0) ds->sys->unlinkat(AT_FDCWD, tmp, 0);
   if (rc != 0) {
+    if (dirfd >= 0) ds->sys->close(dirfd);
     if (err == EEXIST && if_none_match) result_set(res, CS_OUT_PRECONDITION, "object exists", 0);
     else result_set(res, CS_OUT_SERVER_ERROR, step, err);
     return CS_E_OK;
   }
-  parent_of(path, dir, sizeof dir);
-  if (!fsync_dir(ds, dir)) {
+  bool synced = ds->sys->fsync(dirfd) == 0;
+  err = errno;
+  ds->sys->close(dirfd);
+  if (!synced) {
     /* Published, maybe not durable: as a request whose answer was lost, it may or may not stand. */
-    result_set(res, CS_OUT_UNKNOWN, "published, but the fsync of its directory failed", errno);
+    result_set(res, CS_OUT_UNKNOWN, "published, but the fsync of its directory failed", err);
     return CS_E_OK;
   }
   result_set(res, CS_OUT_OK, NULL, 0);
@@ -415,10 +440,15 @@ static bool walk(const char *dir, char *key, size_t key_len, walk_args *args) {
     return false;
   }
   bool ok = true;
+  int err = 0;
   struct dirent *ent;
-  for (;;) {
+  while (ok) {
     errno = 0;
-    if (!ok || (ent = sys->readdir(d)) == NULL) break;
+    if ((ent = sys->readdir(d)) == NULL) {
+      err = errno; /* NULL with errno set is an error, not the end: never a page with keys missing */
+      ok = err == 0;
+      break;
+    }
     size_t len = strlen(ent->d_name);
     bool is_dir = has_suffix(ent->d_name, len, ".d");
     bool is_obj = has_suffix(ent->d_name, len, ".obj");
@@ -438,10 +468,9 @@ static bool walk(const char *dir, char *key, size_t key_len, walk_args *args) {
     key[used + 1] = '\0';
     args->depth++;
     ok = walk(sub, key, used + 1, args);
+    if (!ok) err = errno;
     args->depth--;
   }
-  int err = errno; /* readdir's NULL with errno set is an error, not the end: never a page with keys missing */
-  if (ok && err != 0) ok = false;
   sys->closedir(d);
   errno = err;
   return ok;
@@ -485,16 +514,28 @@ static int ds_del(void *self, const char *key, cs_store_result *res) {
     result_set(res, CS_OUT_OK, NULL, 0); /* like S3: deleting an absent key succeeds */
     return CS_E_OK;
   }
-  if (ds->sys->unlinkat(AT_FDCWD, path, 0) != 0) {
-    if (errno != ENOENT && errno != ENOTDIR) result_set(res, CS_OUT_SERVER_ERROR, "unlink", errno);
+  /* Unlink relative to the parent's descriptor and fsync it: a concurrent DELETE may remove the emptied parent. */
+  char dir[PATH_BYTES];
+  parent_of(path, dir, sizeof dir);
+  int dirfd = ds->sys->open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+  if (dirfd < 0) {
+    if (errno != ENOENT && errno != ENOTDIR) result_set(res, CS_OUT_SERVER_ERROR, "open directory", errno);
+    else result_set(res, CS_OUT_OK, NULL, 0); /* no parent: no object */
+    return CS_E_OK;
+  }
+  if (ds->sys->unlinkat(dirfd, strrchr(path, '/') + 1, 0) != 0) {
+    int err = errno;
+    ds->sys->close(dirfd);
+    if (err != ENOENT && err != ENOTDIR) result_set(res, CS_OUT_SERVER_ERROR, "unlink", err);
     else result_set(res, CS_OUT_OK, NULL, 0);
     return CS_E_OK;
   }
-  char dir[PATH_BYTES];
-  parent_of(path, dir, sizeof dir);
-  if (!fsync_dir(ds, dir)) {
+  bool synced = ds->sys->fsync(dirfd) == 0;
+  int err = errno;
+  ds->sys->close(dirfd);
+  if (!synced) {
     /* Gone, maybe not durably: the object may come back after a crash. */
-    result_set(res, CS_OUT_UNKNOWN, "unlinked, but the fsync of its directory failed", errno);
+    result_set(res, CS_OUT_UNKNOWN, "unlinked, but the fsync of its directory failed", err);
     return CS_E_OK;
   }
   /* Remove now-empty parents, stopping at the first that is not empty. */
@@ -515,10 +556,13 @@ static const cs_store_ops dirstore_ops = {
     .close = ds_close};
 
 /*
- * Removes temp files left by processes that died mid-PUT (the name starts
- * with the writer's pid; a live writer's files are left alone). Best effort:
- * a temp file is never visible as an object, it only takes space.
+ * Removes temp files left by writers that died mid-PUT: older than an hour
+ * (a PUT takes seconds; this keeps a live writer's file safe even where its
+ * pid means nothing here, as in another PID namespace on a shared volume)
+ * and named by a pid that is not running here. Best effort: a temp file is
+ * never visible as an object, it only takes space.
  */
+#define TEMP_STALE_S 3600
 static void sweep_temps(const dirstore *ds) {
   char dir[PATH_BYTES], path[PATH_BYTES];
   snprintf(dir, sizeof dir, "%s/tmp", ds->root);
@@ -529,14 +573,20 @@ static void sweep_temps(const dirstore *ds) {
     ds->sys->close(fd);
     return;
   }
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
   struct dirent *ent;
   while ((ent = ds->sys->readdir(d)) != NULL) {
     char *end = NULL;
     long pid = strtol(ent->d_name, &end, 10);
     if (end == ent->d_name || *end != '-' || pid <= 0 || !has_suffix(ent->d_name, strlen(ent->d_name), ".tmp")) continue;
     if (pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
-    if (snprintf(path, sizeof path, "%s/%s", dir, ent->d_name) < (int)sizeof path)
-      (void)ds->sys->unlinkat(AT_FDCWD, path, 0);
+    if (snprintf(path, sizeof path, "%s/%s", dir, ent->d_name) >= (int)sizeof path) continue;
+    struct stat st;
+    if (ds->sys->fstatat(AT_FDCWD, path, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
+        st.st_mtime > now.tv_sec - TEMP_STALE_S)
+      continue;
+    (void)ds->sys->unlinkat(AT_FDCWD, path, 0);
   }
   ds->sys->closedir(d);
 }
@@ -555,20 +605,31 @@ int cs_dirstore_open_with(const char *root, const cs_spool_sys *sys, cs_store *o
   }
   while (n > 1 && ds->root[n - 1] == '/') ds->root[--n] = '\0';
   ds->sys = sys != NULL ? sys : cs_spool_sys_posix();
-  bool ok = ds->sys->mkdir(ds->root, 0755) == 0 || errno == EEXIST;
+  /* The directories it creates are fsynced into their parents: an object answered OK stays reachable. */
+  bool made_root = ds->sys->mkdir(ds->root, 0755) == 0;
+  bool ok = made_root || errno == EEXIST;
+  if (ok && made_root) {
+    parent_of(ds->root, path, sizeof path);
+    ok = fsync_dir(ds, strchr(ds->root, '/') == NULL ? "." : path[0] == '\0' ? "/" : path);
+  }
+  bool made_sub = false;
   snprintf(path, sizeof path, "%s/objects", ds->root);
-  ok = ok && (ds->sys->mkdir(path, 0755) == 0 || errno == EEXIST);
+  if (ok && ds->sys->mkdir(path, 0755) == 0) made_sub = true;
+  else ok = ok && errno == EEXIST;
   snprintf(path, sizeof path, "%s/tmp", ds->root);
-  ok = ok && (ds->sys->mkdir(path, 0755) == 0 || errno == EEXIST);
+  if (ok && ds->sys->mkdir(path, 0755) == 0) made_sub = true;
+  else ok = ok && errno == EEXIST;
+  if (ok && made_sub) ok = fsync_dir(ds, ds->root);
   if (!ok) {
     free(ds);
     return CS_E_IO;
   }
   sweep_temps(ds);
-  out->ops = &dirstore_ops;
-  out->self = ds;
-  out->enforces_if_none_match = true; /* what it does; cs_store_probe checks */
-  out->exact_suffix_ranges = true;
-  out->lists_bytewise = true;
+  /* Every field: a reused cs_store must not keep an old store's queue. The flags are what it does (probes check). */
+  *out = (cs_store){.ops = &dirstore_ops,
+                    .self = ds,
+                    .enforces_if_none_match = true,
+                    .exact_suffix_ranges = true,
+                    .lists_bytewise = true};
   return CS_E_OK;
 }

@@ -735,9 +735,9 @@ static void s3_close(void *self) {
     cs_store_request *req = s->live->req;
     call_drop(s, s->live);
     req->internal = NULL;
+    req->rc = CS_E_CLOSED;
   }
-  while (done_pop(s)) {
-  }
+  for (cs_store_request *req; (req = done_pop(s)) != NULL;) req->rc = CS_E_CLOSED;
   if (s->multi) curl_multi_cleanup(s->multi);
   free(s->endpoint);
   free(s->bucket);

@@ -65,3 +65,16 @@ int cs_store_reap(cs_store *store, uint32_t timeout_ms, cs_store_request **done)
   if (store->ops->reap == NULL) return 0;
   return store->ops->reap(store->self, timeout_ms, done);
 }
+
+void cs_store_close(cs_store *store) {
+  if (store == NULL || store->ops == NULL) return;
+  /* Queued and never handed back: abandoned, as the adapter's close abandons what it has in flight. */
+  for (cs_store_request *req = store->done_head, *next; req != NULL; req = next) {
+    next = req->next;
+    req->next = NULL;
+    req->internal = NULL;
+    req->rc = CS_E_CLOSED;
+  }
+  store->ops->close(store->self);
+  *store = (cs_store){0};
+}
