@@ -323,6 +323,32 @@ static void test_concurrent_put_delete(void **state) {
   tf_remove_tree(dir);
 }
 
+/*
+ * A directory another writer made and did not sync yet (or failed to) is
+ * synced by a PUT that finds it there, and by a later open: its OK needs it.
+ */
+static void test_existing_unsynced_directories(void **state) {
+  (void)state;
+  char *dir = tf_temp_dir("dirstore-unsynced");
+  fault_arm(FAULT_OFF, 0);
+  ft_reset();
+  char path[FT_PATH_MAX];
+  snprintf(path, sizeof path, "%s/objects", dir);
+  assert_int_equal(f_mkdir(path, 0755), 0); /* as an open that failed before its fsync */
+  cs_store s;
+  assert_int_equal(cs_dirstore_open_with(dir, &faulty, &s), CS_E_OK);
+  assert_true(ft_clean(path));
+  snprintf(path, sizeof path, "%s/objects/a.d", dir);
+  assert_int_equal(f_mkdir(path, 0755), 0); /* as a concurrent PUT between its mkdir and fsync */
+  assert_false(ft_clean(path));
+  cs_store_result res;
+  assert_int_equal(s.ops->put(s.self, "a/b", "bytes", 5, NULL, false, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_OK);
+  assert_true(ft_clean(path));
+  s.ops->close(s.self);
+  tf_remove_tree(dir);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_fail_once),
@@ -330,6 +356,7 @@ int main(void) {
       cmocka_unit_test(test_crash),
       cmocka_unit_test(test_dead_writers_temps_swept),
       cmocka_unit_test(test_concurrent_put_delete),
+      cmocka_unit_test(test_existing_unsynced_directories),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

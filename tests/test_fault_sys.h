@@ -124,6 +124,8 @@ static inline void ft_join(int dirfd, const char *path, char out[FT_PATH_MAX]) {
 }
 
 static inline bool ft_in_dir(const char *path, const char *dir) {
+  if (strcmp(dir, ".") == 0) return strchr(path, '/') == NULL;
+  if (strcmp(dir, "/") == 0) return path[0] == '/' && strchr(path + 1, '/') == NULL;
   size_t n = strlen(dir);
   return strncmp(path, dir, n) == 0 && path[n] == '/' && strchr(path + n + 1, '/') == NULL;
 }

@@ -180,13 +180,18 @@ static bool make_parents(const dirstore *ds, char *path, size_t root_len) {
     int rc = ds->sys->mkdir(path, 0755);
     int err = errno;
     bool ok = rc == 0 || err == EEXIST;
-    if (rc == 0) {
+    if (ok) {
+      /*
+       * Synced into its parent even when it already existed: another PUT may
+       * have made it a moment ago and not synced it yet (or failed to). An
+       * fsync of a directory with nothing unsynced is cheap.
+       */
       char *slash = strrchr(path, '/');
       *slash = '\0';
       ok = fsync_dir(ds, path);
       err = errno;
       *slash = '/';
-      if (!ok) (void)ds->sys->unlinkat(AT_FDCWD, path, AT_REMOVEDIR);
+      if (!ok && rc == 0) (void)ds->sys->unlinkat(AT_FDCWD, path, AT_REMOVEDIR);
     }
     *p = '/';
     if (!ok) {
@@ -459,7 +464,10 @@ static bool walk(const char *dir, char *key, size_t key_len, walk_args *args) {
     size_t cmp_len = used < plen ? used : plen;
     if (memcmp(key, args->prefix, cmp_len) != 0) continue; /* not under prefix: prune */
     if (is_obj) {
-      if (used >= plen && strcmp(key, args->token) > 0) ok = key_set_add(args->set, key);
+      if (used >= plen && strcmp(key, args->token) > 0 && !key_set_add(args->set, key)) {
+        ok = false;
+        err = ENOMEM;
+      }
       continue;
     }
     char sub[PATH_BYTES];
@@ -605,21 +613,21 @@ int cs_dirstore_open_with(const char *root, const cs_spool_sys *sys, cs_store *o
   }
   while (n > 1 && ds->root[n - 1] == '/') ds->root[--n] = '\0';
   ds->sys = sys != NULL ? sys : cs_spool_sys_posix();
-  /* The directories it creates are fsynced into their parents: an object answered OK stays reachable. */
-  bool made_root = ds->sys->mkdir(ds->root, 0755) == 0;
-  bool ok = made_root || errno == EEXIST;
-  if (ok && made_root) {
+  /*
+   * Its directories are fsynced into their parents at every open, made now
+   * or not: an earlier open may have made them and failed to sync them.
+   * An object answered OK stays reachable.
+   */
+  bool ok = ds->sys->mkdir(ds->root, 0755) == 0 || errno == EEXIST;
+  if (ok) {
     parent_of(ds->root, path, sizeof path);
     ok = fsync_dir(ds, strchr(ds->root, '/') == NULL ? "." : path[0] == '\0' ? "/" : path);
   }
-  bool made_sub = false;
   snprintf(path, sizeof path, "%s/objects", ds->root);
-  if (ok && ds->sys->mkdir(path, 0755) == 0) made_sub = true;
-  else ok = ok && errno == EEXIST;
+  ok = ok && (ds->sys->mkdir(path, 0755) == 0 || errno == EEXIST);
   snprintf(path, sizeof path, "%s/tmp", ds->root);
-  if (ok && ds->sys->mkdir(path, 0755) == 0) made_sub = true;
-  else ok = ok && errno == EEXIST;
-  if (ok && made_sub) ok = fsync_dir(ds, ds->root);
+  ok = ok && (ds->sys->mkdir(path, 0755) == 0 || errno == EEXIST);
+  ok = ok && fsync_dir(ds, ds->root);
   if (!ok) {
     free(ds);
     return CS_E_IO;
