@@ -627,7 +627,20 @@ static void test_in_flight(void **state) {
   for (uint32_t i = 0; i < N; i++) dels[i] = (cs_store_request){.op = CS_STORE_DEL, .key = keys[i]};
   run_requests(s, dels, N, 4000);
   for (uint32_t i = 0; i < N; i++) {
-    assert_int_equal(dels[i].res.outcome, CS_OUT_OK);
+    if (dels[i].res.outcome != CS_OUT_OK) {
+      /*
+       * s3rver now and then answers 500 to one of several DELETEs in one
+       * folder at once (its file store races on the emptied folder). Named,
+       * and held to what a driver does with it: a maybe-applied outcome,
+       * retried, then OK.
+       */
+      printf("  %s answered a parallel DELETE of %s: %s %u %s\n", s->ops->name, keys[i],
+             cs_outcome_name(dels[i].res.outcome), dels[i].res.http_status, dels[i].res.detail);
+      assert_true(cs_outcome_maybe_applied(dels[i].res.outcome));
+      cs_store_result retry;
+      assert_int_equal(s->ops->del(s->self, keys[i], &retry), CS_E_OK);
+      assert_int_equal(retry.outcome, CS_OUT_OK);
+    }
     cs_object_info info;
     head_expect(s, keys[i], CS_OUT_NOT_FOUND, &info);
     free(bytes[i]);
