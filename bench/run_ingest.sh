@@ -11,7 +11,8 @@
 # usage: bench/run_ingest.sh [BUILD_DIR]     (default: build)
 # env:   RUNS (3), SECONDS_PER_RUN (1), CAPSTORE_BENCH_DIR (/var/tmp),
 #        PAGE_CACHE (0: the sink's default, spool writes with O_DIRECT; 1: through the
-#        page cache, cs_capture_config.direct_io off)
+#        page cache, cs_capture_config.direct_io off),
+#        HASH_THREAD (unset: the config's default, on from 4 online CPUs; on; off)
 set -euo pipefail
 
 build=${1:-build}
@@ -20,6 +21,7 @@ seconds=${SECONDS_PER_RUN:-1}
 bench="$build/bench/capstore-bench-ingest"
 mode=()
 if [[ ${PAGE_CACHE:-0} == 1 ]]; then mode=(--page-cache); fi
+if [[ -n ${HASH_THREAD:-} ]]; then mode+=(--hash-thread "$HASH_THREAD"); fi
 if [[ ! -x $bench ]]; then
   ninja -C "$build" capstore-bench-ingest >/dev/null
 fi
@@ -50,7 +52,7 @@ sha_gbps=$(printf '%s\n' "${sha_rates[@]}" | median)
 limit=$(awk -v a="$dd_gbps" -v b="$sha_gbps" 'BEGIN { print (a < b ? a : b) }')
 printf 'fsync write (dd conv=fsync, 256 MiB): %s GB/s   sha256 (openssl, 1 MiB blocks): %s GB/s   limit min(): %s GB/s\n' \
   "$dd_gbps" "$sha_gbps" "$limit"
-printf '%-8s %12s %9s %8s %10s %10s %10s %10s\n' record records/s GB/s ratio sat_p50us sat_p99us pace_p50us pace_p99us
+printf '%-8s %12s %9s %8s %10s %10s %10s %10s %10s %10s\n' record records/s GB/s ratio sat_p50us sat_p99us pace_p50us pace_p99us copy_p50us copy_p99us
 
 for size in 4096 65536 1048576; do
   lines=()
@@ -61,11 +63,16 @@ for size in 4096 65536 1048576; do
   med() { printf '%s\n' "${lines[@]}" | while read -r l; do field "$1" <<<"$l"; done | median; }
   gbps=$(med gb_per_s)
   ratio=$(awk -v g="$gbps" -v l="$limit" 'BEGIN { printf "%.2f", g / l }')
-  printf '%-8s %12s %9s %8s %10s %10s %10s %10s\n' "$size" "$(med records_per_s)" "$gbps" "$ratio" \
-    "$(med sat_p50_us)" "$(med sat_p99_us)" "$(med paced_p50_us)" "$(med paced_p99_us)"
+  printf '%-8s %12s %9s %8s %10s %10s %10s %10s %10s %10s\n' "$size" "$(med records_per_s)" "$gbps" "$ratio" \
+    "$(med sat_p50_us)" "$(med sat_p99_us)" "$(med paced_p50_us)" "$(med paced_p99_us)" \
+    "$(med copy_p50_us)" "$(med copy_p99_us)"
   if [[ $size == 1048576 ]]; then ratio_1m=$ratio; fi
 done
 
 printf 'ratio for 1 MiB records: %s x min(fsync write, sha256)  (goal >= 0.9)\n' "$ratio_1m"
-printf 'medians of %d runs; sat = saturated producer, pace = half the saturated rate while packs seal; spool writes: %s\n' \
-  "$runs" "$([[ ${#mode[@]} == 0 ]] && echo 'O_DIRECT (direct_io, the default)' || echo 'page cache (direct_io off)')"
+printf 'medians of %d runs; sat = saturated producer, pace = half the saturated rate while packs seal,\n' "$runs"
+printf 'copy = the peer: a plain memcpy of the same record into one reused buffer, timed between the paced calls;\n'
+printf 'spool writes: %s; SHA-256 on %s; %s online CPUs\n' \
+  "$([[ ${PAGE_CACHE:-0} == 1 ]] && echo 'page cache (direct_io off)' || echo 'O_DIRECT (direct_io, the default)')" \
+  "$([[ $(field hash_thread <<<"${lines[0]}") == 1 ]] && echo 'a hash thread (hash_thread)' || echo 'the worker')" \
+  "$(getconf _NPROCESSORS_ONLN)"

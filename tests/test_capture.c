@@ -34,9 +34,17 @@
 
 /* ---- Helpers ---- */
 
+/* The group runs twice: hashing on the worker, then on a hash thread (hash_thread). */
+static bool g_hash_thread;
+
+static void config_default(cs_capture_config *cfg) {
+  cs_capture_config_default(cfg);
+  cfg->hash_thread = g_hash_thread;
+}
+
 static cs_capture_config small_config(cs_full_policy policy) {
   cs_capture_config cfg;
-  cs_capture_config_default(&cfg);
+  config_default(&cfg);
   cfg.sink.pack_records_max = 4;
   cfg.sink.pack_bytes_max = 64 * 1024;
   cfg.sink.linger_ns = 10 * CS_SEC_NS;
@@ -198,25 +206,25 @@ static void test_config_refusals(void **state) {
   (void)state;
   char msg[256];
   cs_capture_config cfg;
-  cs_capture_config_default(&cfg);
+  config_default(&cfg);
   assert_int_equal(cs_capture_config_validate(&cfg, msg, sizeof msg), CS_E_OK);
   assert_string_equal(msg, "");
   cfg.staging_bytes = 1000;
   assert_int_equal(cs_capture_config_validate(&cfg, msg, sizeof msg), CS_E_CONFIG);
   assert_non_null(strstr(msg, "staging_bytes"));
-  cs_capture_config_default(&cfg);
+  config_default(&cfg);
   cfg.record_bytes_max = cfg.staging_bytes;
   assert_int_equal(cs_capture_config_validate(&cfg, msg, sizeof msg), CS_E_CONFIG);
   assert_non_null(strstr(msg, "record_bytes_max"));
-  cs_capture_config_default(&cfg);
+  config_default(&cfg);
   cfg.record_bytes_max = 0;
   assert_int_equal(cs_capture_config_validate(&cfg, msg, sizeof msg), CS_E_CONFIG);
   assert_non_null(strstr(msg, "record_bytes_max"));
-  cs_capture_config_default(&cfg);
+  config_default(&cfg);
   cfg.sink.linger_ns = 5;
   assert_int_equal(cs_capture_config_validate(&cfg, msg, sizeof msg), CS_E_CONFIG);
   assert_non_null(strstr(msg, "sink.linger_ns"));
-  cs_capture_config_default(&cfg);
+  config_default(&cfg);
   cfg.sink.full_policy = 7;
   assert_int_equal(cs_capture_config_validate(&cfg, msg, sizeof msg), CS_E_CONFIG);
   assert_non_null(strstr(msg, "full_policy"));
@@ -924,5 +932,9 @@ int main(void) {
       cmocka_unit_test(test_crash_recovery_torn_open),
       cmocka_unit_test(test_uuid7),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  g_hash_thread = false;
+  int failed = cmocka_run_group_tests_name("capture, hashing on the worker", tests, NULL, NULL);
+  g_hash_thread = true;
+  failed += cmocka_run_group_tests_name("capture, hashing on a hash thread", tests, NULL, NULL);
+  return failed;
 }

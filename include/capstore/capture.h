@@ -52,13 +52,18 @@ typedef struct cs_capture_config {
                                    then holds its staging room (and that of the records after it)
                                    until its write(2) returns, so size staging_bytes for the
                                    disk's slow moments too */
+  bool hash_thread;             /* the packs' SHA-256 on a thread of its own, between the worker
+                                   (layout, CRC-32, copy) and the writer: the worker's hashing
+                                   was the sink's bound on machines with cores to spare. Off,
+                                   the worker hashes too (one thread less, better on 2 CPUs) */
   const cs_spool_sys *spool_sys; /* NULL: the real system calls (tests inject faults) */
 } cs_capture_config;
 
 /*
  * Defaults: the sink core's defaults, 128 MiB of staging, records up to
  * 32 MiB, 64 device copies in flight, recovery at open, direct I/O (where
- * the spool's file system takes O_DIRECT).
+ * the spool's file system takes O_DIRECT), hash_thread when the machine has
+ * at least 4 online CPUs.
  */
 void cs_capture_config_default(cs_capture_config *cfg);
 

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "runtime_internal.h"
 
@@ -98,6 +99,7 @@ void cs_capture_config_default(cs_capture_config *cfg) {
   cfg->device_copies_max = 64;
   cfg->recover_at_open = true;
   cfg->direct_io = true;
+  cfg->hash_thread = sysconf(_SC_NPROCESSORS_ONLN) >= RT_HASH_THREAD_CPUS;
 }
 
 int cs_capture_config_validate(const cs_capture_config *cfg, char *msg, size_t msg_size) {
@@ -220,28 +222,45 @@ static int init_sync(cs_capture *cap) {
   int rc = pthread_mutex_init(&cap->mutex, NULL) | pthread_mutex_init(&cap->spool_mutex, NULL) |
            pthread_cond_init(&cap->work_cond, &attr) | pthread_cond_init(&cap->space_cond, &attr) |
            pthread_cond_init(&cap->done_cond, &attr) | pthread_cond_init(&cap->seal_cond, &attr) |
-           pthread_cond_init(&cap->io_cond, &attr) | pthread_cond_init(&cap->chunk_cond, &attr);
+           pthread_cond_init(&cap->io_cond, &attr) | pthread_cond_init(&cap->chunk_cond, &attr) |
+           pthread_cond_init(&cap->hash_cond, &attr);
   pthread_condattr_destroy(&attr);
   return rc == 0 ? CS_E_OK : CS_E_NO_MEMORY;
 }
 
-/* Stops the writer and the sealer of a capture whose worker never started. */
+/* Stops the hasher, the writer and the sealer of a capture whose worker never started. */
 static void stop_helpers(cs_capture *cap) {
   pthread_mutex_lock(&cap->mutex);
+  cap->hasher_stop = true;
   cap->writer_stop = true;
   cap->sealer_stop = true;
+  pthread_cond_signal(&cap->hash_cond);
   pthread_cond_signal(&cap->io_cond);
   pthread_cond_signal(&cap->seal_cond);
   pthread_mutex_unlock(&cap->mutex);
+  if (cap->hasher_started) pthread_join(cap->hasher, NULL);
   if (cap->writer_started) pthread_join(cap->writer_thread, NULL);
   if (cap->sealer_started) pthread_join(cap->sealer, NULL);
+  cap->hasher_started = false;
   cap->writer_started = false;
   cap->sealer_started = false;
 }
 
+/* hash_thread: the hasher's two digest contexts, the first one started. */
+static int open_hasher(cs_capture *cap, char *msg, size_t msg_size) {
+  if (!cap->cfg.hash_thread) return CS_E_OK;
+  cap->hash_ctx = EVP_MD_CTX_new();
+  cap->hash_copy = EVP_MD_CTX_new();
+  if (cap->hash_ctx == NULL || cap->hash_copy == NULL ||
+      EVP_DigestInit_ex(cap->hash_ctx, EVP_sha256(), NULL) != 1) {
+    return refuse(CS_E_NO_MEMORY, msg, msg_size, "SHA-256 context for the hash thread: allocation failed");
+  }
+  return CS_E_OK;
+}
+
 /*
- * Starts the sealer, the writer and the worker with every signal blocked:
- * signals belong to the model's threads.
+ * Starts the sealer, the writer, the hasher (hash_thread) and the worker
+ * with every signal blocked: signals belong to the model's threads.
  */
 static int start_worker(cs_capture *cap, char *msg, size_t msg_size) {
   sigset_t all, old;
@@ -251,6 +270,10 @@ static int start_worker(cs_capture *cap, char *msg, size_t msg_size) {
   cap->sealer_started = rc == 0;
   if (rc == 0) rc = pthread_create(&cap->writer_thread, NULL, rt_writer_main, cap);
   cap->writer_started = cap->sealer_started && rc == 0;
+  if (rc == 0 && cap->cfg.hash_thread) {
+    rc = pthread_create(&cap->hasher, NULL, rt_hasher_main, cap);
+    cap->hasher_started = rc == 0;
+  }
   if (rc == 0) rc = pthread_create(&cap->worker, NULL, rt_worker_main, cap);
   cap->worker_started = cap->writer_started && rc == 0;
   pthread_sigmask(SIG_SETMASK, &old, NULL);
@@ -268,6 +291,8 @@ void rt_capture_destroy(cs_capture *cap) {
   }
   if (cap->spool != NULL) cs_spool_close(cap->spool);
   free(cap->chunk_area);
+  EVP_MD_CTX_free(cap->hash_ctx);
+  EVP_MD_CTX_free(cap->hash_copy);
   free(cap->key_tenant);
   free(cap->key_session);
   pthread_cond_destroy(&cap->work_cond);
@@ -276,6 +301,7 @@ void rt_capture_destroy(cs_capture *cap) {
   pthread_cond_destroy(&cap->seal_cond);
   pthread_cond_destroy(&cap->io_cond);
   pthread_cond_destroy(&cap->chunk_cond);
+  pthread_cond_destroy(&cap->hash_cond);
   pthread_mutex_destroy(&cap->spool_mutex);
   pthread_mutex_destroy(&cap->mutex);
   free(cap);
@@ -305,6 +331,7 @@ int cs_capture_open(const char *spool_dir, const cs_capture_config *cfg, cs_capt
   open_device(cap);
   rc = open_ring(cap, msg, msg_size);
   if (rc == CS_E_OK) rc = open_chunks(cap, msg, msg_size);
+  if (rc == CS_E_OK) rc = open_hasher(cap, msg, msg_size);
   if (rc == CS_E_OK) rc = open_spool(cap, spool_dir, msg, msg_size);
   if (rc == CS_E_OK) rc = start_worker(cap, msg, msg_size);
   if (rc != CS_E_OK) {

@@ -88,7 +88,8 @@ static void join_worker(cs_capture *cap) {
   cap->worker_joined = true;
   pthread_mutex_unlock(&cap->mutex);
   if (!mine) return;
-  pthread_join(cap->worker, NULL); /* it stops the writer, which stops the sealer */
+  pthread_join(cap->worker, NULL); /* it stops the hasher or the writer, which stops the next */
+  if (cap->hasher_started) pthread_join(cap->hasher, NULL);
   pthread_join(cap->writer_thread, NULL);
   pthread_join(cap->sealer, NULL);
 }

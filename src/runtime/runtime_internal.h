@@ -19,6 +19,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <openssl/evp.h>
+
 #include "capstore/capture.h"
 
 #define RT_HIDDEN __attribute__((visibility("hidden")))
@@ -157,6 +159,8 @@ typedef struct rt_seal_job {
   bool empty;              /* every record was dropped: no file, nothing to seal */
   uint32_t records;
   uint32_t dropped;
+  bool trailer_pending;    /* hash_thread: the writer writes trailer before the seal */
+  uint8_t trailer[CS_PACK_TRAILER_SIZE];
 } rt_seal_job;
 
 /* One job per seal in flight in the sink core. */
@@ -203,8 +207,18 @@ typedef struct rt_io {
   rt_seal_job seal;        /* RT_IO_SEAL: goes to the sealer after the pack's last bytes */
 } rt_io;
 
-/* Chunks, references and seals in flight bound the writer's queue. */
+/* Chunks, references and seals in flight bound the hasher's and the writer's queues. */
 #define RT_IO_MAX (RT_CHUNKS + RT_REFS_MAX + RT_SEALS_MAX)
+
+/*
+ * With hash_thread the items go from the worker to the hasher, which feeds
+ * each pack's bytes to its SHA-256 in order, finishes the trailer at its
+ * seal and passes every item on to the writer unchanged. A serial stage:
+ * the writer frees a chunk or a ring reference after the hasher is done with
+ * it, as before. The default turns it on from this many online CPUs: the
+ * producer, worker, hasher and writer each want one (measured in docs/spool.md).
+ */
+#define RT_HASH_THREAD_CPUS 4
 
 struct cs_capture {
   cs_capture_config cfg;
@@ -232,6 +246,16 @@ struct cs_capture {
   size_t chunk_bytes;
   uint32_t chunks_free[RT_CHUNKS];
   uint32_t chunks_free_count;
+  pthread_t hasher;           /* hash_thread: hashes the items between worker and writer */
+  pthread_cond_t hash_cond;   /* the hasher waits here */
+  bool hasher_started;
+  bool hasher_stop;
+  rt_io hq[RT_IO_MAX];        /* the hasher's queue */
+  uint32_t hq_head;
+  uint32_t hq_count;
+  EVP_MD_CTX *hash_ctx;       /* the hasher's: the SHA-256 of the pack being hashed */
+  EVP_MD_CTX *hash_copy;      /* the hasher's: the digest before the trailer */
+  bool hash_failed;           /* the hasher's: an update failed; the pack's seal fails */
   uint32_t refs_pending;      /* RT_IO_REF items queued or being written */
   uint32_t refs_peak;         /* the most refs_pending has been (tests) */
   bool worker_started;
@@ -305,6 +329,7 @@ RT_HIDDEN void rt_capture_destroy(cs_capture *cap);
 /* Worker, writer and sealer threads (worker.c). */
 RT_HIDDEN void *rt_worker_main(void *context);
 RT_HIDDEN void *rt_writer_main(void *context);
+RT_HIDDEN void *rt_hasher_main(void *context);
 RT_HIDDEN void *rt_sealer_main(void *context);
 
 /* Under mutex: moves the sink's actions to the control queue; position as named. */

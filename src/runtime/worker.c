@@ -52,6 +52,18 @@ static void io_push(cs_capture *cap, const rt_io *item) {
   pthread_cond_signal(&cap->io_cond);
 }
 
+/* Under the mutex: the worker's items go to the hasher with hash_thread, else to the writer. */
+static void stage_push(cs_capture *cap, const rt_io *item) {
+  if (!cap->cfg.hash_thread) {
+    io_push(cap, item);
+    return;
+  }
+  assert(cap->hq_count < RT_IO_MAX);
+  cap->hq[(cap->hq_head + cap->hq_count) % RT_IO_MAX] = *item;
+  cap->hq_count++;
+  pthread_cond_signal(&cap->hash_cond);
+}
+
 /* Worker: takes a free chunk, waiting for the writer to return one. */
 static void chunk_take(cs_capture *cap) {
   assert(!cap->has_chunk);
@@ -69,7 +81,7 @@ static void chunk_submit(cs_capture *cap) {
   assert(cap->file != NULL && cap->chunk_fill <= cap->chunk_bytes);
   rt_io item = {.kind = RT_IO_WRITE, .chunk = cap->chunk, .length = cap->chunk_fill, .file = cap->file};
   pthread_mutex_lock(&cap->mutex);
-  io_push(cap, &item);
+  stage_push(cap, &item);
   pthread_mutex_unlock(&cap->mutex);
   cap->has_chunk = false;
   cap->chunk_fill = 0;
@@ -85,7 +97,7 @@ static void seg_push(cs_capture *cap) {
   while (cap->refs_pending == RT_REFS_MAX) pthread_cond_wait(&cap->chunk_cond, &cap->mutex);
   cap->refs_pending++;
   if (cap->refs_pending > cap->refs_peak) cap->refs_peak = cap->refs_pending;
-  io_push(cap, &item);
+  stage_push(cap, &item);
   pthread_mutex_unlock(&cap->mutex);
   cap->seg_length = 0;
 }
@@ -157,7 +169,8 @@ static void pack_open(cs_capture *cap) {
     return;
   }
   cs_pack_writer_config config = {.pack_id = id, .created_at_ns = created_at_ns,
-                                  .write = write_to_chunks, .write_context = cap};
+                                  .write = write_to_chunks, .write_context = cap,
+                                  .hash_elsewhere = cap->cfg.hash_thread};
   cs_pack_error err;
   rc = cs_pack_writer_open(&config, &cap->writer, &err);
   if (rc != CS_E_OK) {
@@ -214,10 +227,11 @@ static void handle_record(cs_capture *cap, rt_entry *entry) {
   note_error(cap, rc, text);
 }
 
-/* Finishes the pack's writer; CS_E_OK or the error (noted). */
+/* Finishes the pack's writer (to the footer with hash_thread); CS_E_OK or the error (noted). */
 static int finish_pack(cs_capture *cap, cs_pack_summary *summary) {
   cs_pack_error err;
-  int rc = cs_pack_writer_finish(cap->writer, summary, &err);
+  int rc = cap->cfg.hash_thread ? cs_pack_writer_finish_footer(cap->writer, summary, &err)
+                                : cs_pack_writer_finish(cap->writer, summary, &err);
   if (rc != CS_E_OK) {
     char text[RT_ERROR_MAX];
     snprintf(text, sizeof text, "pack finish failed: %.300s", err.message);
@@ -254,7 +268,7 @@ static void handle_seal(cs_capture *cap, const cs_sink_action *action) {
   pack_reset(cap);
   rt_io item = {.kind = RT_IO_SEAL, .seal = job};
   pthread_mutex_lock(&cap->mutex);
-  io_push(cap, &item);
+  stage_push(cap, &item);
   pthread_mutex_unlock(&cap->mutex);
 }
 
@@ -349,6 +363,11 @@ void *rt_writer_main(void *context) {
     cap->io_head = (cap->io_head + 1) % RT_IO_MAX;
     cap->io_count--;
     if (item.kind == RT_IO_SEAL) {
+      if (item.seal.trailer_pending) { /* hash_thread: the pack's last bytes */
+        pthread_mutex_unlock(&cap->mutex);
+        (void)cs_spool_file_write(item.seal.file, item.seal.trailer, sizeof item.seal.trailer);
+        pthread_mutex_lock(&cap->mutex);
+      }
       seal_push(cap, &item.seal);
       continue;
     }
@@ -375,6 +394,63 @@ void *rt_writer_main(void *context) {
   }
   cap->sealer_stop = true; /* the writer's queue was the sealer's only source */
   pthread_cond_signal(&cap->seal_cond);
+  pthread_mutex_unlock(&cap->mutex);
+  return NULL;
+}
+
+/*
+ * Hasher: at a pack's seal, the digest of every byte so far is the
+ * trailer's; the trailer is made, hashed for the object's SHA-256 and left
+ * in the job for the writer. Then the context starts over for the next pack
+ * (every pack's items end with its seal, a failed pack's too).
+ */
+static void hash_seal(cs_capture *cap, rt_seal_job *job) {
+  if (job->err == CS_E_OK && !job->empty) {
+    unsigned int len = 0, len2 = 0;
+    bool ok = !cap->hash_failed && EVP_MD_CTX_copy_ex(cap->hash_copy, cap->hash_ctx) == 1 &&
+              EVP_DigestFinal_ex(cap->hash_copy, job->summary.trailer_sha256, &len) == 1 && len == 32;
+    if (ok) {
+      cs_pack_trailer_encode(&job->summary, job->trailer);
+      ok = EVP_DigestUpdate(cap->hash_ctx, job->trailer, sizeof job->trailer) == 1 &&
+           EVP_DigestFinal_ex(cap->hash_ctx, job->summary.sha256, &len2) == 1 && len2 == 32;
+    }
+    if (ok) {
+      job->trailer_pending = true;
+    } else {
+      job->err = CS_E_NO_MEMORY;
+      note_error(cap, CS_E_NO_MEMORY, "pack seal failed: SHA-256 on the hash thread failed");
+    }
+  }
+  cap->hash_failed = EVP_DigestInit_ex(cap->hash_ctx, EVP_sha256(), NULL) != 1;
+}
+
+/*
+ * The hasher thread (hash_thread): feeds the bytes of each item (a chunk, a
+ * ring reference) to the pack's SHA-256 in order, finishes the digests at
+ * its seal, and passes every item on to the writer. The writer frees chunks
+ * and references after it, so nothing it reads changes under it.
+ */
+void *rt_hasher_main(void *context) {
+  cs_capture *cap = context;
+  pthread_mutex_lock(&cap->mutex);
+  for (;;) {
+    while (cap->hq_count == 0 && !cap->hasher_stop) pthread_cond_wait(&cap->hash_cond, &cap->mutex);
+    if (cap->hq_count == 0) break;
+    rt_io item = cap->hq[cap->hq_head];
+    cap->hq_head = (cap->hq_head + 1) % RT_IO_MAX;
+    cap->hq_count--;
+    pthread_mutex_unlock(&cap->mutex);
+    if (item.kind == RT_IO_SEAL) {
+      hash_seal(cap, &item.seal);
+    } else {
+      const uint8_t *bytes = item.kind == RT_IO_REF ? item.bytes : chunk_at(cap, item.chunk);
+      if (!cap->hash_failed && EVP_DigestUpdate(cap->hash_ctx, bytes, item.length) != 1) cap->hash_failed = true;
+    }
+    pthread_mutex_lock(&cap->mutex);
+    io_push(cap, &item);
+  }
+  cap->writer_stop = true; /* the hasher's queue was the writer's only source */
+  pthread_cond_signal(&cap->io_cond);
   pthread_mutex_unlock(&cap->mutex);
   return NULL;
 }
@@ -500,8 +576,14 @@ void *rt_worker_main(void *context) {
     if (cap->close_done && head == NULL && cap->control_count == 0) break;
     sleep_until(cap, cs_sink_next_deadline(&cap->sink));
   }
-  cap->writer_stop = true; /* CLOSED came after every seal: the queues are empty */
-  pthread_cond_signal(&cap->io_cond);
+  /* CLOSED came after every seal: the queues are empty. */
+  if (cap->cfg.hash_thread) {
+    cap->hasher_stop = true;
+    pthread_cond_signal(&cap->hash_cond);
+  } else {
+    cap->writer_stop = true;
+    pthread_cond_signal(&cap->io_cond);
+  }
   pthread_mutex_unlock(&cap->mutex);
   return NULL;
 }
