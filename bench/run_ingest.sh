@@ -72,7 +72,7 @@ done
 printf 'ratio for 1 MiB records: %s x min(fsync write, sha256)  (goal >= 0.9)\n' "$ratio_1m"
 printf 'medians of %d runs; sat = saturated producer, pace = half the saturated rate while packs seal,\n' "$runs"
 printf 'copy = the peer: a plain memcpy of the same record into one reused buffer, timed between the paced calls;\n'
-printf 'spool writes: %s; SHA-256 on %s; %s online CPUs\n' \
+printf 'spool writes: %s; SHA-256 on %s; %s usable CPUs (nproc)\n' \
   "$([[ ${PAGE_CACHE:-0} == 1 ]] && echo 'page cache (direct_io off)' || echo 'O_DIRECT (direct_io, the default)')" \
   "$([[ $(field hash_thread <<<"${lines[0]}") == 1 ]] && echo 'a hash thread (hash_thread)' || echo 'the worker')" \
-  "$(getconf _NPROCESSORS_ONLN)"
+  "$(nproc)"

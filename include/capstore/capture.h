@@ -62,8 +62,8 @@ typedef struct cs_capture_config {
 /*
  * Defaults: the sink core's defaults, 128 MiB of staging, records up to
  * 32 MiB, 64 device copies in flight, recovery at open, direct I/O (where
- * the spool's file system takes O_DIRECT), hash_thread when the machine has
- * at least 4 online CPUs.
+ * the spool's file system takes O_DIRECT), hash_thread when the process may
+ * run on at least 4 CPUs (its affinity mask; a CPU quota is not seen).
  */
 void cs_capture_config_default(cs_capture_config *cfg);
 

@@ -8,8 +8,10 @@
  * the copy happens outside the lock, and the worker is woken only when it
  * sleeps.
  */
+#define _GNU_SOURCE /* sched_getaffinity */
 #include <assert.h>
 #include <errno.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -90,6 +92,13 @@ void rt_drain_actions(cs_capture *cap, uint64_t record_pack_seq, uint64_t record
 
 /* ---- Configuration ---- */
 
+/* The CPUs this process may run on (its affinity mask: taskset, cpusets), else those online. */
+static long usable_cpus(void) {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
+  return sysconf(_SC_NPROCESSORS_ONLN);
+}
+
 void cs_capture_config_default(cs_capture_config *cfg) {
   assert(cfg != NULL);
   memset(cfg, 0, sizeof *cfg);
@@ -99,7 +108,7 @@ void cs_capture_config_default(cs_capture_config *cfg) {
   cfg->device_copies_max = 64;
   cfg->recover_at_open = true;
   cfg->direct_io = true;
-  cfg->hash_thread = sysconf(_SC_NPROCESSORS_ONLN) >= RT_HASH_THREAD_CPUS;
+  cfg->hash_thread = usable_cpus() >= RT_HASH_THREAD_CPUS;
 }
 
 int cs_capture_config_validate(const cs_capture_config *cfg, char *msg, size_t msg_size) {
@@ -147,7 +156,7 @@ static int open_ring(cs_capture *cap, char *msg, size_t msg_size) {
 
 /* The worker's write chunks (see RT_CHUNKS): aligned for direct I/O, touched now. */
 static int open_chunks(cs_capture *cap, char *msg, size_t msg_size) {
-  size_t bytes = (size_t)(cap->cfg.staging_bytes / 128) & ~(RT_CHUNK_ALIGN - 1);
+  size_t bytes = (size_t)(cap->cfg.staging_bytes / 64) & ~(RT_CHUNK_ALIGN - 1);
   if (bytes < RT_CHUNK_BYTES_MIN) bytes = RT_CHUNK_BYTES_MIN;
   if (bytes > RT_CHUNK_BYTES_MAX) bytes = RT_CHUNK_BYTES_MAX;
   void *area = NULL;
