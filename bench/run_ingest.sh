@@ -12,7 +12,7 @@
 # env:   RUNS (3), SECONDS_PER_RUN (1), CAPSTORE_BENCH_DIR (/var/tmp),
 #        PAGE_CACHE (0: the sink's default, spool writes with O_DIRECT; 1: through the
 #        page cache, cs_capture_config.direct_io off),
-#        HASH_THREAD (unset: the config's default, on from 4 online CPUs; on; off)
+#        HASH_THREAD (unset: the config's default, on from 4 CPUs in the affinity mask; on; off)
 set -euo pipefail
 
 build=${1:-build}

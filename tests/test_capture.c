@@ -719,6 +719,11 @@ static void test_seal_failure_reported(void **state) {
   cs_capture_free(cap);
   assert_int_equal(tf_count_suffix(dir, ".open"), 0);
   assert_int_equal(tf_count_suffix(dir, ".ready"), 1);
+  /* The pack sealed after the failed one is whole (with hash_thread: its digest started afresh). */
+  readback r = read_all(dir);
+  assert_int_equal(r.count, 1);
+  assert_non_null(find_seen(&r, "sf-2"));
+  readback_free(&r);
   tf_remove_tree(dir);
 }
 

@@ -3,9 +3,12 @@
  * and its CUDA adapter (src/adapters/cuda_copy.c) share. Not installed.
  *
  * Threads: producers (any thread calling cs_capture_write*), the worker
- * (hashes and packs), the writer (writes the worker's chunks to the pack's
- * temp file) and the sealer (fsyncs and links finished packs). Everything in
- * cs_capture is guarded by `mutex` except where a field says otherwise. Lock order: spool_mutex, then mutex (never the other way): a
+ * (packs: layout, CRC-32, the copy into chunks, and the SHA-256 unless
+ * hash_thread), the hasher (hash_thread only: the SHA-256 and the trailer),
+ * the writer (writes the chunks and references to the pack's temp file) and
+ * the sealer (fsyncs and links finished packs). Everything in cs_capture is
+ * guarded by `mutex` except where a field says otherwise. Lock order:
+ * spool_mutex, then mutex (never the other way): a
  * seal and its report to the sink core happen under spool_mutex, so a pack
  * listed by a remover is always one the core already counts.
  */
@@ -218,8 +221,9 @@ typedef struct rt_io {
  * each pack's bytes to its SHA-256 in order, finishes the trailer at its
  * seal and passes every item on to the writer unchanged. A serial stage:
  * the writer frees a chunk or a ring reference after the hasher is done with
- * it, as before. The default turns it on from this many online CPUs: the
- * producer, worker, hasher and writer each want one (measured in docs/spool.md).
+ * it, as before. The default turns it on from this many CPUs in the
+ * process's affinity mask: the producer, worker, hasher and writer each
+ * want one (measured in docs/spool.md).
  */
 #define RT_HASH_THREAD_CPUS 4
 
@@ -329,7 +333,7 @@ struct cs_capture {
 /* Frees everything of a capture whose worker is stopped or never started (capture.c). */
 RT_HIDDEN void rt_capture_destroy(cs_capture *cap);
 
-/* Worker, writer and sealer threads (worker.c). */
+/* Worker, hasher, writer and sealer threads (worker.c). */
 RT_HIDDEN void *rt_worker_main(void *context);
 RT_HIDDEN void *rt_writer_main(void *context);
 RT_HIDDEN void *rt_hasher_main(void *context);

@@ -1,13 +1,15 @@
 /*
- * The capture worker and its two helpers. The worker takes staged records in
+ * The capture worker and its helpers. The worker takes staged records in
  * admission order and streams them through the pack writer (which hashes
- * them) into write chunks, and carries out the sink core's actions in their
- * place in that order: SEAL (finish the pack, hand it on to be sealed),
- * FLUSHED and CLOSED (wake the waiting caller). It also ticks the core at its
- * linger deadline (CLOCK_MONOTONIC). The writer thread writes full chunks to
- * the pack's .open file and passes each seal on after the pack's last chunk;
- * the sealer fsyncs, links and reports the outcome to the core. Hashing,
- * writing and sealing of consecutive packs therefore overlap.
+ * them, unless hash_thread) into write chunks, and carries out the sink
+ * core's actions in their place in that order: SEAL (finish the pack, hand
+ * it on to be sealed), FLUSHED and CLOSED (wake the waiting caller). It also
+ * ticks the core at its linger deadline (CLOCK_MONOTONIC). With hash_thread
+ * the hasher hashes the chunks in order and makes each pack's trailer. The
+ * writer thread writes full chunks to the pack's .open file (and the
+ * trailer the hasher made) and passes each seal on after the pack's last
+ * bytes; the sealer fsyncs, links and reports the outcome to the core.
+ * Hashing, writing and sealing of consecutive packs therefore overlap.
  *
  * A record the worker cannot pack is never dropped silently: it is counted
  * in records_dropped and its error is reported by the next flush or close.
