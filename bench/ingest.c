@@ -29,7 +29,7 @@
 typedef struct options {
   const char *dir;
   bool page_cache; /* the spool without direct_io */
-  int hash_thread; /* -1: the config's default; 0 off; 1 on */
+  int hash_thread; /* -1: the config's defaults; 0 off; 1 on (hash_thread and demote_staging) */
   uint64_t record_bytes;
   double seconds;
   double pace;
@@ -129,7 +129,7 @@ static cs_capture *open_sink(const options *o) {
   cfg.record_bytes_max = 16ull << 20;
   cfg.device_copies_max = 0;
   cfg.direct_io = !o->page_cache;
-  if (o->hash_thread >= 0) cfg.hash_thread = o->hash_thread == 1;
+  if (o->hash_thread >= 0) cfg.hash_thread = cfg.demote_staging = o->hash_thread == 1;
   cs_capture *cap = NULL;
   char msg[256];
   if (cs_capture_open(o->dir, &cfg, &cap, msg, sizeof msg) != CS_E_OK) {

@@ -12,7 +12,8 @@
 # env:   RUNS (3), SECONDS_PER_RUN (1), CAPSTORE_BENCH_DIR (/var/tmp),
 #        PAGE_CACHE (0: the sink's default, spool writes with O_DIRECT; 1: through the
 #        page cache, cs_capture_config.direct_io off),
-#        HASH_THREAD (unset: the config's default, on from 4 CPUs in the affinity mask; on; off)
+#        HASH_THREAD (unset: the config's defaults, on from 4 CPUs in the affinity mask; on; off:
+#        hash_thread and demote_staging together)
 set -euo pipefail
 
 build=${1:-build}
@@ -74,5 +75,5 @@ printf 'medians of %d runs; sat = saturated producer, pace = half the saturated 
 printf 'copy = the peer: a plain memcpy of the same record into one reused buffer, timed between the paced calls;\n'
 printf 'spool writes: %s; SHA-256 on %s; %s usable CPUs (nproc)\n' \
   "$([[ ${PAGE_CACHE:-0} == 1 ]] && echo 'page cache (direct_io off)' || echo 'O_DIRECT (direct_io, the default)')" \
-  "$([[ $(field hash_thread <<<"${lines[0]}") == 1 ]] && echo 'a hash thread (hash_thread)' || echo 'the worker')" \
+  "$([[ $(field hash_thread <<<"${lines[0]}") == 1 ]] && echo 'a hash thread, staging lines demoted (hash_thread, demote_staging)' || echo 'the worker')" \
   "$(nproc)"

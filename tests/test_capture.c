@@ -34,12 +34,16 @@
 
 /* ---- Helpers ---- */
 
-/* The group runs twice: hashing on the worker, then on a hash thread (hash_thread). */
+/*
+ * The group runs twice: hashing on the worker, then on a hash thread
+ * (hash_thread, and demote_staging with it, as their defaults go together).
+ */
 static bool g_hash_thread;
 
 static void config_default(cs_capture_config *cfg) {
   cs_capture_config_default(cfg);
   cfg->hash_thread = g_hash_thread;
+  cfg->demote_staging = g_hash_thread;
 }
 
 static cs_capture_config small_config(cs_full_policy policy) {

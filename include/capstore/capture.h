@@ -56,14 +56,20 @@ typedef struct cs_capture_config {
                                    (layout, CRC-32, copy) and the writer: the worker's hashing
                                    was the sink's bound on machines with cores to spare. Off,
                                    the worker hashes too (one thread less, better on 2 CPUs) */
+  bool demote_staging;          /* after packing a record the worker demotes its staging lines
+                                   to the shared cache (x86 CLDEMOTE; a no-op elsewhere), so a
+                                   producer reusing them does not fetch them from the worker's
+                                   core: the capture call's tail where the two have cores of
+                                   their own. On 2 CPUs it cost the worker more than it saved */
   const cs_spool_sys *spool_sys; /* NULL: the real system calls (tests inject faults) */
 } cs_capture_config;
 
 /*
  * Defaults: the sink core's defaults, 128 MiB of staging, records up to
  * 32 MiB, 64 device copies in flight, recovery at open, direct I/O (where
- * the spool's file system takes O_DIRECT), hash_thread when the process may
- * run on at least 4 CPUs (its affinity mask; a CPU quota is not seen).
+ * the spool's file system takes O_DIRECT), hash_thread and demote_staging
+ * when the process may run on at least 4 CPUs (its affinity mask; a CPU
+ * quota is not seen).
  */
 void cs_capture_config_default(cs_capture_config *cfg);
 

@@ -109,6 +109,7 @@ void cs_capture_config_default(cs_capture_config *cfg) {
   cfg->recover_at_open = true;
   cfg->direct_io = true;
   cfg->hash_thread = usable_cpus() >= RT_HASH_THREAD_CPUS;
+  cfg->demote_staging = cfg->hash_thread;
 }
 
 int cs_capture_config_validate(const cs_capture_config *cfg, char *msg, size_t msg_size) {

@@ -537,10 +537,29 @@ static void sleep_until(cs_capture *cap, uint64_t deadline_ns) {
   atomic_store(&cap->worker_sleep, RT_AWAKE);
 }
 
+/*
+ * demote_staging: moves an entry's lines from the worker's caches to the
+ * shared one (CLDEMOTE, a hint; older x86 processors execute it as a NOP).
+ * The producer that reuses the room then takes its lines from there rather
+ * than from the worker's core: measured on 16 cores, the 64 KiB call's p99
+ * fell from 15.8 to 12.5 us and the 1 MiB call's from 236 to 156 us; on 2
+ * vCPUs it slowed the worker (docs/spool.md).
+ */
+static void demote_entry(const rt_entry *entry) {
+#if defined(__x86_64__) || defined(__i386__)
+  const uint8_t *at = (const uint8_t *)entry;
+  const uint8_t *end = at + entry->size;
+  for (; at < end; at += RT_ALIGN) __asm__ volatile("cldemote (%0)" : : "r"(at) : "memory");
+#else
+  (void)entry;
+#endif
+}
+
 /* Under the mutex: consumes the next entry (unlocking while packing it). */
 static void consume(cs_capture *cap, rt_entry *entry) {
   pthread_mutex_unlock(&cap->mutex);
   handle_record(cap, entry);
+  if (cap->cfg.demote_staging) demote_entry(entry);
   pthread_mutex_lock(&cap->mutex);
   bool event_returned = entry->event != NULL && cap->events_free == 0;
   if (entry->event != NULL) cap->events[cap->events_free++] = entry->event;
