@@ -115,7 +115,8 @@ typedef struct phase {
   uint64_t refused;
   double elapsed_s;
   latencies lat;
-  latencies copy_lat; /* paced only: a plain memcpy of the same record, between the calls */
+  latencies copy_lat;    /* paced only: a plain memcpy of the same record, between the calls */
+  latencies handoff_lat; /* paced only: the same memcpy into a buffer another thread reads after it */
 } phase;
 
 static cs_capture *open_sink(const options *o) {
@@ -139,6 +140,44 @@ static cs_capture *open_sink(const options *o) {
   return cap;
 }
 
+/*
+ * The second peer's reader: after each hand-off copy it reads the buffer,
+ * as a worker reads a staged record, so the next copy into it must take
+ * its lines back from the reader's core: the least any sink that hands the
+ * bytes to another thread pays in the call.
+ */
+typedef struct reader {
+  pthread_mutex_t mutex;
+  pthread_cond_t cond;
+  const uint8_t *bytes;
+  size_t length;
+  uint64_t posted, done;
+  bool stop;
+  uint64_t sum;
+} reader;
+
+static void *reader_main(void *context) {
+  reader *r = context;
+  pthread_mutex_lock(&r->mutex);
+  for (;;) {
+    while (r->posted == r->done && !r->stop) pthread_cond_wait(&r->cond, &r->mutex);
+    if (r->stop) break;
+    uint64_t want = r->posted;
+    pthread_mutex_unlock(&r->mutex);
+    uint64_t sum = 0;
+    for (size_t i = 0; i + 8 <= r->length; i += 8) {
+      uint64_t v;
+      memcpy(&v, r->bytes + i, 8);
+      sum += v;
+    }
+    pthread_mutex_lock(&r->mutex);
+    r->sum += sum;
+    r->done = want;
+  }
+  pthread_mutex_unlock(&r->mutex);
+  return NULL;
+}
+
 static void sleep_until(uint64_t at_ns) {
   if (cs_capture_clock_ns() >= at_ns) return;
   struct timespec ts = {(time_t)(at_ns / 1000000000u), (long)(at_ns % 1000000000u)};
@@ -153,9 +192,17 @@ static void run_phase(const options *o, uint64_t interval_ns, phase *out) {
   pthread_create(&thread, NULL, remover_main, &rm);
   uint8_t *payload = malloc(o->record_bytes);
   uint8_t *copy = malloc(o->record_bytes);
-  if (payload == NULL || copy == NULL) abort();
+  uint8_t *handoff = malloc(o->record_bytes);
+  if (payload == NULL || copy == NULL || handoff == NULL) abort();
   for (uint64_t i = 0; i < o->record_bytes; i++) payload[i] = (uint8_t)(i * 131 + 7);
   memset(copy, 0, o->record_bytes);
+  memset(handoff, 0, o->record_bytes);
+  reader rd = {.bytes = handoff, .length = o->record_bytes};
+  pthread_t reader_thread;
+  if (pthread_mutex_init(&rd.mutex, NULL) != 0 || pthread_cond_init(&rd.cond, NULL) != 0 ||
+      pthread_create(&reader_thread, NULL, reader_main, &rd) != 0) {
+    abort();
+  }
   char id[64];
   uint64_t start = cs_capture_clock_ns();
   uint64_t end = start + (uint64_t)(o->seconds * 1e9);
@@ -177,6 +224,18 @@ static void run_phase(const options *o, uint64_t interval_ns, phase *out) {
       memcpy(copy, payload, o->record_bytes);
       lat_add(&out->copy_lat, cs_capture_clock_ns() - c0);
       __asm__ volatile("" : : "r"(copy) : "memory"); /* the copy is not optimized away */
+      pthread_mutex_lock(&rd.mutex);
+      bool read = rd.done == rd.posted; /* the reader has the last hand-off's lines */
+      pthread_mutex_unlock(&rd.mutex);
+      if (read) {
+        c0 = cs_capture_clock_ns();
+        memcpy(handoff, payload, o->record_bytes);
+        lat_add(&out->handoff_lat, cs_capture_clock_ns() - c0);
+        pthread_mutex_lock(&rd.mutex);
+        rd.posted++;
+        pthread_cond_signal(&rd.cond);
+        pthread_mutex_unlock(&rd.mutex);
+      }
       sleep_until(next + interval_ns);
       next += interval_ns;
     }
@@ -198,9 +257,20 @@ static void run_phase(const options *o, uint64_t interval_ns, phase *out) {
   pthread_join(thread, NULL);
   cs_capture_free(cap);
   free(payload);
+  pthread_mutex_lock(&rd.mutex);
+  rd.stop = true;
+  pthread_cond_signal(&rd.cond);
+  pthread_mutex_unlock(&rd.mutex);
+  pthread_join(reader_thread, NULL);
+  pthread_mutex_destroy(&rd.mutex);
+  pthread_cond_destroy(&rd.cond);
   free(copy);
+  free(handoff);
   qsort(out->lat.ns, out->lat.count, sizeof *out->lat.ns, cmp_u64);
   if (out->copy_lat.count > 0) qsort(out->copy_lat.ns, out->copy_lat.count, sizeof *out->copy_lat.ns, cmp_u64);
+  if (out->handoff_lat.count > 0) {
+    qsort(out->handoff_lat.ns, out->handoff_lat.count, sizeof *out->handoff_lat.ns, cmp_u64);
+  }
 }
 
 static int usage(void) {
@@ -256,15 +326,17 @@ int main(int argc, char **argv) {
   printf("hash_thread=%d record_bytes=%llu records=%llu seconds=%.3f records_per_s=%.0f gb_per_s=%.4f "
          "sat_p50_us=%.2f sat_p99_us=%.2f sat_max_us=%.1f "
          "paced_rate=%.0f paced_records=%llu paced_p50_us=%.2f paced_p99_us=%.2f paced_max_us=%.1f "
-         "copy_p50_us=%.2f copy_p99_us=%.2f refused=%llu\n",
+         "copy_p50_us=%.2f copy_p99_us=%.2f handoff_p50_us=%.2f handoff_p99_us=%.2f refused=%llu\n",
          hash_thread, (unsigned long long)o.record_bytes, (unsigned long long)flat.records, flat.elapsed_s, rate, gbps,
          lat_pct(&flat.lat, 50) / 1e3, lat_pct(&flat.lat, 99) / 1e3, lat_pct(&flat.lat, 100) / 1e3,
          1e9 / (double)interval_ns, (unsigned long long)paced.records, lat_pct(&paced.lat, 50) / 1e3,
          lat_pct(&paced.lat, 99) / 1e3, lat_pct(&paced.lat, 100) / 1e3,
          lat_pct(&paced.copy_lat, 50) / 1e3, lat_pct(&paced.copy_lat, 99) / 1e3,
+         lat_pct(&paced.handoff_lat, 50) / 1e3, lat_pct(&paced.handoff_lat, 99) / 1e3,
          (unsigned long long)(flat.refused + paced.refused));
   free(flat.lat.ns);
   free(paced.lat.ns);
   free(paced.copy_lat.ns);
+  free(paced.handoff_lat.ns);
   return flat.refused + paced.refused == 0 && flat.records > 0 ? 0 : 1;
 }

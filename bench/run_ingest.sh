@@ -53,7 +53,7 @@ sha_gbps=$(printf '%s\n' "${sha_rates[@]}" | median)
 limit=$(awk -v a="$dd_gbps" -v b="$sha_gbps" 'BEGIN { print (a < b ? a : b) }')
 printf 'fsync write (dd conv=fsync, 256 MiB): %s GB/s   sha256 (openssl, 1 MiB blocks): %s GB/s   limit min(): %s GB/s\n' \
   "$dd_gbps" "$sha_gbps" "$limit"
-printf '%-8s %12s %9s %8s %10s %10s %10s %10s %10s %10s\n' record records/s GB/s ratio sat_p50us sat_p99us pace_p50us pace_p99us copy_p50us copy_p99us
+printf '%-8s %12s %9s %6s %9s %9s %10s %10s %9s %9s %9s %9s\n' record records/s GB/s ratio sat_p50us sat_p99us pace_p50us pace_p99us copy_p50 copy_p99 hand_p50 hand_p99
 
 for size in 4096 65536 1048576; do
   lines=()
@@ -64,15 +64,16 @@ for size in 4096 65536 1048576; do
   med() { printf '%s\n' "${lines[@]}" | while read -r l; do field "$1" <<<"$l"; done | median; }
   gbps=$(med gb_per_s)
   ratio=$(awk -v g="$gbps" -v l="$limit" 'BEGIN { printf "%.2f", g / l }')
-  printf '%-8s %12s %9s %8s %10s %10s %10s %10s %10s %10s\n' "$size" "$(med records_per_s)" "$gbps" "$ratio" \
+  printf '%-8s %12s %9s %6s %9s %9s %10s %10s %9s %9s %9s %9s\n' "$size" "$(med records_per_s)" "$gbps" "$ratio" \
     "$(med sat_p50_us)" "$(med sat_p99_us)" "$(med paced_p50_us)" "$(med paced_p99_us)" \
-    "$(med copy_p50_us)" "$(med copy_p99_us)"
+    "$(med copy_p50_us)" "$(med copy_p99_us)" "$(med handoff_p50_us)" "$(med handoff_p99_us)"
   if [[ $size == 1048576 ]]; then ratio_1m=$ratio; fi
 done
 
 printf 'ratio for 1 MiB records: %s x min(fsync write, sha256)  (goal >= 0.9)\n' "$ratio_1m"
 printf 'medians of %d runs; sat = saturated producer, pace = half the saturated rate while packs seal,\n' "$runs"
-printf 'copy = the peer: a plain memcpy of the same record into one reused buffer, timed between the paced calls;\n'
+printf 'peers, timed between the paced calls (us): copy = a plain memcpy of the same record into one reused buffer;\n'
+printf 'hand = the same memcpy into a buffer another thread reads after each copy (handing bytes to another core)\n'
 printf 'spool writes: %s; SHA-256 on %s; %s usable CPUs (nproc)\n' \
   "$([[ ${PAGE_CACHE:-0} == 1 ]] && echo 'page cache (direct_io off)' || echo 'O_DIRECT (direct_io, the default)')" \
   "$([[ $(field hash_thread <<<"${lines[0]}") == 1 ]] && echo 'a hash thread, staging lines demoted (hash_thread, demote_staging)' || echo 'the worker')" \
