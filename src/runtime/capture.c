@@ -232,8 +232,8 @@ static int init_sync(cs_capture *cap) {
   int rc = pthread_mutex_init(&cap->mutex, NULL) | pthread_mutex_init(&cap->spool_mutex, NULL) |
            pthread_cond_init(&cap->work_cond, &attr) | pthread_cond_init(&cap->space_cond, &attr) |
            pthread_cond_init(&cap->done_cond, &attr) | pthread_cond_init(&cap->seal_cond, &attr) |
-           pthread_cond_init(&cap->io_cond, &attr) | pthread_cond_init(&cap->chunk_cond, &attr) |
-           pthread_cond_init(&cap->hash_cond, &attr);
+           pthread_cond_init(&cap->io.cond, &attr) | pthread_cond_init(&cap->chunk_cond, &attr) |
+           pthread_cond_init(&cap->hq.cond, &attr);
   pthread_condattr_destroy(&attr);
   return rc == 0 ? CS_E_OK : CS_E_NO_MEMORY;
 }
@@ -241,11 +241,11 @@ static int init_sync(cs_capture *cap) {
 /* Stops the hasher, the writer and the sealer of a capture whose worker never started. */
 static void stop_helpers(cs_capture *cap) {
   pthread_mutex_lock(&cap->mutex);
-  cap->hasher_stop = true;
-  cap->writer_stop = true;
+  cap->hq.stop = true;
+  cap->io.stop = true;
   cap->sealer_stop = true;
-  pthread_cond_signal(&cap->hash_cond);
-  pthread_cond_signal(&cap->io_cond);
+  pthread_cond_signal(&cap->hq.cond);
+  pthread_cond_signal(&cap->io.cond);
   pthread_cond_signal(&cap->seal_cond);
   pthread_mutex_unlock(&cap->mutex);
   if (cap->hasher_started) pthread_join(cap->hasher, NULL);
@@ -309,9 +309,9 @@ void rt_capture_destroy(cs_capture *cap) {
   pthread_cond_destroy(&cap->space_cond);
   pthread_cond_destroy(&cap->done_cond);
   pthread_cond_destroy(&cap->seal_cond);
-  pthread_cond_destroy(&cap->io_cond);
+  pthread_cond_destroy(&cap->io.cond);
   pthread_cond_destroy(&cap->chunk_cond);
-  pthread_cond_destroy(&cap->hash_cond);
+  pthread_cond_destroy(&cap->hq.cond);
   pthread_mutex_destroy(&cap->spool_mutex);
   pthread_mutex_destroy(&cap->mutex);
   free(cap);

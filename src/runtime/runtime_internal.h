@@ -216,6 +216,15 @@ typedef struct rt_io {
 /* Chunks, references and seals in flight bound the hasher's and the writer's queues. */
 #define RT_IO_MAX (RT_CHUNKS + RT_REFS_MAX + RT_SEALS_MAX)
 
+/* A queue of items for one thread (the hasher's, the writer's), under the mutex. */
+typedef struct rt_io_queue {
+  rt_io items[RT_IO_MAX];
+  uint32_t head;
+  uint32_t count;
+  pthread_cond_t cond; /* its thread waits here */
+  bool stop;           /* its thread ends once the queue is empty */
+} rt_io_queue;
+
 /*
  * With hash_thread the items go from the worker to the hasher, which feeds
  * each pack's bytes to its SHA-256 in order, finishes the trailer at its
@@ -242,24 +251,16 @@ struct cs_capture {
   uint32_t seal_head;
   uint32_t seal_count;
   pthread_t writer_thread;    /* writes chunks to temp files, passes seals on in order */
-  pthread_cond_t io_cond;     /* the writer waits here */
   pthread_cond_t chunk_cond;  /* the worker waits here for a free chunk */
   bool writer_started;
-  bool writer_stop;
-  rt_io io[RT_IO_MAX];
-  uint32_t io_head;
-  uint32_t io_count;
+  rt_io_queue io;             /* the writer's queue */
   uint8_t *chunk_area;        /* RT_CHUNKS x chunk_bytes, aligned; touched at open */
   size_t chunk_bytes;
   uint32_t chunks_free[RT_CHUNKS];
   uint32_t chunks_free_count;
   pthread_t hasher;           /* hash_thread: hashes the items between worker and writer */
-  pthread_cond_t hash_cond;   /* the hasher waits here */
   bool hasher_started;
-  bool hasher_stop;
-  rt_io hq[RT_IO_MAX];        /* the hasher's queue */
-  uint32_t hq_head;
-  uint32_t hq_count;
+  rt_io_queue hq;             /* the hasher's queue */
   EVP_MD_CTX *hash_ctx;       /* the hasher's: the SHA-256 of the pack being hashed */
   EVP_MD_CTX *hash_copy;      /* the hasher's: the digest before the trailer */
   bool hash_failed;           /* the hasher's: an update failed; the pack's seal fails */

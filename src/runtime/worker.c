@@ -46,24 +46,33 @@ static uint8_t *chunk_at(const cs_capture *cap, uint32_t chunk) {
   return cap->chunk_area + (size_t)chunk * cap->chunk_bytes;
 }
 
-/* Under the mutex: queues an item for the writer thread (bounded: see RT_IO_MAX). */
-static void io_push(cs_capture *cap, const rt_io *item) {
-  assert(cap->io_count < RT_IO_MAX);
-  cap->io[(cap->io_head + cap->io_count) % RT_IO_MAX] = *item;
-  cap->io_count++;
-  pthread_cond_signal(&cap->io_cond);
+/* Under the mutex: queues an item for the queue's thread (bounded: see RT_IO_MAX). */
+static void queue_push(rt_io_queue *q, const rt_io *item) {
+  assert(q->count < RT_IO_MAX);
+  q->items[(q->head + q->count) % RT_IO_MAX] = *item;
+  q->count++;
+  pthread_cond_signal(&q->cond);
+}
+
+/* Under the mutex: waits for the next item; false once the queue is stopped and empty. */
+static bool queue_take(cs_capture *cap, rt_io_queue *q, rt_io *item) {
+  while (q->count == 0 && !q->stop) pthread_cond_wait(&q->cond, &cap->mutex);
+  if (q->count == 0) return false;
+  *item = q->items[q->head];
+  q->head = (q->head + 1) % RT_IO_MAX;
+  q->count--;
+  return true;
+}
+
+/* Under the mutex: stops the queue's thread once it has taken every item. */
+static void queue_stop(rt_io_queue *q) {
+  q->stop = true;
+  pthread_cond_signal(&q->cond);
 }
 
 /* Under the mutex: the worker's items go to the hasher with hash_thread, else to the writer. */
 static void stage_push(cs_capture *cap, const rt_io *item) {
-  if (!cap->cfg.hash_thread) {
-    io_push(cap, item);
-    return;
-  }
-  assert(cap->hq_count < RT_IO_MAX);
-  cap->hq[(cap->hq_head + cap->hq_count) % RT_IO_MAX] = *item;
-  cap->hq_count++;
-  pthread_cond_signal(&cap->hash_cond);
+  queue_push(cap->cfg.hash_thread ? &cap->hq : &cap->io, item);
 }
 
 /* Worker: takes a free chunk, waiting for the writer to return one. */
@@ -358,12 +367,8 @@ void *rt_writer_main(void *context) {
   cs_capture *cap = context;
   run_in_background();
   pthread_mutex_lock(&cap->mutex);
-  for (;;) {
-    while (cap->io_count == 0 && !cap->writer_stop) pthread_cond_wait(&cap->io_cond, &cap->mutex);
-    if (cap->io_count == 0) break;
-    rt_io item = cap->io[cap->io_head];
-    cap->io_head = (cap->io_head + 1) % RT_IO_MAX;
-    cap->io_count--;
+  rt_io item;
+  while (queue_take(cap, &cap->io, &item)) {
     if (item.kind == RT_IO_SEAL) {
       if (item.seal.trailer_pending) { /* hash_thread: the pack's last bytes */
         pthread_mutex_unlock(&cap->mutex);
@@ -435,12 +440,8 @@ static void hash_seal(cs_capture *cap, rt_seal_job *job) {
 void *rt_hasher_main(void *context) {
   cs_capture *cap = context;
   pthread_mutex_lock(&cap->mutex);
-  for (;;) {
-    while (cap->hq_count == 0 && !cap->hasher_stop) pthread_cond_wait(&cap->hash_cond, &cap->mutex);
-    if (cap->hq_count == 0) break;
-    rt_io item = cap->hq[cap->hq_head];
-    cap->hq_head = (cap->hq_head + 1) % RT_IO_MAX;
-    cap->hq_count--;
+  rt_io item;
+  while (queue_take(cap, &cap->hq, &item)) {
     pthread_mutex_unlock(&cap->mutex);
     if (item.kind == RT_IO_SEAL) {
       hash_seal(cap, &item.seal);
@@ -449,10 +450,9 @@ void *rt_hasher_main(void *context) {
       if (!cap->hash_failed && EVP_DigestUpdate(cap->hash_ctx, bytes, item.length) != 1) cap->hash_failed = true;
     }
     pthread_mutex_lock(&cap->mutex);
-    io_push(cap, &item);
+    queue_push(&cap->io, &item);
   }
-  cap->writer_stop = true; /* the hasher's queue was the writer's only source */
-  pthread_cond_signal(&cap->io_cond);
+  queue_stop(&cap->io); /* the hasher's queue was the writer's only source */
   pthread_mutex_unlock(&cap->mutex);
   return NULL;
 }
@@ -597,14 +597,8 @@ void *rt_worker_main(void *context) {
     if (cap->close_done && head == NULL && cap->control_count == 0) break;
     sleep_until(cap, cs_sink_next_deadline(&cap->sink));
   }
-  /* CLOSED came after every seal: the queues are empty. */
-  if (cap->cfg.hash_thread) {
-    cap->hasher_stop = true;
-    pthread_cond_signal(&cap->hash_cond);
-  } else {
-    cap->writer_stop = true;
-    pthread_cond_signal(&cap->io_cond);
-  }
+  /* CLOSED came after every seal: the queues are empty. The next stage stops the one after it. */
+  queue_stop(cap->cfg.hash_thread ? &cap->hq : &cap->io);
   pthread_mutex_unlock(&cap->mutex);
   return NULL;
 }
