@@ -82,40 +82,51 @@ bool pk_utf8_valid(const char *bytes, size_t len) {
   size_t pos = 0;
   uint32_t cp = 0;
   while (pos < len) {
+    if (data[pos] < 0x80) { /* ASCII, the common case: one byte, no decoding */
+      pos++;
+      continue;
+    }
     if (!pk_utf8_next(data, len, &pos, &cp)) return false;
   }
   assert(pos == len);
   return true;
 }
 
-/* "record 7: " or "" when the descriptor is not (yet) a record of a pack. */
-static void where_prefix(uint32_t record_index, char *out, size_t out_size) {
+/*
+ * "record 7: " or "descriptor: " when the descriptor is not (yet) a record of
+ * a pack. Formatted only on a refusal: validation runs on every capture call.
+ */
+typedef struct where_text {
+  char text[32];
+} where_text;
+
+static where_text where_of(uint32_t record_index) {
+  where_text w;
   if (record_index == CS_PACK_NO_RECORD) {
-    snprintf(out, out_size, "descriptor: ");
+    snprintf(w.text, sizeof w.text, "descriptor: ");
   } else {
-    snprintf(out, out_size, "record %u: ", record_index);
+    snprintf(w.text, sizeof w.text, "record %u: ", record_index);
   }
+  return w;
 }
 
 static cs_pack_error_kind check_text(const char *name, cs_pack_text text, bool nullable,
                                      uint32_t record, cs_pack_error *err) {
-  char where[32];
-  where_prefix(record, where, sizeof where);
   if (text.bytes == NULL) {
     if (nullable) return CS_PACK_OK;
     pk_fail(err, CS_PACK_E_FIELD_RANGE, record, CS_PACK_NO_OFFSET, name,
-            "%sfield %s is null; only adapter_revision may be null", where, name);
+            "%sfield %s is null; only adapter_revision may be null", where_of(record).text, name);
     return CS_PACK_E_FIELD_RANGE;
   }
   if (text.len == 0 || text.len > CS_PACK_TEXT_BYTES_MAX) {
     pk_fail(err, CS_PACK_E_FIELD_RANGE, record, CS_PACK_NO_OFFSET, name,
-            "%sfield %s is %zu bytes; text fields hold 1..%u bytes of UTF-8", where, name,
+            "%sfield %s is %zu bytes; text fields hold 1..%u bytes of UTF-8", where_of(record).text, name,
             text.len, CS_PACK_TEXT_BYTES_MAX);
     return CS_PACK_E_FIELD_RANGE;
   }
   if (!pk_utf8_valid(text.bytes, text.len)) {
     pk_fail(err, CS_PACK_E_FIELD_RANGE, record, CS_PACK_NO_OFFSET, name,
-            "%sfield %s is not valid UTF-8", where, name);
+            "%sfield %s is not valid UTF-8", where_of(record).text, name);
     return CS_PACK_E_FIELD_RANGE;
   }
   return CS_PACK_OK;
@@ -144,34 +155,33 @@ static cs_pack_error_kind check_texts(const cs_pack_meta *meta, uint32_t record,
 
 static cs_pack_error_kind check_numbers(const cs_pack_meta *meta, uint32_t record,
                                         cs_pack_error *err) {
-  char where[32];
-  where_prefix(record, where, sizeof where);
   if (meta->layer_number < -1) {
     pk_fail(err, CS_PACK_E_FIELD_RANGE, record, CS_PACK_NO_OFFSET, "layer_number",
-            "%sfield layer_number is %d; it must be -1 .. 2^31-1", where, (int)meta->layer_number);
+            "%sfield layer_number is %d; it must be -1 .. 2^31-1", where_of(record).text,
+            (int)meta->layer_number);
     return CS_PACK_E_FIELD_RANGE;
   }
   if (meta->token_end < meta->token_start) {
     pk_fail(err, CS_PACK_E_FIELD_RANGE, record, CS_PACK_NO_OFFSET, "token_end",
-            "%sfield token_end %llu is below token_start %llu", where,
+            "%sfield token_end %llu is below token_start %llu", where_of(record).text,
             (unsigned long long)meta->token_end, (unsigned long long)meta->token_start);
     return CS_PACK_E_FIELD_RANGE;
   }
   if (cs_dtype_name(meta->dtype) == NULL) {
     pk_fail(err, CS_PACK_E_FIELD_RANGE, record, CS_PACK_NO_OFFSET, "dtype",
-            "%sfield dtype %d is not one of the 10 dtypes", where, (int)meta->dtype);
+            "%sfield dtype %d is not one of the 10 dtypes", where_of(record).text, (int)meta->dtype);
     return CS_PACK_E_FIELD_RANGE;
   }
   if (meta->rank > CS_PACK_RANK_MAX) {
     pk_fail(err, CS_PACK_E_FIELD_RANGE, record, CS_PACK_NO_OFFSET, "shape",
-            "%sfield shape has rank %u; at most %u dimensions", where, meta->rank,
+            "%sfield shape has rank %u; at most %u dimensions", where_of(record).text, meta->rank,
             CS_PACK_RANK_MAX);
     return CS_PACK_E_FIELD_RANGE;
   }
   for (uint32_t i = 0; i < meta->rank; i++) {
     if (meta->shape[i] > CS_PACK_DIM_MAX) {
       pk_fail(err, CS_PACK_E_FIELD_RANGE, record, CS_PACK_NO_OFFSET, "shape",
-              "%sfield shape dimension %u is %u; each must be 0 .. 2^31-1", where, i,
+              "%sfield shape dimension %u is %u; each must be 0 .. 2^31-1", where_of(record).text, i,
               meta->shape[i]);
       return CS_PACK_E_FIELD_RANGE;
     }
@@ -204,18 +214,16 @@ cs_pack_error_kind pk_meta_check(const cs_pack_meta *meta, uint64_t decoded_leng
   if (kind == CS_PACK_OK) kind = check_numbers(meta, record, err);
   if (kind != CS_PACK_OK) return kind;
   uint64_t expected = 0;
-  char where[32];
-  where_prefix(record, where, sizeof where);
   if (!element_bytes(meta, &expected)) {
     pk_fail(err, CS_PACK_E_SHAPE_LENGTH, record, CS_PACK_NO_OFFSET, "shape",
-            "%sprod(shape) x itemsize(%s) exceeds 2^64-1; decoded length is %llu", where,
+            "%sprod(shape) x itemsize(%s) exceeds 2^64-1; decoded length is %llu", where_of(record).text,
             cs_dtype_name(meta->dtype), (unsigned long long)decoded_length);
     return CS_PACK_E_SHAPE_LENGTH;
   }
   if (expected != decoded_length) {
     pk_fail(err, CS_PACK_E_SHAPE_LENGTH, record, CS_PACK_NO_OFFSET, "shape",
-            "%sprod(shape) x itemsize(%s) is %llu bytes but the decoded length is %llu", where,
-            cs_dtype_name(meta->dtype), (unsigned long long)expected,
+            "%sprod(shape) x itemsize(%s) is %llu bytes but the decoded length is %llu",
+            where_of(record).text, cs_dtype_name(meta->dtype), (unsigned long long)expected,
             (unsigned long long)decoded_length);
     return CS_PACK_E_SHAPE_LENGTH;
   }

@@ -82,7 +82,7 @@ static int validate(cs_capture *cap, const cs_pack_meta *meta, const void *bytes
   }
   cs_pack_error err;
   if (cs_pack_meta_validate(meta, length, &err) != CS_E_OK) {
-    return refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "descriptor: %s", err.message);
+    return refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "%s", err.message); /* "descriptor: field ..." */
   }
   return check_key(cap, meta, msg, msg_size);
 }
