@@ -683,8 +683,13 @@ static int test_fsync(int fd) {
 }
 
 static _Atomic int write_slow_ms; /* every write(2) of the spool takes this long */
+static _Atomic int write_gate_closed; /* while set, every write(2) of the spool waits */
 
 static ssize_t test_write(int fd, const void *bytes, size_t length) {
+  while (write_gate_closed) {
+    struct timespec ts = {0, 1000 * 1000};
+    nanosleep(&ts, NULL);
+  }
   int ms = write_slow_ms;
   if (ms > 0) {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000 * 1000};
@@ -738,8 +743,9 @@ static void test_seal_failure_reported(void **state) {
 /*
  * References up to their bound: back-to-back payloads of exactly
  * RT_REF_BYTES_MIN (a multiple of 64: no padding, so no chunk between them)
- * and a disk that takes 3 ms per write keep RT_REFS_MAX references in flight;
- * the worker waits for the writer, and every record still comes back.
+ * and a disk that takes no write until the producer is done: the worker
+ * stops at RT_REFS_MAX references in flight (never more), waits for the
+ * writer, and every record still comes back.
  */
 static void test_references_at_their_bound(void **state) {
   (void)state;
@@ -755,9 +761,20 @@ static void test_references_at_their_bound(void **state) {
   cs_spool_sys sys = fault_sys();
   cfg.spool_sys = &sys;
   cs_capture *cap = capture_start(dir, &cfg);
-  write_slow_ms = 3;
+  write_gate_closed = 1;
   enum { RECORDS = 3 * RT_REFS_MAX };
   for (uint32_t i = 0; i < RECORDS; i++) write_ok(cap, "ref", i, (uint32_t)RT_REF_BYTES_MIN);
+  uint32_t pending = 0;
+  for (int waited_ms = 0; waited_ms < 20000 && pending < RT_REFS_MAX; waited_ms++) {
+    struct timespec ts = {0, 1000 * 1000};
+    nanosleep(&ts, NULL);
+    pthread_mutex_lock(&cap->mutex);
+    pending = cap->refs_pending;
+    pthread_mutex_unlock(&cap->mutex);
+  }
+  write_slow_ms = 1;
+  write_gate_closed = 0;
+  assert_int_equal(pending, RT_REFS_MAX);
   char msg[256];
   int rc = cs_capture_close(cap, DEADLINE(60000), msg, sizeof msg);
   write_slow_ms = 0;
@@ -810,6 +827,120 @@ static void test_staging_full(void **state) {
   assert_int_equal(cs_capture_close(cap, DEADLINE(30000), msg, sizeof msg), CS_E_OK);
   cs_capture_stats_get(cap, &stats);
   assert_int_equal(stats.records_written, accepted);
+  cs_capture_free(cap);
+  tf_remove_tree(dir);
+}
+
+/*
+ * Seals slower than the captures: with one record per pack and every fsync
+ * taking 200 ms, CS_SINK_SEALS_MAX packs are soon sealing. The next record
+ * is refused with CS_E_FULL naming the sealing (not CS_E_SPOOL_FULL: the
+ * quota is nowhere near); under the block policy it waits for a seal slot
+ * and is admitted. Every admitted record comes back.
+ */
+static void test_sealing_behind(void **state) {
+  (void)state;
+  for (int policy = CS_FULL_REFUSE; policy >= CS_FULL_BLOCK; policy--) {
+    char *dir = tf_temp_dir("capture");
+    cs_spool_sys sys = fault_sys();
+    cs_capture_config cfg = small_config((cs_full_policy)policy);
+    cfg.spool_sys = &sys;
+    cfg.sink.pack_records_max = 1;
+    cfg.sink.block_max_ns = 30 * CS_SEC_NS;
+    fsync_mode = 2;
+    cs_capture *cap = capture_start(dir, &cfg);
+    char msg[256];
+    int rc = CS_E_OK;
+    uint32_t accepted = 0;
+    for (uint32_t i = 0; i < 2 * CS_SINK_SEALS_MAX + 2 && rc == CS_E_OK; i++) {
+      rc = write_record(cap, "sb", i, 100, msg, sizeof msg);
+      if (rc == CS_E_OK) accepted++;
+    }
+    cs_capture_stats stats;
+    cs_capture_stats_get(cap, &stats);
+    if (policy == CS_FULL_REFUSE) {
+      assert_int_equal(rc, CS_E_FULL);
+      if (strstr(msg, "sealing is behind") == NULL) fail_msg("message: %s", msg);
+      assert_true(accepted >= CS_SINK_SEALS_MAX);
+      assert_int_equal(stats.sink.refused_sealing, 1);
+      assert_int_equal(stats.staging_refused, 0);
+    } else {
+      assert_int_equal(rc, CS_E_OK);
+      assert_true(stats.spool_waits >= 1); /* it waited for a seal slot */
+    }
+    assert_int_equal(stats.sink.refused_full, 0); /* the quota was never the limit */
+    fsync_mode = 0;
+    assert_int_equal(cs_capture_close(cap, DEADLINE(30000), msg, sizeof msg), CS_E_OK);
+    cs_capture_stats_get(cap, &stats);
+    assert_int_equal(stats.records_written, accepted);
+    cs_capture_free(cap);
+    readback r = read_all(dir);
+    assert_int_equal(r.count, accepted);
+    readback_free(&r);
+    tf_remove_tree(dir);
+  }
+}
+
+/* Only an admitted record fixes the sink's tenant, session and rank. */
+static void test_refused_record_fixes_no_key(void **state) {
+  (void)state;
+  char *dir = tf_temp_dir("capture");
+  cs_capture_config cfg = small_config(CS_FULL_REFUSE);
+  cfg.device_copies_max = 0;
+  cs_capture *cap = capture_start(dir, &cfg);
+  write_ok(cap, "old", 1, 16); /* one sealed pack in the spool */
+  char msg[256];
+  assert_int_equal(cs_capture_close(cap, DEADLINE(5000), msg, sizeof msg), CS_E_OK);
+  cs_capture_free(cap);
+  cfg.sink.spool_packs_max = 1; /* full until that pack is removed */
+  cap = capture_start(dir, &cfg);
+  uint8_t bytes[16] = {0};
+  cs_pack_meta wrong = tp_meta("w", 16);
+  wrong.tenant_id = cs_pack_text_of("tenant-wrong");
+  wrong.producer_rank = 9;
+  assert_int_equal(cs_capture_write_device(cap, &wrong, bytes, 16, NULL, msg, sizeof msg), CS_E_UNSUPPORTED);
+  assert_int_equal(cs_capture_write(cap, &wrong, bytes, 16, msg, sizeof msg), CS_E_SPOOL_FULL);
+  cs_spool_entry entry;
+  size_t count = 0;
+  assert_int_equal(cs_capture_list(cap, &entry, 1, &count), CS_E_OK);
+  assert_int_equal(count, 1);
+  assert_int_equal(cs_capture_remove_pack(cap, &entry.pack_id, msg, sizeof msg), CS_E_OK);
+  /* Neither refusal fixed the key: the first admitted record does. */
+  write_ok(cap, "k", 1, 16);
+  assert_int_equal(cs_capture_write(cap, &wrong, bytes, 16, msg, sizeof msg), CS_E_INVALID_ARGUMENT);
+  assert_string_equal(msg, "tenant_id differs from this sink's first record: one sink writes one tenant, "
+                           "session and rank (the object key names them); open another sink");
+  assert_int_equal(cs_capture_close(cap, DEADLINE(5000), msg, sizeof msg), CS_E_OK);
+  cs_capture_free(cap);
+  readback r = read_all(dir);
+  assert_int_equal(r.count, 1);
+  assert_non_null(find_seen(&r, "k-1"));
+  readback_free(&r);
+  tf_remove_tree(dir);
+}
+
+/*
+ * A flush with nothing to do succeeds at once, whatever its deadline (a
+ * deadline already passed polls); one with a pack to seal and a passed
+ * deadline times out, and a later flush covers it.
+ */
+static void test_flush_poll(void **state) {
+  (void)state;
+  char *dir = tf_temp_dir("capture");
+  cs_capture_config cfg = small_config(CS_FULL_REFUSE);
+  cs_capture *cap = capture_start(dir, &cfg);
+  char msg[256];
+  assert_int_equal(cs_capture_flush(cap, 0, msg, sizeof msg), CS_E_OK); /* nothing captured yet */
+  write_ok(cap, "fp", 1, 100);
+  assert_int_equal(cs_capture_flush(cap, CS_NEVER, msg, sizeof msg), CS_E_OK);
+  assert_int_equal(cs_capture_flush(cap, 0, msg, sizeof msg), CS_E_OK);
+  assert_string_equal(msg, "");
+  write_ok(cap, "fp", 2, 100);
+  int rc = cs_capture_flush(cap, 0, msg, sizeof msg);
+  if (rc != CS_E_TIMEOUT && rc != CS_E_OK) fail_msg("flush: %s: %s", cs_strerror(rc), msg);
+  assert_int_equal(cs_capture_flush(cap, DEADLINE(5000), msg, sizeof msg), CS_E_OK);
+  assert_int_equal(tf_count_suffix(dir, ".ready"), 2);
+  assert_int_equal(cs_capture_close(cap, DEADLINE(5000), msg, sizeof msg), CS_E_OK);
   cs_capture_free(cap);
   tf_remove_tree(dir);
 }
@@ -941,6 +1072,9 @@ int main(void) {
       cmocka_unit_test(test_seal_failure_reported),
       cmocka_unit_test(test_staging_full),
       cmocka_unit_test(test_references_at_their_bound),
+      cmocka_unit_test(test_sealing_behind),
+      cmocka_unit_test(test_refused_record_fixes_no_key),
+      cmocka_unit_test(test_flush_poll),
       cmocka_unit_test(test_refused_record_reported),
       cmocka_unit_test(test_crash_recovery_torn_open),
       cmocka_unit_test(test_uuid7),

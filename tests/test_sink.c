@@ -491,7 +491,10 @@ static void test_seal_slots_full_is_backpressure(void **state) {
   sink_start(&sink, &cfg);
   fill_seal_slots(&sink);
   uint64_t pack_seq = 0;
-  assert_int_equal(cs_sink_admit(&sink, 0, 10, 0, &pack_seq), CS_E_SPOOL_FULL); /* would seal pack 7 */
+  /* It would seal pack 7: the disk is behind, not the quota. */
+  assert_int_equal(cs_sink_admit(&sink, 0, 10, 0, &pack_seq), CS_E_FULL);
+  assert_int_equal(stats_of(&sink).refused_sealing, 1);
+  assert_int_equal(stats_of(&sink).refused_full, 0);
   assert_int_equal(cs_sink_next_deadline(&sink), CS_NEVER);
   cs_sink_tick(&sink, 20 * MS); /* linger is due but no slot is free */
   expect_nothing(&sink);
@@ -629,7 +632,8 @@ static void prop_check_quota(prop_world *world) {
   PROP_CHECK(stats.spool_bytes == bytes && stats.spool_packs == packs);
   PROP_CHECK(stats.spool_bytes <= world->cfg.spool_bytes_max);
   PROP_CHECK(stats.spool_packs <= world->cfg.spool_packs_max);
-  PROP_CHECK(stats.records_admitted + stats.would_block + stats.refused_full + stats.refused_closed ==
+  PROP_CHECK(stats.records_admitted + stats.would_block + stats.refused_full + stats.refused_sealing +
+                 stats.refused_closed ==
              world->admit_answers);
 }
 
@@ -651,6 +655,8 @@ static void prop_admit(prop_world *world) {
     PROP_CHECK(world->cfg.full_policy == CS_FULL_BLOCK && world->now_ns < first_ns + world->cfg.block_max_ns);
   } else if (err == CS_E_TOO_LARGE) {
     PROP_CHECK(record_bytes > world->cfg.spool_bytes_max);
+  } else if (err == CS_E_FULL) { /* admitting it would need one seal more than the slots */
+    PROP_CHECK(!world->closing && world->inflight_count + 2 > CS_SINK_SEALS_MAX);
   } else {
     PROP_CHECK(err == (world->closing ? CS_E_CLOSED : CS_E_SPOOL_FULL));
   }

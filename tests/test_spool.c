@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -232,6 +233,20 @@ static void test_owner_lock(void **state) {
   char want[64];
   snprintf(want, sizeof want, "pid %ld", (long)getpid());
   if (strstr(msg, want) == NULL) fail_msg("message does not name the holder: %s", msg);
+  if (strstr(msg, "already open in this process") == NULL) fail_msg("message: %s", msg);
+  /* Another process is told the holder is another process. */
+  pid_t child = fork();
+  assert_true(child >= 0);
+  if (child == 0) {
+    cs_spool *other = NULL;
+    char text[256];
+    int rc = cs_spool_open(dir, NULL, &other, text, sizeof text);
+    bool named = strstr(text, "owned by another process") != NULL && strstr(text, want) != NULL;
+    _exit(rc == CS_E_BUSY && named ? 0 : 1);
+  }
+  int status = 0;
+  assert_int_equal(waitpid(child, &status, 0), child);
+  assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   cs_spool_close(spool);
   assert_int_equal(cs_spool_open(dir, NULL, &second, msg, sizeof msg), CS_E_OK);
   cs_spool_close(second);

@@ -16,7 +16,8 @@
  * CS_E_FULL. Packs get UUIDv7 ids (time-ordered; random bits from getrandom).
  *
  * One sink writes one tenant, session and producer rank (the object key names
- * them): the first record fixes them and a record naming others is refused.
+ * them): the first admitted record fixes them and a record naming others is
+ * refused.
  *
  * Every function is safe to call from several threads at once, except
  * cs_capture_free, which must be the last call. Errors are negative cs_err
@@ -86,8 +87,10 @@ typedef struct cs_capture cs_capture;
  * Opens (creating it when missing) the spool directory, takes its owner lock
  * (CS_E_BUSY naming the holder's pid), runs recovery when configured, counts
  * the packs already there against the quota and starts the background
- * thread. With recover_at_open the caller states that no other sink writes
- * to this spool (the owner lock makes that true for other processes).
+ * thread. cfg NULL means cs_capture_config_default's. With recover_at_open
+ * the caller states that no other sink writes to this spool (the owner lock
+ * makes that true for other processes; a second sink on it in the same
+ * process is refused with CS_E_BUSY too).
  */
 int cs_capture_open(const char *spool_dir, const cs_capture_config *cfg, cs_capture **out,
                     char *msg, size_t msg_size);
@@ -103,7 +106,8 @@ int cs_capture_open(const char *spool_dir, const cs_capture_config *cfg, cs_capt
  *   CS_E_TOO_LARGE         length over record_bytes_max or over the spool quota;
  *   CS_E_SPOOL_FULL        the spool quota refuses it (at once under
  *                          CS_FULL_REFUSE, after block_max_ns under CS_FULL_BLOCK);
- *   CS_E_FULL              the staging area stayed full (same policy);
+ *   CS_E_FULL              the staging area stayed full, or CS_SINK_SEALS_MAX
+ *                          packs stayed sealing (the disk is behind; same policy);
  *   CS_E_CLOSED            close has been called.
  * Records are appended to packs in the order their calls were admitted.
  */
@@ -134,6 +138,8 @@ int cs_capture_write_device(cs_capture *cap, const cs_pack_meta *meta, const voi
  * CS_E_TIMEOUT (the seal goes on; a later flush covers it), CS_E_CLOSED, or
  * the first seal or record error since the last flush or close (CS_E_IO,
  * CS_E_INVALID_ARGUMENT for a record the pack writer refused, ...), with msg.
+ * With nothing open or sealing it answers at once, whatever the deadline: a
+ * deadline already passed polls.
  */
 int cs_capture_flush(cs_capture *cap, uint64_t deadline_ns, char *msg, size_t msg_size);
 
@@ -166,8 +172,8 @@ typedef struct cs_capture_stats {
   uint64_t records_dropped;    /* admitted but not in any sealed pack: refused by the
                                   pack writer, failed device copy, failed seal */
   uint64_t staging_waits;      /* calls that waited for staging room */
-  uint64_t staging_refused;    /* calls answered CS_E_FULL */
-  uint64_t spool_waits;        /* calls that waited for spool quota */
+  uint64_t staging_refused;    /* calls answered CS_E_FULL for staging room (sealing: sink.refused_sealing) */
+  uint64_t spool_waits;        /* calls that waited for spool quota or a seal slot */
   uint64_t device_copies;      /* device records whose copy was started */
   uint64_t packs_sealed;       /* by this sink */
   uint64_t bytes_sealed;       /* sizes of those packs */

@@ -18,8 +18,9 @@
  * the use may exceed the quota; new records are then refused until removals.
  *
  * Seals in flight are bounded by CS_SINK_SEALS_MAX. A record whose admission
- * would need a seal while that many are in flight is answered like a full
- * spool (CS_E_WOULD_BLOCK or CS_E_SPOOL_FULL by the policy). A linger, flush
+ * would need a seal while that many are in flight waits like a record of a
+ * full spool (CS_E_WOULD_BLOCK under the block policy) but is refused with
+ * CS_E_FULL (the disk is behind) rather than CS_E_SPOOL_FULL. A linger, flush
  * or close seal that finds no free slot is made when a seal completes.
  *
  * The struct is public so callers can embed it; its fields are private.
@@ -35,7 +36,7 @@ extern "C" {
 
 typedef enum cs_full_policy {
   CS_FULL_BLOCK = 1,  /* the producer may wait up to block_max_ns, then is refused */
-  CS_FULL_REFUSE = 2, /* the record is refused at once with CS_E_SPOOL_FULL */
+  CS_FULL_REFUSE = 2, /* the record is refused at once (CS_E_SPOOL_FULL, or CS_E_FULL: sealing is behind) */
 } cs_full_policy;
 
 typedef struct cs_sink_config {
@@ -98,6 +99,7 @@ typedef struct cs_sink_stats {
   uint64_t packs_sealed;
   uint64_t seal_errors;
   uint64_t refused_full;  /* answers of CS_E_SPOOL_FULL and CS_E_TOO_LARGE */
+  uint64_t refused_sealing; /* answers of CS_E_FULL: every seal slot was busy */
   uint64_t would_block;   /* answers of CS_E_WOULD_BLOCK */
   uint64_t refused_closed;
   uint64_t spool_bytes;   /* quota use now: open + sealing + sealed-not-removed */
@@ -150,7 +152,9 @@ int cs_sink_init(cs_sink *sink, const cs_sink_config *cfg, char *msg, size_t msg
  *   CS_E_OK           the record belongs to pack *pack_seq;
  *   CS_E_WOULD_BLOCK  the spool is full and the policy lets the caller wait
  *                     (retry after a removal, or give up at first_try_ns + block_max_ns);
- *   CS_E_SPOOL_FULL   refused: the policy is refuse, or the block time ran out;
+ *   CS_E_SPOOL_FULL   refused by the quota: the policy is refuse, or the block time ran out;
+ *   CS_E_FULL         refused the same way because CS_SINK_SEALS_MAX packs are
+ *                     sealing and admitting it would seal another (the disk is behind);
  *   CS_E_TOO_LARGE    the record can never fit the spool quota (record_bytes > spool_bytes_max);
  *   CS_E_CLOSED       the sink is closing or closed;
  *   CS_E_INVALID_ARGUMENT  first_try_ns is after now_ns (not counted).

@@ -377,6 +377,12 @@ static void describe_holder(cs_spool *spool, const char *path) {
   char text[32] = {0};
   ssize_t n = spool->sys->pread(spool->lockfd, text, sizeof text - 1, 0);
   long pid = n > 0 ? strtol(text, NULL, 10) : 0;
+  if (pid > 0 && pid == (long)getpid()) { /* flock is per open file: this process holds it elsewhere */
+    spool_fail(spool, CS_E_BUSY,
+               "spool %s is already open in this process (pid %ld holds %s): one owner per spool", path, pid,
+               CS_SPOOL_LOCK_NAME);
+    return;
+  }
   if (pid > 0) {
     spool_fail(spool, CS_E_BUSY, "spool %s is owned by another process (pid %ld holds %s)", path,
                pid, CS_SPOOL_LOCK_NAME);

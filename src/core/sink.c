@@ -226,26 +226,37 @@ static admit_plan sink_admit_plan(const cs_sink *sink, uint64_t record_bytes) {
   return plan;
 }
 
-static bool sink_admit_fits(const cs_sink *sink, uint64_t record_bytes, const admit_plan *plan) {
+/* Why a record cannot be admitted now, if it cannot. */
+typedef enum admit_room { ADMIT_FITS = 0, ADMIT_QUOTA, ADMIT_SEALS } admit_room;
+
+static admit_room sink_admit_room(const cs_sink *sink, uint64_t record_bytes, const admit_plan *plan) {
   assert(record_bytes <= sink->cfg.spool_bytes_max);
   assert(plan->new_pack || !plan->seal_before);
   uint64_t spool_bytes = sink_spool_bytes(sink);
   uint64_t packs_after = (uint64_t)sink_spool_packs(sink) + (plan->new_pack ? 1u : 0u);
   uint32_t seals_after = sink->seals_count + (plan->seal_before ? 1u : 0u) + (plan->seal_after ? 1u : 0u);
-  if (packs_after > sink->cfg.spool_packs_max) return false;
-  if (spool_bytes > sink->cfg.spool_bytes_max) return false;
-  if (record_bytes > sink->cfg.spool_bytes_max - spool_bytes) return false;
-  return seals_after <= CS_SINK_SEALS_MAX;
+  if (packs_after > sink->cfg.spool_packs_max) return ADMIT_QUOTA;
+  if (spool_bytes > sink->cfg.spool_bytes_max) return ADMIT_QUOTA;
+  if (record_bytes > sink->cfg.spool_bytes_max - spool_bytes) return ADMIT_QUOTA;
+  return seals_after <= CS_SINK_SEALS_MAX ? ADMIT_FITS : ADMIT_SEALS;
 }
 
-/* The answer for a record the spool cannot take now, by the full policy. */
-static int sink_refuse_full(cs_sink *sink, uint64_t now_ns, uint64_t first_try_ns) {
-  assert(first_try_ns <= now_ns);
+/*
+ * The answer for a record the spool cannot take now, by the full policy:
+ * the quota (CS_E_SPOOL_FULL) or every seal slot busy (CS_E_FULL: the disk
+ * is behind, not the uploads).
+ */
+static int sink_refuse_full(cs_sink *sink, uint64_t now_ns, uint64_t first_try_ns, admit_room room) {
+  assert(first_try_ns <= now_ns && room != ADMIT_FITS);
   assert(sink->cfg.full_policy == CS_FULL_BLOCK || sink->cfg.full_policy == CS_FULL_REFUSE);
   uint64_t give_up_ns = add_saturating(first_try_ns, sink->cfg.block_max_ns);
   if (sink->cfg.full_policy == CS_FULL_BLOCK && now_ns < give_up_ns) {
     sink->stats.would_block++;
     return CS_E_WOULD_BLOCK;
+  }
+  if (room == ADMIT_SEALS) {
+    sink->stats.refused_sealing++;
+    return CS_E_FULL;
   }
   sink->stats.refused_full++;
   return CS_E_SPOOL_FULL;
@@ -265,7 +276,8 @@ int cs_sink_admit(cs_sink *sink, uint64_t now_ns, uint64_t record_bytes, uint64_
     return CS_E_TOO_LARGE;
   }
   admit_plan plan = sink_admit_plan(sink, record_bytes);
-  if (!sink_admit_fits(sink, record_bytes, &plan)) return sink_refuse_full(sink, now_ns, first_try_ns);
+  admit_room room = sink_admit_room(sink, record_bytes, &plan);
+  if (room != ADMIT_FITS) return sink_refuse_full(sink, now_ns, first_try_ns, room);
   if (plan.seal_before) sink_seal_open(sink, CS_SEAL_BYTES);
   if (plan.new_pack) {
     assert(sink->open_seq == 0);

@@ -28,45 +28,63 @@ static char *copy_text(cs_pack_text text) {
   return out;
 }
 
-/* The first record fixes tenant, session and rank; the object key names them. */
-static int fix_key(cs_capture *cap, const cs_pack_meta *meta) {
-  pthread_mutex_lock(&cap->mutex);
-  int rc = CS_E_OK;
-  if (!atomic_load_explicit(&cap->key_fixed, memory_order_relaxed)) {
-    cap->key_tenant = copy_text(meta->tenant_id);
-    cap->key_session = copy_text(meta->session_id);
-    if (cap->key_tenant == NULL || cap->key_session == NULL) {
-      free(cap->key_tenant);
-      free(cap->key_session);
-      cap->key_tenant = cap->key_session = NULL;
-      rc = CS_E_NO_MEMORY;
-    } else {
-      cap->key_tenant_len = meta->tenant_id.len;
-      cap->key_session_len = meta->session_id.len;
-      cap->key_rank = meta->producer_rank;
-      atomic_store_explicit(&cap->key_fixed, true, memory_order_release);
-    }
-  }
-  pthread_mutex_unlock(&cap->mutex);
-  return rc;
-}
-
 static bool text_is(cs_pack_text text, const char *bytes, size_t len) {
   return text.len == len && memcmp(text.bytes, bytes, len) == 0;
 }
 
-static int check_key(cs_capture *cap, const cs_pack_meta *meta, char *msg, size_t msg_size) {
-  if (!atomic_load_explicit(&cap->key_fixed, memory_order_acquire)) {
-    if (fix_key(cap, meta) != CS_E_OK) return refuse(CS_E_NO_MEMORY, msg, msg_size, "key field copy failed");
-  }
-  const char *field = NULL;
-  if (!text_is(meta->tenant_id, cap->key_tenant, cap->key_tenant_len)) field = "tenant_id";
-  else if (!text_is(meta->session_id, cap->key_session, cap->key_session_len)) field = "session_id";
-  else if (meta->producer_rank != cap->key_rank) field = "producer_rank";
-  if (field == NULL) return CS_E_OK;
+/*
+ * The first admitted record fixes tenant, session and rank (the object key
+ * names them). A call made before that carries copies of its own, installed
+ * under the mutex only if its record is admitted: a refused record fixes
+ * nothing.
+ */
+typedef struct key_copy {
+  char *tenant, *session;
+} key_copy;
+
+static void key_copy_free(key_copy *k) {
+  free(k->tenant);
+  free(k->session);
+  k->tenant = k->session = NULL;
+}
+
+/* The key field meta differs in from the fixed key, or NULL; key_fixed is set. */
+static const char *key_mismatch(const cs_capture *cap, const cs_pack_meta *meta) {
+  if (!text_is(meta->tenant_id, cap->key_tenant, cap->key_tenant_len)) return "tenant_id";
+  if (!text_is(meta->session_id, cap->key_session, cap->key_session_len)) return "session_id";
+  if (meta->producer_rank != cap->key_rank) return "producer_rank";
+  return NULL;
+}
+
+static int key_refusal(const char *field, char *msg, size_t msg_size) {
   return refuse(CS_E_INVALID_ARGUMENT, msg, msg_size,
                 "%s differs from this sink's first record: one sink writes one tenant, session "
                 "and rank (the object key names them); open another sink", field);
+}
+
+/* Outside the mutex: checks against a fixed key, or copies meta's for admission to install. */
+static int check_key(cs_capture *cap, const cs_pack_meta *meta, key_copy *copy, char *msg, size_t msg_size) {
+  if (atomic_load_explicit(&cap->key_fixed, memory_order_acquire)) {
+    const char *field = key_mismatch(cap, meta);
+    return field == NULL ? CS_E_OK : key_refusal(field, msg, msg_size);
+  }
+  copy->tenant = copy_text(meta->tenant_id);
+  copy->session = copy_text(meta->session_id);
+  if (copy->tenant != NULL && copy->session != NULL) return CS_E_OK;
+  key_copy_free(copy);
+  return refuse(CS_E_NO_MEMORY, msg, msg_size, "key field copy failed");
+}
+
+/* Under the mutex, for an admitted record: installs its key if none is fixed yet. */
+static void install_key(cs_capture *cap, const cs_pack_meta *meta, key_copy *copy) {
+  if (copy->tenant == NULL || atomic_load_explicit(&cap->key_fixed, memory_order_relaxed)) return;
+  cap->key_tenant = copy->tenant;
+  cap->key_session = copy->session;
+  copy->tenant = copy->session = NULL;
+  cap->key_tenant_len = meta->tenant_id.len;
+  cap->key_session_len = meta->session_id.len;
+  cap->key_rank = meta->producer_rank;
+  atomic_store_explicit(&cap->key_fixed, true, memory_order_release);
 }
 
 static int validate(cs_capture *cap, const cs_pack_meta *meta, const void *bytes, size_t length,
@@ -84,11 +102,12 @@ static int validate(cs_capture *cap, const cs_pack_meta *meta, const void *bytes
   if (cs_pack_meta_validate(meta, length, &err) != CS_E_OK) {
     return refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "%s", err.message); /* "descriptor: field ..." */
   }
-  return check_key(cap, meta, msg, msg_size);
+  return CS_E_OK;
 }
 
-/* The refusal message for an admission error, under the mutex. */
-static int admit_refusal(cs_capture *cap, int rc, uint64_t length, char *msg, size_t msg_size) {
+/* The refusal message for an admission error, under the mutex; sealing: the core's CS_E_FULL. */
+static int admit_refusal(cs_capture *cap, int rc, bool sealing, uint64_t length, char *msg,
+                         size_t msg_size) {
   const cs_sink_config *sc = &cap->cfg.sink;
   const char *policy = sc->full_policy == CS_FULL_REFUSE ? "refused at once (CS_FULL_REFUSE)"
                                                           : "refused after block_max_ns (CS_FULL_BLOCK)";
@@ -97,6 +116,12 @@ static int admit_refusal(cs_capture *cap, int rc, uint64_t length, char *msg, si
   switch (rc) {
   case CS_E_CLOSED: return refuse(rc, msg, msg_size, "the sink is closed");
   case CS_E_FULL:
+    if (sealing) {
+      return refuse(rc, msg, msg_size,
+                    "sealing is behind (%u packs are being written and fsynced, the most in flight; "
+                    "the disk is slower than the captures): %s",
+                    st.seals_inflight, policy);
+    }
     return refuse(rc, msg, msg_size, "staging area full (%llu of %llu bytes in use; the writer is behind): %s",
                   (unsigned long long)cap->ring.used, (unsigned long long)cap->ring.capacity, policy);
   case CS_E_SPOOL_FULL:
@@ -126,11 +151,15 @@ static bool wait_for_space(cs_capture *cap, uint64_t give_up_ns, uint64_t retry_
 }
 
 typedef struct admission {
+  const cs_pack_meta *meta;
   uint64_t size;   /* staging bytes */
   uint64_t length; /* payload bytes */
   bool device;
+  key_copy key;          /* the call's key while none was fixed (check_key) */
+  const char *key_field; /* out: the key field that differs from the one fixed meanwhile */
   rt_entry *entry; /* out */
   bool pressure;   /* out: staging is filling up, wake even a polling worker */
+  bool sealing;    /* out: refused CS_E_FULL by the core (every seal slot busy), not by staging */
 } admission;
 
 /* Under the mutex: admit to the core, queue its actions, reserve the entry. */
@@ -139,6 +168,10 @@ static int admit_locked(cs_capture *cap, admission *a, uint64_t first_try_ns) {
   bool waited_staging = false, waited_spool = false;
   for (;;) {
     if (cap->close_started) return CS_E_CLOSED;
+    if (a->key.tenant != NULL && atomic_load_explicit(&cap->key_fixed, memory_order_relaxed)) {
+      a->key_field = key_mismatch(cap, a->meta); /* another call's record fixed it meanwhile */
+      if (a->key_field != NULL) return CS_E_INVALID_ARGUMENT;
+    }
     bool room = rt_ring_fits(&cap->ring, a->size) && (!a->device || cap->events_free > 0);
     uint64_t now = cs_capture_clock_ns();
     if (!room) {
@@ -150,6 +183,7 @@ static int admit_locked(cs_capture *cap, admission *a, uint64_t first_try_ns) {
     }
     uint64_t pack_seq = 0;
     int rc = cs_sink_admit(&cap->sink, now, a->length, first_try_ns, &pack_seq);
+    a->sealing = rc == CS_E_FULL;
     if (rc == CS_E_WOULD_BLOCK) {
       if (!waited_spool) cap->stats.spool_waits++;
       waited_spool = true;
@@ -157,6 +191,7 @@ static int admit_locked(cs_capture *cap, admission *a, uint64_t first_try_ns) {
       continue;
     }
     if (rc != CS_E_OK) return rc;
+    install_key(cap, a->meta, &a->key);
     rt_drain_actions(cap, pack_seq, cap->ring.reserved_count);
     a->entry = rt_ring_reserve(&cap->ring, a->size);
     a->entry->pack_seq = pack_seq;
@@ -172,11 +207,15 @@ static int admit_locked(cs_capture *cap, admission *a, uint64_t first_try_ns) {
 }
 
 static int admit(cs_capture *cap, admission *a, char *msg, size_t msg_size) {
+  int rc = check_key(cap, a->meta, &a->key, msg, msg_size);
+  if (rc != CS_E_OK) return rc;
   uint64_t first_try_ns = cs_capture_clock_ns();
   pthread_mutex_lock(&cap->mutex);
-  int rc = admit_locked(cap, a, first_try_ns);
-  if (rc != CS_E_OK) admit_refusal(cap, rc, a->length, msg, msg_size);
+  rc = admit_locked(cap, a, first_try_ns);
+  if (rc != CS_E_OK && a->key_field != NULL) key_refusal(a->key_field, msg, msg_size);
+  else if (rc != CS_E_OK) admit_refusal(cap, rc, a->sealing, a->length, msg, msg_size);
   pthread_mutex_unlock(&cap->mutex);
+  key_copy_free(&a->key); /* unless install_key took it */
   return rc;
 }
 
@@ -199,7 +238,7 @@ int cs_capture_write(cs_capture *cap, const cs_pack_meta *meta, const void *byte
                      char *msg, size_t msg_size) {
   int rc = validate(cap, meta, bytes, length, msg, msg_size);
   if (rc != CS_E_OK) return rc;
-  admission a = {.size = rt_entry_size(meta, length), .length = length};
+  admission a = {.meta = meta, .size = rt_entry_size(meta, length), .length = length};
   rc = admit(cap, &a, msg, msg_size);
   if (rc != CS_E_OK) return rc;
   rt_entry_fill_meta(a.entry, meta);
@@ -214,7 +253,7 @@ int cs_capture_write_device(cs_capture *cap, const cs_pack_meta *meta, const voi
   int rc = validate(cap, meta, device_bytes, length, msg, msg_size);
   if (rc != CS_E_OK) return rc;
   if (!cap->device_ok) return refuse(CS_E_UNSUPPORTED, msg, msg_size, "device path: %s", cap->device_msg);
-  admission a = {.size = rt_entry_size(meta, length), .length = length, .device = true};
+  admission a = {.meta = meta, .size = rt_entry_size(meta, length), .length = length, .device = true};
   rc = admit(cap, &a, msg, msg_size);
   if (rc != CS_E_OK) return rc;
   rt_entry_fill_meta(a.entry, meta);

@@ -346,5 +346,7 @@ RT_HIDDEN void rt_drain_actions(cs_capture *cap, uint64_t record_pack_seq, uint6
 RT_HIDDEN void rt_wake_worker(cs_capture *cap);
 /* Under mutex: notes an error for the next flush or close (first one wins). */
 RT_HIDDEN void rt_note_error(cs_capture *cap, int err, const char *msg);
+/* Under the mutex: a flush's FLUSHED: its report (taken once) is the flush's answer. */
+RT_HIDDEN void rt_take_flushed(cs_capture *cap, const cs_sink_action *action);
 
 #endif

@@ -318,8 +318,9 @@ static void seal_job(cs_capture *cap, rt_seal_job *job) {
     cap->stats.bytes_sealed += size;
   } else {
     cap->stats.records_dropped += job->records + job->dropped;
-    pthread_cond_broadcast(&cap->space_cond); /* a failed seal returns its quota */
   }
+  /* A seal slot is free again (and a failed seal returned its quota): blocked producers retry now. */
+  if (cap->producers_waiting > 0) pthread_cond_broadcast(&cap->space_cond);
   pthread_mutex_unlock(&cap->mutex);
   pthread_mutex_unlock(&cap->spool_mutex);
 }
@@ -486,6 +487,15 @@ static int take_report(cs_capture *cap, int core_err, char *msg, size_t msg_size
   return err;
 }
 
+void rt_take_flushed(cs_capture *cap, const cs_sink_action *action) {
+  assert(action->op == CS_SINK_FLUSHED);
+  /* A flush that timed out may be answered after a later one its caller took at once (flush_locked). */
+  if (action->flush_id <= cap->flush_done_id) return;
+  cap->flush_done_err = take_report(cap, action->err, cap->flush_done_msg, sizeof cap->flush_done_msg);
+  cap->flush_done_id = action->flush_id;
+  pthread_cond_broadcast(&cap->done_cond);
+}
+
 static void handle_action(cs_capture *cap, const cs_sink_action *action) {
   if (action->op == CS_SINK_SEAL) {
     handle_seal(cap, action);
@@ -493,9 +503,7 @@ static void handle_action(cs_capture *cap, const cs_sink_action *action) {
   }
   pthread_mutex_lock(&cap->mutex);
   if (action->op == CS_SINK_FLUSHED) {
-    assert(action->flush_id > cap->flush_done_id);
-    cap->flush_done_err = take_report(cap, action->err, cap->flush_done_msg, sizeof cap->flush_done_msg);
-    cap->flush_done_id = action->flush_id;
+    rt_take_flushed(cap, action);
   } else {
     assert(action->op == CS_SINK_CLOSED);
     cap->close_err = take_report(cap, action->err, cap->close_msg, sizeof cap->close_msg);
