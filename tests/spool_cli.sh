@@ -85,6 +85,28 @@ expect_out "removed 1 stale" "sweep"
 run list "$dir"
 expect_out "0 in progress" "list after sweep"
 
+# A symlink planted under a ready name: list names it as no pack, check
+# quarantines it (without following it) and the rest of the spool is checked
+# as usual; a dot file ending in .open that is not a temp file's name is
+# neither counted as in progress nor removed by sweep.
+planted="01a22f9b-6851-77c0-9f30-5cf37326eb02.1.1.$(printf 'c%.0s' {1..64}).dmi-pack.ready"
+ln -s /nonexistent "$dir/$planted"
+touch "$dir/.not-a-temp.open"
+run list "$dir"
+expect_status 0 "list with a planted link"
+expect_out "not a pack   $planted" "list with a planted link"
+expect_out "2 ready" "list with a planted link"
+expect_out "0 in progress" "list with a planted link"
+run sweep "$dir"
+expect_status 0 "sweep with a planted link"
+expect_out "removed 0 stale" "sweep with a planted link"
+[[ -e $dir/.not-a-temp.open ]] || fail "sweep removed a file that is not a temp file"
+run check "$dir"
+expect_status 3 "check with a planted link"
+expect_out "symbolic link" "check with a planted link"
+expect_out "2 verified" "check with a planted link"
+[[ -L $dir/$planted.quarantined && ! -e $dir/$planted ]] || fail "check did not quarantine the link"
+
 run check "$work/missing"
 expect_status 1 "check of a missing directory"
 expect_err "No such file or directory" "check of a missing directory"

@@ -71,6 +71,28 @@ static inline void tf_write_file(const char *dir, const char *name, const void *
   fclose(f);
 }
 
+/* A whole file (NUL-terminated past its length, for text); fails the test when unreadable. */
+static inline uint8_t *tf_read_file(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (f == NULL) fail_msg("cannot open %s", path);
+  uint8_t *bytes = NULL;
+  size_t have = 0, cap = 0;
+  for (;;) {
+    if (have + 4096 + 1 > cap) {
+      cap = cap * 2 + 4096 + 1;
+      bytes = realloc(bytes, cap);
+      assert_non_null(bytes);
+    }
+    size_t n = fread(bytes + have, 1, 4096, f);
+    have += n;
+    if (n < 4096) break;
+  }
+  fclose(f);
+  bytes[have] = '\0';
+  *len = have;
+  return bytes;
+}
+
 /* A UUIDv7-shaped pack id, distinct per n. */
 static inline cs_uuid tf_pack_id(uint8_t n) {
   cs_uuid id;

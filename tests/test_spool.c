@@ -380,27 +380,56 @@ static void test_quarantine_by_caller(void **state) {
   tf_remove_tree(dir);
 }
 
-/* A symlink planted under a ready name is never followed. */
+/*
+ * A symlink or a directory planted under a ready name is never followed,
+ * listed or opened as a pack: opening the spool leaves it out, and recovery
+ * quarantines it with the reason (the link's target is untouched).
+ */
 static void test_symlink_not_followed(void **state) {
   (void)state;
   char *dir = tf_temp_dir("spool");
-  cs_spool *spool = spool_start(dir);
   tp_bytes a = build_pack(tf_pack_id(12), 1, 10, 1);
-  cs_pack_summary sm;
-  assert_int_equal(cs_pack_verify_buffer(a.data, a.len, &sm, NULL), CS_E_OK);
-  char name[CS_SPOOL_NAME_MAX + 1];
-  cs_spool_ready_name(&sm.pack_id, sm.created_at_ns, sm.record_count, sm.sha256, name);
-  char target[600], link_path[1024];
+  tp_bytes b = build_pack(tf_pack_id(13), 1, 10, 2);
+  cs_pack_summary sa, sb;
+  assert_int_equal(cs_pack_verify_buffer(a.data, a.len, &sa, NULL), CS_E_OK);
+  assert_int_equal(cs_pack_verify_buffer(b.data, b.len, &sb, NULL), CS_E_OK);
+  char name_a[CS_SPOOL_NAME_MAX + 1], name_b[CS_SPOOL_NAME_MAX + 1];
+  cs_spool_ready_name(&sa.pack_id, sa.created_at_ns, sa.record_count, sa.sha256, name_a);
+  cs_spool_ready_name(&sb.pack_id, sb.created_at_ns, sb.record_count, sb.sha256, name_b);
+  char target[600], path[1024];
   snprintf(target, sizeof target, "%s/outside", dir);
   tf_write_file(dir, "outside", a.data, a.len);
-  snprintf(link_path, sizeof link_path, "%s/%s", dir, name);
-  assert_int_equal(symlink(target, link_path), 0);
+  snprintf(path, sizeof path, "%s/%s", dir, name_a);
+  assert_int_equal(symlink(target, path), 0);
+  snprintf(path, sizeof path, "%s/%s", dir, name_b);
+  assert_int_equal(mkdir(path, 0750), 0);
+  cs_spool *spool = spool_start(dir); /* neither blocks the open */
+  cs_spool_entry entries[4];
+  size_t count = 9;
+  assert_int_equal(cs_spool_list(spool, entries, 4, &count), CS_E_OK);
+  assert_int_equal(count, 0);
   cs_spool_recovery report;
-  assert_int_equal(cs_spool_recover(spool, &report), CS_E_IO);
+  assert_int_equal(cs_spool_recover(spool, &report), CS_E_OK);
   assert_int_equal(report.ready_ok, 0);
-  assert_int_equal(report.errors, 1);
+  assert_int_equal(report.quarantined, 2);
+  assert_int_equal(report.errors, 0);
+  assert_int_equal(tf_count_suffix(dir, ".quarantined"), 2);
+  char reason_path[1100];
+  snprintf(reason_path, sizeof reason_path, "%s/%s.quarantined.reason", dir, name_a);
+  size_t reason_len = 0;
+  char *reason = (char *)tf_read_file(reason_path, &reason_len);
+  if (strstr(reason, "symbolic link") == NULL) fail_msg("reason: %s", reason);
+  free(reason);
+  /* The target is untouched. */
+  snprintf(path, sizeof path, "%s/outside", dir);
+  size_t out_len = 0;
+  uint8_t *out = tf_read_file(path, &out_len);
+  assert_int_equal(out_len, a.len);
+  assert_memory_equal(out, a.data, a.len);
+  free(out);
   cs_spool_close(spool);
   tp_free(&a);
+  tp_free(&b);
   tf_remove_tree(dir);
 }
 

@@ -263,6 +263,9 @@ void cs_spool_ready_name(const cs_uuid *pack_id, uint64_t created_at_ns, uint32_
  */
 int cs_spool_parse_ready_name(const char *name, cs_spool_entry *out);
 
+/* True for a sealing temp file's name, ".<uuid>.<16 hex digits>.open": what a sweep removes. */
+bool cs_spool_is_open_name(const char *name);
+
 #ifdef __cplusplus
 }
 #endif

@@ -222,7 +222,7 @@ static bool has_suffix(const char *name, const char *suffix) {
 }
 
 /* True for ".<canonical uuid>.<16 lowercase hex>.open": only our temp names are swept. */
-static bool is_open_name(const char *name) {
+bool cs_spool_is_open_name(const char *name) {
   if (strlen(name) != SPOOL_OPEN_NAME_LEN || name[0] != '.') return false;
   cs_uuid id;
   if (cs_uuid_parse(name + 1, CS_UUID_TEXT_LEN, &id) != CS_E_OK) return false;
@@ -342,24 +342,28 @@ static int spool_walk(cs_spool *spool, spool_visit_fn visit, void *context) {
   return rc;
 }
 
-/* Size of a ready file by name; CS_E_IO (or CS_E_NOT_FOUND when it vanished). */
+/*
+ * Size of a ready file by name; CS_E_IO, CS_E_NOT_FOUND when it vanished,
+ * CS_E_CORRUPT when the name is not a regular file (a link, a directory).
+ */
 static int ready_size(cs_spool *spool, const char *name, uint64_t *size) {
   struct stat st;
   if (spool->sys->fstatat(spool->dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
     if (errno == ENOENT) return CS_E_NOT_FOUND;
     return spool_fail_errno(spool, "stat", name);
   }
-  if (!S_ISREG(st.st_mode)) return spool_fail(spool, CS_E_IO, "%s is not a regular file", name);
+  if (!S_ISREG(st.st_mode)) return spool_fail(spool, CS_E_CORRUPT, "%s is not a regular file", name);
   *size = (uint64_t)st.st_size;
   return CS_E_OK;
 }
 
+/* A ready name that is not a regular file is no pack: left out here, quarantined by a check. */
 static int visit_index(cs_spool *spool, const char *name, void *context) {
   (void)context;
   cs_spool_entry entry;
   if (cs_spool_parse_ready_name(name, &entry) != CS_E_OK) return CS_E_OK;
   int rc = ready_size(spool, name, &entry.size_bytes);
-  if (rc == CS_E_NOT_FOUND) return CS_E_OK;
+  if (rc == CS_E_NOT_FOUND || rc == CS_E_CORRUPT) return CS_E_OK;
   if (rc != CS_E_OK) return rc;
   return index_put(spool, &entry);
 }
@@ -923,7 +927,7 @@ int cs_spool_quarantine(cs_spool *spool, const cs_uuid *pack_id, const char *rea
 
 static int visit_sweep(cs_spool *spool, const char *name, void *context) {
   cs_spool_recovery *report = context;
-  if (!is_open_name(name)) return CS_E_OK;
+  if (!cs_spool_is_open_name(name)) return CS_E_OK;
   if (spool->sys->unlinkat(spool->dirfd, name, 0) != 0 && errno != ENOENT) {
     report->errors++;
     return spool_fail_errno(spool, "unlink", name);
@@ -1055,6 +1059,9 @@ static int check_ready_file(cs_spool *spool, cs_spool_entry *entry) {
   memset(&c, 0, sizeof c);
   c.name = entry->name;
   c.fd = spool->sys->openat(spool->dirfd, entry->name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW, 0);
+  if (c.fd < 0 && errno == ELOOP) {
+    return spool_fail(spool, CS_E_CORRUPT, "%s is a symbolic link, not a regular file", entry->name);
+  }
   if (c.fd < 0) return spool_fail_errno(spool, "open", entry->name);
   struct stat st;
   int rc = CS_E_OK;
@@ -1078,7 +1085,7 @@ static int visit_check(cs_spool *spool, const char *name, void *context) {
   cs_spool_recovery *report = context;
   cs_spool_entry entry;
   if (strcmp(name, CS_SPOOL_LOCK_NAME) == 0 || has_suffix(name, SPOOL_QUARANTINE_SUFFIX) ||
-      has_suffix(name, SPOOL_REASON_SUFFIX) || is_open_name(name)) {
+      has_suffix(name, SPOOL_REASON_SUFFIX) || cs_spool_is_open_name(name)) {
     return CS_E_OK;
   }
   if (!has_suffix(name, SPOOL_READY_SUFFIX)) {

@@ -89,7 +89,7 @@ static int stream_file(build_ctx *b, int fd, const char *path) {
   for (;;) {
     ssize_t n = read(fd, chunk, FILE_CHUNK_BYTES);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) status = spec_error(b, "cannot read payload_file %s", path);
+    if (n < 0) status = spec_error(b, "cannot read payload_file %s: %s", path, strerror(errno));
     if (n <= 0) break;
     if (cs_pack_writer_append(b->writer, chunk, (size_t)n, &b->err) != CS_E_OK) {
       status = pack_error(b);
@@ -111,7 +111,9 @@ static int add_file_payload(build_ctx *b, const cs_pack_meta *meta, const json_t
   struct stat st;
   int status = CLI_EXIT_OK;
   if (fd < 0 || fstat(fd, &st) != 0) {
-    status = spec_error(b, "cannot open payload_file %s", path);
+    status = spec_error(b, "cannot open payload_file %s: %s", path, strerror(errno));
+  } else if (!S_ISREG(st.st_mode)) {
+    status = spec_error(b, "payload_file %s is not a regular file", path);
   } else if (cs_pack_writer_begin_record(b->writer, meta, (uint64_t)st.st_size, &b->err) != 0) {
     status = pack_error(b);
   } else {
@@ -215,12 +217,12 @@ static int build_file(build_ctx *b, const char *out_path) {
   if (tmp == NULL) return spec_error(b, "%s", "out of memory");
   snprintf(tmp, need, "%s.tmp", out_path);
   FILE *out = fopen(tmp, "wb");
-  int status = out == NULL ? spec_error(b, "cannot create %s", tmp) : build_into(b, out);
+  int status = out == NULL ? spec_error(b, "cannot create %s: %s", tmp, strerror(errno)) : build_into(b, out);
   if (out != NULL && fclose(out) != 0 && status == CLI_EXIT_OK) {
-    status = spec_error(b, "cannot write %s", tmp);
+    status = spec_error(b, "cannot write %s: %s", tmp, strerror(errno));
   }
   if (status == CLI_EXIT_OK && rename(tmp, out_path) != 0) {
-    status = spec_error(b, "cannot rename to %s", out_path);
+    status = spec_error(b, "cannot rename to %s: %s", out_path, strerror(errno));
   }
   if (status != CLI_EXIT_OK) unlink(tmp);
   free(tmp);

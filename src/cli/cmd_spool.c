@@ -31,7 +31,6 @@
 
 #define QUARANTINE_SUFFIX ".quarantined"
 #define REASON_SUFFIX ".reason"
-#define OPEN_SUFFIX ".open"
 #define REASON_BYTES_MAX 512u
 /* A bound on the names one listing holds (the spool's own index bound). */
 #define LIST_NAMES_MAX 1000000u
@@ -128,7 +127,7 @@ static bool classify(spool_names *out, const char *name) {
   cs_spool_entry entry;
   if (cs_spool_parse_ready_name(name, &entry) == CS_E_OK) return names_add(&out->ready, name);
   if (is_quarantined_name(name)) return names_add(&out->quarantined, name);
-  if (name[0] == '.' && has_suffix(name, OPEN_SUFFIX)) out->open_count++;
+  if (cs_spool_is_open_name(name)) out->open_count++;
   else if (strcmp(name, CS_SPOOL_LOCK_NAME) != 0 && !has_suffix(name, REASON_SUFFIX)) out->other_count++;
   return true;
 }
@@ -195,12 +194,18 @@ static int open_dir(const char *command, const char *dir) {
   return fd;
 }
 
-static void print_ready(int dirfd, const char *name, uint64_t *total_bytes) {
+/* One ready pack's line; false (and a line saying so) when the name is not a regular file. */
+static bool print_ready(int dirfd, const char *name, uint64_t *total_bytes) {
   cs_spool_entry entry;
   (void)cs_spool_parse_ready_name(name, &entry); /* scan() kept parseable names only */
   struct stat st;
   char size[32] = "?";
   if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+    if (!S_ISREG(st.st_mode)) {
+      printf("not a pack   %s\n             reason: not a regular file (spool check quarantines it)\n",
+             name);
+      return false;
+    }
     snprintf(size, sizeof size, "%lld", (long long)st.st_size);
     *total_bytes += (uint64_t)st.st_size;
   }
@@ -209,6 +214,7 @@ static void print_ready(int dirfd, const char *name, uint64_t *total_bytes) {
   printf("ready        %s  records %u  bytes %s  created_at_ns %llu  sha256 %.64s\n", id,
          entry.record_count, size, (unsigned long long)entry.created_at_ns,
          name + strlen(name) - strlen(".dmi-pack.ready") - 64);
+  return true;
 }
 
 /* capstore spool list DIR */
@@ -223,14 +229,18 @@ static int cmd_list(const char *dir) {
     return CLI_EXIT_FAILURE;
   }
   uint64_t bytes = 0;
-  for (size_t i = 0; i < names.ready.count; i++) print_ready(dirfd, names.ready.names[i], &bytes);
+  size_t ready = 0;
+  for (size_t i = 0; i < names.ready.count; i++) {
+    if (print_ready(dirfd, names.ready.names[i], &bytes)) ready++;
+    else names.other_count++;
+  }
   for (size_t i = 0; i < names.quarantined.count; i++) {
     char reason[REASON_BYTES_MAX];
     read_reason(dirfd, names.quarantined.names[i], reason);
     printf("quarantined  %s\n             reason: %s\n", names.quarantined.names[i], reason);
   }
   printf("%s: %zu ready (%llu bytes), %zu quarantined, %zu in progress (.open), %zu other files\n",
-         dir, names.ready.count, (unsigned long long)bytes, names.quarantined.count,
+         dir, ready, (unsigned long long)bytes, names.quarantined.count,
          names.open_count, names.other_count);
   spool_names_free(&names);
   close(dirfd);
