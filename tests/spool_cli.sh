@@ -107,6 +107,34 @@ expect_out "symbolic link" "check with a planted link"
 expect_out "2 verified" "check with a planted link"
 [[ -L $dir/$planted.quarantined && ! -e $dir/$planted ]] || fail "check did not quarantine the link"
 
+# FIFOs never block: one under a ready name is quarantined; one planted
+# where a quarantined pack's reason goes fails that reason's write (check
+# exits 1 naming it) instead of hanging check, and list does not read it.
+fifo_pack="01a22f9b-6851-77c0-9f30-5cf37326eb03.1.1.$(printf 'd%.0s' {1..64}).dmi-pack.ready"
+mkfifo "$dir/$fifo_pack"
+dir_pack="01a22f9b-6851-77c0-9f30-5cf37326eb04.1.1.$(printf 'e%.0s' {1..64}).dmi-pack.ready"
+mkdir "$dir/$dir_pack"
+mkfifo "$dir/$dir_pack.quarantined.reason"
+"$capstore" spool check "$dir" >"$work/out" 2>"$work/err" &
+checker=$!
+for _ in $(seq 200); do kill -0 "$checker" 2>/dev/null || break; sleep 0.1; done
+if kill -0 "$checker" 2>/dev/null; then
+  kill "$checker"
+  fail "check hung on a FIFO"
+fi
+wait "$checker"
+status=$?
+out=$(cat "$work/out")
+err=$(cat "$work/err")
+printf '$ capstore spool check %s  (exit %d)\n%s\n%s\n' "$dir" "$status" "$out" "$err"
+expect_status 1 "check with FIFOs"
+expect_out "is a FIFO, not a regular file" "check with FIFOs"
+expect_err "$dir_pack.quarantined.reason" "check with FIFOs"
+[[ -e $dir/$fifo_pack.quarantined ]] || fail "check did not quarantine the FIFO"
+run list "$dir"
+expect_status 0 "list with a FIFO reason"
+expect_out "no reason recorded" "list with a FIFO reason"
+
 run check "$work/missing"
 expect_status 1 "check of a missing directory"
 expect_err "No such file or directory" "check of a missing directory"

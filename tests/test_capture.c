@@ -940,6 +940,20 @@ static void test_flush_poll(void **state) {
   if (rc != CS_E_TIMEOUT && rc != CS_E_OK) fail_msg("flush: %s: %s", cs_strerror(rc), msg);
   assert_int_equal(cs_capture_flush(cap, DEADLINE(5000), msg, sizeof msg), CS_E_OK);
   assert_int_equal(tf_count_suffix(dir, ".ready"), 2);
+  /*
+   * A record the pack writer refuses (a duplicate capture id), then a flush
+   * that times out before the worker answers it: the refusal is not lost
+   * with that flush's answer; the next flush reports it, once.
+   */
+  write_ok(cap, "fp", 3, 100);
+  write_ok(cap, "fp", 3, 100);
+  rc = cs_capture_flush(cap, 0, msg, sizeof msg);
+  if (rc != CS_E_TIMEOUT) fail_msg("flush with a pack to seal and a passed deadline: %s: %s", cs_strerror(rc), msg);
+  struct timespec settle = {0, 300 * 1000 * 1000}; /* the worker answers the timed-out flush */
+  nanosleep(&settle, NULL);
+  assert_int_equal(cs_capture_flush(cap, DEADLINE(5000), msg, sizeof msg), CS_E_INVALID_ARGUMENT);
+  if (strstr(msg, "capture_id") == NULL) fail_msg("message: %s", msg);
+  assert_int_equal(cs_capture_flush(cap, DEADLINE(5000), msg, sizeof msg), CS_E_OK);
   assert_int_equal(cs_capture_close(cap, DEADLINE(5000), msg, sizeof msg), CS_E_OK);
   cs_capture_free(cap);
   tf_remove_tree(dir);

@@ -644,6 +644,8 @@ static void prop_admit(prop_world *world) {
   uint64_t waited_max_ns = world->now_ns < 200 * MS ? world->now_ns + 1 : 200 * MS;
   uint64_t first_ns = world->now_ns - cs_prng_below(&world->prng, waited_max_ns);
   uint64_t pack_seq = 0;
+  cs_sink_stats before;
+  cs_sink_stats_get(&world->sink, &before);
   int err = cs_sink_admit(&world->sink, world->now_ns, record_bytes, first_ns, &pack_seq);
   world->admit_answers++;
   if (err == CS_E_OK) {
@@ -659,6 +661,9 @@ static void prop_admit(prop_world *world) {
     PROP_CHECK(!world->closing && world->inflight_count + 2 > CS_SINK_SEALS_MAX);
   } else {
     PROP_CHECK(err == (world->closing ? CS_E_CLOSED : CS_E_SPOOL_FULL));
+    /* The quota, not the seal slots: one pack more, or these bytes, would not fit. */
+    PROP_CHECK(world->closing || before.spool_packs + 1u > world->cfg.spool_packs_max ||
+               before.spool_bytes + record_bytes > world->cfg.spool_bytes_max);
   }
 }
 

@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -380,10 +382,26 @@ static void test_quarantine_by_caller(void **state) {
   tf_remove_tree(dir);
 }
 
+/* A UNIX socket at dir/name (bound at a short name, then renamed: socket paths are short). */
+static void make_socket(const char *dir, const char *name) {
+  int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  assert_true(fd >= 0);
+  struct sockaddr_un addr = {.sun_family = AF_UNIX};
+  snprintf(addr.sun_path, sizeof addr.sun_path, "/tmp/cs-sock-%ld", (long)getpid());
+  unlink(addr.sun_path);
+  assert_int_equal(bind(fd, (struct sockaddr *)&addr, sizeof addr), 0);
+  char path[1024];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  assert_int_equal(rename(addr.sun_path, path), 0);
+  close(fd);
+}
+
 /*
- * A symlink or a directory planted under a ready name is never followed,
- * listed or opened as a pack: opening the spool leaves it out, and recovery
- * quarantines it with the reason (the link's target is untouched).
+ * A symlink, a directory, a FIFO or a socket planted under a ready name is
+ * never followed, listed or opened as a pack (a FIFO would block the open):
+ * opening the spool leaves it out, and recovery quarantines it with the
+ * reason (the link's target is untouched). A directory under a temp file's
+ * name is left alone by the sweep.
  */
 static void test_symlink_not_followed(void **state) {
   (void)state;
@@ -403,7 +421,17 @@ static void test_symlink_not_followed(void **state) {
   assert_int_equal(symlink(target, path), 0);
   snprintf(path, sizeof path, "%s/%s", dir, name_b);
   assert_int_equal(mkdir(path, 0750), 0);
-  cs_spool *spool = spool_start(dir); /* neither blocks the open */
+  char name_c[CS_SPOOL_NAME_MAX + 1], name_d[CS_SPOOL_NAME_MAX + 1];
+  uint8_t hash[32] = {0};
+  cs_uuid id_c = tf_pack_id(14), id_d = tf_pack_id(15);
+  cs_spool_ready_name(&id_c, 1, 1, hash, name_c);
+  cs_spool_ready_name(&id_d, 1, 1, hash, name_d);
+  snprintf(path, sizeof path, "%s/%s", dir, name_c);
+  assert_int_equal(mkfifo(path, 0640), 0);
+  make_socket(dir, name_d);
+  snprintf(path, sizeof path, "%s/.01a22f9b-6851-77c0-9f30-5cf37326eb02.0123456789abcdef.open", dir);
+  assert_int_equal(mkdir(path, 0750), 0);
+  cs_spool *spool = spool_start(dir); /* none blocks the open */
   cs_spool_entry entries[4];
   size_t count = 9;
   assert_int_equal(cs_spool_list(spool, entries, 4, &count), CS_E_OK);
@@ -411,9 +439,11 @@ static void test_symlink_not_followed(void **state) {
   cs_spool_recovery report;
   assert_int_equal(cs_spool_recover(spool, &report), CS_E_OK);
   assert_int_equal(report.ready_ok, 0);
-  assert_int_equal(report.quarantined, 2);
+  assert_int_equal(report.quarantined, 4);
   assert_int_equal(report.errors, 0);
-  assert_int_equal(tf_count_suffix(dir, ".quarantined"), 2);
+  assert_int_equal(report.open_removed, 0);
+  assert_int_equal(tf_count_suffix(dir, ".quarantined"), 4);
+  assert_int_equal(tf_count_suffix(dir, ".open"), 1); /* the directory, left alone */
   char reason_path[1100];
   snprintf(reason_path, sizeof reason_path, "%s/%s.quarantined.reason", dir, name_a);
   size_t reason_len = 0;

@@ -342,6 +342,16 @@ static int spool_walk(cs_spool *spool, spool_visit_fn visit, void *context) {
   return rc;
 }
 
+/* "a directory", "a symbolic link", ... for a message. */
+static const char *file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISLNK(mode)) return "a symbolic link";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode) || S_ISBLK(mode)) return "a device";
+  return S_ISREG(mode) ? "a regular file" : "of an unknown kind";
+}
+
 /*
  * Size of a ready file by name; CS_E_IO, CS_E_NOT_FOUND when it vanished,
  * CS_E_CORRUPT when the name is not a regular file (a link, a directory).
@@ -352,7 +362,9 @@ static int ready_size(cs_spool *spool, const char *name, uint64_t *size) {
     if (errno == ENOENT) return CS_E_NOT_FOUND;
     return spool_fail_errno(spool, "stat", name);
   }
-  if (!S_ISREG(st.st_mode)) return spool_fail(spool, CS_E_CORRUPT, "%s is not a regular file", name);
+  if (!S_ISREG(st.st_mode)) {
+    return spool_fail(spool, CS_E_CORRUPT, "%s is %s, not a regular file", name, file_kind(st.st_mode));
+  }
   *size = (uint64_t)st.st_size;
   return CS_E_OK;
 }
@@ -877,8 +889,9 @@ int cs_spool_remove(cs_spool *spool, const cs_uuid *pack_id, uint64_t *size_byte
 static int write_reason(cs_spool *spool, const char *name, const char *reason) {
   char path[CS_SPOOL_NAME_MAX + 32];
   snprintf(path, sizeof path, "%s" SPOOL_REASON_SUFFIX, name);
+  /* O_NONBLOCK: a FIFO planted under the reason's name fails the open instead of blocking it. */
   int fd = spool->sys->openat(spool->dirfd, path,
-                              O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0640);
+                              O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0640);
   if (fd < 0) return spool_fail_errno(spool, "create", path);
   char line[SPOOL_ERROR_MAX + 8];
   int len = snprintf(line, sizeof line, "%s\n", reason);
@@ -928,7 +941,12 @@ int cs_spool_quarantine(cs_spool *spool, const cs_uuid *pack_id, const char *rea
 static int visit_sweep(cs_spool *spool, const char *name, void *context) {
   cs_spool_recovery *report = context;
   if (!cs_spool_is_open_name(name)) return CS_E_OK;
-  if (spool->sys->unlinkat(spool->dirfd, name, 0) != 0 && errno != ENOENT) {
+  int unlinked = spool->sys->unlinkat(spool->dirfd, name, 0);
+  if (unlinked != 0 && errno == EISDIR) { /* a directory under a temp file's name: not ours, left alone */
+    report->skipped++;
+    return CS_E_OK;
+  }
+  if (unlinked != 0 && errno != ENOENT) {
     report->errors++;
     return spool_fail_errno(spool, "unlink", name);
   }
@@ -1058,13 +1076,18 @@ static int check_ready_file(cs_spool *spool, cs_spool_entry *entry) {
   check_file c;
   memset(&c, 0, sizeof c);
   c.name = entry->name;
-  c.fd = spool->sys->openat(spool->dirfd, entry->name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW, 0);
+  /* Never opened unless regular: a FIFO would block the open, a socket refuse it. */
+  int rc = ready_size(spool, entry->name, &entry->size_bytes);
+  if (rc == CS_E_CORRUPT) return rc;
+  if (rc == CS_E_NOT_FOUND) return spool_fail(spool, CS_E_IO, "%s vanished while being checked", entry->name);
+  if (rc != CS_E_OK) return rc;
+  /* O_NONBLOCK: the name may be replaced after the stat; it means nothing to a regular file. */
+  c.fd = spool->sys->openat(spool->dirfd, entry->name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0);
   if (c.fd < 0 && errno == ELOOP) {
     return spool_fail(spool, CS_E_CORRUPT, "%s is a symbolic link, not a regular file", entry->name);
   }
   if (c.fd < 0) return spool_fail_errno(spool, "open", entry->name);
   struct stat st;
-  int rc = CS_E_OK;
   if (spool->sys->fstat(c.fd, &st) != 0) rc = spool_fail_errno(spool, "stat", entry->name);
   else if (!S_ISREG(st.st_mode)) rc = spool_fail(spool, CS_E_CORRUPT, "%s is not a regular file", entry->name);
   c.size = (uint64_t)st.st_size;

@@ -107,7 +107,7 @@ static int add_file_payload(build_ctx *b, const cs_pack_meta *meta, const json_t
   char *path = malloc(need);
   if (path == NULL) return spec_error(b, "%s", "out of memory");
   snprintf(path, need, "%s%s", file[0] == '/' ? "" : b->spec_dir, file);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO is refused below, not waited on */
   struct stat st;
   int status = CLI_EXIT_OK;
   if (fd < 0 || fstat(fd, &st) != 0) {

@@ -123,11 +123,15 @@ static bool is_quarantined_name(const char *name) {
 }
 
 /* Sorts one name into *out; false when memory ran out. */
-static bool classify(spool_names *out, const char *name) {
+static bool classify(int dirfd, spool_names *out, const char *name) {
   cs_spool_entry entry;
   if (cs_spool_parse_ready_name(name, &entry) == CS_E_OK) return names_add(&out->ready, name);
   if (is_quarantined_name(name)) return names_add(&out->quarantined, name);
-  if (cs_spool_is_open_name(name)) out->open_count++;
+  struct stat st;
+  /* In progress: what a sweep would remove (a directory under such a name it leaves alone). */
+  bool dir = cs_spool_is_open_name(name) && fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+             S_ISDIR(st.st_mode);
+  if (cs_spool_is_open_name(name) && !dir) out->open_count++;
   else if (strcmp(name, CS_SPOOL_LOCK_NAME) != 0 && !has_suffix(name, REASON_SUFFIX)) out->other_count++;
   return true;
 }
@@ -157,7 +161,7 @@ static int scan(int dirfd, spool_names *out) {
       break;
     }
     if (strcmp(d->d_name, ".") == 0 || strcmp(d->d_name, "..") == 0) continue;
-    if (!classify(out, d->d_name)) {
+    if (!classify(dirfd, out, d->d_name)) {
       errno = ENOMEM;
       rc = -1;
       break;
@@ -176,8 +180,13 @@ static void read_reason(int dirfd, const char *quarantined, char reason[REASON_B
   char path[CS_SPOOL_NAME_MAX + 16];
   snprintf(reason, REASON_BYTES_MAX, "(no reason recorded)");
   if ((size_t)snprintf(path, sizeof path, "%s" REASON_SUFFIX, quarantined) >= sizeof path) return;
-  int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK); /* a FIFO must not block */
   if (fd < 0) return;
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return;
+  }
   ssize_t n = read(fd, reason, REASON_BYTES_MAX - 1);
   close(fd);
   if (n <= 0) {

@@ -69,6 +69,7 @@ static int flush_locked(cs_capture *cap, uint64_t deadline_ns, char *msg, size_t
   }
   cap->flush_active = true;
   uint64_t id = ++cap->flush_next_id;
+  cap->flush_waiting_id = id; /* its report is taken only while this caller waits for it */
   int rc = start_flush(cap, id, deadline_ns);
   if (rc == CS_E_OK) {
     rt_drain_actions(cap, 0, cap->ring.reserved_count);
@@ -86,6 +87,7 @@ static int flush_locked(cs_capture *cap, uint64_t deadline_ns, char *msg, size_t
   }
   if (rc == CS_E_TIMEOUT) refuse(rc, msg, msg_size, "flush deadline passed; sealing goes on");
   if (rc == CS_E_CLOSED) refuse(rc, msg, msg_size, "the sink is closed");
+  cap->flush_waiting_id = 0;
   cap->flush_active = false;
   pthread_cond_broadcast(&cap->done_cond);
   return rc;

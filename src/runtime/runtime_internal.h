@@ -296,6 +296,7 @@ struct cs_capture {
   /* Flush and close. */
   uint64_t flush_next_id;
   uint64_t flush_done_id;
+  uint64_t flush_waiting_id; /* the flush whose caller still waits for its answer, or 0 */
   int flush_done_err;
   char flush_done_msg[RT_ERROR_MAX];
   bool flush_active;

@@ -491,8 +491,15 @@ void rt_take_flushed(cs_capture *cap, const cs_sink_action *action) {
   assert(action->op == CS_SINK_FLUSHED);
   /* A flush that timed out may be answered after a later one its caller took at once (flush_locked). */
   if (action->flush_id <= cap->flush_done_id) return;
-  cap->flush_done_err = take_report(cap, action->err, cap->flush_done_msg, sizeof cap->flush_done_msg);
   cap->flush_done_id = action->flush_id;
+  if (action->flush_id == cap->flush_waiting_id) {
+    cap->flush_done_err = take_report(cap, action->err, cap->flush_done_msg, sizeof cap->flush_done_msg);
+  } else if (action->err != CS_E_OK) {
+    /* Its caller timed out: the core's error stays pending for the next flush or close. */
+    char text[RT_ERROR_MAX];
+    snprintf(text, sizeof text, "a seal failed: %s", cs_strerror(action->err));
+    rt_note_error(cap, action->err, text);
+  }
   pthread_cond_broadcast(&cap->done_cond);
 }
 
