@@ -698,10 +698,22 @@ static ssize_t test_write(int fd, const void *bytes, size_t length) {
   return write(fd, bytes, length);
 }
 
+static _Atomic int open_temp_fails; /* the next openat of a pack's temp file fails with EIO */
+
+static int test_openat(int dirfd, const char *path, int flags, mode_t mode) {
+  size_t n = strlen(path);
+  if (n > 5 && strcmp(path + n - 5, ".open") == 0 && atomic_exchange(&open_temp_fails, 0)) {
+    errno = EIO;
+    return -1;
+  }
+  return cs_spool_sys_posix()->openat(dirfd, path, flags, mode);
+}
+
 static cs_spool_sys fault_sys(void) {
   cs_spool_sys sys = *cs_spool_sys_posix();
   sys.fsync = test_fsync;
   sys.write = test_write;
+  sys.openat = test_openat;
   return sys;
 }
 
@@ -737,6 +749,55 @@ static void test_seal_failure_reported(void **state) {
   assert_int_equal(r.count, 1);
   assert_non_null(find_seen(&r, "sf-2"));
   readback_free(&r);
+  tf_remove_tree(dir);
+}
+
+typedef struct flush_call {
+  cs_capture *cap;
+  int rc;
+  char msg[256];
+} flush_call;
+
+static void *flush_main(void *context) {
+  flush_call *f = context;
+  f->rc = cs_capture_flush(f->cap, DEADLINE(10000), f->msg, sizeof f->msg);
+  return NULL;
+}
+
+/*
+ * One failure, one report: while a flush waits for pack 1's slow fsync, the
+ * next record's pack cannot create its temp file. The waiting flush reports
+ * that (it is the first error since the last report); the failed pack's
+ * seal, which reaches the core later, is not reported again by the next.
+ */
+static void test_failure_reported_once(void **state) {
+  (void)state;
+  char *dir = tf_temp_dir("capture");
+  cs_spool_sys sys = fault_sys();
+  cs_capture_config cfg = small_config(CS_FULL_REFUSE);
+  cfg.spool_sys = &sys;
+  cs_capture *cap = capture_start(dir, &cfg);
+  write_ok(cap, "once", 1, 100);
+  fsync_mode = 2; /* 200 ms */
+  flush_call z = {.cap = cap};
+  pthread_t thread;
+  assert_int_equal(pthread_create(&thread, NULL, flush_main, &z), 0);
+  struct timespec pause = {0, 50 * 1000 * 1000};
+  nanosleep(&pause, NULL); /* pack 1 is sealing */
+  open_temp_fails = 1;
+  write_ok(cap, "once", 2, 100); /* admitted; its pack's temp file fails */
+  assert_int_equal(pthread_join(thread, NULL), 0);
+  fsync_mode = 0;
+  assert_int_equal(z.rc, CS_E_IO);
+  if (strstr(z.msg, "temp file") == NULL) fail_msg("message: %s", z.msg);
+  char msg[256];
+  assert_int_equal(cs_capture_flush(cap, DEADLINE(5000), msg, sizeof msg), CS_E_OK);
+  assert_int_equal(cs_capture_close(cap, DEADLINE(5000), msg, sizeof msg), CS_E_OK);
+  cs_capture_stats stats;
+  cs_capture_stats_get(cap, &stats);
+  assert_int_equal(stats.records_written, 1);
+  assert_int_equal(stats.records_dropped, 1);
+  cs_capture_free(cap);
   tf_remove_tree(dir);
 }
 
@@ -1085,6 +1146,7 @@ int main(void) {
       cmocka_unit_test(test_full_spool_block),
       cmocka_unit_test(test_seal_failure_reported),
       cmocka_unit_test(test_staging_full),
+      cmocka_unit_test(test_failure_reported_once),
       cmocka_unit_test(test_references_at_their_bound),
       cmocka_unit_test(test_sealing_behind),
       cmocka_unit_test(test_refused_record_fixes_no_key),

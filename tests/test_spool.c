@@ -382,18 +382,19 @@ static void test_quarantine_by_caller(void **state) {
   tf_remove_tree(dir);
 }
 
-/* A UNIX socket at dir/name (bound at a short name, then renamed: socket paths are short). */
+/* A UNIX socket at dir/name (bound at a short relative name in dir, then renamed: socket paths are short). */
 static void make_socket(const char *dir, const char *name) {
+  char cwd[4096];
+  assert_non_null(getcwd(cwd, sizeof cwd));
+  assert_int_equal(chdir(dir), 0);
   int fd = socket(AF_UNIX, SOCK_STREAM, 0);
   assert_true(fd >= 0);
   struct sockaddr_un addr = {.sun_family = AF_UNIX};
-  snprintf(addr.sun_path, sizeof addr.sun_path, "/tmp/cs-sock-%ld", (long)getpid());
-  unlink(addr.sun_path);
+  snprintf(addr.sun_path, sizeof addr.sun_path, "cs-sock");
   assert_int_equal(bind(fd, (struct sockaddr *)&addr, sizeof addr), 0);
-  char path[1024];
-  snprintf(path, sizeof path, "%s/%s", dir, name);
-  assert_int_equal(rename(addr.sun_path, path), 0);
+  assert_int_equal(rename("cs-sock", name), 0);
   close(fd);
+  assert_int_equal(chdir(cwd), 0);
 }
 
 /*

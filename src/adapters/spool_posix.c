@@ -1083,13 +1083,16 @@ static int check_ready_file(cs_spool *spool, cs_spool_entry *entry) {
   if (rc != CS_E_OK) return rc;
   /* O_NONBLOCK: the name may be replaced after the stat; it means nothing to a regular file. */
   c.fd = spool->sys->openat(spool->dirfd, entry->name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0);
-  if (c.fd < 0 && errno == ELOOP) {
-    return spool_fail(spool, CS_E_CORRUPT, "%s is a symbolic link, not a regular file", entry->name);
+  if (c.fd < 0 && (errno == ELOOP || errno == ENXIO)) { /* swapped since the stat: a link, a socket */
+    return spool_fail(spool, CS_E_CORRUPT, "%s is %s, not a regular file", entry->name,
+                      errno == ELOOP ? "a symbolic link" : "a socket or a FIFO");
   }
   if (c.fd < 0) return spool_fail_errno(spool, "open", entry->name);
   struct stat st;
   if (spool->sys->fstat(c.fd, &st) != 0) rc = spool_fail_errno(spool, "stat", entry->name);
-  else if (!S_ISREG(st.st_mode)) rc = spool_fail(spool, CS_E_CORRUPT, "%s is not a regular file", entry->name);
+  else if (!S_ISREG(st.st_mode)) {
+    rc = spool_fail(spool, CS_E_CORRUPT, "%s is %s, not a regular file", entry->name, file_kind(st.st_mode));
+  }
   c.size = (uint64_t)st.st_size;
   c.chunk = malloc(SPOOL_READ_BYTES);
   if (rc == CS_E_OK && c.chunk == NULL) rc = spool_fail(spool, CS_E_NO_MEMORY, "read buffer allocation failed");
@@ -1129,7 +1132,10 @@ static int visit_check(cs_spool *spool, const char *name, void *context) {
   if (rc != CS_E_CORRUPT) {
     /* An I/O failure says nothing about the bytes: keep the pack for the next pass. */
     report->errors++;
+    char kept[SPOOL_ERROR_MAX]; /* the failure's message, not the size lookup's */
+    memcpy(kept, spool->error, sizeof kept);
     if (ready_size(spool, name, &entry.size_bytes) == CS_E_OK) (void)index_put(spool, &entry);
+    memcpy(spool->error, kept, sizeof kept);
     return rc;
   }
   char reason[SPOOL_ERROR_MAX];

@@ -476,12 +476,15 @@ void *rt_sealer_main(void *context) {
   return NULL;
 }
 
-/* Under the mutex: the error a flush or close reports, taken once. */
-static int take_report(cs_capture *cap, int core_err, char *msg, size_t msg_size) {
-  int err = cap->pending_err != CS_E_OK ? cap->pending_err : core_err;
-  if (cap->pending_err != CS_E_OK) snprintf(msg, msg_size, "%s", cap->pending_msg);
-  else if (core_err != CS_E_OK) snprintf(msg, msg_size, "a seal failed: %s", cs_strerror(core_err));
-  else msg[0] = '\0';
+/*
+ * Under the mutex: the error a flush or close reports, taken once. The
+ * core's own (the action's err: a seal that failed since its last report) is
+ * not used: every failure the worker passes to the core was noted here
+ * first, when it happened, so the core's would report it a second time.
+ */
+static int take_report(cs_capture *cap, char *msg, size_t msg_size) {
+  int err = cap->pending_err;
+  snprintf(msg, msg_size, "%s", err != CS_E_OK ? cap->pending_msg : "");
   cap->pending_err = CS_E_OK;
   cap->pending_msg[0] = '\0';
   return err;
@@ -492,13 +495,9 @@ void rt_take_flushed(cs_capture *cap, const cs_sink_action *action) {
   /* A flush that timed out may be answered after a later one its caller took at once (flush_locked). */
   if (action->flush_id <= cap->flush_done_id) return;
   cap->flush_done_id = action->flush_id;
+  /* Taken only for a caller still waiting: a timed-out flush leaves the error for the next one. */
   if (action->flush_id == cap->flush_waiting_id) {
-    cap->flush_done_err = take_report(cap, action->err, cap->flush_done_msg, sizeof cap->flush_done_msg);
-  } else if (action->err != CS_E_OK) {
-    /* Its caller timed out: the core's error stays pending for the next flush or close. */
-    char text[RT_ERROR_MAX];
-    snprintf(text, sizeof text, "a seal failed: %s", cs_strerror(action->err));
-    rt_note_error(cap, action->err, text);
+    cap->flush_done_err = take_report(cap, cap->flush_done_msg, sizeof cap->flush_done_msg);
   }
   pthread_cond_broadcast(&cap->done_cond);
 }
@@ -513,7 +512,7 @@ static void handle_action(cs_capture *cap, const cs_sink_action *action) {
     rt_take_flushed(cap, action);
   } else {
     assert(action->op == CS_SINK_CLOSED);
-    cap->close_err = take_report(cap, action->err, cap->close_msg, sizeof cap->close_msg);
+    cap->close_err = take_report(cap, cap->close_msg, sizeof cap->close_msg);
     cap->close_done = true;
     pthread_cond_broadcast(&cap->space_cond);
   }
