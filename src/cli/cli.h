@@ -6,6 +6,10 @@
 #ifndef CAPSTORE_CLI_H
 #define CAPSTORE_CLI_H
 
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
 #define CLI_EXIT_OK 0
 #define CLI_EXIT_FAILURE 1
 #define CLI_EXIT_USAGE 2
@@ -18,5 +22,12 @@ int cli_spool_main(int argc, char **argv);
 
 /* capstore pack build SPEC OUT (cmd_pack_build.c) */
 int cli_pack_build(const char *spec_path, const char *out_path);
+
+/*
+ * The same from a spec's text (not NUL-terminated), its payload_file paths
+ * relative to spec_dir (ending in '/'), the pack written to out, no messages:
+ * the spec parser's fuzz target (fuzz/fuzz_pack_spec.c).
+ */
+int cli_pack_build_text(const uint8_t *text, size_t len, const char *spec_dir, FILE *out);
 
 #endif

@@ -25,6 +25,7 @@
 
 typedef struct build_ctx {
   const char *spec_path;
+  bool quiet; /* no messages (the fuzz target) */
   char *spec_dir; /* with a trailing '/', or "" */
   const pk_json_doc *doc;
   cs_pack_writer *writer;
@@ -35,6 +36,7 @@ typedef struct build_ctx {
 static int spec_error(build_ctx *b, const char *format, ...) PK_PRINTF(2, 3);
 
 static int spec_error(build_ctx *b, const char *format, ...) {
+  if (b->quiet) return CLI_EXIT_FAILURE;
   fprintf(stderr, "capstore pack build: %s: ", b->spec_path);
   va_list args;
   va_start(args, format);
@@ -45,6 +47,7 @@ static int spec_error(build_ctx *b, const char *format, ...) {
 }
 
 static int pack_error(build_ctx *b) {
+  if (b->quiet) return CLI_EXIT_FAILURE;
   fprintf(stderr, "capstore pack build: %s: %s: %s\n", b->spec_path,
           cs_pack_error_kind_name(b->err.kind), b->err.message);
   return CLI_EXIT_FAILURE;
@@ -229,27 +232,44 @@ static int build_file(build_ctx *b, const char *out_path) {
   return status;
 }
 
+/* Parses the spec text and builds the pack into out_path (via OUT.tmp) or, without one, into out. */
+static int build_from_text(build_ctx *b, const uint8_t *text, size_t len, const char *out_path, FILE *out) {
+  pk_json_doc doc;
+  b->doc = &doc;
+  b->arena = pk_arena_new();
+  int status = CLI_EXIT_OK;
+  if (b->spec_dir == NULL || b->arena == NULL) {
+    status = spec_error(b, "%s", "out of memory");
+  } else if (pk_jin_load(text, len, 0, "spec", &doc, &b->err) != CS_E_OK) {
+    status = pack_error(b);
+  } else {
+    status = out_path != NULL ? build_file(b, out_path) : build_into(b, out);
+    pk_jin_free(&doc);
+  }
+  cs_pack_writer_free(b->writer);
+  pk_arena_free(b->arena);
+  return status;
+}
+
 int cli_pack_build(const char *spec_path, const char *out_path) {
   build_ctx b = {.spec_path = spec_path};
   uint8_t *text = NULL;
   size_t len = 0;
   int status = read_spec(&b, &text, &len);
   if (status != CLI_EXIT_OK) return status;
-  pk_json_doc doc;
-  b.doc = &doc;
   b.spec_dir = directory_of(spec_path);
-  b.arena = pk_arena_new();
-  if (b.spec_dir == NULL || b.arena == NULL) {
-    status = spec_error(&b, "%s", "out of memory");
-  } else if (pk_jin_load(text, len, 0, "spec", &doc, &b.err) != CS_E_OK) {
-    status = pack_error(&b);
-  } else {
-    status = build_file(&b, out_path);
-    pk_jin_free(&doc);
-  }
-  cs_pack_writer_free(b.writer);
-  pk_arena_free(b.arena);
+  status = build_from_text(&b, text, len, out_path, NULL);
   free(b.spec_dir);
   free(text);
+  return status;
+}
+
+int cli_pack_build_text(const uint8_t *text, size_t len, const char *spec_dir, FILE *out) {
+  build_ctx b = {.spec_path = "spec", .quiet = true};
+  size_t dir_len = strlen(spec_dir);
+  b.spec_dir = malloc(dir_len + 1);
+  if (b.spec_dir != NULL) memcpy(b.spec_dir, spec_dir, dir_len + 1);
+  int status = build_from_text(&b, text, len, NULL, out);
+  free(b.spec_dir);
   return status;
 }
