@@ -352,6 +352,11 @@ static const char *file_kind(mode_t mode) {
   return S_ISREG(mode) ? "a regular file" : "of an unknown kind";
 }
 
+/* CS_E_CORRUPT: a ready name that is not a regular file, of the kind named. */
+static int not_regular(cs_spool *spool, const char *name, const char *kind) {
+  return spool_fail(spool, CS_E_CORRUPT, "%s is %s, not a regular file", name, kind);
+}
+
 /*
  * Size of a ready file by name; CS_E_IO, CS_E_NOT_FOUND when it vanished,
  * CS_E_CORRUPT when the name is not a regular file (a link, a directory).
@@ -362,9 +367,7 @@ static int ready_size(cs_spool *spool, const char *name, uint64_t *size) {
     if (errno == ENOENT) return CS_E_NOT_FOUND;
     return spool_fail_errno(spool, "stat", name);
   }
-  if (!S_ISREG(st.st_mode)) {
-    return spool_fail(spool, CS_E_CORRUPT, "%s is %s, not a regular file", name, file_kind(st.st_mode));
-  }
+  if (!S_ISREG(st.st_mode)) return not_regular(spool, name, file_kind(st.st_mode));
   *size = (uint64_t)st.st_size;
   return CS_E_OK;
 }
@@ -1084,15 +1087,12 @@ static int check_ready_file(cs_spool *spool, cs_spool_entry *entry) {
   /* O_NONBLOCK: the name may be replaced after the stat; it means nothing to a regular file. */
   c.fd = spool->sys->openat(spool->dirfd, entry->name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0);
   if (c.fd < 0 && (errno == ELOOP || errno == ENXIO)) { /* swapped since the stat: a link, a socket */
-    return spool_fail(spool, CS_E_CORRUPT, "%s is %s, not a regular file", entry->name,
-                      errno == ELOOP ? "a symbolic link" : "a socket or a FIFO");
+    return not_regular(spool, entry->name, errno == ELOOP ? "a symbolic link" : "a socket or a FIFO");
   }
   if (c.fd < 0) return spool_fail_errno(spool, "open", entry->name);
   struct stat st;
   if (spool->sys->fstat(c.fd, &st) != 0) rc = spool_fail_errno(spool, "stat", entry->name);
-  else if (!S_ISREG(st.st_mode)) {
-    rc = spool_fail(spool, CS_E_CORRUPT, "%s is %s, not a regular file", entry->name, file_kind(st.st_mode));
-  }
+  else if (!S_ISREG(st.st_mode)) rc = not_regular(spool, entry->name, file_kind(st.st_mode));
   c.size = (uint64_t)st.st_size;
   c.chunk = malloc(SPOOL_READ_BYTES);
   if (rc == CS_E_OK && c.chunk == NULL) rc = spool_fail(spool, CS_E_NO_MEMORY, "read buffer allocation failed");

@@ -26,7 +26,7 @@
 typedef struct build_ctx {
   const char *spec_path;
   bool quiet; /* no messages (the fuzz target) */
-  char *spec_dir; /* with a trailing '/', or "" */
+  const char *spec_dir; /* with a trailing '/', or "" */
   const pk_json_doc *doc;
   cs_pack_writer *writer;
   pk_arena *arena;
@@ -257,19 +257,15 @@ int cli_pack_build(const char *spec_path, const char *out_path) {
   size_t len = 0;
   int status = read_spec(&b, &text, &len);
   if (status != CLI_EXIT_OK) return status;
-  b.spec_dir = directory_of(spec_path);
+  char *spec_dir = directory_of(spec_path);
+  b.spec_dir = spec_dir;
   status = build_from_text(&b, text, len, out_path, NULL);
-  free(b.spec_dir);
+  free(spec_dir);
   free(text);
   return status;
 }
 
 int cli_pack_build_text(const uint8_t *text, size_t len, const char *spec_dir, FILE *out) {
-  build_ctx b = {.spec_path = "spec", .quiet = true};
-  size_t dir_len = strlen(spec_dir);
-  b.spec_dir = malloc(dir_len + 1);
-  if (b.spec_dir != NULL) memcpy(b.spec_dir, spec_dir, dir_len + 1);
-  int status = build_from_text(&b, text, len, NULL, out);
-  free(b.spec_dir);
-  return status;
+  build_ctx b = {.spec_path = "spec", .quiet = true, .spec_dir = spec_dir};
+  return build_from_text(&b, text, len, NULL, out);
 }

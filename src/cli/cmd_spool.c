@@ -129,10 +129,10 @@ static bool classify(int dirfd, spool_names *out, const char *name) {
   if (is_quarantined_name(name)) return names_add(&out->quarantined, name);
   struct stat st;
   /* In progress: what a sweep would remove (a directory under such a name it leaves alone). */
-  bool dir = cs_spool_is_open_name(name) && fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-             S_ISDIR(st.st_mode);
-  if (cs_spool_is_open_name(name) && !dir) out->open_count++;
-  else if (strcmp(name, CS_SPOOL_LOCK_NAME) != 0 && !has_suffix(name, REASON_SUFFIX)) out->other_count++;
+  if (cs_spool_is_open_name(name) &&
+      !(fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))) {
+    out->open_count++;
+  } else if (strcmp(name, CS_SPOOL_LOCK_NAME) != 0 && !has_suffix(name, REASON_SUFFIX)) out->other_count++;
   return true;
 }
 

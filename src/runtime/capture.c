@@ -241,11 +241,9 @@ static int init_sync(cs_capture *cap) {
 /* Stops the hasher, the writer and the sealer of a capture whose worker never started. */
 static void stop_helpers(cs_capture *cap) {
   pthread_mutex_lock(&cap->mutex);
-  cap->hq.stop = true;
-  cap->io.stop = true;
+  rt_queue_stop(&cap->hq);
+  rt_queue_stop(&cap->io);
   cap->sealer_stop = true;
-  pthread_cond_signal(&cap->hq.cond);
-  pthread_cond_signal(&cap->io.cond);
   pthread_cond_signal(&cap->seal_cond);
   pthread_mutex_unlock(&cap->mutex);
   if (cap->hasher_started) pthread_join(cap->hasher, NULL);

@@ -345,9 +345,11 @@ RT_HIDDEN void *rt_sealer_main(void *context);
 RT_HIDDEN void rt_drain_actions(cs_capture *cap, uint64_t record_pack_seq, uint64_t record_entry_seq);
 /* Under mutex: wakes the worker if it sleeps (polling or idle). */
 RT_HIDDEN void rt_wake_worker(cs_capture *cap);
+/* Under the mutex: stops the queue's thread once it has taken every item. */
+RT_HIDDEN void rt_queue_stop(rt_io_queue *q);
 /* Under mutex: notes an error for the next flush or close (first one wins). */
 RT_HIDDEN void rt_note_error(cs_capture *cap, int err, const char *msg);
-/* Under the mutex: a flush's FLUSHED: its report (taken once) is the flush's answer. */
+/* Under the mutex: a flush's FLUSHED: its report (taken once) is the flush's answer. The caller wakes done_cond. */
 RT_HIDDEN void rt_take_flushed(cs_capture *cap, const cs_sink_action *action);
 
 #endif

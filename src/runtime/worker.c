@@ -64,8 +64,7 @@ static bool queue_take(cs_capture *cap, rt_io_queue *q, rt_io *item) {
   return true;
 }
 
-/* Under the mutex: stops the queue's thread once it has taken every item. */
-static void queue_stop(rt_io_queue *q) {
+void rt_queue_stop(rt_io_queue *q) {
   q->stop = true;
   pthread_cond_signal(&q->cond);
 }
@@ -453,7 +452,7 @@ void *rt_hasher_main(void *context) {
     pthread_mutex_lock(&cap->mutex);
     queue_push(&cap->io, &item);
   }
-  queue_stop(&cap->io); /* the hasher's queue was the writer's only source */
+  rt_queue_stop(&cap->io); /* the hasher's queue was the writer's only source */
   pthread_mutex_unlock(&cap->mutex);
   return NULL;
 }
@@ -499,7 +498,6 @@ void rt_take_flushed(cs_capture *cap, const cs_sink_action *action) {
   if (action->flush_id == cap->flush_waiting_id) {
     cap->flush_done_err = take_report(cap, cap->flush_done_msg, sizeof cap->flush_done_msg);
   }
-  pthread_cond_broadcast(&cap->done_cond);
 }
 
 static void handle_action(cs_capture *cap, const cs_sink_action *action) {
@@ -612,7 +610,7 @@ void *rt_worker_main(void *context) {
     sleep_until(cap, cs_sink_next_deadline(&cap->sink));
   }
   /* CLOSED came after every seal: the queues are empty. The next stage stops the one after it. */
-  queue_stop(cap->cfg.hash_thread ? &cap->hq : &cap->io);
+  rt_queue_stop(cap->cfg.hash_thread ? &cap->hq : &cap->io);
   pthread_mutex_unlock(&cap->mutex);
   return NULL;
 }
