@@ -30,6 +30,12 @@ static char g_password[128];
 static unsigned g_prefix_seq;
 static char g_prefix[64];
 
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
 static void sleep_ms(long ms) {
   struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
   nanosleep(&ts, NULL);
@@ -55,6 +61,7 @@ static cs_catalog open_catalog(const char *prefix, uint64_t query_bytes_max) {
   cfg.connect_timeout_ns = 2 * CS_SEC_NS;
   cfg.request_timeout_ns = 10 * CS_SEC_NS;
   cfg.query_bytes_max = query_bytes_max;
+  cfg.allow_insecure = true; /* the fixture's server listens on loopback, plain HTTP */
   cs_catalog cat;
   assert_int_equal(cs_clickhouse_open(&cfg, &cat), CS_E_OK);
   return cat;
@@ -100,8 +107,30 @@ static void publish_ok(cs_catalog *cat, const cs_uuid *lease, uint64_t version, 
   assert_int_equal(res.outcome, CS_OUT_OK);
 }
 
-/* Sends one raw statement (test setup only: rows the protocol cannot make alone). */
-static void raw_sql(const char *sql) {
+/* The full name of one of the current test's tables. */
+static const char *table(const char *name) {
+  static char out[128];
+  assert_int_equal(cs_clickhouse_table_name(g_prefix, name, out, sizeof out), CS_E_OK);
+  return out;
+}
+
+typedef struct raw_body {
+  char text[256];
+  size_t len;
+} raw_body;
+
+static size_t raw_on_body(char *ptr, size_t size, size_t nmemb, void *user) {
+  raw_body *b = user;
+  size_t n = size * nmemb;
+  size_t room = sizeof b->text - 1 - b->len;
+  memcpy(b->text + b->len, ptr, n < room ? n : room);
+  b->len += n < room ? n : room;
+  b->text[b->len] = '\0';
+  return n;
+}
+
+/* Sends one raw statement (test setup and inspection only: what the protocol cannot do or show alone). */
+static void raw_sql_into(const char *sql, raw_body *body) {
   CURL *c = curl_easy_init();
   assert_non_null(c);
   struct curl_slist *h = NULL;
@@ -114,20 +143,41 @@ static void raw_sql(const char *sql) {
   curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
   curl_easy_setopt(c, CURLOPT_POSTFIELDS, sql);
   curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, raw_on_body);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, body);
   assert_int_equal(curl_easy_perform(c), CURLE_OK);
   long status = 0;
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-  assert_int_equal(status, 200);
+  if (status != 200) fail_msg("HTTP %ld: %s", status, body->text);
   curl_slist_free_all(h);
   curl_easy_cleanup(c);
 }
 
-/* The full name of one of the current test's tables. */
-static const char *table(const char *name) {
-  static char out[128];
-  assert_int_equal(cs_clickhouse_table_name(g_prefix, name, out, sizeof out), CS_E_OK);
-  return out;
+static void raw_sql(const char *sql) {
+  raw_body body = {{0}, 0};
+  raw_sql_into(sql, &body);
 }
+
+/* The one unsigned number a raw SELECT answers. */
+static uint64_t raw_u64(const char *sql) {
+  raw_body body = {{0}, 0};
+  raw_sql_into(sql, &body);
+  assert_true(body.len >= 2 && body.text[body.len - 1] == '\n');
+  body.text[body.len - 1] = '\0';
+  uint64_t value = 0;
+  assert_int_equal(cs_clickhouse_parse_u64(body.text, &value), CS_E_OK);
+  return value;
+}
+
+/* How many rows of table `name` (of the current test) belong to pack id. */
+static uint64_t rows_of(const char *name, const cs_uuid *id) {
+  char text[CS_UUID_TEXT_LEN + 1];
+  cs_uuid_format(id, text);
+  char sql[256];
+  snprintf(sql, sizeof sql, "SELECT count() FROM %s WHERE pack_id = '%s'", table(name), text);
+  return raw_u64(sql);
+}
+
 
 /* ---- the lease ----------------------------------------------------------- */
 
@@ -292,7 +342,7 @@ static void index_ok(cs_catalog *cat, const cs_uuid *lease, uint64_t version, co
   cs_index_pack ip = {&p->ref, p->records, 2};
   cs_catalog_result res;
   assert_int_equal(cat->ops->index(cat->self, lease, 0, version, &ip, 1, &res), CS_E_OK);
-  assert_int_equal(res.outcome, CS_OUT_OK);
+  if (res.outcome != CS_OUT_OK) fail_msg("index: %s: %s", cs_outcome_name(res.outcome), res.detail);
 }
 
 static void assert_text(cs_pack_text got, cs_pack_text want) {
@@ -399,6 +449,177 @@ static void test_descriptors_without_inventory_are_invisible(void **state) {
   cat.ops->close(cat.self);
 }
 
+/* A stale holder's INDEX lands its descriptor rows (unfenced) but no inventory row: nobody reads them. */
+static void test_stale_holder_rows_are_orphans(void **state) {
+  (void)state;
+  cs_catalog cat = fresh();
+  cs_uuid a = uuid_n(1), b = uuid_n(2);
+  claim_ok(&cat, &a, 0, 30 * CS_SEC_NS);
+  static test_pack stale, mine;
+  make_pack(&stale, 14, "rev-stale");
+  make_pack(&mine, 15, "rev-1");
+  index_ok(&cat, &b, 1, &stale); /* b holds nothing: OK, and no inventory row */
+  index_ok(&cat, &a, 1, &mine);
+  assert_int_equal(rows_of("descriptors", &stale.ref.pack_id), 2); /* the orphans are there */
+  assert_int_equal(rows_of("inventory", &stale.ref.pack_id), 0);
+  publish_ok(&cat, &a, 1, 1);
+  static cs_descriptor_row rows[4];
+  assert_int_equal(read_rows(&cat, 1, &stale.ref.pack_id, rows), 0);
+  assert_int_equal(read_rows(&cat, UINT64_MAX, &stale.ref.pack_id, rows), 0);
+  bool held[2] = {true, true}, rejected[2] = {true, true};
+  cs_uuid ids[2] = {stale.ref.pack_id, mine.ref.pack_id};
+  cs_catalog_result res;
+  assert_int_equal(cat.ops->committed(cat.self, ids, 2, held, rejected, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_OK);
+  assert_false(held[0]); /* COMMITTED goes by inventory: the orphans do not count */
+  assert_true(held[1]);
+  assert_int_equal(read_rows(&cat, 1, &mine.ref.pack_id, rows), 2);
+  /* The holder indexing the same pack later, at the same version, shows each capture once. */
+  index_ok(&cat, &a, 1, &stale);
+  assert_int_equal(rows_of("descriptors", &stale.ref.pack_id), 4);
+  assert_int_equal(read_rows(&cat, 1, &stale.ref.pack_id, rows), 2);
+  assert_row(&rows[0], &stale, 0, 1);
+  assert_row(&rows[1], &stale, 1, 1);
+  cat.ops->close(cat.self);
+}
+
+/* Every text column and the key through the TabSeparated body and back through READ_DESCRIPTORS. */
+static void test_escaping_round_trip(void **state) {
+  (void)state;
+  cs_catalog cat = fresh();
+  cs_uuid a = uuid_n(1);
+  claim_ok(&cat, &a, 0, 30 * CS_SEC_NS);
+  static test_pack p;
+  make_pack(&p, 16, "rev\r\n\t'\\\\N");
+  static const char *const values[11] = {
+      "a'b", "back\\slash", "tab\there", "new\nline", "cr\rhere", "utf8 \xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80",
+      "", "\\N", "\\\\N\\", "' OR 1=1 --", "\b\f\x01\x7f"};
+  for (int r = 0; r < 2; r++) {
+    cs_pack_meta *m = &p.records[r].meta;
+    cs_pack_text *texts[12] = {&m->tenant_id, &m->experiment_id, &m->run_id, &m->session_id,
+                               &m->request_id, &m->sequence_id, &m->model_id, &m->model_revision,
+                               &m->capture_policy_version, &m->adapter_revision, &m->hook_name, &m->capture_id};
+    for (int i = 0; i < 11; i++) *texts[i] = cs_pack_text_of(values[i]);
+    if (r == 0) m->adapter_revision = cs_pack_text_of(NULL);
+  }
+  index_ok(&cat, &a, 1, &p);
+  publish_ok(&cat, &a, 1, 1);
+  static cs_descriptor_row rows[4];
+  assert_int_equal(read_rows(&cat, 1, &p.ref.pack_id, rows), 2);
+  for (int r = 0; r < 2; r++) {
+    const cs_pack_meta *g = &rows[r].record.meta, *w = &p.records[r].meta;
+    assert_string_equal(rows[r].key, p.ref.key);
+    const cs_pack_text got[12] = {g->capture_id, g->tenant_id, g->experiment_id, g->run_id,
+                                  g->session_id, g->request_id, g->sequence_id, g->model_id,
+                                  g->model_revision, g->adapter_revision, g->capture_policy_version, g->hook_name};
+    const cs_pack_text want[12] = {w->capture_id, w->tenant_id, w->experiment_id, w->run_id,
+                                   w->session_id, w->request_id, w->sequence_id, w->model_id,
+                                   w->model_revision, w->adapter_revision, w->capture_policy_version, w->hook_name};
+    for (int i = 0; i < 12; i++) assert_text(got[i], want[i]);
+    assert_row(&rows[r], &p, r, 1);
+  }
+  assert_null(rows[0].record.meta.adapter_revision.bytes); /* NULL, not the text \N */
+  assert_non_null(rows[1].record.meta.adapter_revision.bytes);
+  cat.ops->close(cat.self);
+}
+
+/* ---- a pack of realistic size -------------------------------------------- */
+
+#define BIG_RECORDS 4096u
+
+typedef struct big_pack {
+  cs_pack_ref ref;
+  cs_pack_record records[BIG_RECORDS];
+  char capture[BIG_RECORDS][64];
+  char hook[BIG_RECORDS][64];
+} big_pack;
+
+/* 4,096 records with metadata of production length: long ids, a model path, a git revision, rank-3 shapes. */
+static void make_big_pack(big_pack *p, uint8_t n) {
+  memset(&p->ref, 0, sizeof p->ref);
+  p->ref.pack_id = uuid_n(n);
+  char id[CS_UUID_TEXT_LEN + 1], key[256];
+  cs_uuid_format(&p->ref.pack_id, id);
+  snprintf(key, sizeof key, "capstore/v1/tenant=acme-research/date=2026-11-30/session=s-7f3a/rank=3/%s.dmi-pack", id);
+  assert_int_equal(cs_pack_ref_set_key(&p->ref, key, strlen(key)), CS_E_OK);
+  p->ref.size_bytes = UINT64_C(1) << 30;
+  p->ref.record_count = BIG_RECORDS;
+  p->ref.created_at_ns = UINT64_C(1764460800000000000);
+  for (uint32_t r = 0; r < BIG_RECORDS; r++) {
+    cs_pack_meta *m = &p->records[r].meta;
+    memset(&p->records[r], 0, sizeof p->records[r]);
+    snprintf(p->capture[r], sizeof p->capture[r], "018f2c1e-9b7a-7c3d-a1e4-5f6b7c8d9e0f:%u:%u", r / 80, r % 80);
+    snprintf(p->hook[r], sizeof p->hook[r], "model.layers.%u.mlp.down_proj.output", r % 80);
+    m->capture_id = cs_pack_text_of(p->capture[r]);
+    m->tenant_id = cs_pack_text_of("acme-research");
+    m->experiment_id = cs_pack_text_of("sae-sweep-2026-11-30-width-65536-l1-3e-4");
+    m->run_id = cs_pack_text_of("run-5f0c3e2a9d8b47c1a6e2f3b4c5d6e7f8");
+    m->session_id = cs_pack_text_of("session-018f2c1e-9b7a-7c3d-a1e4-5f6b7c8d9e0f");
+    m->request_id = cs_pack_text_of("chatcmpl-9f8e7d6c5b4a39281706f5e4d3c2b1a0");
+    m->sequence_id = cs_pack_text_of("seq-000000000042");
+    m->model_id = cs_pack_text_of("meta-llama/Llama-3.1-70B-Instruct");
+    m->model_revision = cs_pack_text_of("945c8663693130f8be2ee66210e062158b2a9693");
+    m->adapter_revision = cs_pack_text_of(r % 2 == 0 ? NULL : "lora-r16-alpha32-c0ffee");
+    m->capture_policy_version = cs_pack_text_of("policy-v3.2.1");
+    m->hook_name = cs_pack_text_of(p->hook[r]);
+    m->layer_number = (int32_t)(r % 80);
+    m->producer_rank = 3;
+    m->step_number = 1000 + r / 80;
+    m->token_start = 17 * (uint64_t)r;
+    m->token_end = 17 * (uint64_t)r + 16;
+    m->batch_position = r % 8;
+    m->dtype = CS_DTYPE_BFLOAT16;
+    m->rank = 3;
+    m->shape[0] = 1;
+    m->shape[1] = 17;
+    m->shape[2] = 8192;
+    m->captured_at_ns = UINT64_C(1764460800000000000) + r;
+    p->records[r].offset = 64 + (uint64_t)r * 278528;
+    p->records[r].stored_length = 278528;
+    p->records[r].decoded_length = 278528;
+    p->records[r].crc32 = 0x9e3779b9u * r;
+  }
+}
+
+/*
+ * The case that used to be refused (issue 11): one 4,096-record pack in ONE
+ * INDEX call with the adapter's default settings. Its rows are about 2.6 MB,
+ * ten times the default max_query_size.
+ */
+static void test_index_4096_records_in_one_call(void **state) {
+  (void)state;
+  cs_catalog cat = fresh();
+  cs_uuid a = uuid_n(1);
+  claim_ok(&cat, &a, 0, 30 * CS_SEC_NS);
+  static big_pack p;
+  make_big_pack(&p, 40);
+  assert_true(cs_catalog_index_bytes(&p.ref, p.records, BIG_RECORDS) > 262144 * 4);
+  cs_index_pack ip = {&p.ref, p.records, BIG_RECORDS};
+  cs_catalog_result res;
+  double t0 = now_s();
+  assert_int_equal(cat.ops->index(cat.self, &a, 0, 1, &ip, 1, &res), CS_E_OK);
+  double seconds = now_s() - t0;
+  if (res.outcome != CS_OUT_OK) fail_msg("index: %s", res.detail);
+  printf("index of one %u-record pack: %.3f s (%.0f rows/s)\n", BIG_RECORDS, seconds, BIG_RECORDS / seconds);
+  publish_ok(&cat, &a, 1, 1);
+  bool held = false, rejected = true;
+  committed_of(&cat, &p.ref.pack_id, &held, &rejected);
+  assert_true(held);
+  static cs_descriptor_row rows[BIG_RECORDS];
+  uint32_t count = 0;
+  assert_int_equal(cat.ops->read_descriptors(cat.self, 1, &p.ref.pack_id, rows, BIG_RECORDS, &count, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_OK);
+  assert_int_equal(count, BIG_RECORDS);
+  for (uint32_t r = 0; r < BIG_RECORDS; r += 1365) { /* ordered by offset: row r is record r */
+    assert_text(rows[r].record.meta.capture_id, p.records[r].meta.capture_id);
+    assert_text(rows[r].record.meta.hook_name, p.records[r].meta.hook_name);
+    assert_text(rows[r].record.meta.adapter_revision, p.records[r].meta.adapter_revision);
+    assert_int_equal(rows[r].record.meta.shape[2], 8192);
+    assert_int_equal(rows[r].record.offset, p.records[r].offset);
+  }
+  cat.ops->close(cat.self);
+}
+
 static void test_reject_rows(void **state) {
   (void)state;
   cs_catalog cat = fresh();
@@ -442,6 +663,11 @@ static void test_nul_refused_before_sending(void **state) {
   cat.ops->close(cat.self);
 }
 
+/*
+ * TOO_LARGE comes only from the inventory statement (one row per pack), and
+ * is answered before any descriptor row is sent; a pack's rows never count
+ * against query_bytes_max, however many.
+ */
 static void test_too_large(void **state) {
   (void)state;
   cs_catalog base = fresh();
@@ -449,17 +675,24 @@ static void test_too_large(void **state) {
   cs_catalog cat = open_catalog(g_prefix, 4096);
   cs_uuid a = uuid_n(1);
   claim_ok(&cat, &a, 0, 30 * CS_SEC_NS);
-  static test_pack packs[8];
-  cs_index_pack ip[8];
-  for (int i = 0; i < 8; i++) {
+  static test_pack packs[16];
+  cs_index_pack ip[16];
+  for (int i = 0; i < 16; i++) {
     make_pack(&packs[i], (uint8_t)(30 + i), "rev-1");
     ip[i] = (cs_index_pack){&packs[i].ref, packs[i].records, 2};
   }
   cs_catalog_result res;
-  assert_int_equal(cat.ops->index(cat.self, &a, 0, 1, ip, 8, &res), CS_E_OK);
+  assert_int_equal(cat.ops->index(cat.self, &a, 0, 1, ip, 16, &res), CS_E_OK);
   assert_int_equal(res.outcome, CS_OUT_TOO_LARGE);
-  assert_int_equal(cat.ops->index(cat.self, &a, 0, 1, ip, 1, &res), CS_E_OK); /* a half that fits */
+  assert_int_equal(rows_of("descriptors", &packs[0].ref.pack_id), 0); /* nothing was sent */
+  assert_int_equal(cat.ops->index(cat.self, &a, 0, 1, ip, 4, &res), CS_E_OK); /* a quarter fits */
   assert_int_equal(res.outcome, CS_OUT_OK);
+  static big_pack big;
+  make_big_pack(&big, 60);
+  cs_index_pack one = {&big.ref, big.records, BIG_RECORDS};
+  assert_int_equal(cat.ops->index(cat.self, &a, 0, 1, &one, 1, &res), CS_E_OK); /* 2.6 MB of rows, limit 4 KiB */
+  if (res.outcome != CS_OUT_OK) fail_msg("index: %s: %s", cs_outcome_name(res.outcome), res.detail);
+  assert_int_equal(rows_of("descriptors", &big.ref.pack_id), BIG_RECORDS);
   cat.ops->close(cat.self);
 }
 
@@ -474,7 +707,8 @@ static void test_server_errors_classified(void **state) {
   assert_int_equal(res.server_code, 60);
   missing.ops->close(missing.self);
 
-  cs_clickhouse_config cfg = {.url = g_url, .user = g_user, .password = "wrong", .table_prefix = "x"};
+  cs_clickhouse_config cfg = {.url = g_url, .user = g_user, .password = "wrong", .table_prefix = "x",
+                              .allow_insecure = true};
   cs_catalog bad;
   assert_int_equal(cs_clickhouse_open(&cfg, &bad), CS_E_OK);
   assert_int_equal(bad.ops->head(bad.self, &a, &head, &res), CS_E_OK);
@@ -482,7 +716,7 @@ static void test_server_errors_classified(void **state) {
   assert_int_equal(res.server_code, 193);
   bad.ops->close(bad.self);
 
-  cfg = (cs_clickhouse_config){.url = "http://127.0.0.1:1/", .table_prefix = "x"};
+  cfg = (cs_clickhouse_config){.url = "http://127.0.0.1:1/", .table_prefix = "x", .allow_insecure = true};
   assert_int_equal(cs_clickhouse_open(&cfg, &bad), CS_E_OK);
   assert_int_equal(bad.ops->head(bad.self, &a, &head, &res), CS_E_OK);
   assert_int_equal(res.outcome, CS_OUT_REFUSED);
@@ -498,11 +732,6 @@ typedef struct switched {
   double seconds;
 } switched;
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static void *head_in_thread(void *arg) {
   switched *s = arg;
@@ -531,7 +760,8 @@ static void test_through_tcp_switch(void **state) {
   char url[128];
   snprintf(url, sizeof url, "http://127.0.0.1:%u/", cs_tcp_switch_port(s.sw));
   cs_clickhouse_config cfg = {.url = url, .user = g_user, .password = g_password, .table_prefix = g_prefix,
-                              .connect_timeout_ns = CS_SEC_NS, .request_timeout_ns = 800 * CS_MS_NS};
+                              .connect_timeout_ns = CS_SEC_NS, .request_timeout_ns = 800 * CS_MS_NS,
+                              .allow_insecure = true};
   assert_int_equal(cs_clickhouse_open(&cfg, &s.cat), CS_E_OK);
   assert_int_equal(head_through(&s), CS_OUT_OK);
 
@@ -593,6 +823,9 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_fence_contested_head_fences_both),
       cmocka_unit_test(test_index_publish_visibility),
       cmocka_unit_test(test_descriptors_without_inventory_are_invisible),
+      cmocka_unit_test(test_stale_holder_rows_are_orphans),
+      cmocka_unit_test(test_escaping_round_trip),
+      cmocka_unit_test(test_index_4096_records_in_one_call),
       cmocka_unit_test(test_reject_rows),
       cmocka_unit_test(test_nul_refused_before_sending),
       cmocka_unit_test(test_too_large),

@@ -31,7 +31,8 @@ typedef struct ch_ctx {
 static cs_catalog *open_prefix(ch_ctx *ctx, const char *prefix) {
   cs_clickhouse_config cfg = {.url = ctx->url, .user = ctx->user, .password = ctx->password,
                               .table_prefix = prefix, .holder = "conformance",
-                              .connect_timeout_ns = 2 * CS_SEC_NS, .request_timeout_ns = 10 * CS_SEC_NS};
+                              .connect_timeout_ns = 2 * CS_SEC_NS, .request_timeout_ns = 10 * CS_SEC_NS,
+                              .allow_insecure = true};
   cs_catalog *cat = calloc(1, sizeof *cat);
   if (cat == NULL || cs_clickhouse_open(&cfg, cat) != CS_E_OK) {
     free(cat);

@@ -1,7 +1,9 @@
 /*
- * The ClickHouse adapter's parsers without a server: "Code: N" from error
- * bodies (as 18.16 writes them), the classification of answers, and the
- * strict TabSeparated reader, each accepted input next to its refused twin.
+ * The ClickHouse adapter's parsers and writers without a server: "Code: N"
+ * from error bodies (as 18.16 writes them), the classification of answers,
+ * the strict TabSeparated reader, the url check, and the bulk form of
+ * descriptor rows (catalog.h) read back by that reader, each accepted input
+ * next to its refused twin.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -42,6 +44,12 @@ static void test_classify(void **state) {
   assert_int_equal(classify(400, "Code: 62, e.displayText() = DB::Exception: Syntax error: failed at position 1"),
                    CS_OUT_INVALID);
   assert_int_equal(classify(500, "Code: 53, e.displayText() = DB::Exception: Type mismatch in IN or VALUES section"),
+                   CS_OUT_INVALID);
+  /* The rows' body refused by the format parser (18.16's answers to a malformed TabSeparated body). */
+  assert_int_equal(classify(500, "Code: 27, e.displayText() = DB::Exception: Cannot parse input: expected \\t before: "
+                                 "\\n: (at row 1)"),
+                   CS_OUT_INVALID);
+  assert_int_equal(classify(500, "Code: 130, e.displayText() = DB::Exception: Cannot read array from text: (at row 1)"),
                    CS_OUT_INVALID);
   assert_int_equal(classify(500, "Code: 241, e.displayText() = DB::Exception: Memory limit exceeded"),
                    CS_OUT_SERVER_ERROR);
@@ -115,18 +123,182 @@ static void test_table_names(void **state) {
   assert_int_equal(cs_clickhouse_table_name("a-b", "claims", name, sizeof name), CS_E_CONFIG);
   assert_int_equal(cs_clickhouse_table_name("x'; DROP", "claims", name, sizeof name), CS_E_CONFIG);
   assert_int_equal(cs_clickhouse_table_name("", "claims", name, sizeof name), CS_E_CONFIG);
-  cs_clickhouse_config cfg = {.url = "http://127.0.0.1:1/", .table_prefix = "bad prefix"};
+  cs_clickhouse_config cfg = {.url = "http://127.0.0.1:1/", .table_prefix = "ok", .allow_insecure = true};
   cs_catalog cat;
+  assert_int_equal(cs_clickhouse_open(&cfg, &cat), CS_E_OK); /* no request is sent */
+  cat.ops->close(cat.self);
+  cfg.table_prefix = "bad prefix";
   assert_int_equal(cs_clickhouse_open(&cfg, &cat), CS_E_CONFIG);
   cfg.table_prefix = "ok";
   cfg.user = "a\r\nX-Injected: 1";
   assert_int_equal(cs_clickhouse_open(&cfg, &cat), CS_E_CONFIG);
 }
 
+/* The url: an explicit http(s) scheme, plain http only with allow_insecure; the refusal names the field. */
+static void url_refused(const char *url, bool insecure, const char *field) {
+  cs_clickhouse_config cfg = {.url = url, .table_prefix = "ok", .allow_insecure = insecure};
+  char msg[256];
+  assert_int_equal(cs_clickhouse_config_validate(&cfg, msg, sizeof msg), CS_E_CONFIG);
+  if (strstr(msg, field) == NULL) fail_msg("'%s': message '%s' does not name %s", url == NULL ? "(null)" : url, msg, field);
+  cs_catalog cat;
+  assert_int_equal(cs_clickhouse_open(&cfg, &cat), CS_E_CONFIG);
+}
+
+static void url_accepted(const char *url, bool insecure) {
+  cs_clickhouse_config cfg = {.url = url, .table_prefix = "ok", .allow_insecure = insecure};
+  char msg[256];
+  assert_int_equal(cs_clickhouse_config_validate(&cfg, msg, sizeof msg), CS_E_OK);
+  cs_catalog cat;
+  assert_int_equal(cs_clickhouse_open(&cfg, &cat), CS_E_OK);
+  cat.ops->close(cat.self);
+}
+
+static void test_url_validated(void **state) {
+  (void)state;
+  url_refused("localhost:8123", true, "clickhouse.url");
+  url_refused("ftp://x", true, "clickhouse.url");
+  url_refused("file:///etc/passwd", true, "clickhouse.url");
+  url_refused("", true, "clickhouse.url");
+  url_refused(NULL, true, "clickhouse.url");
+  url_refused("https://", false, "clickhouse.url");
+  url_refused("https://user@host:8443/", false, "clickhouse.url");
+  url_refused("https://host:70000/", false, "clickhouse.url");
+  url_refused("http://127.0.0.1:8123/", false, "clickhouse.allow_insecure");
+  url_accepted("http://127.0.0.1:8123/", true);
+  url_accepted("https://ch.example:8443/", false);
+  url_accepted("https://ch.example/?database=x", false);
+  assert_int_equal(cs_clickhouse_config_validate(NULL, NULL, 0), CS_E_INVALID_ARGUMENT);
+}
+
+/* ---- the bulk form of descriptor rows (catalog.h) ------------------------ */
+
+static void record_make(cs_pack_ref *ref, cs_pack_record *rec, const char *capture_id, const char *key) {
+  memset(ref, 0, sizeof *ref);
+  memset(rec, 0, sizeof *rec);
+  for (int i = 0; i < 16; i++) ref->pack_id.bytes[i] = (uint8_t)(0x11 * i);
+  assert_int_equal(cs_pack_ref_set_key(ref, key, strlen(key)), CS_E_OK);
+  cs_pack_meta *m = &rec->meta;
+  m->capture_id = cs_pack_text_of(capture_id);
+  m->tenant_id = cs_pack_text_of("t'1");
+  m->experiment_id = cs_pack_text_of("a\\b");
+  m->run_id = cs_pack_text_of("tab\there");
+  m->session_id = cs_pack_text_of("line\nbreak\r\n");
+  m->request_id = cs_pack_text_of("\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80");
+  m->sequence_id = cs_pack_text_of("");
+  m->model_id = cs_pack_text_of("\\N");
+  m->model_revision = cs_pack_text_of("\b\f\x01\x7f");
+  m->adapter_revision = cs_pack_text_of(NULL);
+  m->capture_policy_version = cs_pack_text_of("\\");
+  m->hook_name = cs_pack_text_of("\t");
+  m->layer_number = -1;
+  m->producer_rank = UINT32_MAX;
+  m->step_number = UINT64_MAX;
+  m->token_start = 0;
+  m->token_end = 7;
+  m->batch_position = 3;
+  m->dtype = CS_DTYPE_BFLOAT16;
+  m->rank = 3;
+  m->shape[0] = 2;
+  m->shape[1] = 2147483647;
+  m->shape[2] = 0;
+  m->captured_at_ns = 12345;
+  rec->offset = 64;
+  rec->stored_length = 8;
+  rec->decoded_length = 8;
+  rec->crc32 = UINT32_MAX;
+}
+
+static void assert_field(const char *got, size_t len, cs_pack_text want) {
+  if (want.bytes == NULL) {
+    assert_null(got);
+    return;
+  }
+  assert_non_null(got);
+  assert_int_equal(len, want.len);
+  assert_memory_equal(got, want.bytes, want.len);
+}
+
+/* Formatted, then read back by the adapter's strict reader: every value survives, in column order. */
+static void test_bulk_row_round_trip(void **state) {
+  (void)state;
+  cs_pack_ref ref;
+  cs_pack_record rec;
+  record_make(&ref, &rec, "cap\t0\n", "cat/x'); DROP TABLE y; --\\/k.dmi-pack");
+  static char row[4096];
+  size_t n = cs_catalog_tsv_row(&ref, &rec, 42, row, sizeof row);
+  assert_true(n > 0 && n < sizeof row);
+  assert_int_equal(cs_catalog_tsv_row(&ref, &rec, 42, NULL, 0), n); /* measuring agrees with writing */
+  assert_int_equal(row[n - 1], '\n');
+  assert_null(memchr(row, '\r', n));
+  cs_clickhouse_tsv tsv = {row, row + n};
+  char *f[CS_CATALOG_DESCRIPTOR_COLUMN_COUNT];
+  size_t len[CS_CATALOG_DESCRIPTOR_COLUMN_COUNT];
+  assert_int_equal(cs_clickhouse_tsv_next(&tsv, f, len, CS_CATALOG_DESCRIPTOR_COLUMN_COUNT), 1);
+  assert_int_equal(cs_clickhouse_tsv_next(&tsv, f, len, CS_CATALOG_DESCRIPTOR_COLUMN_COUNT), 0);
+  assert_string_equal(f[0], "00112233-4455-6677-8899-aabbccddeeff");
+  assert_field(f[1], len[1], cs_pack_text_of(ref.key));
+  const cs_pack_meta *m = &rec.meta;
+  const cs_pack_text texts[12] = {m->capture_id, m->tenant_id, m->experiment_id, m->run_id,
+                                  m->session_id, m->request_id, m->sequence_id, m->model_id,
+                                  m->model_revision, m->adapter_revision, m->capture_policy_version, m->hook_name};
+  for (int i = 0; i < 12; i++) assert_field(f[2 + i], len[2 + i], texts[i]);
+  const char *rest[14] = {"-1", "4294967295", "18446744073709551615", "0", "7", "3", "bfloat16",
+                          "[2,2147483647,0]", "12345", "64", "8", "8", "4294967295", "42"};
+  for (int i = 0; i < 14; i++) assert_string_equal(f[14 + i], rest[i]);
+}
+
+static void test_bulk_row_refusals(void **state) {
+  (void)state;
+  cs_pack_ref ref;
+  cs_pack_record rec;
+  record_make(&ref, &rec, "c", "k");
+  char row[1024];
+  size_t n = cs_catalog_tsv_row(&ref, &rec, 1, NULL, 0);
+  memset(row, 'x', sizeof row);
+  assert_int_equal(cs_catalog_tsv_row(&ref, &rec, 1, row, 10), n); /* too small: the length, nothing past cap */
+  for (size_t i = 10; i < sizeof row; i++) assert_int_equal(row[i], 'x');
+  rec.meta.rank = 0;
+  assert_int_equal(cs_catalog_tsv_row(&ref, &rec, 1, row, sizeof row), n - strlen("2,2147483647,0"));
+  assert_non_null(strstr(row, "\t[]\t"));
+  rec.meta.run_id = (cs_pack_text){"a\0b", 3};
+  assert_int_equal(cs_catalog_tsv_row(&ref, &rec, 1, row, sizeof row), 0); /* NUL */
+  record_make(&ref, &rec, NULL, "k");
+  assert_int_equal(cs_catalog_tsv_row(&ref, &rec, 1, row, sizeof row), 0); /* absent capture id */
+  record_make(&ref, &rec, "c", "k");
+  rec.meta.dtype = CS_DTYPE_COUNT_;
+  assert_int_equal(cs_catalog_tsv_row(&ref, &rec, 1, row, sizeof row), 0);
+  record_make(&ref, &rec, "c", "k");
+  rec.meta.rank = CS_PACK_RANK_MAX + 1;
+  assert_int_equal(cs_catalog_tsv_row(&ref, &rec, 1, row, sizeof row), 0);
+  record_make(&ref, &rec, "c", "k");
+  ref.key[0] = '\0';
+  assert_int_equal(cs_catalog_tsv_row(&ref, &rec, 1, row, sizeof row), 0); /* a NUL in the key */
+}
+
+/* index_bytes: the rows at the widest version, so no version's rows cost more. */
+static void test_index_bytes(void **state) {
+  (void)state;
+  static cs_pack_ref ref;
+  static cs_pack_record recs[3];
+  for (int i = 0; i < 3; i++) record_make(&ref, &recs[i], i == 1 ? "c1\\" : "c", "cat/k.dmi-pack");
+  uint64_t sum = 0;
+  for (int i = 0; i < 3; i++) sum += cs_catalog_tsv_row(&ref, &recs[i], UINT64_MAX, NULL, 0);
+  assert_true(cs_catalog_index_bytes(&ref, recs, 3) == sum);
+  uint64_t small = 0;
+  for (int i = 0; i < 3; i++) small += cs_catalog_tsv_row(&ref, &recs[i], 1, NULL, 0);
+  assert_true(small + 3 * 19 == sum);
+  assert_true(cs_catalog_index_bytes(&ref, recs, 0) == 0);
+  assert_true(cs_catalog_index_bytes(NULL, recs, 3) == 0);
+  recs[2].meta.hook_name = (cs_pack_text){"\0", 1};
+  assert_true(cs_catalog_index_bytes(&ref, recs, 3) == sum - cs_catalog_tsv_row(&ref, &recs[0], UINT64_MAX, NULL, 0));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_error_code), cmocka_unit_test(test_classify),   cmocka_unit_test(test_tsv_strict),
-      cmocka_unit_test(test_u64_strict), cmocka_unit_test(test_table_names),
+      cmocka_unit_test(test_u64_strict), cmocka_unit_test(test_table_names), cmocka_unit_test(test_url_validated),
+      cmocka_unit_test(test_bulk_row_round_trip), cmocka_unit_test(test_bulk_row_refusals),
+      cmocka_unit_test(test_index_bytes),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

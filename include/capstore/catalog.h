@@ -79,6 +79,40 @@ typedef struct cs_catalog {
   void *self;
 } cs_catalog;
 
+/*
+ * The bulk form of descriptor rows (src/adapters/catalog_util.c): one
+ * TabSeparated line per record, the columns in CS_CATALOG_DESCRIPTOR_COLUMNS
+ * order. Text is escaped as ClickHouse's TabSeparated input reads it
+ * (backslash, tab, newline and carriage return as \\ \t \n \r), an absent
+ * adapter_revision is \N, the shape is [d0,d1,...]. A NUL byte in any text
+ * or the key, any other absent text, an unknown dtype or a rank over
+ * CS_PACK_RANK_MAX is refused. The ClickHouse adapter sends INDEX's
+ * descriptor rows in this form; its size is what a pack costs an INDEX.
+ */
+#define CS_CATALOG_DESCRIPTOR_COLUMNS                                                                          \
+  "pack_id, key, capture_id, tenant_id, experiment_id, run_id, session_id, request_id, sequence_id, model_id,"   \
+  " model_revision, adapter_revision, capture_policy_version, hook_name, layer_number, producer_rank,"          \
+  " step_number, token_start, token_end, batch_position, dtype, shape, captured_at_ns, offset, stored_length,"  \
+  " decoded_length, crc32, version"
+#define CS_CATALOG_DESCRIPTOR_COLUMN_COUNT 28u
+
+/*
+ * Formats one descriptor row (ending in a newline) of record rec of pack ref
+ * at version. Returns the row's length in bytes, or 0 when a value is
+ * refused (above). Writes the row into out only when it fits in cap, like
+ * snprintf without the terminator: out may be NULL with cap 0 to measure.
+ */
+size_t cs_catalog_tsv_row(const cs_pack_ref *ref, const cs_pack_record *rec, uint64_t version, char *out, size_t cap);
+
+/*
+ * The bytes a pack's descriptor rows cost an INDEX in the bulk form, with
+ * the version at its widest (20 digits): what the runtime puts in
+ * cs_pack_ref.index_bytes. The inventory row (one small row per pack) is not
+ * counted. A record the bulk form refuses counts nothing (INDEX then refuses
+ * the pack as invalid). ref->key must be set.
+ */
+uint64_t cs_catalog_index_bytes(const cs_pack_ref *ref, const cs_pack_record *records, uint32_t record_count);
+
 #ifdef __cplusplus
 }
 #endif

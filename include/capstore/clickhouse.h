@@ -3,11 +3,13 @@
  * libcurl). Works on ClickHouse 18.16 (Debian 12) and current releases; see
  * docs/clickhouse.md for the schema, the statements and the quirks it handles.
  *
- * Each cs_catalog_ops primitive is one statement (INDEX: descriptors, then
- * inventory), sent with wait_end_of_query=1 and answered in TabSeparated.
- * Every value is validated (ids are canonical UUIDs) or escaped before it
- * enters a statement; a text value holding NUL is refused (outcome INVALID,
- * nothing sent). The adapter never retries.
+ * Each cs_catalog_ops primitive is one statement, sent with
+ * wait_end_of_query=1 and answered in TabSeparated. INDEX is two: the
+ * descriptor rows as the body of an unfenced INSERT ... FORMAT TabSeparated
+ * (catalog.h's bulk form; no statement size limit applies to them), then the
+ * fenced inventory statement. Every value is validated (ids are canonical
+ * UUIDs) or escaped before it is sent; a text value holding NUL is refused
+ * (outcome INVALID, nothing sent). The adapter never retries.
  */
 #ifndef CAPSTORE_CLICKHOUSE_H
 #define CAPSTORE_CLICKHOUSE_H
@@ -19,20 +21,37 @@ extern "C" {
 #endif
 
 typedef struct cs_clickhouse_config {
-  const char *url;           /* "http://127.0.0.1:8123/" */
+  const char *url;           /* "https://host:8443/"; http:// only with allow_insecure */
   const char *user;          /* X-ClickHouse-User */
   const char *password;      /* X-ClickHouse-Key */
   const char *table_prefix;  /* [A-Za-z0-9_]{1,64}; tables are <prefix>_<name>_v<schema> */
   const char *holder;        /* free text written into claims (host:pid); NULL: "" */
   uint64_t connect_timeout_ns;  /* 0: 5 s */
   uint64_t request_timeout_ns;  /* whole request; 0: 30 s */
-  uint64_t query_bytes_max;     /* sent as max_query_size; 0: 262144 (the server's default) */
+  /*
+   * Bounds every statement (sent as max_query_size; 0: 262144, the server's
+   * default). INDEX's descriptor rows travel as a body and are not bounded
+   * by it; its inventory statement (about 300 bytes a pack) is.
+   */
+  uint64_t query_bytes_max;
   uint64_t answer_bytes_max;    /* larger answers are a SERVER_ERROR; 0: 16 MiB */
+  bool allow_insecure;          /* permit an http:// url (loopback tests, a trusted network) */
 } cs_clickhouse_config;
 
 /*
- * Opens the adapter (no request is sent). Returns CS_E_OK, CS_E_CONFIG for a
- * missing url or a bad prefix, CS_E_NO_MEMORY.
+ * Checks cfg->url as cs_endpoint_validate does (service.h): an explicit
+ * https:// scheme, or http:// only with allow_insecure; a host, an optional
+ * port. Returns CS_E_OK, or CS_E_CONFIG with msg naming the field
+ * ("clickhouse.url", "clickhouse.allow_insecure"); CS_E_INVALID_ARGUMENT for
+ * a NULL cfg.
+ */
+int cs_clickhouse_config_validate(const cs_clickhouse_config *cfg, char *msg, size_t msg_size);
+
+/*
+ * Opens the adapter (no request is sent). libcurl may speak HTTP and HTTPS
+ * only (HTTPS only without allow_insecure) and follows no redirect. Returns
+ * CS_E_OK, CS_E_CONFIG for a url cs_clickhouse_config_validate refuses or a
+ * bad prefix, CS_E_NO_MEMORY.
  */
 int cs_clickhouse_open(const cs_clickhouse_config *cfg, cs_catalog *out);
 

@@ -40,8 +40,10 @@ typedef struct ch_adapter {
   char claims[CH_TABLE_MAX], descriptors[CH_TABLE_MAX], inventory[CH_TABLE_MAX], publishes[CH_TABLE_MAX],
       rejected[CH_TABLE_MAX];
   uint64_t connect_timeout_ns, request_timeout_ns, query_bytes_max;
+  char *insert_url; /* url with query=INSERT INTO descriptors (...) FORMAT TabSeparated */
   ch_buf query;
   ch_buf answer;
+  ch_buf stage; /* descriptor rows on their way into the request body */
 } ch_adapter;
 
 /* ---- buffers ------------------------------------------------------------- */
@@ -78,13 +80,6 @@ static void buf_str(ch_buf *b, const char *text) { buf_put(b, text, strlen(text)
 static void buf_u64(ch_buf *b, uint64_t value) {
   char text[24];
   int n = snprintf(text, sizeof text, "%llu", (unsigned long long)value);
-  assert(n > 0 && (size_t)n < sizeof text);
-  buf_put(b, text, (size_t)n);
-}
-
-static void buf_i64(ch_buf *b, int64_t value) {
-  char text[24];
-  int n = snprintf(text, sizeof text, "%lld", (long long)value);
   assert(n > 0 && (size_t)n < sizeof text);
   buf_put(b, text, (size_t)n);
 }
@@ -170,6 +165,8 @@ static bool body_has(const char *body, size_t len, const char *needle) {
 static bool code_is_invalid(int32_t code) {
   switch (code) {
   case 6:   /* CANNOT_PARSE_TEXT */
+  case 25:  /* CANNOT_PARSE_ESCAPE_SEQUENCE */
+  case 26:  /* CANNOT_PARSE_QUOTED_STRING */
   case 27:  /* CANNOT_PARSE_INPUT_ASSERTION_FAILED */
   case 32:  /* ATTEMPT_TO_READ_AFTER_EOF */
   case 38:  /* CANNOT_PARSE_DATE */
@@ -182,6 +179,7 @@ static bool code_is_invalid(int32_t code) {
   case 70:  /* CANNOT_CONVERT_TYPE */
   case 72:  /* CANNOT_PARSE_NUMBER */
   case 117: /* INCORRECT_DATA */
+  case 130: /* CANNOT_READ_ARRAY_FROM_TEXT (a shape in the rows' body) */
   case 386: /* NO_COMMON_TYPE */
     return true;
   default: return false;
@@ -309,29 +307,15 @@ static cs_outcome classify_curl(CURLcode rc) {
 }
 
 /*
- * Sends ch->query as one statement and classifies the answer into res. The
- * answer body stays in ch->answer. A statement over query_bytes_max (the
- * server's max_query_size) is TOO_LARGE without being sent.
+ * Sends the request set up on the handle to url and classifies the answer
+ * into res. The answer body stays in ch->answer.
  */
-static void ch_exec(ch_adapter *ch, cs_catalog_result *res) {
-  memset(res, 0, sizeof *res);
-  assert(ch->query.len > 0 || ch->query.overflow);
-  if (ch->query.overflow || ch->query.len > ch->query_bytes_max) {
-    result_set(res, CS_OUT_TOO_LARGE, 0, "statement exceeds query_bytes_max", 33);
-    return;
-  }
+static void ch_perform(ch_adapter *ch, const char *url, cs_catalog_result *res) {
   buf_reset(&ch->answer);
   CURL *c = ch->curl;
-  curl_easy_setopt(c, CURLOPT_URL, ch->url);
-  curl_easy_setopt(c, CURLOPT_HTTPHEADER, ch->headers);
-  curl_easy_setopt(c, CURLOPT_POST, 1L);
-  curl_easy_setopt(c, CURLOPT_POSTFIELDS, ch->query.bytes);
-  curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)ch->query.len);
+  curl_easy_setopt(c, CURLOPT_URL, url);
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
   curl_easy_setopt(c, CURLOPT_WRITEDATA, &ch->answer);
-  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)(ch->connect_timeout_ns / CS_MS_NS));
-  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)(ch->request_timeout_ns / CS_MS_NS));
   CURLcode rc = curl_easy_perform(c);
   if (rc == CURLE_WRITE_ERROR && ch->answer.overflow) {
     result_set(res, CS_OUT_SERVER_ERROR, 0, "answer exceeds answer_bytes_max", 31);
@@ -355,6 +339,116 @@ static void ch_exec(ch_adapter *ch, cs_catalog_result *res) {
   int n = snprintf(detail, sizeof detail, "HTTP %ld: %.*s", status, (int)(ch->answer.len < 200 ? ch->answer.len : 200),
                    body);
   result_set(res, outcome, code, detail, n > 0 ? (size_t)n : 0);
+}
+
+/* A statement over query_bytes_max (the server's max_query_size) is TOO_LARGE without being sent. */
+static bool query_too_large(const ch_adapter *ch, cs_catalog_result *res) {
+  if (!ch->query.overflow && ch->query.len <= ch->query_bytes_max) return false;
+  result_set(res, CS_OUT_TOO_LARGE, 0, "statement exceeds query_bytes_max", 33);
+  return true;
+}
+
+/* Sends ch->query as one statement and classifies the answer into res. */
+static void ch_exec(ch_adapter *ch, cs_catalog_result *res) {
+  memset(res, 0, sizeof *res);
+  assert(ch->query.len > 0 || ch->query.overflow);
+  if (query_too_large(ch, res)) return;
+  curl_easy_setopt(ch->curl, CURLOPT_POSTFIELDS, ch->query.bytes);
+  curl_easy_setopt(ch->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)ch->query.len);
+  ch_perform(ch, ch->url, res);
+}
+
+/* ---- descriptor rows as a request body ------------------------------------ */
+
+#define CH_STAGE_BYTES ((size_t)256 * 1024)
+
+/* The rows of an INDEX batch, formatted into ch->stage a chunk at a time as libcurl reads the body. */
+typedef struct ch_rows {
+  const cs_index_pack *packs;
+  uint32_t pack_count;
+  uint64_t version;
+  uint32_t pack, record; /* the next row to format */
+  ch_buf *stage;
+  size_t pos;            /* stage bytes already handed to libcurl */
+  uint64_t sent, total;
+} ch_rows;
+
+/*
+ * Measures the batch's rows (total bytes, row count) and checks every value
+ * on the way. Returns false when a value is refused: nothing is sent then.
+ */
+static bool rows_measure(ch_rows *s, uint64_t *row_count) {
+  s->total = 0;
+  *row_count = 0;
+  for (uint32_t i = 0; i < s->pack_count; i++) {
+    for (uint32_t r = 0; r < s->packs[i].record_count; r++) {
+      size_t n = cs_catalog_tsv_row(s->packs[i].ref, &s->packs[i].records[r], s->version, NULL, 0);
+      if (n == 0) return false;
+      s->total += n;
+    }
+    *row_count += s->packs[i].record_count;
+  }
+  return true;
+}
+
+/* Formats the next rows into the emptied stage, about CH_STAGE_BYTES of them. False when it cannot. */
+static bool rows_refill(ch_rows *s) {
+  buf_reset(s->stage);
+  s->pos = 0;
+  while (s->pack < s->pack_count && s->stage->len < CH_STAGE_BYTES) {
+    const cs_index_pack *p = &s->packs[s->pack];
+    if (s->record == p->record_count) {
+      s->pack++;
+      s->record = 0;
+      continue;
+    }
+    ch_buf *b = s->stage;
+    size_t room = b->cap > b->len ? b->cap - b->len - 1 : 0; /* one byte stays for the terminator */
+    size_t n = cs_catalog_tsv_row(p->ref, &p->records[s->record], s->version, b->bytes + b->len, room);
+    if (n == 0) return false; /* measured and accepted before: the caller's records changed */
+    if (n > room) {
+      if (!buf_reserve(b, n)) return false;
+      continue;
+    }
+    b->len += n;
+    s->record++;
+  }
+  return s->stage->len > 0;
+}
+
+static size_t on_read(char *dst, size_t size, size_t nitems, void *user) {
+  ch_rows *s = user;
+  if (s->pos == s->stage->len && s->sent < s->total && !rows_refill(s)) return CURL_READFUNC_ABORT;
+  size_t n = s->stage->len - s->pos;
+  if (n > size * nitems) n = size * nitems;
+  memcpy(dst, s->stage->bytes + s->pos, n);
+  s->pos += n;
+  s->sent += n;
+  return n;
+}
+
+/*
+ * Sends the batch's descriptor rows as the body of INSERT ... FORMAT
+ * TabSeparated, the statement in the URL: the server streams the body
+ * through its format parser, so max_query_size does not bound it. Not
+ * fenced (docs/clickhouse.md): the rows stay invisible until an inventory
+ * row at the same (pack_id, version) names them.
+ */
+static void ch_send_rows(ch_adapter *ch, ch_rows *s, cs_catalog_result *res) {
+  memset(res, 0, sizeof *res);
+  buf_reset(s->stage); /* the last call's rows stay in it */
+  s->pos = 0;
+  s->sent = 0;
+  CURL *c = ch->curl;
+  curl_easy_setopt(c, CURLOPT_POSTFIELDS, (char *)NULL);
+  curl_easy_setopt(c, CURLOPT_POST, 1L);
+  curl_easy_setopt(c, CURLOPT_READFUNCTION, on_read);
+  curl_easy_setopt(c, CURLOPT_READDATA, s);
+  curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)s->total);
+  ch_perform(ch, ch->insert_url, res);
+  curl_easy_setopt(c, CURLOPT_READFUNCTION, (curl_read_callback)NULL);
+  curl_easy_setopt(c, CURLOPT_READDATA, (void *)NULL);
+  assert(res->outcome != CS_OUT_OK || s->sent == s->total);
 }
 
 /* A 200 answer that does not follow the grammar: the server said something we cannot trust. */
@@ -563,56 +657,6 @@ static int ch_read_claims(void *self, const cs_uuid *lease_id, uint64_t term, cs
 
 /* ---- writes: index, publish, reject -------------------------------------- */
 
-static bool q_text(ch_buf *q, cs_pack_text text, bool nullable) {
-  if (text.bytes == NULL) {
-    if (!nullable) return false;
-    buf_str(q, "NULL");
-    return true;
-  }
-  return buf_quoted(q, text.bytes, text.len);
-}
-
-/* One descriptor tuple; false when a value is refused (NUL, absent text). */
-static bool q_descriptor(ch_buf *q, const cs_pack_ref *ref, const cs_pack_record *rec, uint64_t version) {
-  const cs_pack_meta *m = &rec->meta;
-  const char *dtype = cs_dtype_name(m->dtype);
-  if (dtype == NULL || m->rank > CS_PACK_RANK_MAX) return false;
-  buf_str(q, "(");
-  buf_uuid(q, &ref->pack_id);
-  buf_str(q, ",");
-  if (!buf_quoted(q, ref->key, ref->key_len)) return false;
-  const cs_pack_text texts[12] = {m->capture_id, m->tenant_id, m->experiment_id, m->run_id,
-                                  m->session_id, m->request_id, m->sequence_id, m->model_id,
-                                  m->model_revision, m->adapter_revision, m->capture_policy_version, m->hook_name};
-  for (int i = 0; i < 12; i++) {
-    buf_str(q, ",");
-    if (!q_text(q, texts[i], i == 9)) return false;
-  }
-  buf_str(q, ",");
-  buf_i64(q, m->layer_number);
-  const uint64_t ints[5] = {m->producer_rank, m->step_number, m->token_start, m->token_end, m->batch_position};
-  for (int i = 0; i < 5; i++) {
-    buf_str(q, ",");
-    buf_u64(q, ints[i]);
-  }
-  buf_str(q, ",'");
-  buf_str(q, dtype);
-  buf_str(q, "',CAST([");
-  for (uint32_t d = 0; d < m->rank; d++) {
-    if (d > 0) buf_str(q, ",");
-    buf_u64(q, m->shape[d]);
-  }
-  buf_str(q, "] AS Array(UInt32))");
-  const uint64_t tail[6] = {m->captured_at_ns, rec->offset, rec->stored_length, rec->decoded_length, rec->crc32,
-                            version};
-  for (int i = 0; i < 6; i++) {
-    buf_str(q, ",");
-    buf_u64(q, tail[i]);
-  }
-  buf_str(q, ")");
-  return true;
-}
-
 /* INSERT INTO t (cols) SELECT x.1, ..., x.n FROM system.one ARRAY JOIN [ */
 static void q_insert_array_head(ch_buf *q, const char *table, const char *columns, uint32_t column_count) {
   buf_str(q, "INSERT INTO ");
@@ -629,13 +673,6 @@ static void q_insert_array_head(ch_buf *q, const char *table, const char *column
   buf_str(q, " FROM system.one ARRAY JOIN [");
 }
 
-static const char DESCRIPTOR_COLUMNS[] =
-    "pack_id, key, capture_id, tenant_id, experiment_id, run_id, session_id, request_id, sequence_id, model_id,"
-    " model_revision, adapter_revision, capture_policy_version, hook_name, layer_number, producer_rank,"
-    " step_number, token_start, token_end, batch_position, dtype, shape, captured_at_ns, offset, stored_length,"
-    " decoded_length, crc32, version";
-#define DESCRIPTOR_COLUMN_COUNT 28u
-
 static int index_validate(const cs_index_pack *packs, uint32_t pack_count) {
   if (packs == NULL || pack_count == 0) return CS_E_INVALID_ARGUMENT;
   for (uint32_t i = 0; i < pack_count; i++) {
@@ -647,28 +684,10 @@ static int index_validate(const cs_index_pack *packs, uint32_t pack_count) {
   return CS_E_OK;
 }
 
-static int ch_index(void *self, const cs_uuid *lease_id, uint64_t margin_ns, uint64_t version,
-                    const cs_index_pack *packs, uint32_t pack_count, cs_catalog_result *res) {
-  ch_adapter *ch = self;
+/* The batch's inventory rows, fenced: INSERT ... SELECT ... ARRAY JOIN [(row), ...] <fence>. False on a NUL in a key. */
+static bool q_inventory(ch_adapter *ch, const cs_index_pack *packs, uint32_t pack_count, uint64_t version,
+                        const cs_uuid *lease_id, uint64_t margin_ns) {
   ch_buf *q = &ch->query;
-  int err = index_validate(packs, pack_count);
-  if (err != CS_E_OK) return err;
-  buf_reset(q);
-  q_insert_array_head(q, ch->descriptors, DESCRIPTOR_COLUMNS, DESCRIPTOR_COLUMN_COUNT);
-  uint64_t rows = 0;
-  for (uint32_t i = 0; i < pack_count; i++) {
-    for (uint32_t r = 0; r < packs[i].record_count; r++) {
-      if (rows++ > 0) buf_str(q, ",");
-      if (!q_descriptor(q, packs[i].ref, &packs[i].records[r], version))
-        return refuse_content(res, "index: a descriptor value is refused (NUL byte, absent text or bad dtype)");
-    }
-  }
-  buf_str(q, "] AS x");
-  q_fence(ch, lease_id, margin_ns);
-  if (rows > 0) {
-    ch_exec(ch, res);
-    if (res->outcome != CS_OUT_OK) return CS_E_OK; /* the inventory must never exist without its descriptors */
-  }
   buf_reset(q);
   q_insert_array_head(q, ch->inventory, "pack_id, key, size_bytes, sha256, record_count, created_at_ns, version", 7);
   for (uint32_t i = 0; i < pack_count; i++) {
@@ -678,10 +697,9 @@ static int ch_index(void *self, const cs_uuid *lease_id, uint64_t margin_ns, uin
     buf_str(q, i > 0 ? ",(" : "(");
     buf_uuid(q, &ref->pack_id);
     buf_str(q, ",");
-    if (!buf_quoted(q, ref->key, ref->key_len)) return refuse_content(res, "index: key holds a NUL byte");
-    const uint64_t ints[2] = {ref->size_bytes, 0};
+    if (!buf_quoted(q, ref->key, ref->key_len)) return false;
     buf_str(q, ",");
-    buf_u64(q, ints[0]);
+    buf_u64(q, ref->size_bytes);
     buf_str(q, ",'");
     buf_str(q, hex);
     buf_str(q, "',");
@@ -694,6 +712,33 @@ static int ch_index(void *self, const cs_uuid *lease_id, uint64_t margin_ns, uin
   }
   buf_str(q, "] AS x");
   q_fence(ch, lease_id, margin_ns);
+  return true;
+}
+
+/*
+ * INDEX is two requests: the descriptor rows in bulk (unfenced), then, only
+ * if they answered OK, the fenced inventory statement. The inventory
+ * statement is built and measured first, so a batch whose inventory rows
+ * exceed query_bytes_max is TOO_LARGE before any row is sent; the rows
+ * themselves are never too large. A refused value is INVALID, nothing sent.
+ */
+static int ch_index(void *self, const cs_uuid *lease_id, uint64_t margin_ns, uint64_t version,
+                    const cs_index_pack *packs, uint32_t pack_count, cs_catalog_result *res) {
+  ch_adapter *ch = self;
+  int err = index_validate(packs, pack_count);
+  if (err != CS_E_OK) return err;
+  if (!q_inventory(ch, packs, pack_count, version, lease_id, margin_ns))
+    return refuse_content(res, "index: key holds a NUL byte");
+  memset(res, 0, sizeof *res);
+  if (query_too_large(ch, res)) return CS_E_OK;
+  ch_rows rows = {.packs = packs, .pack_count = pack_count, .version = version, .stage = &ch->stage};
+  uint64_t row_count = 0;
+  if (!rows_measure(&rows, &row_count))
+    return refuse_content(res, "index: a descriptor value is refused (NUL byte, absent text or bad dtype)");
+  if (row_count > 0) {
+    ch_send_rows(ch, &rows, res);
+    if (res->outcome != CS_OUT_OK) return CS_E_OK; /* the inventory must never exist without its descriptors */
+  }
   ch_exec(ch, res);
   return CS_E_OK;
 }
@@ -837,7 +882,7 @@ static cs_pack_text text_of(const char *field, size_t len) {
   return t;
 }
 
-/* Fills one descriptor row from the 28 fields of DESCRIPTOR_COLUMNS. */
+/* Fills one descriptor row from the 28 fields of CS_CATALOG_DESCRIPTOR_COLUMNS. */
 static int descriptor_row(char **f, const size_t *len, cs_descriptor_row *row) {
   memset(row, 0, sizeof *row);
   cs_pack_meta *m = &row->record.meta;
@@ -881,7 +926,7 @@ static int ch_read_descriptors(void *self, uint64_t watermark, const cs_uuid *pa
   *count = 0;
   buf_reset(q);
   buf_str(q, "SELECT ");
-  buf_str(q, DESCRIPTOR_COLUMNS);
+  buf_str(q, CS_CATALOG_DESCRIPTOR_COLUMNS);
   buf_str(q, " FROM (SELECT * FROM ");
   buf_str(q, ch->descriptors);
   buf_str(q, " WHERE pack_id = ");
@@ -897,10 +942,10 @@ static int ch_read_descriptors(void *self, uint64_t watermark, const cs_uuid *pa
   if (res->outcome != CS_OUT_OK) return CS_E_OK;
   if (ch->answer.len == 0) return CS_E_OK;
   cs_clickhouse_tsv tsv = {ch->answer.bytes, ch->answer.bytes + ch->answer.len};
-  char *f[DESCRIPTOR_COLUMN_COUNT];
-  size_t len[DESCRIPTOR_COLUMN_COUNT];
+  char *f[CS_CATALOG_DESCRIPTOR_COLUMN_COUNT];
+  size_t len[CS_CATALOG_DESCRIPTOR_COLUMN_COUNT];
   for (;;) {
-    int got = cs_clickhouse_tsv_next(&tsv, f, len, DESCRIPTOR_COLUMN_COUNT);
+    int got = cs_clickhouse_tsv_next(&tsv, f, len, CS_CATALOG_DESCRIPTOR_COLUMN_COUNT);
     if (got == 0) return CS_E_OK;
     if (got < 0) break;
     if (*count == capacity) return CS_E_NO_MEMORY;
@@ -919,8 +964,10 @@ static void ch_close(void *self) {
   if (ch == NULL) return;
   if (ch->curl != NULL) curl_easy_cleanup(ch->curl);
   curl_slist_free_all(ch->headers);
+  free(ch->insert_url);
   free(ch->query.bytes);
   free(ch->answer.bytes);
+  free(ch->stage.bytes);
   free(ch);
 }
 
@@ -958,6 +1005,17 @@ static int ch_headers(ch_adapter *ch, const cs_clickhouse_config *cfg) {
   return CS_E_OK;
 }
 
+int cs_clickhouse_config_validate(const cs_clickhouse_config *cfg, char *msg, size_t msg_size) {
+  if (msg != NULL && msg_size > 0) msg[0] = '\0';
+  if (cfg == NULL) return CS_E_INVALID_ARGUMENT;
+  int rc = cs_endpoint_validate("clickhouse.url", cfg->url, cfg->allow_insecure, msg, msg_size);
+  if (rc == CS_E_OK || cfg->allow_insecure || cfg->url == NULL || strncmp(cfg->url, "http://", 7) != 0)
+    return rc;
+  if (msg != NULL && msg_size > 0)
+    snprintf(msg, msg_size, "clickhouse.url uses http:// but clickhouse.allow_insecure is false");
+  return CS_E_CONFIG;
+}
+
 static int ch_configure(ch_adapter *ch, const cs_clickhouse_config *cfg) {
   const char *prefix = cfg->table_prefix == NULL ? "capstore" : cfg->table_prefix;
   const char *names[5] = {"claims", "descriptors", "inventory", "publishes", "rejected"};
@@ -974,21 +1032,54 @@ static int ch_configure(ch_adapter *ch, const cs_clickhouse_config *cfg) {
     return CS_E_CONFIG;
   ch->query.max = ch->query_bytes_max + 2;
   ch->answer.max = cfg->answer_bytes_max == 0 ? 16u << 20 : cfg->answer_bytes_max;
+  ch->stage.max = CS_PACK_FOOTER_BYTES_MAX; /* one row never comes near it */
   int n = snprintf(ch->url, sizeof ch->url, "%s%swait_end_of_query=1&max_query_size=%llu", cfg->url,
                    strchr(cfg->url, '?') == NULL ? "?" : "&", (unsigned long long)ch->query_bytes_max);
   if (n < 0 || (size_t)n >= sizeof ch->url) return CS_E_CONFIG;
   return ch_headers(ch, cfg);
 }
 
+/* url&query=<INSERT INTO descriptors (...) FORMAT TabSeparated, URL-encoded>. */
+static int ch_insert_url(ch_adapter *ch) {
+  char statement[CH_TABLE_MAX + sizeof CS_CATALOG_DESCRIPTOR_COLUMNS + 64];
+  int n = snprintf(statement, sizeof statement, "INSERT INTO %s (%s) FORMAT TabSeparated", ch->descriptors,
+                   CS_CATALOG_DESCRIPTOR_COLUMNS);
+  assert(n > 0 && (size_t)n < sizeof statement);
+  char *escaped = curl_easy_escape(ch->curl, statement, n);
+  if (escaped == NULL) return CS_E_NO_MEMORY;
+  size_t len = strlen(ch->url) + strlen("&query=") + strlen(escaped) + 1;
+  ch->insert_url = malloc(len);
+  if (ch->insert_url != NULL) snprintf(ch->insert_url, len, "%s&query=%s", ch->url, escaped);
+  curl_free(escaped);
+  return ch->insert_url == NULL ? CS_E_NO_MEMORY : CS_E_OK;
+}
+
+/* The handle's fixed options: HTTP(S) only (https only unless insecure is allowed), no redirects, timeouts. */
+static int ch_curl_setup(ch_adapter *ch, const cs_clickhouse_config *cfg) {
+  ch->curl = curl_easy_init();
+  if (ch->curl == NULL) return CS_E_NO_MEMORY;
+  CURL *c = ch->curl;
+  const char *protocols = cfg->allow_insecure ? "http,https" : "https";
+  if (curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, protocols) != CURLE_OK ||
+      curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, protocols) != CURLE_OK)
+    return CS_E_CONFIG;
+  curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+  curl_easy_setopt(c, CURLOPT_MAXREDIRS, 0L);
+  curl_easy_setopt(c, CURLOPT_HTTPHEADER, ch->headers);
+  curl_easy_setopt(c, CURLOPT_POST, 1L);
+  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)(ch->connect_timeout_ns / CS_MS_NS));
+  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)(ch->request_timeout_ns / CS_MS_NS));
+  curl_easy_setopt(c, CURLOPT_UPLOAD_BUFFERSIZE, (long)CH_STAGE_BYTES);
+  return ch_insert_url(ch);
+}
+
 int cs_clickhouse_open(const cs_clickhouse_config *cfg, cs_catalog *out) {
-  if (cfg == NULL || out == NULL || cfg->url == NULL || cfg->url[0] == '\0') return CS_E_CONFIG;
+  if (cfg == NULL || out == NULL || cs_clickhouse_config_validate(cfg, NULL, 0) != CS_E_OK) return CS_E_CONFIG;
   ch_adapter *ch = calloc(1, sizeof *ch);
   if (ch == NULL) return CS_E_NO_MEMORY;
   int err = ch_configure(ch, cfg);
-  if (err == CS_E_OK) {
-    ch->curl = curl_easy_init();
-    if (ch->curl == NULL) err = CS_E_NO_MEMORY;
-  }
+  if (err == CS_E_OK) err = ch_curl_setup(ch, cfg);
   if (err != CS_E_OK) {
     ch_close(ch);
     return err;

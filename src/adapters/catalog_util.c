@@ -1,0 +1,116 @@
+/*
+ * Backend-neutral catalog helpers (include/capstore/catalog.h): the bulk form
+ * of descriptor rows (TabSeparated) and what a pack's rows cost in it.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "capstore/catalog.h"
+
+/* A row being measured or written: bytes land only while they fit in cap. */
+typedef struct tsv_out {
+  char *out;
+  size_t cap;
+  size_t len;
+} tsv_out;
+
+static void put(tsv_out *o, const char *bytes, size_t n) {
+  if (o->len + n <= o->cap) memcpy(o->out + o->len, bytes, n);
+  o->len += n;
+}
+
+static void put_u64(tsv_out *o, uint64_t value) {
+  char text[24];
+  int n = snprintf(text, sizeof text, "%llu", (unsigned long long)value);
+  put(o, text, (size_t)n);
+}
+
+/* The escape of a byte TabSeparated input must not see raw, or NULL for the others. */
+static const char *escape_of(char c) {
+  switch (c) {
+  case '\\': return "\\\\";
+  case '\t': return "\\t";
+  case '\n': return "\\n";
+  case '\r': return "\\r";
+  default: return NULL;
+  }
+}
+
+/* Escaped text; false on a NUL byte. */
+static bool put_text(tsv_out *o, const char *text, size_t len) {
+  size_t start = 0;
+  for (size_t i = 0; i < len; i++) {
+    unsigned char c = (unsigned char)text[i];
+    if (c > '\r' && c != '\\') continue; /* the common case: nothing to look at */
+    if (c == '\0') return false;
+    const char *esc = escape_of((char)c);
+    if (esc == NULL) continue;
+    put(o, text + start, i - start);
+    put(o, esc, 2);
+    start = i + 1;
+  }
+  put(o, text + start, len - start);
+  return true;
+}
+
+/* The twelve text columns after pack_id and key; only adapter_revision (9) may be absent. */
+static bool put_texts(tsv_out *o, const cs_pack_meta *m) {
+  const cs_pack_text texts[12] = {m->capture_id, m->tenant_id, m->experiment_id, m->run_id,
+                                  m->session_id, m->request_id, m->sequence_id, m->model_id,
+                                  m->model_revision, m->adapter_revision, m->capture_policy_version, m->hook_name};
+  for (int i = 0; i < 12; i++) {
+    if (texts[i].bytes == NULL && i != 9) return false;
+    if (texts[i].bytes == NULL) put(o, "\\N\t", 3);
+    else if (!put_text(o, texts[i].bytes, texts[i].len)) return false;
+    else put(o, "\t", 1);
+  }
+  return true;
+}
+
+static void put_shape(tsv_out *o, const cs_pack_meta *m) {
+  put(o, "[", 1);
+  for (uint32_t d = 0; d < m->rank; d++) {
+    if (d > 0) put(o, ",", 1);
+    put_u64(o, m->shape[d]);
+  }
+  put(o, "]\t", 2);
+}
+
+size_t cs_catalog_tsv_row(const cs_pack_ref *ref, const cs_pack_record *rec, uint64_t version, char *out, size_t cap) {
+  tsv_out o = {out, out == NULL ? 0 : cap, 0};
+  const cs_pack_meta *m = &rec->meta;
+  const char *dtype = cs_dtype_name(m->dtype);
+  if (dtype == NULL || m->rank > CS_PACK_RANK_MAX) return 0;
+  char id[CS_UUID_TEXT_LEN + 1];
+  cs_uuid_format(&ref->pack_id, id);
+  put(&o, id, CS_UUID_TEXT_LEN);
+  put(&o, "\t", 1);
+  if (!put_text(&o, ref->key, ref->key_len)) return 0;
+  put(&o, "\t", 1);
+  if (!put_texts(&o, m)) return 0;
+  char layer[16];
+  int n = snprintf(layer, sizeof layer, "%ld\t", (long)m->layer_number);
+  put(&o, layer, (size_t)n);
+  const uint64_t ints[5] = {m->producer_rank, m->step_number, m->token_start, m->token_end, m->batch_position};
+  for (int i = 0; i < 5; i++) {
+    put_u64(&o, ints[i]);
+    put(&o, "\t", 1);
+  }
+  put(&o, dtype, strlen(dtype));
+  put(&o, "\t", 1);
+  put_shape(&o, m);
+  const uint64_t tail[6] = {m->captured_at_ns, rec->offset, rec->stored_length, rec->decoded_length, rec->crc32,
+                            version};
+  for (int i = 0; i < 6; i++) {
+    put_u64(&o, tail[i]);
+    put(&o, i < 5 ? "\t" : "\n", 1);
+  }
+  return o.len;
+}
+
+uint64_t cs_catalog_index_bytes(const cs_pack_ref *ref, const cs_pack_record *records, uint32_t record_count) {
+  if (ref == NULL || (records == NULL && record_count > 0)) return 0;
+  uint64_t bytes = 0;
+  for (uint32_t r = 0; r < record_count; r++) bytes += cs_catalog_tsv_row(ref, &records[r], UINT64_MAX, NULL, 0);
+  return bytes;
+}
