@@ -19,6 +19,7 @@ typedef struct setting_def {
 #define W64(field) {#field, offsetof(sim_world, field), 8}
 #define SVC64(name, field) {name, offsetof(sim_world, base_svc) + offsetof(cs_service_config, field), 8}
 #define SVC32(name, field) {name, offsetof(sim_world, base_svc) + offsetof(cs_service_config, field), 4}
+#define SVCBOOL(name, field) {name, offsetof(sim_world, base_svc) + offsetof(cs_service_config, field), 1}
 #define SINK64(name, field) {name, offsetof(sim_world, base_sink) + offsetof(cs_sink_config, field), 8}
 #define SINK32(name, field) {name, offsetof(sim_world, base_sink) + offsetof(cs_sink_config, field), 4}
 
@@ -33,6 +34,7 @@ static const setting_def settings[] = {
     SVC32("store_inflight", store_inflight_max),
     SVC32("attempts", index_attempts_max),
     SVC64("reconcile_interval", reconcile_interval_ns),
+    SVCBOOL("reconcile_at_start", reconcile_at_start),
     SVC32("list_page", list_page_max),
     SVC64("request_timeout", request_timeout_ns),
     SINK32("pack_records", pack_records_max),

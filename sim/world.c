@@ -1169,6 +1169,8 @@ static void profile_shape(sim_world *w) {
   w->base_svc.cycle_packs_max = 2 + (uint32_t)cs_prng_below(&w->prng_faults, 15);
   w->base_svc.list_page_max = 1 + (uint32_t)cs_prng_below(&w->prng_faults, 32);
   w->base_svc.store_inflight_max = 1 + (uint32_t)cs_prng_below(&w->prng_faults, 4);
+  /* A quarter of the seeds run without the start pass: the periodic one must find what is left. */
+  w->base_svc.reconcile_at_start = cs_prng_below(&w->prng_faults, 4) != 0;
 faults:
   w->uploaders = pr->on[F_UPLOADERS] ? 1 + (uint32_t)cs_prng_below(&w->prng_faults, 2) : 0;
   w->rivals = pr->on[F_RIVALS] ? 1 + (uint32_t)cs_prng_below(&w->prng_faults, 2) : 0;

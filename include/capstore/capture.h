@@ -63,6 +63,17 @@ typedef struct cs_capture_config {
                                    core: the capture call's tail where the two have cores of
                                    their own. On 2 CPUs it cost the worker more than it saved */
   const cs_spool_sys *spool_sys; /* NULL: the real system calls (tests inject faults) */
+  /*
+   * Called on the sealer thread for every pack newly sealed into the spool
+   * (not for the same bytes sealed again), before a flush waiting for it can
+   * return: a flush's caller that hears OK has heard of every pack it covers.
+   * It runs under the spool's lock and must not block or call back into the
+   * capture; fields gives the pack's object-key fields (its text valid for
+   * the call). NULL: no callback.
+   */
+  void (*on_sealed)(void *context, const cs_spool_entry *entry, const cs_pack_summary *summary,
+                    const cs_pack_key_fields *fields);
+  void *on_sealed_context;
 } cs_capture_config;
 
 /*
@@ -162,6 +173,19 @@ uint64_t cs_capture_clock_ns(void);
  * (wakes producers blocked on a full spool). CS_E_NOT_FOUND, CS_E_IO.
  */
 int cs_capture_remove_pack(cs_capture *cap, const cs_uuid *pack_id, char *msg, size_t msg_size);
+
+/*
+ * Opens a sealed pack read-only (see cs_spool_open_pack): *fd is the
+ * caller's to close; out (may be NULL) gets its entry. CS_E_NOT_FOUND, CS_E_IO.
+ */
+int cs_capture_open_pack(cs_capture *cap, const cs_uuid *pack_id, int *fd, cs_spool_entry *out);
+
+/*
+ * Sidelines a sealed pack (cs_spool_quarantine) and returns its quota:
+ * CS_E_NOT_FOUND, CS_E_IO.
+ */
+int cs_capture_quarantine_pack(cs_capture *cap, const cs_uuid *pack_id, const char *reason, char *msg,
+                               size_t msg_size);
 
 /* Lists the sealed packs (by name, no hashing): see cs_spool_list. */
 int cs_capture_list(cs_capture *cap, cs_spool_entry *entries, size_t capacity, size_t *count);

@@ -35,7 +35,8 @@ typedef struct cs_service_config {
   uint64_t backoff_cap_ns;
   uint64_t lease_ttl_ns;
   uint64_t lease_guard_ns;        /* local margin before our own view of expiry */
-  uint64_t reconcile_interval_ns; /* 0: reconcile only at start */
+  uint64_t reconcile_interval_ns; /* 0: no periodic pass (only the start pass, if on) */
+  bool reconcile_at_start;        /* a pass at start (off for a bucket prefix others write) */
   uint32_t list_page_max;         /* keys asked for per LIST page */
   uint32_t flush_max;             /* concurrent flushes */
   uint32_t rejected_max;          /* set-aside packs remembered by name */

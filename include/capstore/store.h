@@ -118,6 +118,12 @@ typedef struct cs_store_ops {
    */
   int (*start)(void *self, cs_store_request *req);
   int (*reap)(void *self, uint32_t timeout_ms, cs_store_request **done);
+  /*
+   * Optional, with start and reap: makes a reap waiting in another thread
+   * return 0 at once (or the next reap, if none waits). The only call that
+   * may come from another thread than the one driving the store.
+   */
+  void (*wakeup)(void *self);
 } cs_store_ops;
 
 typedef struct cs_store {
@@ -168,6 +174,13 @@ int cs_store_start(cs_store *store, cs_store_request *req);
 int cs_store_reap(cs_store *store, uint32_t timeout_ms, cs_store_request **done);
 
 void cs_store_close(cs_store *store);
+
+/*
+ * Wakes a cs_store_reap waiting in the thread that drives the store (it
+ * returns 0), from any thread. A no-op for stores without the asynchronous
+ * form, whose reap never waits.
+ */
+void cs_store_wakeup(cs_store *store);
 
 /* Carries out req on the synchronous primitive (what cs_store_start does for stores without ops->start). */
 void cs_store_request_run(cs_store *store, cs_store_request *req);

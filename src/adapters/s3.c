@@ -9,6 +9,7 @@
 #include "capstore/sigv4.h"
 
 #include <assert.h>
+#include <stdatomic.h>
 #include <curl/curl.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -37,6 +38,7 @@ typedef struct s3_store {
   uint32_t running;                        /* transfers running, a synchronous one included */
   struct s3_call *live;                    /* those requests' calls */
   cs_store_request *done_head, *done_tail; /* finished, not yet reaped */
+  atomic_bool woken;                       /* cs_store_wakeup: the waiting reap returns */
 } s3_store;
 
 /* One request and what came back. */
@@ -469,7 +471,7 @@ static void call_finish(s3_store *s, s3_call *c, CURLcode cc) {
 }
 
 /* Moves transfers on for at most timeout_ms, returning once one or more finished (or time is up). */
-static int drive(s3_store *s, uint32_t timeout_ms) {
+static int drive(s3_store *s, uint32_t timeout_ms, bool wakeable) {
   double deadline = now_ms() + timeout_ms;
   for (;;) {
     int running = 0;
@@ -486,6 +488,7 @@ static int drive(s3_store *s, uint32_t timeout_ms) {
     }
     double wait = deadline - now_ms();
     if (finished || s->running == 0 || wait <= 0) return CS_E_OK;
+    if (wakeable && atomic_load(&s->woken)) return CS_E_OK;
     if (curl_multi_poll(s->multi, NULL, 0, wait > 1000 ? 1000 : (int)wait + 1, NULL) != CURLM_OK) return CS_E_IO;
   }
 }
@@ -649,13 +652,22 @@ static int s3_reap(void *self, uint32_t timeout_ms, cs_store_request **done) {
   double deadline = now_ms() + timeout_ms;
   while (s->running > 0) {
     double wait = deadline - now_ms();
-    int rc = drive(s, wait > 0 ? (uint32_t)wait : 0);
+    int rc = drive(s, wait > 0 ? (uint32_t)wait : 0, true);
     if (rc != CS_E_OK) return rc;
     *done = done_pop(s);
     if (*done) return 1;
+    if (atomic_exchange(&s->woken, false)) return 0;
     if (wait <= 0) break;
   }
+  atomic_store(&s->woken, false);
   return 0;
+}
+
+/* From any thread: the reap waiting in curl_multi_poll returns (curl_multi_wakeup is thread safe). */
+static void s3_wakeup(void *self) {
+  s3_store *s = self;
+  atomic_store(&s->woken, true);
+  curl_multi_wakeup(s->multi);
 }
 
 /*
@@ -665,7 +677,7 @@ static int s3_reap(void *self, uint32_t timeout_ms, cs_store_request **done) {
 static int run_sync(s3_store *s, cs_store_request *req) {
   int rc = start(s, req, true);
   while (rc == CS_E_OK && req->internal) {
-    rc = drive(s, 1000);
+    rc = drive(s, 1000, false);
     if (rc != CS_E_OK) call_drop(s, req->internal); /* the multi handle failed: nothing of it outlives the call */
   }
   return rc == CS_E_OK ? req->rc : rc;
@@ -757,7 +769,8 @@ static const cs_store_ops s3_ops = {.name = "s3",
                                     .del = s3_del,
                                     .close = s3_close,
                                     .start = s3_start,
-                                    .reap = s3_reap};
+                                    .reap = s3_reap,
+                                    .wakeup = s3_wakeup};
 
 static char *dup_or_null(const char *text) { return text ? strdup(text) : NULL; }
 

@@ -66,6 +66,11 @@ int cs_store_reap(cs_store *store, uint32_t timeout_ms, cs_store_request **done)
   return store->ops->reap(store->self, timeout_ms, done);
 }
 
+void cs_store_wakeup(cs_store *store) {
+  if (store == NULL || store->ops == NULL || store->ops->wakeup == NULL) return;
+  store->ops->wakeup(store->self);
+}
+
 void cs_store_close(cs_store *store) {
   if (store == NULL || store->ops == NULL) return;
   /* Queued and never handed back: abandoned, as the adapter's close abandons what it has in flight. */

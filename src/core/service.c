@@ -362,7 +362,11 @@ int cs_service_on_event(cs_service *svc, uint64_t now_ns, const cs_event *ev) {
     if (svc->started) return CS_E_STATE;
     svc->started = true;
     if (cs_svc_is_publisher(svc)) {
-      svc->reconcile_due = true;
+      /* Without the start pass the first one comes after the interval (none when it is 0). */
+      uint64_t interval = svc->cfg.reconcile_interval_ns;
+      svc->reconcile_due = svc->cfg.reconcile_at_start;
+      if (!svc->cfg.reconcile_at_start && interval != 0)
+        svc->reconcile_next_ns = interval > CS_NEVER - 1 - now_ns ? CS_NEVER - 1 : now_ns + interval;
       svc->lease_next_ns = now_ns;
     }
     break;

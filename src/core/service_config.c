@@ -19,6 +19,7 @@ void cs_service_config_default(cs_service_config *cfg, cs_role role) {
   cfg->lease_ttl_ns = 30 * CS_SEC_NS;
   cfg->lease_guard_ns = 2 * CS_SEC_NS;
   cfg->reconcile_interval_ns = 300 * CS_SEC_NS;
+  cfg->reconcile_at_start = true;
   cfg->list_page_max = 1000;
   cfg->flush_max = 8;
   cfg->rejected_max = 256;

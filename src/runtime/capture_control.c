@@ -173,6 +173,35 @@ int cs_capture_remove_pack(cs_capture *cap, const cs_uuid *pack_id, char *msg, s
   return rc;
 }
 
+int cs_capture_quarantine_pack(cs_capture *cap, const cs_uuid *pack_id, const char *reason, char *msg,
+                               size_t msg_size) {
+  if (cap == NULL || pack_id == NULL || reason == NULL) {
+    return refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "cap, pack_id and reason must not be NULL");
+  }
+  pthread_mutex_lock(&cap->spool_mutex);
+  uint64_t size = 0;
+  int rc = cs_spool_quarantine(cap->spool, pack_id, reason, &size);
+  if (rc != CS_E_OK) {
+    refuse(rc, msg, msg_size, "%s", cs_spool_last_error(cap->spool));
+  } else {
+    pthread_mutex_lock(&cap->mutex);
+    cs_sink_on_removed(&cap->sink, size);
+    pthread_cond_broadcast(&cap->space_cond);
+    pthread_mutex_unlock(&cap->mutex);
+    msg_set(msg, msg_size, "");
+  }
+  pthread_mutex_unlock(&cap->spool_mutex);
+  return rc;
+}
+
+int cs_capture_open_pack(cs_capture *cap, const cs_uuid *pack_id, int *fd, cs_spool_entry *out) {
+  if (cap == NULL || pack_id == NULL || fd == NULL) return CS_E_INVALID_ARGUMENT;
+  pthread_mutex_lock(&cap->spool_mutex);
+  int rc = cs_spool_open_pack(cap->spool, pack_id, fd, out);
+  pthread_mutex_unlock(&cap->spool_mutex);
+  return rc;
+}
+
 int cs_capture_list(cs_capture *cap, cs_spool_entry *entries, size_t capacity, size_t *count) {
   if (cap == NULL) return CS_E_INVALID_ARGUMENT;
   pthread_mutex_lock(&cap->spool_mutex);

@@ -282,6 +282,24 @@ static void handle_seal(cs_capture *cap, const cs_sink_action *action) {
   pthread_mutex_unlock(&cap->mutex);
 }
 
+/*
+ * Under spool_mutex, before the sink core hears of the seal: tells the
+ * capture's owner (the service runtime) of a newly sealed pack. The key
+ * fields are the sink's fixed ones (set by the pack's first record).
+ */
+static void report_sealed(cs_capture *cap, const cs_spool_entry *entry, const cs_pack_summary *summary) {
+  if (cap->cfg.on_sealed == NULL) return;
+  assert(atomic_load_explicit(&cap->key_fixed, memory_order_acquire));
+  cs_pack_key_fields fields = {
+      .tenant_id = {.bytes = cap->key_tenant, .len = cap->key_tenant_len},
+      .session_id = {.bytes = cap->key_session, .len = cap->key_session_len},
+      .producer_rank = cap->key_rank,
+      .created_at_ns = summary->created_at_ns,
+      .pack_id = summary->pack_id,
+  };
+  cap->cfg.on_sealed(cap->cfg.on_sealed_context, entry, summary, &fields);
+}
+
 /* Sealer: fsync (outside every lock), then link and report under the spool mutex. */
 static void seal_job(cs_capture *cap, rt_seal_job *job) {
   char text[RT_ERROR_MAX];
@@ -298,6 +316,7 @@ static void seal_job(cs_capture *cap, rt_seal_job *job) {
     rc = cs_spool_seal(cap->spool, job->file, &job->summary, &entry, &result);
     if (rc != CS_E_OK) snprintf(text, sizeof text, "pack seal failed: %.300s", cs_spool_last_error(cap->spool));
     size = rc == CS_E_OK ? entry.size_bytes : 0;
+    if (rc == CS_E_OK && result == CS_SPOOL_SEALED) report_sealed(cap, &entry, &job->summary);
   } else if (job->file != NULL) {
     cs_spool_abort(cap->spool, job->file);
   }

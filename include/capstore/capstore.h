@@ -1,0 +1,187 @@
+/*
+ * capstore/capstore.h: the umbrella header and the service runtime, the one
+ * object a capture process opens: capture -> spool -> object store ->
+ * catalog, driven by the engine and service cores (engine.h, service.h)
+ * with the real adapters.
+ *
+ *   capstore_config cfg;
+ *   capstore_config_default(&cfg);
+ *   cfg.spool_dir = "spool"; cfg.store_dir = "bucket"; cfg.sqlite_path = "catalog.db";
+ *   capstore *cs;
+ *   if (capstore_open(&cfg, &cs, msg, sizeof msg) != CS_E_OK) ... msg names the field
+ *   capstore_write(cs, &meta, bytes, length, msg, sizeof msg);      // the model's hot path
+ *   capstore_flush(cs, capstore_clock_ns() + 10 * CS_SEC_NS, &report, msg, sizeof msg);
+ *   capstore_close(cs, 10 * CS_SEC_NS, msg, sizeof msg);
+ *   capstore_free(cs);
+ *
+ * Threads: one driver thread steps the engine and service cores; every
+ * blocking primitive runs on a lane of its own (store, catalog, lease,
+ * spool) with a bounded queue, and every answer comes back to the driver as
+ * an event. The driver holds no policy: retries, backoff, batch splitting,
+ * set-aside, the fence and the close order are the cores', so what the
+ * simulator proves is what runs. docs/operations.md describes it.
+ *
+ * Every function is safe to call from several threads at once, except
+ * capstore_free, which must be the last call. Errors are negative cs_err
+ * values; msg gets one sentence naming what is wrong ("" on success).
+ */
+#ifndef CAPSTORE_CAPSTORE_H
+#define CAPSTORE_CAPSTORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "capstore/capture.h"
+#include "capstore/catalog.h"
+#include "capstore/clickhouse.h"
+#include "capstore/dirstore.h"
+#include "capstore/engine.h"
+#include "capstore/pack.h"
+#include "capstore/s3.h"
+#include "capstore/service.h"
+#include "capstore/sink.h"
+#include "capstore/spool.h"
+#include "capstore/sqlite_catalog.h"
+#include "capstore/store.h"
+#include "capstore/types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct capstore_config {
+  /* The catalog's name: its tables' prefix ([A-Za-z0-9_]{1,64}) and, with "/", its key prefix. */
+  const char *name;
+  cs_role role;                  /* CS_ROLE_PUBLISHER (default) or CS_ROLE_UPLOADER */
+  const char *spool_dir;         /* required: the local spool (created when missing) */
+
+  /* The object store: store_dir (a dirstore), or s3_endpoint + s3_bucket. Exactly one. */
+  const char *store_dir;
+  const char *s3_endpoint;       /* "https://host[:port]"; http:// only with s3_allow_insecure */
+  const char *s3_bucket;
+  const char *s3_region;         /* NULL: $AWS_REGION, else "us-east-1" */
+  const char *s3_access_key_id;  /* NULL: $AWS_ACCESS_KEY_ID */
+  const char *s3_secret_access_key; /* NULL: $AWS_SECRET_ACCESS_KEY */
+  const char *s3_session_token;  /* NULL: $AWS_SESSION_TOKEN (may be unset) */
+  bool s3_allow_insecure;
+  uint32_t s3_max_connections;   /* requests in flight; 0: service.store_inflight_max */
+  /* Object keys start with this; NULL: "<name>/". Empty, or ends with '/'; no "." or ".." segment. */
+  const char *key_prefix;
+
+  /* The catalog: sqlite_path, or clickhouse_url. Exactly one. */
+  const char *sqlite_path;
+  const char *clickhouse_url;    /* "https://host:8443/"; http:// only with clickhouse_allow_insecure */
+  const char *clickhouse_user;   /* NULL: "default" */
+  const char *clickhouse_password; /* NULL: none */
+  bool clickhouse_allow_insecure;
+  uint64_t catalog_connect_timeout_ns; /* 0: 5 s */
+  uint64_t catalog_timeout_ns;   /* whole request; 0: service.request_timeout_ns */
+
+  /* Reconcile: the pass at start (off for a bucket prefix other catalogs write) and a periodic one. */
+  bool reconcile_at_start;       /* default true */
+  /* service.reconcile_interval_ns: 0 (the default here) runs no periodic pass */
+
+  uint64_t fence_margin_ns;      /* the fence's margin: above the catalog's apply delay; default 1 s */
+  bool probe_store;              /* run cs_store_probe at open (S3; default true) */
+
+  cs_capture_config capture;     /* the sink: sealing, quota, staging, device copies */
+  cs_service_config service;     /* the service's bounds, timers and retries */
+  cs_engine_config engine;       /* start timeout and the stop reserve of close */
+} capstore_config;
+
+/* The documented defaults: publisher, name "capstore", reconcile at start only, fence margin 1 s. */
+void capstore_config_default(capstore_config *cfg);
+
+/*
+ * Validates cfg without opening anything (credentials from the environment
+ * included). CS_E_OK, or CS_E_CONFIG with msg naming the field and the rule.
+ * No secret ever appears in msg.
+ */
+int capstore_config_validate(const capstore_config *cfg, char *msg, size_t msg_size);
+
+typedef struct capstore capstore;
+
+/*
+ * Validates cfg, opens the store and the catalog (creating the catalog's
+ * tables; a catalog that does not answer yet is not an error: the service
+ * waits for it), opens the spool (recovering what a previous process left)
+ * and starts the service. Returns once the engine's open finished (at most
+ * engine.start_timeout_ns). CS_E_CONFIG (msg names the field), CS_E_BUSY
+ * (another process owns the spool), CS_E_IO, CS_E_NO_MEMORY, CS_E_TIMEOUT.
+ */
+int capstore_open(const capstore_config *cfg, capstore **out, char *msg, size_t msg_size);
+
+/* cs_capture_write and cs_capture_write_device on the runtime's sink. */
+int capstore_write(capstore *cs, const cs_pack_meta *meta, const void *bytes, size_t length, char *msg,
+                   size_t msg_size);
+int capstore_write_device(capstore *cs, const cs_pack_meta *meta, const void *device_bytes, size_t length,
+                          void *stream, char *msg, size_t msg_size);
+
+/* What a flush found. */
+typedef struct capstore_flush_report {
+  bool drained;               /* every record captured before the call is queryable */
+  const char *stage;          /* the stage that did not finish: "sink", "upload", "catalog", or "" */
+  uint32_t missing_packs;     /* sealed before the call, not yet uploaded */
+  uint32_t owed_packs;        /* uploaded, not yet in the catalog */
+  uint32_t rejected_count;    /* set aside since the last report */
+  uint32_t rejected_named;
+  cs_uuid rejected[CS_FLUSH_REJECTED_MAX];
+} capstore_flush_report;
+
+/*
+ * Seals the open pack and waits until every record captured before the call
+ * is queryable in the catalog, or until deadline_ns (CLOCK_MONOTONIC,
+ * capstore_clock_ns). CS_E_OK: drained, and no pack was set aside since the
+ * last report. CS_E_CORRUPT: drained, but report->rejected names packs set
+ * aside (msg names them too). CS_E_TIMEOUT: not drained by the deadline;
+ * report->stage says where it stopped. Other errors as cs_capture_flush
+ * (a seal failed) and CS_E_CLOSED. report may be NULL.
+ */
+int capstore_flush(capstore *cs, uint64_t deadline_ns, capstore_flush_report *report, char *msg,
+                   size_t msg_size);
+
+/*
+ * Seals the sink, stops capture, drains the service within budget_ns,
+ * stops it and releases the lease; each failed step is logged and the rest
+ * still run. Returns CS_E_OK or the first failure (msg names the step).
+ * Closing again returns the first close's answer.
+ */
+int capstore_close(capstore *cs, uint64_t budget_ns, char *msg, size_t msg_size);
+
+/* Closes (with a 30 s budget) if needed and frees everything. */
+void capstore_free(capstore *cs);
+
+/* CLOCK_MONOTONIC in nanoseconds: the clock of every deadline here. */
+uint64_t capstore_clock_ns(void);
+
+/* Per-stage counts of the service, the sink and the runtime. */
+typedef struct capstore_stats {
+  cs_snapshot service;
+  cs_capture_stats capture;
+  uint64_t captured_records;   /* capstore_write* calls answered OK */
+  uint64_t store_requests;     /* primitives sent to the object store */
+  uint64_t catalog_requests;   /* primitives sent to the catalog */
+  uint64_t bytes_uploaded;     /* pack bytes sent by PUTs answered OK */
+  uint64_t descriptors_indexed;/* descriptor rows sent by INDEX calls answered OK */
+  uint64_t footer_errors;      /* packs whose footer could not be read for INDEX */
+  uint64_t lane_queue_peak;    /* most jobs waiting on one lane */
+  uint32_t engine_failures;    /* failed engine steps so far */
+  char engine_last_error[160];
+} capstore_stats;
+
+void capstore_stats_get(capstore *cs, capstore_stats *out);
+
+/*
+ * The stats as one JSON object, or as Prometheus text exposition
+ * (capstore_* metrics). Writes at most size bytes, NUL-terminated; returns
+ * the length the whole text needs (as snprintf), so size too small shows.
+ */
+size_t capstore_stats_json(capstore *cs, char *buf, size_t size);
+size_t capstore_stats_prometheus(capstore *cs, char *buf, size_t size);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,419 @@
+/*
+ * The service runtime's driver: one thread that steps the engine and service
+ * cores (DESIGN.md section 2, "The runtime's driver"):
+ *
+ *   loop:
+ *     now = CLOCK_MONOTONIC
+ *     deliver every message of the inbox (finished jobs, sealed packs) as events
+ *     start an API call that waits (open, flush, close) on the engine
+ *     while engine.poll or service.poll -> action: carry it out or hand it to its lane
+ *     wait until min(engine and service deadlines), a message or a call
+ *
+ * It holds no policy: every decision is the cores'. What it adds is plumbing:
+ * which lane runs an action, and how a lane's answer becomes an event.
+ */
+#include "rs_internal.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+void rs_inbox_post_locked(rs_runtime *rt, const rs_msg *msg) {
+  if (rt->inbox_count == rt->inbox_max) {
+    /* The bounds make this impossible (jobs + two spools' worth of packs); never drop silently. */
+    rt->inbox_overflow = true;
+    assert(!"driver inbox overflow");
+    return;
+  }
+  rt->inbox[(rt->inbox_head + rt->inbox_count) % rt->inbox_max] = *msg;
+  rt->inbox_count++;
+  pthread_cond_signal(&rt->inbox_cond);
+}
+
+void rs_inbox_post(rs_runtime *rt, const rs_msg *msg) {
+  pthread_mutex_lock(&rt->mutex);
+  rs_inbox_post_locked(rt, msg);
+  pthread_mutex_unlock(&rt->mutex);
+}
+
+static void log_failure(rs_runtime *rt, const char *what, const char *detail) {
+  pthread_mutex_lock(&rt->mutex);
+  snprintf(rt->engine_last_error, sizeof rt->engine_last_error, "%s: %.120s", what, detail);
+  pthread_mutex_unlock(&rt->mutex);
+}
+
+/* ---- jobs ------------------------------------------------------------------------------ */
+
+static rs_job *job_alloc(rs_runtime *rt, uint32_t kind) {
+  for (uint32_t i = 0; i < rt->job_count; i++) {
+    rs_job *job = &rt->jobs[i];
+    if (job->busy) continue;
+    bool *held = job->held, *rejected = job->rejected;
+    const char **keys = job->keys;
+    memset(job, 0, sizeof *job);
+    job->held = held;
+    job->rejected = rejected;
+    job->keys = keys;
+    job->busy = true;
+    job->kind = kind;
+    job->fd = -1;
+    return job;
+  }
+  return NULL;
+}
+
+static void job_free(rs_runtime *rt, rs_job *job) {
+  if (job->kind == RS_JOB_ACTION && job->act.op == CS_OP_STORE_LIST) rt->list_busy[job->list_slot] = false;
+  job->busy = false;
+}
+
+/* ---- engine steps ------------------------------------------------------------------------ */
+
+static void step_done(rs_runtime *rt, uint64_t now, int err) {
+  if (rt->step == CS_STEP_NONE) return;
+  uint64_t id = rt->step_id;
+  if (err != CS_E_OK && rt->failed_step == CS_STEP_NONE) rt->failed_step = rt->step;
+  rt->step = CS_STEP_NONE;
+  rt->step_waits_release = false;
+  (void)cs_engine_on_step_done(&rt->engine, now, id, err);
+}
+
+static void service_start(rs_runtime *rt, uint64_t now) {
+  char msg[CS_LAST_ERROR_MAX];
+  int rc = cs_service_init(&rt->svc, rt->svc_mem, rt->svc_mem_size, &rt->cfg.service, &rt->lease_id, rt->seed, msg,
+                           sizeof msg);
+  if (rc != CS_E_OK) {
+    log_failure(rt, "service start", msg);
+    step_done(rt, now, rc);
+    return;
+  }
+  cs_event start = {.kind = CS_EV_START};
+  rc = cs_service_on_event(rt->svc, now, &start);
+  rt->svc_started = rc == CS_E_OK;
+  step_done(rt, now, rc);
+}
+
+/* A blocking step runs on the spool lane; its completion comes back through the inbox. */
+static void step_to_lane(rs_runtime *rt, const cs_engine_action *act) {
+  rs_job *job = job_alloc(rt, RS_JOB_STEP);
+  assert(job != NULL); /* the pool keeps room for one step */
+  job->step = *act;
+  rs_lane_push(&rt->spool_lane, job);
+}
+
+static void service_flush(rs_runtime *rt, uint64_t now, uint64_t deadline) {
+  rt->step_flush_id = ++rt->next_flush_id;
+  cs_event ev = {.kind = CS_EV_FLUSH, .id = rt->step_flush_id, .deadline_ns = deadline};
+  int rc = cs_service_on_event(rt->svc, now, &ev);
+  if (rc != CS_E_OK) step_done(rt, now, rc);
+}
+
+static void exec_step(rs_runtime *rt, uint64_t now, const cs_engine_action *act) {
+  rt->step = act->step;
+  rt->step_id = act->id;
+  rt->step_waits_release = false;
+  bool svc_live = rt->svc != NULL && rt->svc_started && !cs_service_stopped(rt->svc);
+  switch (act->step) {
+  case CS_STEP_START_SERVICE: service_start(rt, now); return;
+  case CS_STEP_SWEEP_OPEN: step_done(rt, now, CS_E_OK); return; /* the sink's open sweeps under its owner lock */
+  case CS_STEP_STOP_CAPTURE: step_done(rt, now, CS_E_OK); return; /* the sink's close refuses records */
+  case CS_STEP_OPEN_SINK:
+  case CS_STEP_FLUSH_SINK:
+  case CS_STEP_SEAL_SINK: step_to_lane(rt, act); return;
+  case CS_STEP_FLUSH_SERVICE:
+  case CS_STEP_DRAIN_SERVICE:
+    if (!svc_live) {
+      step_done(rt, now, CS_E_OK);
+      return;
+    }
+    service_flush(rt, now, act->deadline_ns);
+    return;
+  case CS_STEP_STOP_SERVICE: {
+    if (!svc_live) {
+      step_done(rt, now, CS_E_OK);
+      return;
+    }
+    cs_event ev = {.kind = CS_EV_STOP};
+    (void)cs_service_on_event(rt->svc, now, &ev);
+    return;
+  }
+  case CS_STEP_RELEASE_LEASE: {
+    if (rt->svc == NULL || !rt->svc_started || rt->cfg.role == CS_ROLE_UPLOADER) {
+      step_done(rt, now, CS_E_OK);
+      return;
+    }
+    cs_event ev = {.kind = CS_EV_RELEASE};
+    (void)cs_service_on_event(rt->svc, now, &ev);
+    rt->step_waits_release = true;
+    return;
+  }
+  default: break;
+  }
+  assert(!"unknown engine step");
+}
+
+/* The answer of an API call: the engine's REPORT. */
+static void report(rs_runtime *rt, const cs_engine_action *act) {
+  pthread_mutex_lock(&rt->mutex);
+  rt->call_err = act->err;
+  rt->call_failures = act->failures;
+  rt->engine_failures = rt->engine.log_count;
+  if (act->opkind == CS_ENGINE_OP_FLUSH) rt->call_flush = rt->last_flush;
+  if (act->opkind == CS_ENGINE_OP_CLOSE) rt->stopping = true;
+  rt->call_done_seq++;
+  pthread_cond_broadcast(&rt->call_cond);
+  pthread_mutex_unlock(&rt->mutex);
+}
+
+static void exec_engine_action(rs_runtime *rt, uint64_t now, const cs_engine_action *act) {
+  if (act->step == CS_STEP_REPORT) {
+    report(rt, act);
+    return;
+  }
+  exec_step(rt, now, act);
+}
+
+/* ---- service actions ------------------------------------------------------------------------ */
+
+static void on_flush_done(rs_runtime *rt, uint64_t now, const cs_action *act) {
+  if ((rt->step == CS_STEP_FLUSH_SERVICE || rt->step == CS_STEP_DRAIN_SERVICE) &&
+      rt->step_flush_id == act->flush.flush_id) {
+    rt->last_flush = act->flush;
+    step_done(rt, now, act->flush.drained ? CS_E_OK : (act->flush.err != CS_E_OK ? act->flush.err : CS_E_TIMEOUT));
+  }
+}
+
+static void exec_service_action(rs_runtime *rt, uint64_t now, const cs_action *act) {
+  switch (act->op) {
+  case CS_OP_FLUSH_DONE: on_flush_done(rt, now, act); return;
+  case CS_OP_STOPPED:
+    if (rt->step == CS_STEP_STOP_SERVICE) step_done(rt, now, CS_E_OK);
+    return;
+  default: break;
+  }
+  assert(cs_op_is_request(act->op));
+  rs_job *job = job_alloc(rt, RS_JOB_ACTION);
+  assert(job != NULL); /* the pool is the core's request bound plus room for a step */
+  job->act = *act;
+  if (act->op == CS_OP_STORE_LIST) {
+    uint32_t slot = rt->list_busy[0] ? 1 : 0;
+    if (rt->list_busy[slot]) {
+      /* More pages in flight than the runtime keeps buffers for: answered as throttled, not sent. */
+      job->outcome = CS_OUT_THROTTLED;
+      snprintf(job->detail, sizeof job->detail, "LIST: more than %u pages in flight", RS_LIST_SLOTS);
+      rs_msg msg = {.kind = RS_MSG_DONE, .job = job};
+      rs_inbox_post(rt, &msg);
+      return;
+    }
+    rt->list_busy[slot] = true;
+    job->list_slot = slot;
+    job->keys = rt->list_ptrs + (size_t)slot * rt->cfg.service.list_page_max;
+  }
+  rs_lane_push(rs_lane_of(rt, act->op), job);
+}
+
+/* ---- messages -------------------------------------------------------------------------------- */
+
+static void deliver_done(rs_runtime *rt, uint64_t now, rs_job *job) {
+  if (job->kind == RS_JOB_STEP) {
+    if (job->err != CS_E_OK) {
+      log_failure(rt, cs_engine_step_name(job->step.step), job->detail);
+      pthread_mutex_lock(&rt->mutex);
+      if (rt->call_msg[0] == '\0')
+        snprintf(rt->call_msg, sizeof rt->call_msg, "%s: %.200s", cs_engine_step_name(job->step.step),
+                 job->detail[0] != '\0' ? job->detail : cs_strerror(job->err));
+      pthread_mutex_unlock(&rt->mutex);
+    }
+    if (rt->step_id == job->step.id) step_done(rt, now, job->err);
+    job_free(rt, job);
+    return;
+  }
+  const cs_action *a = &job->act;
+  if (job->outcome != CS_OUT_OK && job->detail[0] != '\0') log_failure(rt, cs_op_name(a->op), job->detail);
+  cs_event ev = {.kind = CS_EV_DONE, .id = a->id, .outcome = job->outcome, .head = job->head,
+                 .cat_head = job->cat_head, .claims = job->claims};
+  if (a->op == CS_OP_CAT_COMMITTED && job->outcome == CS_OUT_OK) {
+    ev.held = job->held;
+    ev.rejected = job->rejected;
+  }
+  if (a->op == CS_OP_STORE_LIST && job->outcome == CS_OUT_OK) {
+    ev.keys = job->keys;
+    ev.key_count = job->key_count;
+    ev.next_token = job->next_token;
+  }
+  if (job->outcome == CS_OUT_OK && a->op == CS_OP_CAT_INDEX) atomic_fetch_add(&rt->descriptors_indexed, job->sent_bytes);
+  int rc = cs_service_on_event(rt->svc, now, &ev);
+  if (rc != CS_E_OK) log_failure(rt, "completion refused", cs_strerror(rc));
+  job_free(rt, job);
+}
+
+static void deliver_sealed(rs_runtime *rt, uint64_t now, const rs_msg *msg) {
+  if (rt->svc == NULL || !rt->svc_started) return; /* stays in the spool: the next start recovers it */
+  cs_event ev = {.kind = CS_EV_SEALED, .pack = &msg->ref, .recovered = msg->kind == RS_MSG_RECOVERED};
+  int rc = cs_service_on_event(rt->svc, now, &ev);
+  if (rc != CS_E_OK) log_failure(rt, "sealed pack refused by the service", cs_strerror(rc));
+}
+
+/* Takes the inbox's messages one at a time (the lock is not held while delivering). */
+static void drain_inbox(rs_runtime *rt) {
+  for (;;) {
+    pthread_mutex_lock(&rt->mutex);
+    if (rt->inbox_count == 0) {
+      pthread_mutex_unlock(&rt->mutex);
+      return;
+    }
+    rs_msg *msg = &rt->inbox[rt->inbox_head];
+    rs_msg copy;
+    copy.kind = msg->kind;
+    copy.job = msg->job;
+    if (msg->kind != RS_MSG_DONE) copy.ref = msg->ref;
+    rt->inbox_head = (rt->inbox_head + 1) % rt->inbox_max;
+    rt->inbox_count--;
+    pthread_mutex_unlock(&rt->mutex);
+    uint64_t now = cs_capture_clock_ns();
+    if (copy.kind == RS_MSG_DONE) deliver_done(rt, now, copy.job);
+    else deliver_sealed(rt, now, &copy);
+  }
+}
+
+/* Starts the API call that waits, if any. */
+static void take_call(rs_runtime *rt, uint64_t now) {
+  pthread_mutex_lock(&rt->mutex);
+  uint32_t kind = rt->call_kind;
+  uint64_t arg = rt->call_arg_ns;
+  rt->call_kind = RS_CALL_NONE;
+  pthread_mutex_unlock(&rt->mutex);
+  if (kind == RS_CALL_NONE) return;
+  rt->failed_step = CS_STEP_NONE;
+  int rc = CS_E_STATE;
+  if (kind == RS_CALL_OPEN) rc = cs_engine_open(&rt->engine, now);
+  if (kind == RS_CALL_FLUSH) rc = cs_engine_flush(&rt->engine, now, arg);
+  if (kind == RS_CALL_CLOSE) rc = cs_engine_close(&rt->engine, now, arg);
+  if (kind == RS_CALL_FLUSH) memset(&rt->last_flush, 0, sizeof rt->last_flush);
+  if (rc == CS_E_OK) return;
+  cs_engine_action refused = {.step = CS_STEP_REPORT, .err = rc, .opkind = CS_ENGINE_OP_NONE};
+  report(rt, &refused);
+}
+
+/* Runs both cores until neither has anything to say. */
+static void pump(rs_runtime *rt) {
+  for (bool progress = true; progress;) {
+    progress = false;
+    uint64_t now = cs_capture_clock_ns();
+    cs_engine_tick(&rt->engine, now);
+    cs_engine_action ea;
+    while (cs_engine_poll(&rt->engine, now, &ea)) {
+      exec_engine_action(rt, now, &ea);
+      progress = true;
+    }
+    if (rt->svc != NULL && rt->svc_started) {
+      cs_action act;
+      while (cs_service_poll(rt->svc, now, &act)) {
+        exec_service_action(rt, now, &act);
+        progress = true;
+      }
+      if (rt->step == CS_STEP_RELEASE_LEASE && rt->step_waits_release) {
+        cs_snapshot snap;
+        cs_service_snapshot(rt->svc, now, &snap);
+        if (snap.lease_state == CS_LEASE_RELEASED) {
+          step_done(rt, now, CS_E_OK);
+          progress = true;
+        }
+      }
+    }
+  }
+}
+
+static uint64_t next_deadline(rs_runtime *rt) {
+  uint64_t at = cs_engine_next_deadline(&rt->engine);
+  if (rt->svc != NULL && rt->svc_started) {
+    uint64_t d = cs_service_next_deadline(rt->svc);
+    if (d < at) at = d;
+  }
+  return at;
+}
+
+static void wait_for_work(rs_runtime *rt, uint64_t deadline) {
+  pthread_mutex_lock(&rt->mutex);
+  if (rt->inbox_count == 0 && rt->call_kind == RS_CALL_NONE && !rt->stopping) {
+    if (deadline == CS_NEVER) {
+      pthread_cond_wait(&rt->inbox_cond, &rt->mutex);
+    } else {
+      struct timespec ts = {.tv_sec = (time_t)(deadline / CS_SEC_NS), .tv_nsec = (long)(deadline % CS_SEC_NS)};
+      pthread_cond_timedwait(&rt->inbox_cond, &rt->mutex, &ts); /* inbox_cond uses CLOCK_MONOTONIC */
+    }
+  }
+  pthread_mutex_unlock(&rt->mutex);
+}
+
+static void publish_snapshot(rs_runtime *rt) {
+  if (rt->svc == NULL || !rt->svc_started) return;
+  cs_snapshot snap;
+  cs_service_snapshot(rt->svc, cs_capture_clock_ns(), &snap);
+  pthread_mutex_lock(&rt->mutex);
+  rt->snap = snap;
+  rt->engine_failures = rt->engine.log_count;
+  pthread_mutex_unlock(&rt->mutex);
+}
+
+void *rs_driver_main(void *context) {
+  rs_runtime *rt = context;
+  for (;;) {
+    drain_inbox(rt);
+    take_call(rt, cs_capture_clock_ns());
+    pump(rt);
+    publish_snapshot(rt);
+    pthread_mutex_lock(&rt->mutex);
+    bool stop = rt->stopping;
+    pthread_mutex_unlock(&rt->mutex);
+    if (stop) return NULL;
+    wait_for_work(rt, next_deadline(rt));
+  }
+}
+
+/* ---- the engine's blocking steps, on the spool lane ------------------------------------------------ */
+
+/* OPEN_SINK: opens the capture (its own recovery), then reports every pack already in the spool. */
+static int open_sink(rs_runtime *rt, rs_job *job) {
+  capstore_config *cfg = &rt->cfg;
+  int rc = cs_capture_open(cfg->spool_dir, &cfg->capture, &rt->capture, job->detail, sizeof job->detail);
+  if (rc != CS_E_OK) return rc;
+  atomic_store(&rt->capture_live, rt->capture);
+  size_t count = 0;
+  uint32_t max = cfg->service.spool_packs_max;
+  cs_spool_entry *entries = calloc(max, sizeof *entries);
+  if (entries == NULL) return CS_E_NO_MEMORY;
+  rc = cs_capture_list(rt->capture, entries, max, &count);
+  if (count > max) count = max; /* the rest are reported at the next start */
+  for (size_t i = 0; rc == CS_E_OK && i < count; i++) {
+    rs_msg msg = {.kind = RS_MSG_RECOVERED};
+    char why[200];
+    if (rs_ref_from_spool(rt, &entries[i], &msg.ref, why, sizeof why) != CS_E_OK) {
+      /* Recovery checked every pack's bytes at open; one that cannot be read now stays for the next start. */
+      log_failure(rt, "recovering a spooled pack", why);
+      continue;
+    }
+    rs_inbox_post(rt, &msg);
+  }
+  free(entries);
+  return rc;
+}
+
+void rs_run_step(rs_runtime *rt, rs_job *job) {
+  const cs_engine_action *act = &job->step;
+  switch (act->step) {
+  case CS_STEP_OPEN_SINK: job->err = open_sink(rt, job); break;
+  case CS_STEP_FLUSH_SINK:
+    job->err = rt->capture == NULL ? CS_E_CLOSED
+                                   : cs_capture_flush(rt->capture, act->deadline_ns, job->detail, sizeof job->detail);
+    break;
+  case CS_STEP_SEAL_SINK:
+    job->err = rt->capture == NULL ? CS_E_OK
+                                   : cs_capture_close(rt->capture, act->deadline_ns, job->detail, sizeof job->detail);
+    break;
+  default: assert(!"not a blocking step"); job->err = CS_E_STATE;
+  }
+}

@@ -1,0 +1,263 @@
+/*
+ * The service runtime (capstore.h) on the embedded defaults: a dirstore and
+ * a SQLite catalog, no server. Records captured before a successful flush
+ * are in the catalog exactly once and read back byte-exact; configuration
+ * refusals name the field; a restart recovers what the spool holds.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "test_capstore_util.h"
+#include "test_fs_util.h"
+
+#define SEC CS_SEC_NS
+
+typedef struct env {
+  char *root;
+  char spool[600], bucket[600], db[600];
+} env;
+
+static void env_make(env *e, const char *name) {
+  e->root = tf_temp_dir(name);
+  snprintf(e->spool, sizeof e->spool, "%s/spool", e->root);
+  snprintf(e->bucket, sizeof e->bucket, "%s/bucket", e->root);
+  snprintf(e->db, sizeof e->db, "%s/catalog.db", e->root);
+}
+
+static capstore_config env_config(const env *e) {
+  capstore_config cfg;
+  capstore_config_default(&cfg);
+  cfg.spool_dir = e->spool;
+  cfg.store_dir = e->bucket;
+  cfg.sqlite_path = e->db;
+  cfg.capture.sink.pack_records_max = 100;
+  cfg.capture.staging_bytes = 8u << 20;
+  cfg.capture.record_bytes_max = 1u << 20;
+  cfg.capture.direct_io = false;
+  return cfg;
+}
+
+static void read_back(const env *e, uint64_t expected, tc_seen *seen) {
+  cs_store store;
+  cs_catalog catalog;
+  assert_int_equal(cs_dirstore_open(e->bucket, &store), CS_E_OK);
+  assert_int_equal(cs_sqlite_catalog_open(e->db, 0, &catalog), CS_E_OK);
+  assert_int_equal(tc_read_back(&store, &catalog, "capstore/", expected, seen), CS_E_OK);
+  catalog.ops->close(catalog.self);
+  cs_store_close(&store);
+}
+
+static void assert_exactly(const tc_seen *seen, uint64_t records) {
+  assert_int_equal(seen->records, records);
+  assert_int_equal(seen->missing, 0);
+  assert_int_equal(seen->duplicates, 0);
+  assert_int_equal(seen->unknown, 0);
+  assert_int_equal(seen->bad_bytes, 0);
+}
+
+/* A flush answers once the catalog holds the packs; their removal from the spool follows: wait for it (5 s). */
+static void wait_handed_off(capstore *cs, capstore_stats *stats) {
+  uint64_t until = capstore_clock_ns() + 5 * SEC;
+  do {
+    capstore_stats_get(cs, stats);
+    if (stats->capture.sink.spool_packs == 0 && stats->service.pending_spool == 0) return;
+    struct timespec ts = {0, 10 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+  } while (capstore_clock_ns() < until);
+}
+
+/* Capture 1,000 records in 10 packs, flush: every one is queryable and reads back byte-exact. */
+static void test_capture_flush_query(void **state) {
+  (void)state;
+  env e;
+  env_make(&e, "rt_flush");
+  capstore_config cfg = env_config(&e);
+  capstore *cs = NULL;
+  char msg[256];
+  assert_int_equal(capstore_open(&cfg, &cs, msg, sizeof msg), CS_E_OK);
+  assert_int_equal(tc_capture(cs, 0, 1000, 896), CS_E_OK);
+  capstore_flush_report report;
+  int rc = capstore_flush(cs, capstore_clock_ns() + 30 * SEC, &report, msg, sizeof msg);
+  if (rc != CS_E_OK) fprintf(stderr, "flush: %s\n", msg);
+  assert_int_equal(rc, CS_E_OK);
+  assert_true(report.drained);
+  tc_seen seen;
+  read_back(&e, 1000, &seen);
+  assert_exactly(&seen, 1000);
+  assert_int_equal(seen.packs, 10);
+  capstore_stats stats;
+  wait_handed_off(cs, &stats);
+  assert_int_equal(stats.service.indexed, 10);
+  assert_int_equal(stats.service.handed_off, 10);
+  assert_int_equal(stats.capture.sink.spool_packs, 0); /* handed off: the spool is empty */
+  assert_int_equal(stats.service.lease_state, CS_LEASE_HELD);
+  char text[8192];
+  assert_true(capstore_stats_json(cs, text, sizeof text) < sizeof text);
+  assert_non_null(strstr(text, "\"packs_indexed\":10,"));
+  assert_true(capstore_stats_prometheus(cs, text, sizeof text) < sizeof text);
+  assert_non_null(strstr(text, "capstore_packs_indexed_total 10\n"));
+  assert_int_equal(capstore_close(cs, 10 * SEC, msg, sizeof msg), CS_E_OK);
+  assert_int_equal(capstore_flush(cs, capstore_clock_ns() + SEC, NULL, msg, sizeof msg), CS_E_CLOSED);
+  capstore_free(cs);
+  tc_remove_all(e.root);
+}
+
+/* A flush with nothing captured answers OK at once; a second process's open is refused while one owns the spool. */
+static void test_empty_flush_and_busy_spool(void **state) {
+  (void)state;
+  env e;
+  env_make(&e, "rt_empty");
+  capstore_config cfg = env_config(&e);
+  capstore *cs = NULL, *other = NULL;
+  char msg[256];
+  assert_int_equal(capstore_open(&cfg, &cs, msg, sizeof msg), CS_E_OK);
+  assert_int_equal(capstore_flush(cs, capstore_clock_ns() + 10 * SEC, NULL, msg, sizeof msg), CS_E_OK);
+  int rc = capstore_open(&cfg, &other, msg, sizeof msg);
+  assert_int_equal(rc, CS_E_BUSY);
+  assert_null(other);
+  assert_non_null(strstr(msg, "open failed"));
+  assert_int_equal(capstore_close(cs, 10 * SEC, msg, sizeof msg), CS_E_OK);
+  capstore_free(cs);
+  tc_remove_all(e.root);
+}
+
+/* Closing seals and drains what was captured; a reopened runtime adds to it without duplicates. */
+static void test_close_drains_and_reopen(void **state) {
+  (void)state;
+  env e;
+  env_make(&e, "rt_reopen");
+  capstore_config cfg = env_config(&e);
+  capstore *cs = NULL;
+  char msg[256];
+  assert_int_equal(capstore_open(&cfg, &cs, msg, sizeof msg), CS_E_OK);
+  assert_int_equal(tc_capture(cs, 0, 250, 64), CS_E_OK);
+  assert_int_equal(capstore_close(cs, 20 * SEC, msg, sizeof msg), CS_E_OK);
+  capstore_free(cs);
+  tc_seen seen;
+  read_back(&e, 250, &seen);
+  assert_exactly(&seen, 250);
+  assert_int_equal(capstore_open(&cfg, &cs, msg, sizeof msg), CS_E_OK);
+  assert_int_equal(tc_capture(cs, 250, 250, 64), CS_E_OK);
+  assert_int_equal(capstore_flush(cs, capstore_clock_ns() + 30 * SEC, NULL, msg, sizeof msg), CS_E_OK);
+  read_back(&e, 500, &seen);
+  assert_exactly(&seen, 500);
+  capstore_free(cs); /* closes */
+  tc_remove_all(e.root);
+}
+
+/* Packs left in the spool by a process that never flushed are recovered and indexed by the next one. */
+static void test_recovers_spooled_packs(void **state) {
+  (void)state;
+  env e;
+  env_make(&e, "rt_recover");
+  /* A capture sink alone writes sealed packs into the spool, as a process that died before shipping would. */
+  capstore_config cfg = env_config(&e);
+  cs_capture *cap = NULL;
+  char msg[256];
+  cs_capture_config ccfg = cfg.capture;
+  assert_int_equal(cs_capture_open(e.spool, &ccfg, &cap, msg, sizeof msg), CS_E_OK);
+  uint8_t bytes[128];
+  for (uint64_t n = 0; n < 300; n++) {
+    tc_record r;
+    tc_record_make(&r, n, 64);
+    tc_payload(n, bytes, sizeof bytes);
+    assert_int_equal(cs_capture_write(cap, &r.meta, bytes, sizeof bytes, msg, sizeof msg), CS_E_OK);
+  }
+  assert_int_equal(cs_capture_close(cap, CS_NEVER, msg, sizeof msg), CS_E_OK);
+  cs_capture_free(cap);
+  capstore *cs = NULL;
+  assert_int_equal(capstore_open(&cfg, &cs, msg, sizeof msg), CS_E_OK);
+  assert_int_equal(capstore_flush(cs, capstore_clock_ns() + 30 * SEC, NULL, msg, sizeof msg), CS_E_OK);
+  tc_seen seen;
+  read_back(&e, 300, &seen);
+  assert_exactly(&seen, 300);
+  capstore_stats stats;
+  wait_handed_off(cs, &stats);
+  assert_int_equal(stats.capture.sink.spool_packs, 0);
+  capstore_free(cs);
+  tc_remove_all(e.root);
+}
+
+/* Each refusal names its field and rule; nothing is opened. */
+static void test_config_refusals(void **state) {
+  (void)state;
+  env e;
+  env_make(&e, "rt_config");
+  capstore_config base = env_config(&e);
+  capstore_config c;
+  char msg[256];
+  capstore *cs = NULL;
+#define REFUSED(edit, needle)                                                         \
+  do {                                                                                \
+    c = base;                                                                         \
+    edit;                                                                             \
+    assert_int_equal(capstore_open(&c, &cs, msg, sizeof msg), CS_E_CONFIG);           \
+    assert_null(cs);                                                                  \
+    if (strstr(msg, needle) == NULL) fail_msg("'%s' does not name '%s'", msg, needle); \
+  } while (0)
+  REFUSED(c.spool_dir = NULL, "spool_dir");
+  REFUSED(c.s3_endpoint = "https://s3.example", "exactly one of store_dir and s3_endpoint");
+  REFUSED(c.store_dir = NULL, "exactly one of store_dir and s3_endpoint");
+  REFUSED((c.store_dir = NULL, c.s3_endpoint = "localhost:9000"), "s3_endpoint needs an explicit scheme");
+  REFUSED((c.store_dir = NULL, c.s3_endpoint = "ftp://x"), "s3_endpoint needs an explicit scheme");
+  REFUSED((c.store_dir = NULL, c.s3_endpoint = "http://127.0.0.1:9000", c.s3_bucket = "b"),
+          "s3_endpoint uses http://");
+  REFUSED((c.store_dir = NULL, c.s3_endpoint = "https://127.0.0.1:9000", c.s3_bucket = "b",
+           c.s3_access_key_id = "AKIA", c.s3_secret_access_key = "s", c.s3_region = "us-east-1\r\nX-Evil: 1"),
+          "s3_region has a control byte");
+  REFUSED((c.sqlite_path = NULL, c.clickhouse_url = "localhost:8123"), "clickhouse_url needs an explicit scheme");
+  REFUSED((c.sqlite_path = NULL, c.clickhouse_url = "ftp://x"), "clickhouse_url needs an explicit scheme");
+  REFUSED((c.sqlite_path = NULL, c.clickhouse_url = "http://127.0.0.1:8123/"), "clickhouse_url uses http://");
+  REFUSED(c.clickhouse_url = "https://h:8443/", "exactly one of sqlite_path and clickhouse_url");
+  REFUSED(c.key_prefix = "../other-bucket/", "key_prefix has a '.' or '..' segment");
+  REFUSED(c.key_prefix = "a//", "key_prefix has an empty segment");
+  REFUSED(c.key_prefix = "abc", "key_prefix must end with '/'");
+  REFUSED(c.key_prefix = "", "key_prefix is empty while reconcile is on");
+  REFUSED(c.name = "bad name", "name must be");
+  REFUSED(c.service.lease_ttl_ns = 0, "service.lease_ttl_ns");
+  REFUSED(c.service.index_batch_bytes_max = 4096, "service.index_batch_bytes_max");
+  REFUSED(c.capture.staging_bytes = 1, "capture.staging_bytes");
+  REFUSED(c.fence_margin_ns = 0, "fence_margin_ns");
+  REFUSED(c.engine.start_timeout_ns = 0, "engine.start_timeout");
+#undef REFUSED
+  /* The secret never appears, even when it is what is wrong. */
+  c = base;
+  c.store_dir = NULL;
+  c.s3_endpoint = "https://127.0.0.1:9000";
+  c.s3_bucket = "b";
+  c.s3_access_key_id = "AKIA";
+  c.s3_secret_access_key = "TOPSECRET\n";
+  assert_int_equal(capstore_config_validate(&c, msg, sizeof msg), CS_E_CONFIG);
+  assert_null(strstr(msg, "TOPSECRET"));
+  assert_non_null(strstr(msg, "s3_secret_access_key"));
+  /* Missing credentials come from the environment, or are named. */
+  c.s3_secret_access_key = NULL;
+  unsetenv("AWS_SECRET_ACCESS_KEY");
+  assert_int_equal(capstore_config_validate(&c, msg, sizeof msg), CS_E_CONFIG);
+  assert_non_null(strstr(msg, "AWS_SECRET_ACCESS_KEY"));
+  setenv("AWS_SECRET_ACCESS_KEY", "from-env", 1);
+  assert_int_equal(capstore_config_validate(&c, msg, sizeof msg), CS_E_OK);
+  unsetenv("AWS_SECRET_ACCESS_KEY");
+  /* The base config opens nothing when validated. */
+  assert_int_equal(capstore_config_validate(&base, msg, sizeof msg), CS_E_OK);
+  struct stat st;
+  assert_int_not_equal(stat(e.spool, &st), 0);
+  tc_remove_all(e.root);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_capture_flush_query),
+      cmocka_unit_test(test_empty_flush_and_busy_spool),
+      cmocka_unit_test(test_close_drains_and_reopen),
+      cmocka_unit_test(test_recovers_spooled_packs),
+      cmocka_unit_test(test_config_refusals),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
