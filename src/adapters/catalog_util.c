@@ -2,7 +2,6 @@
  * Backend-neutral catalog helpers (include/capstore/catalog.h): the bulk form
  * of descriptor rows (TabSeparated) and what a pack's rows cost in it.
  */
-#include <stdio.h>
 #include <string.h>
 
 #include "capstore/catalog.h"
@@ -19,10 +18,15 @@ static void put(tsv_out *o, const char *bytes, size_t n) {
   o->len += n;
 }
 
+/* Decimal digits by hand: snprintf was a third of the time of formatting a row. */
 static void put_u64(tsv_out *o, uint64_t value) {
-  char text[24];
-  int n = snprintf(text, sizeof text, "%llu", (unsigned long long)value);
-  put(o, text, (size_t)n);
+  char text[20];
+  size_t at = sizeof text;
+  do {
+    text[--at] = (char)('0' + value % 10);
+    value /= 10;
+  } while (value != 0);
+  put(o, text + at, sizeof text - at);
 }
 
 /* The escape of a byte TabSeparated input must not see raw, or NULL for the others. */
@@ -88,9 +92,9 @@ size_t cs_catalog_tsv_row(const cs_pack_ref *ref, const cs_pack_record *rec, uin
   if (!put_text(&o, ref->key, ref->key_len)) return 0;
   put(&o, "\t", 1);
   if (!put_texts(&o, m)) return 0;
-  char layer[16];
-  int n = snprintf(layer, sizeof layer, "%ld\t", (long)m->layer_number);
-  put(&o, layer, (size_t)n);
+  if (m->layer_number < 0) put(&o, "-", 1);
+  put_u64(&o, m->layer_number < 0 ? (uint64_t)(-(int64_t)m->layer_number) : (uint64_t)m->layer_number);
+  put(&o, "\t", 1);
   const uint64_t ints[5] = {m->producer_rank, m->step_number, m->token_start, m->token_end, m->batch_position};
   for (int i = 0; i < 5; i++) {
     put_u64(&o, ints[i]);
