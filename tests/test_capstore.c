@@ -223,7 +223,7 @@ static void test_config_refusals(void **state) {
   REFUSED(c.service.lease_ttl_ns = 0, "service.lease_ttl_ns");
   REFUSED(c.service.index_batch_bytes_max = 4096, "service.index_batch_bytes_max");
   REFUSED(c.capture.staging_bytes = 1, "capture.staging_bytes");
-  REFUSED(c.fence_margin_ns = 0, "fence_margin_ns");
+  REFUSED(c.fence_margin_ns = 5, "fence_margin_ns");
   REFUSED(c.engine.start_timeout_ns = 0, "engine.start_timeout");
 #undef REFUSED
   /* The secret never appears, even when it is what is wrong. */

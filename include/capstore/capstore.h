@@ -82,7 +82,8 @@ typedef struct capstore_config {
   bool reconcile_at_start;       /* default true */
   /* service.reconcile_interval_ns: 0 (the default here) runs no periodic pass */
 
-  uint64_t fence_margin_ns;      /* the fence's margin: above the catalog's apply delay; default 1 s */
+  uint64_t fence_margin_ns;      /* the fence's margin, above the catalog's apply delay; 0 (default):
+                                    100 ms on SQLite (transactional), 1 s on ClickHouse */
   bool probe_store;              /* run cs_store_probe at open (S3; default true) */
 
   cs_capture_config capture;     /* the sink: sealing, quota, staging, device copies */
@@ -90,7 +91,7 @@ typedef struct capstore_config {
   cs_engine_config engine;       /* start timeout and the stop reserve of close */
 } capstore_config;
 
-/* The documented defaults: publisher, name "capstore", reconcile at start only, fence margin 1 s. */
+/* The documented defaults: publisher, name "capstore", reconcile at start only, the catalog's fence margin. */
 void capstore_config_default(capstore_config *cfg);
 
 /*

@@ -154,6 +154,13 @@ typedef struct cs_cat_head {
   uint64_t head_term;  /* 0 when no claim was ever made */
   bool head_free;      /* every claim at head_term expired, or all are ours */
   uint64_t watermark;  /* highest published version, 0 when none */
+  /*
+   * When the head is not free: how long, by the catalog's clock, until its
+   * last live claim expires (a released holder's tombstone: the fence
+   * margin). 0: unknown. Only a hint for when to look again: waiting less or
+   * more is never unsafe, the claim and its read-back decide.
+   */
+  uint64_t busy_for_ns;
 } cs_cat_head;
 
 /* READ_CLAIMS results. */

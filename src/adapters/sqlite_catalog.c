@@ -165,7 +165,8 @@ static int sc_head(void *self, const cs_uuid *lease_id, cs_cat_head *out, cs_cat
   sqlite_catalog *c = self;
   if (lease_id == NULL || out == NULL || res == NULL) return CS_E_INVALID_ARGUMENT;
   static const char sql[] = "WITH h AS (SELECT coalesce(max(term), 0) AS t FROM " T_LEASE ") SELECT h.t, " FREE_SQL(
-      "h.t") ", (SELECT coalesce(max(version), 0) FROM " T_PUBLISH ") FROM h";
+      "h.t") ", (SELECT coalesce(max(version), 0) FROM " T_PUBLISH "), (SELECT coalesce(max(expires_at_ns), :now) - :now"
+             " FROM " T_LEASE " WHERE term = h.t AND expires_at_ns > :now) FROM h";
   memset(out, 0, sizeof *out);
   sqlite3_stmt *st = NULL;
   params p = {.lease = lease_id, .now = server_now_ns()};
@@ -176,6 +177,8 @@ static int sc_head(void *self, const cs_uuid *lease_id, cs_cat_head *out, cs_cat
     out->head_term = (uint64_t)sqlite3_column_int64(st, 0);
     out->head_free = sqlite3_column_int(st, 1) != 0;
     out->watermark = (uint64_t)sqlite3_column_int64(st, 2);
+    int64_t busy_for = sqlite3_column_int64(st, 3);
+    out->busy_for_ns = out->head_free || busy_for < 0 ? 0 : (uint64_t)busy_for;
   }
   res_set(c, res, rc == SQLITE_ROW ? SQLITE_OK : rc == SQLITE_DONE ? SQLITE_INTERNAL : rc);
   sqlite3_finalize(st);

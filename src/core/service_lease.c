@@ -104,6 +104,23 @@ bool cs_svc_lease_poll(cs_service *svc, uint64_t now_ns, cs_action *out) {
   return lease_issue(svc, now_ns, out);
 }
 
+/*
+ * How long a standby waits before it looks at a busy head again: TTL/3, or
+ * until the head's last claim expires when the catalog says so (a released
+ * holder's tombstone lasts only the fence margin), plus a jitter of its own
+ * so standbys that saw the same expiry do not contest the next term.
+ */
+static uint64_t busy_wait(cs_service *svc, uint64_t busy_for_ns) {
+  uint64_t wait = svc->cfg.lease_ttl_ns / 3;
+  if (busy_for_ns > 0 && busy_for_ns < wait) {
+    uint64_t jitter = busy_for_ns / 4 + CS_MS_NS;
+    uint64_t hinted = busy_for_ns + cs_prng_below(&svc->prng, jitter);
+    if (hinted < wait) wait = hinted;
+  }
+  assert(wait > 0 && wait <= svc->cfg.lease_ttl_ns / 3);
+  return wait;
+}
+
 static void on_head(cs_service *svc, uint64_t now_ns, const cs_event *ev) {
   if (ev->outcome != CS_OUT_OK) {
     cs_svc_set_error(svc, "lease head", "", ev->outcome);
@@ -112,7 +129,7 @@ static void on_head(cs_service *svc, uint64_t now_ns, const cs_event *ev) {
   }
   if (ev->cat_head.watermark > svc->lease_watermark) svc->lease_watermark = ev->cat_head.watermark;
   if (!ev->cat_head.head_free) {
-    lease_lost(svc, now_ns, CS_LEASE_BUSY, svc->cfg.lease_ttl_ns / 3);
+    lease_lost(svc, now_ns, CS_LEASE_BUSY, busy_wait(svc, ev->cat_head.busy_for_ns));
     return;
   }
   svc->lease_base_term = ev->cat_head.head_term;

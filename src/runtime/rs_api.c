@@ -47,7 +47,7 @@ void capstore_config_default(capstore_config *cfg) {
   cfg->name = "capstore";
   cfg->role = CS_ROLE_PUBLISHER;
   cfg->reconcile_at_start = true;
-  cfg->fence_margin_ns = 1 * SEC;
+  cfg->fence_margin_ns = 0; /* by catalog: 100 ms for SQLite (transactions), 1 s for ClickHouse */
   cfg->probe_store = true;
   cs_capture_config_default(&cfg->capture);
   cs_service_config_default(&cfg->service, CS_ROLE_PUBLISHER);
@@ -179,8 +179,9 @@ static int validate(const capstore_config *cfg, bool lists_known, char *msg, siz
     return refuse(CS_E_CONFIG, msg, msg_size, "capture.%s", inner);
   if (cs_engine_config_validate(&cfg->engine, inner, sizeof inner) != CS_E_OK)
     return refuse(CS_E_CONFIG, msg, msg_size, "engine.%s", inner);
-  if (cfg->fence_margin_ns < MS || cfg->fence_margin_ns >= cfg->service.lease_ttl_ns / 3)
-    return refuse(CS_E_CONFIG, msg, msg_size, "fence_margin_ns must be >= 1 ms and < service.lease_ttl_ns / 3");
+  if (cfg->fence_margin_ns != 0 && (cfg->fence_margin_ns < MS || cfg->fence_margin_ns >= cfg->service.lease_ttl_ns / 3))
+    return refuse(CS_E_CONFIG, msg, msg_size,
+                  "fence_margin_ns must be 0 (the catalog's default) or >= 1 ms and < service.lease_ttl_ns / 3");
   if (cfg->service.index_batch_bytes_max < CS_PACK_FOOTER_BYTES_MAX)
     return refuse(CS_E_CONFIG, msg, msg_size,
                   "service.index_batch_bytes_max must be >= 64 MiB (a footer's bound): a smaller budget would set "
@@ -407,6 +408,7 @@ int capstore_open(const capstore_config *cfg, capstore **out, char *msg, size_t 
   rt->cfg.service.reconcile_at_start = cfg->reconcile_at_start;
   if (rt->cfg.capture.sink.spool_packs_max > rt->cfg.service.spool_packs_max)
     rt->cfg.capture.sink.spool_packs_max = rt->cfg.service.spool_packs_max;
+  if (rt->cfg.fence_margin_ns == 0) rt->cfg.fence_margin_ns = cfg->sqlite_path != NULL ? 100 * MS : 1 * SEC;
   rt->cfg.capture.on_sealed = on_sealed;
   rt->cfg.capture.on_sealed_context = rt;
   if (!own_strings(rt, cfg) || init_sync(cs) != CS_E_OK) {

@@ -101,7 +101,8 @@ int rs_catalog_open(rs_runtime *rt, cs_catalog *out, char *msg, size_t msg_size)
                              .table_prefix = rt->name,
                              .holder = rt->holder,
                              .connect_timeout_ns = cfg->catalog_connect_timeout_ns,
-                             .request_timeout_ns = timeout};
+                             .request_timeout_ns = timeout,
+                             .allow_insecure = cfg->clickhouse_allow_insecure};
   int rc = cs_clickhouse_open(&ch, out);
   if (rc != CS_E_OK) snprintf(msg, msg_size, "clickhouse_url: cannot open the catalog (%s)", cs_strerror(rc));
   return rc;
