@@ -29,3 +29,9 @@ add_test(NAME cli.spool
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/spool_cli.sh $<TARGET_FILE:capstore_cli>
           $<TARGET_FILE:spool_cli_fixture> ${CMAKE_CURRENT_BINARY_DIR}/spool_cli)
 set_tests_properties(cli.spool PROPERTIES LABELS "runtime;cli" TIMEOUT 120)
+
+# The README's C example (examples/quickstart.c) runs as a user would: in a fresh directory, no server.
+add_test(NAME example.quickstart
+  COMMAND sh -c "rm -rf quickstart && mkdir quickstart && cd quickstart && $<TARGET_FILE:example_quickstart>"
+  WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
+set_tests_properties(example.quickstart PROPERTIES LABELS "runtime;example" TIMEOUT 120)
