@@ -44,7 +44,7 @@ static void flush_honest(sim_world *w, sim_proc *p, const sim_flush_rec *rec, co
     const sim_pack *sp = &w->packs[i];
     if (sp->proc != p->index || !sp->durable || sp->sealed_order == 0 || sp->sealed_order > rec->boundary_order)
       continue;
-    if (sp->poison_large || sp->poison_invalid || sp->ref.index_bytes > w->catalog_insert_bytes_max) continue;
+    if (sp->poison_large || sp->poison_invalid || sim_catalog_refuses_alone(w, i)) continue;
     if (handed_off(w, p, i)) continue;
     char id[CS_UUID_TEXT_LEN + 1];
     sim_bail(w, SIM_EXIT_SAFETY, "flush %" PRIu64 " of p%u said drained but pack %s sealed before it is not %s",

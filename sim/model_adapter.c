@@ -254,14 +254,22 @@ typedef struct model_row {
   char *text;
 } model_row;
 
+/* An inventory row: it names the descriptor rows of (pack_id, version). */
+typedef struct model_named {
+  cs_uuid pack_id;
+  uint64_t version;
+} model_named;
+
 typedef struct model_catalog {
   sim_world *w;
   sim_result result;
   sim_req req;
   uint64_t start_ns;
   uint64_t advance_ns;
-  model_row *rows;
+  model_row *rows; /* every descriptor row that landed, orphans included */
   size_t row_count, row_capacity;
+  model_named *named;
+  size_t named_count, named_capacity;
 } model_catalog;
 
 static void cat_res(cs_catalog_result *res, cs_outcome outcome, const char *detail) {
@@ -414,6 +422,26 @@ static bool rows_store(model_catalog *m, uint64_t version, const cs_index_pack *
   return true;
 }
 
+static bool named_store(model_catalog *m, uint64_t version, const cs_index_pack *packs, uint32_t pack_count) {
+  if (m->named_count + pack_count > m->named_capacity) {
+    size_t cap = m->named_capacity == 0 ? 64 : m->named_capacity;
+    while (cap < m->named_count + pack_count) cap *= 2;
+    model_named *named = realloc(m->named, cap * sizeof *named);
+    if (named == NULL) return false;
+    m->named = named;
+    m->named_capacity = cap;
+  }
+  for (uint32_t i = 0; i < pack_count; i++)
+    m->named[m->named_count++] = (model_named){packs[i].ref->pack_id, version};
+  return true;
+}
+
+static bool is_named(const model_catalog *m, const cs_uuid *pack_id, uint64_t version) {
+  for (size_t i = 0; i < m->named_count; i++)
+    if (m->named[i].version == version && cs_uuid_equal(&m->named[i].pack_id, pack_id)) return true;
+  return false;
+}
+
 static int mc_index(void *self, const cs_uuid *lease_id, uint64_t margin_ns, uint64_t version,
                     const cs_index_pack *packs, uint32_t pack_count, cs_catalog_result *res) {
   model_catalog *m = self;
@@ -431,10 +459,10 @@ static int mc_index(void *self, const cs_uuid *lease_id, uint64_t margin_ns, uin
   m->req.count = pack_count;
   m->req.version = version;
   m->w->fence_margin_ns = margin_ns;
-  uint64_t refused = m->w->counters.fenced_refused;
   cat_finish(m, res);
-  bool applied = res->outcome == CS_OUT_OK && m->w->counters.fenced_refused == refused;
-  if (applied && !rows_store(m, version, packs, pack_count)) return CS_E_NO_MEMORY;
+  /* The rows land unfenced, as the real adapters' bulk insert does; only the inventory is fenced. */
+  if (m->req.rows_landed && !rows_store(m, version, packs, pack_count)) return CS_E_NO_MEMORY;
+  if (m->req.inventory_landed && !named_store(m, version, packs, pack_count)) return CS_E_NO_MEMORY;
   return CS_E_OK;
 }
 
@@ -505,6 +533,7 @@ static int mc_read_descriptors(void *self, uint64_t watermark, const cs_uuid *pa
   for (size_t i = 0; i < m->row_count; i++) {
     const model_row *row = &m->rows[i];
     if (!cs_uuid_equal(&row->pack_id, pack_id) || row->version > watermark) continue;
+    if (!is_named(m, &row->pack_id, row->version)) continue; /* an orphan: no inventory row names it */
     uint32_t slot = 0;
     while (slot < *count && text_cmp(&rows[slot].record.meta.capture_id, &row->record.meta.capture_id) != 0) slot++;
     if (slot < *count && rows[slot].version >= row->version) continue; /* argMax(version) */
@@ -523,6 +552,7 @@ static void mc_close(void *self) {
   model_catalog *m = self;
   for (size_t i = 0; i < m->row_count; i++) free(m->rows[i].text);
   free(m->rows);
+  free(m->named);
   free(m->w);
   free(m);
 }

@@ -263,6 +263,14 @@ static bool head_free_for(const sim_world *w, const cs_uuid *lease_id) {
   return all_expired || all_mine;
 }
 
+/* How long until the head's last live claim expires, by the catalog's clock. */
+static uint64_t head_busy_for(const sim_world *w) {
+  uint64_t now = sim_catalog_now(w), last = now;
+  for (uint32_t i = head_first(w); i < w->claim_count; i++)
+    if (w->claims[i].expires_ns > last) last = w->claims[i].expires_ns;
+  return last - now;
+}
+
 /* The sole live claimant of the head term (its proc), or SIM_NONE. */
 uint32_t sim_catalog_holder(const sim_world *w, uint64_t server_now_ns, uint64_t *term) {
   uint32_t first = head_first(w);
@@ -333,13 +341,40 @@ static void catalog_read_claims(sim_world *w, sim_req *req) {
 }
 
 
+/*
+ * INDEX as the adapters send it (docs/catalog-protocol.md): the descriptor
+ * rows in bulk, unfenced, then the inventory rows (one per pack) in a fenced
+ * statement. Only the inventory statement has a size: about a kilobyte of
+ * column list and fence and a row per pack with its key, measured against
+ * the server's limit before any row is sent, so the batch is refused whole
+ * (halving fixes it) and a pack's own rows never count. These are the
+ * ClickHouse adapter's statement lengths, within a tenth.
+ */
+#define SIM_INVENTORY_FIXED_BYTES 1024u
+#define SIM_INVENTORY_ROW_BYTES 160u
+
+static uint64_t inventory_row_bytes(const sim_world *w, uint32_t pack) {
+  return SIM_INVENTORY_ROW_BYTES + w->packs[pack].ref.key_len;
+}
+
+/* Only a statement limit below one pack's inventory row (a plan's too_large window) refuses a pack alone. */
+bool sim_catalog_refuses_alone(const sim_world *w, uint32_t pack) {
+  return SIM_INVENTORY_FIXED_BYTES + inventory_row_bytes(w, pack) > w->catalog_insert_bytes_max;
+}
+
+/*
+ * The request ended in a lost answer or a timeout: half the time the
+ * connection went while the descriptor rows were on the wire or answering,
+ * so the inventory statement was never sent.
+ */
+static bool index_cut_between(sim_world *w, const sim_req *req) {
+  bool lost = req->has_forced && (req->forced == CS_OUT_UNKNOWN || req->forced == CS_OUT_TIMEOUT);
+  return lost && cs_prng_below(&w->prng_net, 2) == 0;
+}
+
 static void catalog_index(sim_world *w, sim_req *req) {
   req->outcome = CS_OUT_OK;
-  if (!fence_passes(w, &req->lease_id)) {
-    w->counters.fenced_refused++;
-    return;
-  }
-  uint64_t bytes = 0;
+  uint64_t bytes = SIM_INVENTORY_FIXED_BYTES;
   bool invalid = false;
   for (uint32_t i = 0; i < req->count; i++) {
     uint32_t pack = req->packs[i];
@@ -347,22 +382,35 @@ static void catalog_index(sim_world *w, sim_req *req) {
       w->counters.index_foreign++;
       continue;
     }
-    bytes += w->packs[pack].ref.index_bytes;
+    bytes += inventory_row_bytes(w, pack);
     invalid = invalid || w->packs[pack].poison_invalid;
   }
   if (bytes > w->catalog_insert_bytes_max) {
-    req->outcome = CS_OUT_TOO_LARGE;
+    req->outcome = CS_OUT_TOO_LARGE; /* measured before any row was sent */
     return;
   }
   if (invalid) {
-    req->outcome = CS_OUT_INVALID;
+    req->outcome = CS_OUT_INVALID; /* a value refused before sending, or the rows' body refused whole */
     return;
   }
-  req->land_pending = true; /* the fence passed now; the rows land a little later */
+  req->rows_landed = true; /* unfenced: a stale holder's rows land too, named by nothing */
+  if (index_cut_between(w, req)) {
+    w->counters.orphan_index_writes++;
+    return;
+  }
+  if (!fence_passes(w, &req->lease_id)) {
+    w->counters.fenced_refused++;
+    w->counters.orphan_index_writes++;
+    return;
+  }
+  req->land_pending = true; /* the fence passed now; the inventory rows land a little later */
 }
 
+/* The inventory rows land: they name the descriptor rows at (pack, version), which landed before them. */
 static void land_index(sim_world *w, sim_req *req) {
+  if (!req->rows_landed) sim_bail(w, SIM_EXIT_SAFETY, "p%u's inventory rows landed without their descriptors", req->proc);
   sim_check_effective_write(w, req);
+  req->inventory_landed = true;
   for (uint32_t i = 0; i < req->count; i++) {
     sim_pack *pack = req->packs[i] == SIM_NONE ? NULL : &w->packs[req->packs[i]];
     if (pack != NULL && (pack->min_version == 0 || req->version < pack->min_version))
@@ -410,7 +458,7 @@ static void land_reject(sim_world *w, sim_req *req) {
     uint32_t pack = req->packs[i];
     if (pack == SIM_NONE) continue;
     sim_pack *sp = &w->packs[pack];
-    if (!sp->poison_large && !sp->poison_invalid && sp->ref.index_bytes <= w->catalog_insert_bytes_max) {
+    if (!sp->poison_large && !sp->poison_invalid && !sim_catalog_refuses_alone(w, pack)) {
       char id[CS_UUID_TEXT_LEN + 1];
       cs_uuid_format(&sp->ref.pack_id, id);
       sim_bail(w, SIM_EXIT_SAFETY, "p%u recorded healthy pack %s as rejected", req->proc, id);
@@ -446,6 +494,7 @@ void sim_catalog_apply(sim_world *w, sim_req *req) {
     req->cat_head.head_term = head_term(w);
     req->cat_head.head_free = head_free_for(w, &req->lease_id);
     req->cat_head.watermark = w->watermark;
+    req->cat_head.busy_for_ns = req->cat_head.head_free ? 0 : head_busy_for(w);
     req->outcome = CS_OUT_OK;
     return;
   case CS_OP_CAT_CLAIM: catalog_claim(w, req); return;

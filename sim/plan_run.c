@@ -220,6 +220,7 @@ bool sim_plan_counter(const sim_world *w, const char *n, uint64_t *out) {
       {"flush_expect_failed", c->flush_expect_failed}, {"rejected_reported", c->rejected_reported},
       {"rival_acquired", c->rival_acquired},     {"holder_changes", c->holder_changes},
       {"fenced_refused", c->fenced_refused},     {"index_foreign", c->index_foreign},
+      {"orphan_index_writes", c->orphan_index_writes},
       {"crashes", c->crashes},                   {"replace_done", c->replace_done},
       {"close_done", c->close_done},             {"engine_failures", c->engine_failures},
       {"visible_records", sim_visible_records(w)}, {"lost_records", lost_records(w)},

@@ -426,7 +426,7 @@ static void spool_op(sim_world *w, sim_proc *p, const cs_action *act) {
   }
   if (act->op == CS_OP_SPOOL_REMOVE) sim_check_removal(w, p, pack);
   if (act->op == CS_OP_SPOOL_QUARANTINE && !w->packs[pack].poison_large && !w->packs[pack].poison_invalid &&
-      w->packs[pack].ref.index_bytes <= w->catalog_insert_bytes_max)
+      !sim_catalog_refuses_alone(w, pack))
     sim_bail(w, SIM_EXIT_SAFETY, "proc %u: healthy pack %s set aside (%s)", p->index, act->pack->key,
              act->reason != NULL ? act->reason : "");
   sim_schedule(w, w->now_ns + rand_range(&w->prng_storage, 50000, 500000), EV_SPOOL_DONE, p->index, act->id,
@@ -1175,7 +1175,8 @@ faults:
   w->uploaders = pr->on[F_UPLOADERS] ? 1 + (uint32_t)cs_prng_below(&w->prng_faults, 2) : 0;
   w->rivals = pr->on[F_RIVALS] ? 1 + (uint32_t)cs_prng_below(&w->prng_faults, 2) : 0;
   w->catalog_insert_bytes_max = w->base_svc.index_batch_bytes_max;
-  if (pr->on[F_CATALOG_TOO_LARGE]) w->catalog_insert_bytes_max = 3328 + cs_prng_below(&w->prng_faults, 8000);
+  /* A statement limit that holds the inventory rows of 1 to about 12 packs (sim_catalog_refuses_alone): splits. */
+  if (pr->on[F_CATALOG_TOO_LARGE]) w->catalog_insert_bytes_max = 1536 + cs_prng_below(&w->prng_faults, 2560);
   if (pr->on[F_DISK_FULL]) {
     w->base_sink.spool_packs_max = 8;
     w->base_sink.spool_bytes_max = 1024 * 1024;

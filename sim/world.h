@@ -80,6 +80,8 @@ typedef struct sim_req {
   bool applied;
   bool answered;
   bool land_pending;          /* a fenced write passed its fence; its rows land later */
+  bool rows_landed;           /* INDEX: its descriptor rows landed (unfenced, at arrival) */
+  bool inventory_landed;      /* INDEX: its inventory rows landed (fenced): the rows are named */
   bool reply_after_land;      /* the answer leaves once the rows landed (or the fence refused) */
   uint64_t reply_half_ns;     /* the answer's way back */
   cs_uuid lease_id;
@@ -255,6 +257,7 @@ typedef struct sim_counters {
   uint64_t fenced_refused;
   uint64_t contested_terms;
   uint64_t index_foreign;
+  uint64_t orphan_index_writes; /* INDEXes whose descriptor rows landed and inventory did not */
   uint64_t cycles_during_fault;
   uint64_t crashes;
   uint64_t pauses;
@@ -300,7 +303,7 @@ typedef struct sim_world {
   uint32_t publish_count;
   uint64_t watermark;
   uint64_t watermark_sent_ns; /* when the publish that set the watermark was sent */
-  uint64_t catalog_insert_bytes_max;
+  uint64_t catalog_insert_bytes_max; /* the server's statement limit, which INDEX's inventory part meets */
   uint64_t fence_margin_ns;
   uint64_t apply_delay_max_ns; /* rows land up to this long after the fence check */
   uint64_t last_holder_term;
@@ -345,6 +348,7 @@ void sim_store_apply(sim_world *w, sim_req *req);
 void sim_catalog_apply(sim_world *w, sim_req *req);
 void sim_catalog_land(sim_world *w, sim_req *req);
 bool sim_catalog_committed(const sim_world *w, uint32_t pack);
+bool sim_catalog_refuses_alone(const sim_world *w, uint32_t pack);
 uint32_t sim_store_find(const sim_world *w, const char *key, uint32_t key_len);
 void sim_store_put_object(sim_world *w, const cs_pack_ref *ref, bool is_pack, uint32_t pack);
 uint32_t sim_truth_of(const sim_world *w, const cs_uuid *id);

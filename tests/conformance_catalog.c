@@ -463,6 +463,43 @@ static void test_descriptors(void **state) {
   for (uint32_t i = 0; i < count; i++) descriptor_check(&rows[i], &other, 3, 3);
 }
 
+static uint32_t descriptors_at(cs_catalog *c, uint64_t watermark, const test_pack *p, cs_descriptor_row *rows) {
+  uint32_t count = 99;
+  cs_catalog_result res;
+  assert_int_equal(c->ops->read_descriptors(c->self, watermark, &p->ref.pack_id, rows, 8, &count, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_OK);
+  return count;
+}
+
+/*
+ * A stale holder's INDEX shows nothing: not through READ_DESCRIPTORS at any
+ * watermark, not through COMMITTED. Where the descriptor rows travel
+ * unfenced (ClickHouse, the model) they land as orphans that no inventory
+ * row names; the holder indexing the same pack at the same version later
+ * shows each capture once.
+ */
+static void test_stale_index_invisible(void **state) {
+  cs_catalog *c = *state;
+  test_pack p;
+  pack_make(&p, 9, 1);
+  test_pack *batch[] = {&p};
+  uint64_t term = acquire(c, &lease_a, TTL_LONG_NS);
+  index_packs(c, &lease_b, MARGIN_NS, 1, batch, 1); /* b holds nothing: OK, and nothing named */
+  publish(c, &lease_a, MARGIN_NS, 1, term);
+  cs_descriptor_row rows[8];
+  assert_int_equal(descriptors_at(c, 1, &p, rows), 0);
+  assert_int_equal(descriptors_at(c, INT64_MAX, &p, rows), 0);
+  bool held = true, rejected = true;
+  committed_one(c, &p.ref.pack_id, &held, &rejected);
+  assert_false(held);
+  assert_false(rejected);
+  index_packs(c, &lease_a, MARGIN_NS, 1, batch, 1);
+  assert_int_equal(descriptors_at(c, 1, &p, rows), 3);
+  for (uint32_t i = 0; i < 3; i++) descriptor_check(&rows[i], &p, 1, 1);
+  committed_one(c, &p.ref.pack_id, &held, &rejected);
+  assert_true(held);
+}
+
 static void test_watermark(void **state) {
   cs_catalog *c = *state;
   uint64_t term = acquire(c, &lease_a, TTL_LONG_NS);
@@ -491,6 +528,7 @@ int conformance_catalog_run_backend(const char *group, const conformance_catalog
       cmocka_unit_test_setup_teardown(test_fence, setup, teardown),
       cmocka_unit_test_setup_teardown(test_committed, setup, teardown),
       cmocka_unit_test_setup_teardown(test_descriptors, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_stale_index_invisible, setup, teardown),
       cmocka_unit_test_setup_teardown(test_watermark, setup, teardown),
   };
   return _cmocka_run_group_tests(group, tests, sizeof tests / sizeof tests[0], NULL, NULL);
