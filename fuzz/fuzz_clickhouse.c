@@ -3,7 +3,10 @@
  * HTTP status byte pair followed by a body; the body goes through the error
  * parser and the classifier, then through the strict TabSeparated reader at
  * a column count taken from the first byte. Nothing may crash, read out of
- * bounds or return a field outside the buffer.
+ * bounds or return a field outside the buffer. Then the body, as a text
+ * value and as the key, goes through the bulk form of a descriptor row
+ * (catalog.h) and back through the reader: it must come back byte for byte,
+ * or be refused exactly when it holds a NUL.
  */
 #include <assert.h>
 #include <stdint.h>
@@ -13,6 +16,36 @@
 #include "capstore/clickhouse.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void bulk_round_trip(const char *text, size_t len) {
+  static cs_pack_ref ref;
+  static cs_pack_record rec;
+  memset(&rec, 0, sizeof rec);
+  bool key_fits = len < CS_KEY_MAX;
+  if (cs_pack_ref_set_key(&ref, key_fits ? text : "k", key_fits ? len : 1) != CS_E_OK) abort();
+  cs_pack_text value = {text, len}, plain = {"v", 1};
+  cs_pack_meta *m = &rec.meta;
+  m->capture_id = m->run_id = m->hook_name = value;
+  m->tenant_id = m->experiment_id = m->session_id = m->request_id = m->sequence_id = plain;
+  m->model_id = m->model_revision = m->capture_policy_version = plain;
+  m->adapter_revision = len % 2 == 0 ? value : (cs_pack_text){NULL, 0};
+  size_t n = cs_catalog_tsv_row(&ref, &rec, 7, NULL, 0);
+  bool has_nul = memchr(text, '\0', len) != NULL || (key_fits && memchr(ref.key, '\0', ref.key_len) != NULL);
+  assert((n == 0) == has_nul);
+  if (n == 0) return;
+  char *row = malloc(n);
+  if (row == NULL) return;
+  assert(cs_catalog_tsv_row(&ref, &rec, 7, row, n) == n);
+  cs_clickhouse_tsv tsv = {row, row + n};
+  char *f[CS_CATALOG_DESCRIPTOR_COLUMN_COUNT];
+  size_t flen[CS_CATALOG_DESCRIPTOR_COLUMN_COUNT];
+  assert(cs_clickhouse_tsv_next(&tsv, f, flen, CS_CATALOG_DESCRIPTOR_COLUMN_COUNT) == 1);
+  assert(cs_clickhouse_tsv_next(&tsv, f, flen, CS_CATALOG_DESCRIPTOR_COLUMN_COUNT) == 0);
+  const int columns[4] = {2, 5, 13, 1}; /* capture_id, run_id, hook_name, key */
+  for (int i = 0; i < (key_fits ? 4 : 3); i++) assert(f[columns[i]] != NULL && flen[columns[i]] == len && memcmp(f[columns[i]], text, len) == 0);
+  assert(len % 2 == 0 ? f[11] != NULL && flen[11] == len : f[11] == NULL);
+  free(row);
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 3) return 0;
@@ -42,5 +75,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
   }
   free(copy);
+  bulk_round_trip(body, len);
   return 0;
 }

@@ -344,14 +344,15 @@ static void catalog_read_claims(sim_world *w, sim_req *req) {
 /*
  * INDEX as the adapters send it (docs/catalog-protocol.md): the descriptor
  * rows in bulk, unfenced, then the inventory rows (one per pack) in a fenced
- * statement. Only the inventory statement has a size: about a kilobyte of
- * column list and fence and a row per pack with its key, measured against
- * the server's limit before any row is sent, so the batch is refused whole
- * (halving fixes it) and a pack's own rows never count. These are the
- * ClickHouse adapter's statement lengths, within a tenth.
+ * statement. Only the inventory statement has a size: the column list and
+ * the fence, and a row per pack with its key, measured against the server's
+ * limit before any row is sent, so the batch is refused whole (halving fixes
+ * it) and a pack's own rows never count. The lengths are the ClickHouse
+ * adapter's with its default table prefix (measured: 651 bytes, and 150
+ * bytes plus the key a pack).
  */
-#define SIM_INVENTORY_FIXED_BYTES 1024u
-#define SIM_INVENTORY_ROW_BYTES 160u
+#define SIM_INVENTORY_FIXED_BYTES 651u
+#define SIM_INVENTORY_ROW_BYTES 150u
 
 static uint64_t inventory_row_bytes(const sim_world *w, uint32_t pack) {
   return SIM_INVENTORY_ROW_BYTES + w->packs[pack].ref.key_len;

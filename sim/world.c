@@ -1175,7 +1175,7 @@ faults:
   w->uploaders = pr->on[F_UPLOADERS] ? 1 + (uint32_t)cs_prng_below(&w->prng_faults, 2) : 0;
   w->rivals = pr->on[F_RIVALS] ? 1 + (uint32_t)cs_prng_below(&w->prng_faults, 2) : 0;
   w->catalog_insert_bytes_max = w->base_svc.index_batch_bytes_max;
-  /* A statement limit that holds the inventory rows of 1 to about 12 packs (sim_catalog_refuses_alone): splits. */
+  /* A statement limit that holds the inventory rows of 3 to 14 packs (sim_catalog_refuses_alone): splits. */
   if (pr->on[F_CATALOG_TOO_LARGE]) w->catalog_insert_bytes_max = 1536 + cs_prng_below(&w->prng_faults, 2560);
   if (pr->on[F_DISK_FULL]) {
     w->base_sink.spool_packs_max = 8;

@@ -197,7 +197,9 @@ static void test_lease_claim_and_refused_twin(void **state) {
   h = head_of(&cat, &b);
   assert_int_equal(h.head_term, 1);
   assert_false(h.head_free); /* a live claim of another */
+  assert_true(h.busy_for_ns > 28 * CS_SEC_NS && h.busy_for_ns <= 31 * CS_SEC_NS); /* its TTL, by whole seconds */
   assert_true(head_of(&cat, &a).head_free); /* all ours */
+  assert_int_equal(head_of(&cat, &a).busy_for_ns, 0);
   claim_ok(&cat, &b, 0, 30 * CS_SEC_NS);   /* stale base: a no-op */
   claim_ok(&cat, &b, 1, 30 * CS_SEC_NS);   /* head busy: a no-op */
   assert_int_equal(head_of(&cat, &b).head_term, 1);

@@ -551,17 +551,23 @@ static int ch_head(void *self, const cs_uuid *lease_id, cs_cat_head *out, cs_cat
   q_head_term(ch);
   buf_str(q, "), (SELECT max(version) FROM ");
   buf_str(q, ch->publishes);
+  buf_str(q, "), (SELECT greatest(max(expires_at_ns), " CH_NOW_NS ") - " CH_NOW_NS " FROM ");
+  buf_str(q, ch->claims);
+  buf_str(q, " WHERE term = ");
+  q_head_term(ch);
   buf_str(q, ") FORMAT TabSeparated");
+  memset(out, 0, sizeof *out);
   ch_exec(ch, res);
   if (res->outcome != CS_OUT_OK) return CS_E_OK;
-  uint64_t v[4];
-  if (!answer_u64_row(ch, v, 4)) {
+  uint64_t v[5];
+  if (!answer_u64_row(ch, v, 5)) {
     answer_malformed(res, "head: malformed answer");
     return CS_E_OK;
   }
   out->head_term = v[0];
   out->head_free = v[1] == 0 || v[2] == 0; /* every claim expired, or all are ours */
   out->watermark = v[3];
+  out->busy_for_ns = out->head_free ? 0 : v[4]; /* the head's last claim to expire, by the server's clock */
   return CS_E_OK;
 }
 
