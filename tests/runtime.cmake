@@ -35,3 +35,8 @@ add_test(NAME example.quickstart
   COMMAND sh -c "rm -rf quickstart && mkdir quickstart && cd quickstart && $<TARGET_FILE:example_quickstart>"
   WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
 set_tests_properties(example.quickstart PROPERTIES LABELS "runtime;example" TIMEOUT 120)
+
+# One capture process for the live service tests (tests/live_service.py): capture, serve, check, switch.
+add_executable(capstore_rt_fixture ${CMAKE_CURRENT_SOURCE_DIR}/rt_fixture.c)
+target_link_libraries(capstore_rt_fixture PRIVATE capstore_runtime)
+target_include_directories(capstore_rt_fixture PRIVATE ${CMAKE_SOURCE_DIR}/faults)

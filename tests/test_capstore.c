@@ -48,7 +48,7 @@ static void read_back(const env *e, uint64_t expected, tc_seen *seen) {
   cs_catalog catalog;
   assert_int_equal(cs_dirstore_open(e->bucket, &store), CS_E_OK);
   assert_int_equal(cs_sqlite_catalog_open(e->db, 0, &catalog), CS_E_OK);
-  assert_int_equal(tc_read_back(&store, &catalog, "capstore/", expected, seen), CS_E_OK);
+  assert_int_equal(tc_read_back(&store, &catalog, "capstore/", expected, expected, seen), CS_E_OK);
   catalog.ops->close(catalog.self);
   cs_store_close(&store);
 }

@@ -156,6 +156,16 @@ void capstore_free(capstore *cs);
 /* CLOCK_MONOTONIC in nanoseconds: the clock of every deadline here. */
 uint64_t capstore_clock_ns(void);
 
+/*
+ * The object store and the catalog that cfg names, opened as the runtime
+ * opens them (credentials from the environment included), for readers and
+ * tools. Only the store or catalog half of cfg is validated. The caller
+ * closes them (cs_store_close, catalog->ops->close). CS_E_CONFIG (msg names
+ * the field), or the adapter's error.
+ */
+int capstore_open_store(const capstore_config *cfg, cs_store *out, char *msg, size_t msg_size);
+int capstore_open_catalog(const capstore_config *cfg, cs_catalog *out, char *msg, size_t msg_size);
+
 /* Per-stage counts of the service, the sink and the runtime. */
 typedef struct capstore_stats {
   cs_snapshot service;

@@ -431,6 +431,46 @@ int capstore_open(const capstore_config *cfg, capstore **out, char *msg, size_t 
   return CS_E_OK;
 }
 
+/* A runtime holding only cfg's resolved strings, for opening one adapter. */
+static rs_runtime *adapter_runtime(const capstore_config *cfg) {
+  rs_runtime *rt = calloc(1, sizeof *rt);
+  if (rt == NULL) return NULL;
+  rt->cfg = *cfg;
+  if (cfg->name == NULL) rt->cfg.name = "capstore";
+  if (!own_strings(rt, &rt->cfg)) {
+    free_strings(rt);
+    free(rt);
+    return NULL;
+  }
+  return rt;
+}
+
+int capstore_open_store(const capstore_config *cfg, cs_store *out, char *msg, size_t msg_size) {
+  if (cfg == NULL || out == NULL) return refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "cfg and out must not be NULL");
+  int rc = validate_store(cfg, msg, msg_size);
+  if (rc != CS_E_OK) return rc;
+  rs_runtime *rt = adapter_runtime(cfg);
+  if (rt == NULL) return refuse(CS_E_NO_MEMORY, msg, msg_size, "no memory");
+  rc = rs_store_open(rt, out, msg, msg_size);
+  free_strings(rt);
+  free(rt);
+  return rc;
+}
+
+int capstore_open_catalog(const capstore_config *cfg, cs_catalog *out, char *msg, size_t msg_size) {
+  if (cfg == NULL || out == NULL) return refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "cfg and out must not be NULL");
+  int rc = validate_catalog(cfg, msg, msg_size);
+  if (rc == CS_E_OK && cfg->name != NULL && !name_ok(cfg->name))
+    rc = refuse(CS_E_CONFIG, msg, msg_size, "name must be 1..64 of A-Z a-z 0-9 _");
+  if (rc != CS_E_OK) return rc;
+  rs_runtime *rt = adapter_runtime(cfg);
+  if (rt == NULL) return refuse(CS_E_NO_MEMORY, msg, msg_size, "no memory");
+  rc = rs_catalog_open(rt, out, msg, msg_size);
+  free_strings(rt);
+  free(rt);
+  return rc;
+}
+
 /* ---- capture, flush, close ---------------------------------------------------------------------- */
 
 int capstore_write(capstore *cs, const cs_pack_meta *meta, const void *bytes, size_t length, char *msg,

@@ -303,12 +303,7 @@ static void pump(rs_runtime *rt) {
   for (bool progress = true; progress;) {
     progress = false;
     uint64_t now = cs_capture_clock_ns();
-    cs_engine_tick(&rt->engine, now);
-    cs_engine_action ea;
-    while (cs_engine_poll(&rt->engine, now, &ea)) {
-      exec_engine_action(rt, now, &ea);
-      progress = true;
-    }
+    /* The service first: a flush due now answers with its counts before the engine times its step out. */
     if (rt->svc != NULL && rt->svc_started) {
       cs_action act;
       while (cs_service_poll(rt->svc, now, &act)) {
@@ -323,6 +318,12 @@ static void pump(rs_runtime *rt) {
           progress = true;
         }
       }
+    }
+    cs_engine_tick(&rt->engine, now);
+    cs_engine_action ea;
+    while (cs_engine_poll(&rt->engine, now, &ea)) {
+      exec_engine_action(rt, now, &ea);
+      progress = true;
     }
   }
 }

@@ -1,0 +1,441 @@
+#!/usr/bin/env python3
+"""Live end-to-end tests of the service runtime (issue 11, part 4).
+
+Real capture processes (capstore_rt_fixture, tests/rt_fixture.c) against a real
+object store and catalog: the embedded backend (a dirstore and SQLite, no
+server) or the servers backend (the npm S3 server and ClickHouse 18.16 that the
+ctest fixtures start, each behind a TCP fault switch). Every scenario counts
+records: each record captured before a successful flush is in the catalog
+exactly once and reads back byte-exact; nothing else is there.
+
+usage: live_service.py --fixture PATH --backend embedded|servers
+                       [--clickhouse FILE --s3 FILE] [--seed N] [--runs N] SCENARIO...
+Prints one line per scenario and closes with "N passed, N failed".
+Exit 0 when every scenario passed, 1 otherwise, 77 when every scenario was skipped.
+"""
+import argparse
+import glob
+import os
+import queue
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+SKIP = "skip"
+
+
+class Failure(Exception):
+    pass
+
+
+def need(cond, what):
+    if not cond:
+        raise Failure(what)
+
+
+class Proc:
+    """A fixture process; its stdout lines are collected by a thread."""
+
+    def __init__(self, fixture, args, env, stdin=False):
+        self.args = args
+        self.p = subprocess.Popen([fixture] + [str(a) for a in args], env=env, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+                                  text=True, bufsize=1)
+        self.lines = queue.Queue()
+        self.seen = []
+        self.t = threading.Thread(target=self._read, daemon=True)
+        self.t.start()
+
+    def _read(self):
+        for line in self.p.stdout:
+            self.lines.put(line.rstrip("\n"))
+        self.lines.put(None)
+
+    def expect(self, pattern, timeout):
+        """The first new line matching pattern (a regex), within timeout seconds."""
+        deadline = time.monotonic() + timeout
+        rx = re.compile(pattern)
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise Failure("no line matching %r within %.1f s from %s; last: %s" %
+                              (pattern, timeout, self.args[0], self.seen[-3:]))
+            try:
+                line = self.lines.get(timeout=left)
+            except queue.Empty:
+                continue
+            if line is None:
+                raise Failure("%s ended (rc %s) before a line matching %r; last: %s" %
+                              (self.args[0], self.p.wait(), pattern, self.seen[-5:]))
+            self.seen.append(line)
+            m = rx.search(line)
+            if m:
+                return m
+
+    def drain(self):
+        """Every line left (after the process ended)."""
+        self.p.wait()
+        self.t.join()
+        out = []
+        while True:
+            line = self.lines.get()
+            if line is None:
+                break
+            out.append(line)
+        self.seen += out
+        return out
+
+    def wait(self, timeout):
+        try:
+            return self.p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            raise Failure("%s did not end within %.0f s; last: %s" % (self.args, timeout, self.seen[-3:]))
+
+    def kill9(self):
+        self.p.send_signal(signal.SIGKILL)
+        self.p.wait()
+
+    def stop(self):
+        if self.p.poll() is None:
+            self.p.kill()
+            self.p.wait()
+
+
+class Switch:
+    """A TCP fault switch (the fixture's switch command) in front of 127.0.0.1:target."""
+
+    def __init__(self, fixture, target):
+        self.proc = Proc(fixture, ["switch", target], os.environ.copy(), stdin=True)
+        self.port = int(self.proc.expect(r"^port (\d+)", 10).group(1))
+
+    def cmd(self, text):
+        self.proc.p.stdin.write(text + "\n")
+        self.proc.p.stdin.flush()
+        self.proc.expect(r"^(ok|error)$", 10)
+
+    def close(self):
+        try:
+            self.proc.p.stdin.write("quit\n")
+            self.proc.p.stdin.flush()
+        except OSError:
+            pass
+        self.proc.stop()
+
+
+class World:
+    """One scenario's backend: directories, servers behind switches, a catalog name of its own."""
+
+    def __init__(self, opts, name):
+        self.opts = opts
+        self.root = tempfile.mkdtemp(prefix="capstore-live-%s-" % name)
+        self.name = "lt_%s_%d_%d" % (name, os.getpid(), random.randrange(1 << 30))
+        self.env = os.environ.copy()
+        for k in list(self.env):
+            if k.startswith("CAPSTORE_"):
+                del self.env[k]
+        self.env.update({"CAPSTORE_NAME": self.name, "CAPSTORE_TTL_MS": "6000", "CAPSTORE_TIMEOUT_MS": "1500",
+                         "CAPSTORE_BACKOFF_CAP_MS": "1000", "CAPSTORE_PACK_RECORDS": "50"})
+        self.switches = []
+        self.procs = []
+        self.catalog_switch = self.store_switch = None
+        if opts.backend == "embedded":
+            self.env["CAPSTORE_STORE_DIR"] = os.path.join(self.root, "bucket")
+            self.env["CAPSTORE_SQLITE"] = os.path.join(self.root, "catalog.db")
+            return
+        ch_port, ch_user, ch_password = open(opts.clickhouse).read().split()
+        s3_endpoint, s3_key, s3_secret, s3_bucket = open(opts.s3).read().split()
+        self.catalog_switch = Switch(opts.fixture, ch_port)
+        self.store_switch = Switch(opts.fixture, s3_endpoint.rsplit(":", 1)[1])
+        self.switches = [self.catalog_switch, self.store_switch]
+        self.bucket = s3_bucket
+        self.env.update({"CAPSTORE_CLICKHOUSE_URL": "http://127.0.0.1:%d/" % self.catalog_switch.port,
+                         "CAPSTORE_CLICKHOUSE_USER": ch_user, "CAPSTORE_CLICKHOUSE_PASSWORD": ch_password,
+                         "CAPSTORE_S3_ENDPOINT": "http://127.0.0.1:%d" % self.store_switch.port,
+                         "CAPSTORE_S3_BUCKET": s3_bucket, "AWS_ACCESS_KEY_ID": s3_key,
+                         "AWS_SECRET_ACCESS_KEY": s3_secret, "AWS_REGION": "us-east-1"})
+
+    def spool(self, tag):
+        return os.path.join(self.root, "spool-" + tag)
+
+    def start(self, args, spool="a", **extra):
+        env = dict(self.env)
+        env["CAPSTORE_SPOOL"] = self.spool(spool)
+        env.update({k: str(v) for k, v in extra.items()})
+        p = Proc(self.opts.fixture, args, env)
+        self.procs.append(p)
+        return p
+
+    def run(self, args, timeout=120, **extra):
+        p = self.start(args, **extra)
+        rc = p.wait(timeout)
+        return rc, p.drain()
+
+    def dump(self):
+        """Visible capture ids (a list, duplicates kept) and the summary line."""
+        rc, lines = self.run(["dump"])
+        ids = [int(line.split()[1]) for line in lines if line.startswith("id ")]
+        summary = [line for line in lines if line.startswith("records=")]
+        need(rc == 0 and summary, "dump failed: %s" % lines[-3:])
+        need(" bad_bytes=0 " in summary[0], "payloads differ from what was captured: %s" % summary[0])
+        return ids, summary[0]
+
+    def check_exact(self, must, may=None):
+        """Every record in must is visible once, byte-exact; nothing outside must | may."""
+        ids, summary = self.dump()
+        may = set(may or ()) | set(must)
+        dups = len(ids) - len(set(ids))
+        need(dups == 0, "%d duplicate capture ids: %s" % (dups, summary))
+        missing = set(must) - set(ids)
+        need(not missing, "%d records captured before a successful flush are missing (e.g. %s)" %
+             (len(missing), sorted(missing)[:5]))
+        extra = set(ids) - may
+        need(not extra, "%d records nobody captured are visible (e.g. %s)" % (len(extra), sorted(extra)[:5]))
+        return ids
+
+    def ready_packs(self, spool="a"):
+        return glob.glob(os.path.join(self.spool(spool), "*.dmi-pack.ready"))
+
+    def close(self):
+        for p in self.procs:
+            p.stop()
+        for s in self.switches:
+            s.close()
+        subprocess.run(["umount", "-l", self.spool("full")], stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def flush_line(p, drained, timeout):
+    return p.expect(r"^flush rc=.+? drained=%d stage=(\S*) missing=(\d+) owed=(\d+) rejected=(\d+) took_ms=(\d+)" %
+                    drained, timeout)
+
+
+# ---- scenarios ------------------------------------------------------------------------------------
+
+
+def scenario_roundtrip(w):
+    """Capture, flush, close: every record queryable once and byte-exact; the spool empties."""
+    rc, lines = w.run(["capture", 0, 500, 896])
+    need(rc == 0, "capture failed: %s" % lines[-4:])
+    w.check_exact(range(500))
+    need(not w.ready_packs(), "packs the catalog holds are still in the spool: %s" % w.ready_packs())
+
+
+def scenario_catalog_cut(w):
+    """The catalog cut during uploads: packs stay in the spool, flush says not drained; healed, all drains."""
+    if w.catalog_switch is None:
+        return SKIP
+    w.catalog_switch.cmd("cut")
+    p = w.start(["capture", 0, 300, 896, 2000], CAPSTORE_FLUSH_TRIES=40)
+    m = flush_line(p, 0, 30)
+    need(m.group(1) in ("catalog", "upload"), "the stage named is %r" % m.group(1))
+    need(w.ready_packs(), "a catalog outage must leave the packs in the durable spool")
+    w.catalog_switch.cmd("pass")
+    flush_line(p, 1, 60)
+    need(p.wait(30) == 0, "capture failed after the cut healed: %s" % p.drain()[-3:])
+    w.check_exact(range(300))
+    need(not w.ready_packs(), "packs still in the spool after the catalog holds them")
+
+
+def scenario_catalog_stall(w):
+    """The catalog stalled: flush returns by its deadline (plus one request timeout) and says what is owed."""
+    if w.catalog_switch is None:
+        return SKIP
+    w.catalog_switch.cmd("stall")
+    p = w.start(["capture", 0, 200, 896, 2000], CAPSTORE_FLUSH_TRIES=40)
+    m = flush_line(p, 0, 30)
+    took = int(m.group(5))
+    need(took <= 2000 + 1500 + 500, "flush answered after %d ms, deadline 2000 ms + a 1500 ms request timeout" % took)
+    need(int(m.group(2)) + int(m.group(3)) > 0, "a flush that did not drain must say what is missing or owed")
+    w.catalog_switch.cmd("pass")
+    flush_line(p, 1, 60)
+    need(p.wait(30) == 0, "capture failed after the stall ended")
+    w.check_exact(range(200))
+
+
+def scenario_rival(w):
+    """A rival publisher stays standby while the holder lives and takes over after it dies."""
+    ttl = 3.0 if w.opts.backend == "embedded" else 4.0  # ClickHouse 18.16: a guard over 1 s, under TTL/3
+    extra = {"CAPSTORE_TTL_MS": int(ttl * 1000)}
+    a = w.start(["serve", 120], spool="a", **extra)
+    a.expect(r"^lease=held", 20)
+    b = w.start(["serve", 120], spool="b", **extra)
+    b.expect(r"^lease=busy", 20)
+    deadline = time.monotonic() + 2 * ttl
+    while time.monotonic() < deadline:
+        try:
+            line = b.lines.get(timeout=0.2)
+        except queue.Empty:
+            continue
+        need(line is None or not line.startswith("lease=held"), "the rival took a live lease: %s" % line)
+    a.kill9()
+    killed = time.monotonic()
+    b.expect(r"^lease=held", ttl * 2 + 5)
+    took = time.monotonic() - killed
+    need(took <= ttl + ttl / 3 + 3, "takeover took %.1f s after the holder died (TTL %.0f s)" % (took, ttl))
+    b.stop()
+    rc, lines = w.run(["capture", 0, 100, 896], spool="d")
+    need(rc == 0, "capture after the takeover failed: %s" % lines[-3:])
+    w.check_exact(range(100))
+
+
+def scenario_head_403(w):
+    """HEAD answering 403 during reconcile is a counted error, never a foreign object; healed, it is adopted."""
+    if w.store_switch is None:
+        return SKIP
+    rc, lines = w.run(["orphan", 0, 80, 896])
+    need(rc == 0, "orphan: %s" % lines)
+    w.store_switch.cmd("http HEAD /%s/%s/ 403" % (w.bucket, w.name))
+    p = w.start(["serve", 60], CAPSTORE_RECONCILE_MS=1000)
+    m = p.expect(r"adopted=(\d+) head_errors=([1-9]\d*)", 20)
+    need(m.group(1) == "0", "a pack whose HEAD failed was adopted")
+    w.store_switch.cmd("pass")
+    p.expect(r"indexed=([1-9]\d*) adopted=[1-9]", 20)
+    p.stop()
+    w.check_exact(range(80))
+
+
+def parse_run(lines):
+    """Records a run captured, and whether its flush drained."""
+    captured = [int(line.split()[1]) for line in lines if line.startswith("captured ")]
+    drained = any(line.startswith("flush rc=ok drained=1") for line in lines)
+    return captured, drained
+
+
+def scenario_kill9(w, role="publisher"):
+    """kill -9 at seeded random moments, then restart: nothing lost, nothing duplicated, the spool hands off."""
+    rng = random.Random(w.opts.seed)
+    must, may = set(), set()
+    first = 0
+    runs = w.opts.runs
+    extra = {"CAPSTORE_LINGER_MS": 50}
+    if role == "uploader":
+        extra["CAPSTORE_ROLE"] = "uploader"
+        pub = w.start(["serve", 3600], spool="pub", CAPSTORE_RECONCILE_MS=300)
+        pub.expect(r"^lease=held", 20)
+    for run in range(runs):
+        count = rng.randrange(20, 120)
+        p = w.start(["capture", first, count, 896, 10000, rng.randrange(0, 3000)], spool="k", **extra)
+        time.sleep(rng.uniform(0.0, 0.6))
+        p.kill9()
+        captured, drained = parse_run(p.drain())
+        (must if drained else may).update(captured)
+        first += count
+    # A last process of the same spool recovers what the killed ones left and flushes it.
+    rc, lines = w.run(["capture", first, 10, 896, 30000], spool="k", **extra)
+    need(rc == 0, "the process after %d kills did not drain: %s" % (runs, lines[-4:]))
+    must.update(range(first, first + 10))
+    if role == "uploader":
+        # The publisher's periodic reconcile indexes what the uploaders handed off.
+        deadline = time.monotonic() + 60
+        while True:
+            ids, _ = w.dump()
+            if set(must) <= set(ids) or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+    w.check_exact(must, may)
+    need(not w.ready_packs("k"), "packs left in the spool that the catalog holds: %d" % len(w.ready_packs("k")))
+    print("  kill9 %s: %d runs, %d records flushed before a kill or after, %d more captured unflushed" %
+          (role, runs, len(must), len(may - must)))
+
+
+def scenario_kill9_uploader(w):
+    if w.opts.backend != "embedded":
+        return SKIP  # the npm S3 server lists in path order: uploaders are refused on it (docs/catalog-protocol.md)
+    return scenario_kill9(w, role="uploader")
+
+
+def scenario_uploaders(w):
+    """Several uploader processes and one publisher share one catalog and bucket."""
+    if w.opts.backend != "embedded":
+        return SKIP  # as above: s3rver's LIST order cannot serve uploaders
+    pub = w.start(["serve", 3600], spool="pub", CAPSTORE_RECONCILE_MS=300)
+    pub.expect(r"^lease=held", 20)
+    ups = [w.start(["capture", 1000 * i, 200, 896], spool="u%d" % i, CAPSTORE_ROLE="uploader") for i in range(3)]
+    for u in ups:
+        need(u.wait(60) == 0, "an uploader did not drain: %s" % u.drain()[-3:])
+    must = set()
+    for i in range(3):
+        must.update(range(1000 * i, 1000 * i + 200))
+    deadline = time.monotonic() + 30
+    while True:
+        ids, _ = w.dump()
+        if must <= set(ids) or time.monotonic() > deadline:
+            break
+        time.sleep(0.3)
+    w.check_exact(must)
+
+
+def scenario_spool_full(w):
+    """The spool's file system full: the capture call gets a named error, sealed packs survive, capture resumes."""
+    spool = w.spool("full")
+    os.makedirs(spool, exist_ok=True)
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", spool]).returncode != 0:
+        return SKIP  # no mount permission on this machine
+    if w.store_switch is not None:
+        w.store_switch.cmd("cut")  # nothing leaves the spool
+    else:
+        w.env["CAPSTORE_STORE_DIR"] = "/proc/capstore-no-such-dir/bucket"
+    p = w.start(["capture", 0, 2000, 896, 1500], spool="full", CAPSTORE_FULL_REFUSE=1)
+    m = p.expect(r"^write (\d+) rc=(.+)$", 60)
+    need("space" in m.group(2) or "full" in m.group(2), "the refusal does not name a full spool: %s" % m.group(0))
+    return None
+
+
+SCENARIOS = {
+    "roundtrip": scenario_roundtrip,
+    "catalog_cut": scenario_catalog_cut,
+    "catalog_stall": scenario_catalog_stall,
+    "rival": scenario_rival,
+    "head_403": scenario_head_403,
+    "kill9": scenario_kill9,
+    "kill9_uploader": scenario_kill9_uploader,
+    "uploaders": scenario_uploaders,
+}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--fixture", required=True)
+    ap.add_argument("--backend", choices=["embedded", "servers"], required=True)
+    ap.add_argument("--clickhouse")
+    ap.add_argument("--s3")
+    ap.add_argument("--seed", type=int, default=int(os.environ.get("CAPSTORE_LIVE_SEED", "1")))
+    ap.add_argument("--runs", type=int, default=50)
+    ap.add_argument("scenarios", nargs="*")
+    opts = ap.parse_args()
+    names = opts.scenarios or list(SCENARIOS)
+    passed = failed = skipped = 0
+    for name in names:
+        random.seed(opts.seed)
+        w = World(opts, name)
+        began = time.monotonic()
+        try:
+            verdict = SCENARIOS[name](w)
+            if verdict == SKIP:
+                skipped += 1
+                print("%s [%s]: skipped (%.1f s)" % (name, opts.backend, time.monotonic() - began))
+            else:
+                passed += 1
+                print("%s [%s]: passed (%.1f s)" % (name, opts.backend, time.monotonic() - began))
+        except Failure as e:
+            failed += 1
+            print("%s [%s]: FAILED: %s\n  replay: %s --fixture %s --backend %s --seed %d --runs %d %s" %
+                  (name, opts.backend, e, sys.argv[0], opts.fixture, opts.backend, opts.seed, opts.runs, name))
+        finally:
+            w.close()
+        sys.stdout.flush()
+    print("%d passed, %d failed" % (passed, failed) + (", %d skipped" % skipped if skipped else ""))
+    if failed:
+        return 1
+    return 77 if passed == 0 and skipped > 0 else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
