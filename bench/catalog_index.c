@@ -12,7 +12,8 @@
  * ClickHouse (ENDPOINT_FILE: "http_port user password", tools/servers/clickhouse.sh): fresh tables per run,
  * the lease taken, then the adapter's index() of the N packs; the peers insert the same rows (the bulk
  * form, catalog.h) into a table of the same schema: one HTTP POST of INSERT ... FORMAT TabSeparated from
- * this process (libcurl), and, with --tcp-port, clickhouse-client --time reading them from a file. The
+ * this process (libcurl; the adapter's max_insert_block_size), and, with --tcp-port, clickhouse-client
+ * --time reading them from a file. The
  * adapter and the POST go first in turn, run by run.
  * SQLite: a fresh database per run; the peer is one prepared INSERT of the same rows in one transaction,
  * on the same connection settings (WAL, synchronous=FULL) and the same index.
@@ -207,7 +208,7 @@ static long ch_post(const ch_target *t, const char *sql, const char *body, size_
   char url[1024], header[2][200];
   char *q = curl_easy_escape(c, sql, 0);
   if (body == NULL) snprintf(url, sizeof url, "%s?wait_end_of_query=1", t->url);
-  else snprintf(url, sizeof url, "%s?wait_end_of_query=1&query=%s", t->url, q);
+  else snprintf(url, sizeof url, "%s?wait_end_of_query=1&max_insert_block_size=65536&query=%s", t->url, q);
   snprintf(header[0], sizeof header[0], "X-ClickHouse-User: %s", t->user);
   snprintf(header[1], sizeof header[1], "X-ClickHouse-Key: %s", t->password);
   struct curl_slist *h = curl_slist_append(curl_slist_append(curl_slist_append(NULL, header[0]), header[1]), "Expect:");
@@ -218,6 +219,7 @@ static long ch_post(const ch_target *t, const char *sql, const char *body, size_
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
   long status = 0;
   if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+  if (status != 200) fprintf(stderr, "POST %.60s...: HTTP %ld\n", sql, status);
   curl_free(q);
   curl_slist_free_all(h);
   curl_easy_cleanup(c);
