@@ -115,8 +115,11 @@ int cs_capture_open(const char *spool_dir, const cs_capture_config *cfg, cs_capt
  *                          field); tenant, session or rank differ from the
  *                          sink's first record;
  *   CS_E_TOO_LARGE         length over record_bytes_max or over the spool quota;
- *   CS_E_SPOOL_FULL        the spool quota refuses it (at once under
- *                          CS_FULL_REFUSE, after block_max_ns under CS_FULL_BLOCK);
+ *   CS_E_SPOOL_FULL        the spool quota refuses it, or the spool's file system
+ *                          was found full (ENOSPC) and has no room for a pack yet (at
+ *                          once under CS_FULL_REFUSE, after block_max_ns under
+ *                          CS_FULL_BLOCK); the pack that met the full file system lost
+ *                          its records (records_dropped; the next flush reports it);
  *   CS_E_FULL              the staging area stayed full, or CS_SINK_SEALS_MAX
  *                          packs stayed sealing (the disk is behind; same policy);
  *   CS_E_CLOSED            close has been called.
@@ -197,7 +200,8 @@ typedef struct cs_capture_stats {
                                   pack writer, failed device copy, failed seal */
   uint64_t staging_waits;      /* calls that waited for staging room */
   uint64_t staging_refused;    /* calls answered CS_E_FULL for staging room (sealing: sink.refused_sealing) */
-  uint64_t spool_waits;        /* calls that waited for spool quota or a seal slot */
+  uint64_t spool_waits;        /* calls that waited for spool quota, a seal slot or file system room */
+  uint64_t disk_full_refused;  /* calls answered CS_E_SPOOL_FULL because the spool's file system was full */
   uint64_t device_copies;      /* device records whose copy was started */
   uint64_t packs_sealed;       /* by this sink */
   uint64_t bytes_sealed;       /* sizes of those packs */

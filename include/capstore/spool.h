@@ -28,7 +28,8 @@
  * (capture.h). Public names use the cs_ prefix like the other headers.
  *
  * Errors: CS_E_INVALID_ARGUMENT (NULL or out-of-contract arguments),
- * CS_E_IO (a system call failed: msg names it and strerror), CS_E_BUSY
+ * CS_E_IO (a system call failed: msg names it and strerror), CS_E_SPOOL_FULL
+ * (a write or sync failed because the file system is full, ENOSPC or EDQUOT), CS_E_BUSY
  * (another owner holds the lock), CS_E_CONFLICT, CS_E_NOT_FOUND,
  * CS_E_STATE (sweeping while a temp file of this spool is being written),
  * CS_E_NO_MEMORY, CS_E_TOO_LARGE (an index bound).

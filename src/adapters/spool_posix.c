@@ -68,6 +68,7 @@ struct cs_spool_file {
   cs_spool *spool;
   int fd;
   bool failed;
+  int failed_code; /* the first failure's code, answered again by every later call */
   cs_uuid pack_id;
   uint64_t bytes; /* accepted so far, buffered or written */
   uint64_t written; /* written to fd (direct mode: zero padding of the last write included) */
@@ -123,10 +124,13 @@ static int spool_fail(cs_spool *spool, int code, const char *format, ...) {
   return code;
 }
 
-/* CS_E_IO naming the call, the name and errno's text. */
+/* The error of a failed system call: the file system full (or over quota) is CS_E_SPOOL_FULL, the rest CS_E_IO. */
+static int errno_code(int saved) { return saved == ENOSPC || saved == EDQUOT ? CS_E_SPOOL_FULL : CS_E_IO; }
+
+/* CS_E_IO (CS_E_SPOOL_FULL for ENOSPC, EDQUOT) naming the call, the name and errno's text. */
 static int spool_fail_errno(cs_spool *spool, const char *call, const char *name) {
   int saved = errno;
-  return spool_fail(spool, CS_E_IO, "%s %s: %s", call, name, strerror(saved));
+  return spool_fail(spool, errno_code(saved), "%s %s: %s", call, name, strerror(saved));
 }
 
 const char *cs_spool_last_error(const cs_spool *spool) {
@@ -551,6 +555,7 @@ int cs_spool_begin(cs_spool *spool, const cs_uuid *pack_id, cs_spool_file **out)
 
 __attribute__((format(printf, 3, 4)))
 static int file_fail(cs_spool_file *file, int code, const char *format, ...) {
+  if (file->failed_code == CS_E_OK) file->failed_code = code;
   va_list args;
   va_start(args, format);
   vsnprintf(file->error, sizeof file->error, format, args);
@@ -560,7 +565,7 @@ static int file_fail(cs_spool_file *file, int code, const char *format, ...) {
 
 static int file_fail_errno(cs_spool_file *file, const char *call) {
   int saved = errno;
-  return file_fail(file, CS_E_IO, "%s %s: %s", call, file->name, strerror(saved));
+  return file_fail(file, errno_code(saved), "%s %s: %s", call, file->name, strerror(saved));
 }
 
 const char *cs_spool_file_error(const cs_spool_file *file) {
@@ -632,7 +637,7 @@ static bool file_write_through(const cs_spool_file *file, const uint8_t *bytes, 
 
 int cs_spool_file_write(cs_spool_file *file, const void *bytes, size_t length) {
   if (file == NULL || (bytes == NULL && length > 0)) return CS_E_INVALID_ARGUMENT;
-  if (file->failed) return CS_E_IO; /* file->error still names the call that failed */
+  if (file->failed) return file->failed_code != CS_E_OK ? file->failed_code : CS_E_IO; /* file->error names the call */
   if (file->synced) return file_fail(file, CS_E_IO, "%s: the file is already synced", file->name);
   const uint8_t *in = bytes;
   file->bytes += length;
@@ -687,7 +692,7 @@ int cs_spool_file_sync(cs_spool_file *file, const cs_pack_summary *summary) {
   if (file == NULL || summary == NULL) return CS_E_INVALID_ARGUMENT;
   if (file->synced) return CS_E_OK;
   const cs_spool_sys *sys = file->spool->sys;
-  if (file->failed) return CS_E_IO; /* file->error still names the call that failed */
+  if (file->failed) return file->failed_code != CS_E_OK ? file->failed_code : CS_E_IO; /* file->error names the call */
   int rc = file_drain(file, true);
   if (rc != CS_E_OK) return rc;
   /* Direct mode padded its last write: cut the file back to the bytes it was given. */

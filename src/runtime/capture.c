@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -72,9 +73,33 @@ void rt_wake_worker(cs_capture *cap) {
 
 void rt_note_error(cs_capture *cap, int err, const char *msg) {
   assert(err < 0);
+  if (err == CS_E_SPOOL_FULL && !cap->disk_full) {
+    cap->disk_full = true;
+    cap->disk_full_check_ns = cs_capture_clock_ns() + RT_DISK_FULL_CHECK_NS;
+    /* Room for a pack ends it: the pack size limit, but no more than the file system could ever free. */
+    uint64_t need = cap->cfg.sink.pack_bytes_max;
+    if (need > 8u * 1024u * 1024u) need = 8u * 1024u * 1024u;
+    cap->disk_full_need_bytes = need;
+    snprintf(cap->disk_full_msg, sizeof cap->disk_full_msg, "%s", msg);
+  }
   if (cap->pending_err != CS_E_OK) return;
   cap->pending_err = err;
   snprintf(cap->pending_msg, sizeof cap->pending_msg, "%s", msg);
+}
+
+bool rt_disk_full(cs_capture *cap, uint64_t now_ns) {
+  if (!cap->disk_full || now_ns < cap->disk_full_check_ns) return cap->disk_full;
+  cap->disk_full_check_ns = now_ns + RT_DISK_FULL_CHECK_NS;
+  struct statvfs vfs;
+  if (cap->spool_dir == NULL || statvfs(cap->spool_dir, &vfs) != 0) return true;
+  /* Room for a pack, or a quarter of a small file system. */
+  uint64_t need = cap->disk_full_need_bytes, quarter = (uint64_t)vfs.f_blocks * vfs.f_frsize / 4;
+  if (quarter < need) need = quarter;
+  if ((uint64_t)vfs.f_bavail * vfs.f_frsize >= need) {
+    cap->disk_full = false;
+    pthread_cond_signal(&cap->work_cond); /* the worker may be waiting for room */
+  }
+  return cap->disk_full;
 }
 
 void rt_drain_actions(cs_capture *cap, uint64_t record_pack_seq, uint64_t record_entry_seq) {
@@ -302,6 +327,7 @@ void rt_capture_destroy(cs_capture *cap) {
   EVP_MD_CTX_free(cap->hash_ctx);
   EVP_MD_CTX_free(cap->hash_copy);
   free(cap->key_tenant);
+  free(cap->spool_dir);
   free(cap->key_session);
   pthread_cond_destroy(&cap->work_cond);
   pthread_cond_destroy(&cap->space_cond);
@@ -330,7 +356,9 @@ int cs_capture_open(const char *spool_dir, const cs_capture_config *cfg, cs_capt
   cs_capture *cap = calloc(1, sizeof *cap);
   if (cap == NULL) return refuse(CS_E_NO_MEMORY, msg, msg_size, "capture allocation failed");
   cap->cfg = *cfg;
-  if (init_sync(cap) != CS_E_OK) {
+  cap->spool_dir = strdup(spool_dir);
+  if (cap->spool_dir == NULL || init_sync(cap) != CS_E_OK) {
+    free(cap->spool_dir);
     free(cap);
     return refuse(CS_E_NO_MEMORY, msg, msg_size, "mutex or condition initialisation failed");
   }

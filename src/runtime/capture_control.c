@@ -165,6 +165,8 @@ int cs_capture_remove_pack(cs_capture *cap, const cs_uuid *pack_id, char *msg, s
     /* Still under spool_mutex: the core counts every pack the spool lists. */
     pthread_mutex_lock(&cap->mutex);
     cs_sink_on_removed(&cap->sink, size);
+    cap->disk_full = false; /* a pack's room came back */
+    pthread_cond_signal(&cap->work_cond);
     pthread_cond_broadcast(&cap->space_cond);
     pthread_mutex_unlock(&cap->mutex);
     msg_set(msg, msg_size, "");
@@ -186,6 +188,8 @@ int cs_capture_quarantine_pack(cs_capture *cap, const cs_uuid *pack_id, const ch
   } else {
     pthread_mutex_lock(&cap->mutex);
     cs_sink_on_removed(&cap->sink, size);
+    cap->disk_full = false; /* a pack's room came back */
+    pthread_cond_signal(&cap->work_cond);
     pthread_cond_broadcast(&cap->space_cond);
     pthread_mutex_unlock(&cap->mutex);
     msg_set(msg, msg_size, "");

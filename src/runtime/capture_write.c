@@ -105,6 +105,9 @@ static int validate(cs_capture *cap, const cs_pack_meta *meta, const void *bytes
   return CS_E_OK;
 }
 
+/* Internal: admission refused because the spool's file system is full (answered CS_E_SPOOL_FULL). */
+#define CS_E_NO_SPACE_ (-1000)
+
 /* The refusal message for an admission error, under the mutex; sealing: the core's CS_E_FULL. */
 static int admit_refusal(cs_capture *cap, int rc, bool sealing, uint64_t length, char *msg,
                          size_t msg_size) {
@@ -128,6 +131,8 @@ static int admit_refusal(cs_capture *cap, int rc, bool sealing, uint64_t length,
     return refuse(rc, msg, msg_size, "spool quota full (%llu of %llu bytes, %u of %u packs): %s",
                   (unsigned long long)st.spool_bytes, (unsigned long long)sc->spool_bytes_max,
                   st.spool_packs, sc->spool_packs_max, policy);
+  case CS_E_NO_SPACE_:
+    return refuse(CS_E_SPOOL_FULL, msg, msg_size, "spool file system full (%.200s): %s", cap->disk_full_msg, policy);
   case CS_E_TOO_LARGE:
     return refuse(rc, msg, msg_size, "record of %llu bytes can never fit spool_bytes_max (%llu)",
                   (unsigned long long)length, (unsigned long long)sc->spool_bytes_max);
@@ -172,8 +177,15 @@ static int admit_locked(cs_capture *cap, admission *a, uint64_t first_try_ns) {
       a->key_field = key_mismatch(cap, a->meta); /* another call's record fixed it meanwhile */
       if (a->key_field != NULL) return CS_E_INVALID_ARGUMENT;
     }
-    bool room = rt_ring_fits(&cap->ring, a->size) && (!a->device || cap->events_free > 0);
     uint64_t now = cs_capture_clock_ns();
+    if (rt_disk_full(cap, now)) {
+      if (!waited_spool) cap->stats.spool_waits += cap->cfg.sink.full_policy == CS_FULL_BLOCK;
+      waited_spool = true;
+      if (wait_for_space(cap, give_up_ns, now + RT_DISK_FULL_CHECK_NS)) continue;
+      cap->stats.disk_full_refused++;
+      return CS_E_NO_SPACE_;
+    }
+    bool room = rt_ring_fits(&cap->ring, a->size) && (!a->device || cap->events_free > 0);
     if (!room) {
       if (!waited_staging) cap->stats.staging_waits += cap->cfg.sink.full_policy == CS_FULL_BLOCK;
       waited_staging = true;
@@ -213,7 +225,7 @@ static int admit(cs_capture *cap, admission *a, char *msg, size_t msg_size) {
   pthread_mutex_lock(&cap->mutex);
   rc = admit_locked(cap, a, first_try_ns);
   if (rc != CS_E_OK && a->key_field != NULL) key_refusal(a->key_field, msg, msg_size);
-  else if (rc != CS_E_OK) admit_refusal(cap, rc, a->sealing, a->length, msg, msg_size);
+  else if (rc != CS_E_OK) rc = admit_refusal(cap, rc, a->sealing, a->length, msg, msg_size);
   pthread_mutex_unlock(&cap->mutex);
   key_copy_free(&a->key); /* unless install_key took it */
   return rc;

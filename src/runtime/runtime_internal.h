@@ -152,6 +152,7 @@ typedef struct rt_control {
  */
 enum rt_sleep { RT_AWAKE = 0, RT_POLLING, RT_IDLE };
 #define RT_POLL_NS (1000u * 1000u)
+#define RT_DISK_FULL_CHECK_NS (100u * 1000u * 1000u)
 
 /* A finished pack on its way to the sealer thread. */
 typedef struct rt_seal_job {
@@ -305,6 +306,19 @@ struct cs_capture {
   int close_err;
   char close_msg[RT_ERROR_MAX];
 
+  /*
+   * The spool's file system was full (a pack's write or seal failed with
+   * CS_E_SPOOL_FULL): admission follows the full policy until a pack leaves
+   * the spool or statvfs shows room for a pack again (checked at most every
+   * RT_DISK_FULL_CHECK_NS). The pack that hit it lost its records (counted,
+   * reported by the next flush); sealed packs are untouched.
+   */
+  bool disk_full;
+  uint64_t disk_full_check_ns;   /* next statvfs */
+  uint64_t disk_full_need_bytes; /* free bytes that end the state */
+  char disk_full_msg[RT_ERROR_MAX];
+  char *spool_dir;               /* for statvfs */
+
   /* Errors not yet reported by a flush or close (first one wins). */
   int pending_err;
   char pending_msg[RT_ERROR_MAX];
@@ -347,7 +361,9 @@ RT_HIDDEN void rt_drain_actions(cs_capture *cap, uint64_t record_pack_seq, uint6
 RT_HIDDEN void rt_wake_worker(cs_capture *cap);
 /* Under the mutex: stops the queue's thread once it has taken every item. */
 RT_HIDDEN void rt_queue_stop(rt_io_queue *q);
-/* Under mutex: notes an error for the next flush or close (first one wins). */
+/* Under mutex: true while the spool's file system is full (statvfs looks again when due). */
+RT_HIDDEN bool rt_disk_full(cs_capture *cap, uint64_t now_ns);
+/* Under mutex: notes an error for the next flush or close (first one wins); a full file system starts disk_full. */
 RT_HIDDEN void rt_note_error(cs_capture *cap, int err, const char *msg);
 /* Under the mutex: a flush's FLUSHED: its report (taken once) is the flush's answer. The caller wakes done_cond. */
 RT_HIDDEN void rt_take_flushed(cs_capture *cap, const cs_sink_action *action);

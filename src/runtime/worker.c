@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 
 #include <sched.h>
 
@@ -586,6 +587,40 @@ static void demote_entry(const rt_entry *entry) {
 #endif
 }
 
+/*
+ * Under the mutex, before a pack is opened: true while the spool's file
+ * system has no room for one (disk_full, or statvfs finds less free than
+ * it needs). Opening a pack that cannot fit would lose its records to
+ * ENOSPC; waiting keeps them in staging until room returns.
+ */
+static bool no_room_for_pack(cs_capture *cap) {
+  uint64_t now = cs_capture_clock_ns();
+  if (cap->disk_full) return rt_disk_full(cap, now);
+  struct statvfs vfs;
+  if (cap->spool_dir == NULL || statvfs(cap->spool_dir, &vfs) != 0) return false;
+  /*
+   * A pack's room: the packs sealed so far were this large on average (before the first, the
+   * pack size limit up to a quarter of the file system), and every pack still being written
+   * and fsynced takes its room from the same free space.
+   */
+  uint64_t pack = cap->cfg.sink.pack_bytes_max, quarter = (uint64_t)vfs.f_blocks * vfs.f_frsize / 4;
+  if (pack > quarter) pack = quarter;
+  if (cap->stats.packs_sealed > 0) pack = cap->stats.bytes_sealed / cap->stats.packs_sealed;
+  cs_sink_stats st;
+  cs_sink_stats_get(&cap->sink, &st);
+  uint64_t need = pack * (st.seals_inflight + 1u) + 64u * 1024u;
+  uint64_t free_bytes = (uint64_t)vfs.f_bavail * vfs.f_frsize;
+  if (free_bytes >= need) return false;
+  char text[RT_ERROR_MAX];
+  snprintf(text, sizeof text, "the spool's file system has %llu bytes free, a pack needs %llu",
+           (unsigned long long)free_bytes, (unsigned long long)need);
+  cap->disk_full = true;
+  cap->disk_full_need_bytes = need;
+  cap->disk_full_check_ns = now + RT_DISK_FULL_CHECK_NS;
+  snprintf(cap->disk_full_msg, sizeof cap->disk_full_msg, "%s", text);
+  return true;
+}
+
 /* Under the mutex: consumes the next entry (unlocking while packing it). */
 static void consume(cs_capture *cap, rt_entry *entry) {
   pthread_mutex_unlock(&cap->mutex);
@@ -622,6 +657,11 @@ void *rt_worker_main(void *context) {
     }
     rt_entry *head = rt_ring_next(&cap->ring);
     if (head != NULL && atomic_load(&head->state) != RT_ENTRY_RESERVED) {
+      if (cap->writer == NULL && cap->pack_err == CS_E_OK && no_room_for_pack(cap)) {
+        /* The records wait in staging (producers meet the full policy) until a pack fits again. */
+        rt_cond_wait_until(&cap->work_cond, &cap->mutex, cs_capture_clock_ns() + RT_DISK_FULL_CHECK_NS);
+        continue;
+      }
       consume(cap, head);
       continue;
     }
