@@ -406,6 +406,51 @@ def scenario_spool_full(w):
           (refused_at, len(captured), dropped))
 
 
+def scenario_poison(w):
+    """A pack the catalog refuses as invalid, and one as too large: each set aside (kept in the store,
+    quarantined in the spool), later packs index, and the next flush names each once."""
+    if w.catalog_switch is None:
+        return SKIP  # the refusals are injected by the switch in front of ClickHouse
+    # The unfenced descriptor insert (its statement rides in the URL; docs/clickhouse.md).
+    rows = "/?wait_end_of_query=1&max_query_size=262144&max_insert_block_size=65536&query=INSERT"
+    env = dict(w.env, CAPSTORE_SPOOL=w.spool("a"))
+    p = Proc(w.opts.fixture, ["session"], env, stdin=True)
+    w.procs.append(p)
+    p.expect(r"^open rc=ok", 20)
+
+    def say(text):
+        p.p.stdin.write(text + "\n")
+        p.p.stdin.flush()
+
+    def batch(first, status):
+        if status:
+            w.catalog_switch.cmd("http POST %s %d" % (rows, status))
+        else:
+            w.catalog_switch.cmd("pass")
+        say("capture %d 50 896" % first)
+        p.expect(r"^captured %d 50 rc=ok" % first, 20)
+        say("flush 20000")
+        return p.expect(r"^flush rc=(.+?) drained=(\d) stage=\S* missing=\d+ owed=\d+ rejected=(\d+) "
+                        r"took_ms=\d+ named=(\S+)", 40)
+
+    set_aside = []
+    for first, status in ((0, 400), (50, 0), (100, 413), (150, 0)):
+        m = batch(first, status)
+        need(m.group(2) == "1", "flush after batch %d did not drain: %s" % (first, m.group(0)))
+        if status:
+            need(m.group(3) == "1" and m.group(4) != "-", "the refused pack is not named: %s" % m.group(0))
+            need(m.group(1) == "corrupt", "a drained flush with a set-aside pack answers %r" % m.group(1))
+            set_aside.append(m.group(4))
+        else:
+            need(m.group(3) == "0" and m.group(1) == "ok", "a set-aside pack was named twice: %s" % m.group(0))
+    say("close")
+    need(p.wait(30) == 0, "close failed: %s" % p.drain()[-2:])
+    w.check_exact(list(range(50, 100)) + list(range(150, 200)))
+    quarantined = glob.glob(os.path.join(w.spool("a"), "*.quarantined"))
+    need(len(quarantined) == 2 and all(any(i in q for q in quarantined) for i in set_aside),
+         "the set-aside packs are not quarantined in the spool: %s" % quarantined)
+
+
 SCENARIOS = {
     "roundtrip": scenario_roundtrip,
     "catalog_cut": scenario_catalog_cut,
@@ -416,6 +461,7 @@ SCENARIOS = {
     "kill9_uploader": scenario_kill9_uploader,
     "uploaders": scenario_uploaders,
     "spool_full": scenario_spool_full,
+    "poison": scenario_poison,
 }
 
 

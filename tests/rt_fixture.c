@@ -20,6 +20,7 @@
  *   check MUST [MAY]  reads back everything visible; prints "records=N missing=N duplicates=N
  *        unknown=N bad_bytes=N packs=N"; exit 0 when every record of [0, MUST) is there once,
  *        byte-exact, and nothing else but records of [MUST, MAY) (at most once each)
+ *   session         reads "capture FIRST COUNT ELEMENTS", "flush MS", "stats", "close" from stdin
  *   dump            prints "id N" for every visible record, then the summary
  *   orphan FIRST COUNT ELEMENTS   PUTs one pack of those records into the store (not indexed)
  *   switch TARGET_PORT   a TCP fault switch to 127.0.0.1:TARGET_PORT: prints "port N", then
@@ -129,6 +130,56 @@ static int cmd_capture(uint64_t first, uint64_t count, uint32_t elements, uint64
   printf("close rc=%s %s\n", cs_strerror(close_rc), msg);
   capstore_free(cs);
   return report.drained ? 0 : 1;
+}
+
+/* Prints a flush's answer as one line (the set-aside packs by id). */
+static void print_flush(int rc, const capstore_flush_report *report, uint64_t took_ms, const char *msg) {
+  char named[CS_FLUSH_REJECTED_MAX * (CS_UUID_TEXT_LEN + 1) + 1] = "";
+  for (uint32_t i = 0; i < report->rejected_named; i++) {
+    char id[CS_UUID_TEXT_LEN + 1];
+    cs_uuid_format(&report->rejected[i], id);
+    strcat(named, i > 0 ? "," : "");
+    strcat(named, id);
+  }
+  printf("flush rc=%s drained=%d stage=%s missing=%u owed=%u rejected=%u took_ms=%llu named=%s msg=%s\n",
+         cs_strerror(rc), report->drained, report->stage, report->missing_packs, report->owed_packs,
+         report->rejected_count, (unsigned long long)took_ms, named[0] != '\0' ? named : "-", msg);
+}
+
+/*
+ * A capture process driven line by line from stdin: "capture FIRST COUNT ELEMENTS", "flush MS",
+ * "stats", "close". Each answers one line ("captured FIRST COUNT", the flush line, "stats {...}").
+ */
+static int cmd_session(void) {
+  capstore_config cfg;
+  config_from_env(&cfg);
+  capstore *cs = NULL;
+  char msg[512], line[256];
+  int rc = capstore_open(&cfg, &cs, msg, sizeof msg);
+  printf("open rc=%s %s\n", cs_strerror(rc), msg);
+  if (rc != CS_E_OK) return 2;
+  while (fgets(line, sizeof line, stdin) != NULL) {
+    unsigned long long a = 0, b = 0, c = 0;
+    if (sscanf(line, "capture %llu %llu %llu", &a, &b, &c) == 3) {
+      rc = tc_capture(cs, a, b, (uint32_t)c);
+      printf("captured %llu %llu rc=%s\n", a, b, cs_strerror(rc));
+    } else if (sscanf(line, "flush %llu", &a) == 1) {
+      capstore_flush_report report;
+      uint64_t began = capstore_clock_ns();
+      rc = capstore_flush(cs, began + a * MS, &report, msg, sizeof msg);
+      print_flush(rc, &report, (capstore_clock_ns() - began) / MS, msg);
+    } else if (strncmp(line, "stats", 5) == 0) {
+      char stats[4096];
+      capstore_stats_json(cs, stats, sizeof stats);
+      printf("stats %s\n", stats);
+    } else if (strncmp(line, "close", 5) == 0) {
+      break;
+    }
+  }
+  rc = capstore_close(cs, 10 * CS_SEC_NS, msg, sizeof msg);
+  printf("close rc=%s %s\n", cs_strerror(rc), msg);
+  capstore_free(cs);
+  return rc == CS_E_OK ? 0 : 1;
 }
 
 static int cmd_serve(uint64_t seconds) {
@@ -313,6 +364,7 @@ int main(int argc, char **argv) {
   if ((argc == 3 || argc == 4) && strcmp(argv[1], "check") == 0)
     return cmd_check(strtoull(argv[2], NULL, 10), strtoull(argv[argc - 1], NULL, 10));
   if (argc == 2 && strcmp(argv[1], "dump") == 0) return cmd_dump();
+  if (argc == 2 && strcmp(argv[1], "session") == 0) return cmd_session();
   if (argc == 5 && strcmp(argv[1], "orphan") == 0) {
     srand((unsigned)capstore_clock_ns());
     return cmd_orphan(strtoull(argv[2], NULL, 10), strtoull(argv[3], NULL, 10), (uint32_t)strtoul(argv[4], NULL, 10));
