@@ -18,14 +18,14 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 out=${1:?usage: tests/gpu/bundle.sh OUT [BUILD_DIR]}
 build=${2:-$root/build-gpu}
 cmake -S "$root" -B "$build" -G Ninja -DCAPSTORE_MUTANTS=OFF >/dev/null
-cmake --build "$build" --target test_capture_gpu capstore-bench-d2h test_capture capstore-bench-ingest
+cmake --build "$build" --target test_capture_gpu test_service_gpu capstore-bench-d2h test_capture capstore-bench-ingest
 if ! grep -q 'CAPSTORE_HAVE_CUDA' "$build/build.ninja"; then
   echo "bundle.sh: CMake did not find the CUDA toolkit: the GPU checks would only skip" >&2
   exit 1
 fi
 rm -rf "$out"
 mkdir -p "$out/lib" "$out/bin/tests" "$out/bin/bench"
-cp "$build"/tests/{test_capture_gpu,capstore-bench-d2h,test_capture} "$out/bin/tests/"
+cp "$build"/tests/{test_capture_gpu,test_service_gpu,capstore-bench-d2h,test_capture} "$out/bin/tests/"
 cp "$build/bench/capstore-bench-ingest" "$out/bin/bench/"
 # Every library the programs load, but the C library's own (libc, libm, the loader...).
 ldd "$out"/bin/*/* | awk '$2 == "=>" && $3 ~ /^\// { print $3 }' | sort -u |
@@ -51,6 +51,7 @@ if command -v compute-sanitizer >/dev/null; then
   check timeout 300 compute-sanitizer --tool memcheck --leak-check full --error-exitcode 1 \
     "$here/bin/tests/test_capture_gpu"
 fi
+echo "== through the service"; check timeout 120 "$here/bin/tests/test_service_gpu"
 echo "== host sink tests"; check timeout 300 "$here/bin/tests/test_capture"
 echo "== D2H bandwidth"; check timeout 300 "$here/bin/tests/capstore-bench-d2h"
 echo "== ingest, O_DIRECT"; RUNS=${RUNS:-5} check timeout 300 bash bench/run_ingest.sh "$here/bin"

@@ -3,8 +3,10 @@
 # builds capstore with CUDA, then runs
 #   1. test_capture_gpu: f32, bf16, f16 and i64 records captured from device
 #      memory round-trip byte-exact through the pack reader, in capture order;
-#   2. test_capture: the host sink tests, now with the pinned staging ring;
-#   3. capstore-bench-d2h: device-path copy bandwidth against a plain pinned
+#   2. test_service_gpu: the same through the service runtime to the catalog
+#      (dirstore + SQLite) and read back byte-exact through catalog and store;
+#   3. test_capture: the host sink tests, now with the pinned staging ring;
+#   4. capstore-bench-d2h: device-path copy bandwidth against a plain pinned
 #      cudaMemcpy of the same bytes.
 # A check that reports "skipped" (exit 77) fails this script: here a device
 # is expected. Needs cmake, a C compiler, cmocka, jansson, OpenSSL and zlib
@@ -25,7 +27,7 @@ if command -v ninja >/dev/null; then generator=(-G Ninja); fi
 cmake -S "$root" -B "$build" "${generator[@]}" -DCAPSTORE_MUTANTS=OFF \
   -DCUDAToolkit_ROOT="${CUDA_HOME:-/usr/local/cuda}" >"$build.configure.log" 2>&1 ||
   { cat "$build.configure.log"; exit 1; }
-cmake --build "$build" --target test_capture_gpu capstore-bench-d2h test_capture test_spool -j "$(nproc)"
+cmake --build "$build" --target test_capture_gpu test_service_gpu capstore-bench-d2h test_capture test_spool -j "$(nproc)"
 
 run() {
   local rc=0
@@ -36,6 +38,8 @@ run() {
 
 echo "== device round trip"
 run "$build/tests/test_capture_gpu"
+echo "== device tensors through the service to the catalog and back"
+run "$build/tests/test_service_gpu"
 echo "== host sink tests with a device present"
 run "$build/tests/test_capture"
 echo "== D2H bandwidth"
