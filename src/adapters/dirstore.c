@@ -28,11 +28,57 @@
 #define PATH_BYTES 4096u
 static const char meta_magic[8] = {'C', 'S', 'O', 'B', 'J', '1', '\0', '\0'};
 
+/*
+ * Object directories this handle made durable (created, or found, and
+ * fsynced into their parents, all the way up): a PUT into one of them skips
+ * the mkdir and fsync of every component. A directory counts only while it
+ * is the same one (device and inode); this handle's DELETEs forget them all.
+ * What is assumed: no other process removes such a directory and creates it
+ * anew under the same inode number, unsynced, between two PUTs of ours.
+ */
+#define DS_KNOWN_DIRS 16u
+
+typedef struct known_dir {
+  char path[PATH_BYTES];
+  dev_t dev;
+  ino_t ino;
+  bool used;
+} known_dir;
+
 typedef struct dirstore {
   char root[PATH_BYTES / 2];
   uint64_t temp_counter;
   const cs_spool_sys *sys; /* every file-system call goes through it */
+  known_dir known[DS_KNOWN_DIRS];
+  uint32_t known_next; /* the slot replaced next (round robin) */
 } dirstore;
+
+/* Opens dir when it is one this handle made durable and still the same directory; else -1. */
+static int known_dir_open(dirstore *ds, const char *dir) {
+  for (uint32_t i = 0; i < DS_KNOWN_DIRS; i++) {
+    known_dir *k = &ds->known[i];
+    if (!k->used || strcmp(k->path, dir) != 0) continue;
+    int fd = ds->sys->open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+    struct stat st;
+    if (fd >= 0 && ds->sys->fstat(fd, &st) == 0 && st.st_dev == k->dev && st.st_ino == k->ino) return fd;
+    if (fd >= 0) ds->sys->close(fd);
+    k->used = false;
+    return -1;
+  }
+  return -1;
+}
+
+/* Remembers dir (open at fd, its chain just made durable). */
+static void known_dir_add(dirstore *ds, const char *dir, int fd) {
+  struct stat st;
+  if (strlen(dir) >= PATH_BYTES || ds->sys->fstat(fd, &st) != 0) return;
+  known_dir *k = &ds->known[ds->known_next];
+  ds->known_next = (ds->known_next + 1) % DS_KNOWN_DIRS;
+  snprintf(k->path, sizeof k->path, "%s", dir);
+  k->dev = st.st_dev;
+  k->ino = st.st_ino;
+  k->used = true;
+}
 
 static void result_set(cs_store_result *res, cs_outcome outcome, const char *what, int err) {
   res->outcome = outcome;
@@ -256,20 +302,24 @@ static int ds_put(void *self, const char *key, const void *bytes, size_t len, co
   const char *leaf = strrchr(path, '/') + 1;
   const char *step = "mkdir";
   int rc = -1, dirfd = -1;
+  parent_of(path, dir, sizeof dir);
   for (int attempt = 0; attempt < 4; attempt++) {
-    step = "mkdir";
-    if (!make_parents(ds, path, strlen(ds->root) + strlen("/objects"))) {
-      err = errno;
-      if (err == ENOENT) continue;
-      break;
-    }
-    step = "open directory";
-    parent_of(path, dir, sizeof dir);
-    dirfd = ds->sys->open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+    dirfd = attempt == 0 ? known_dir_open(ds, dir) : -1;
     if (dirfd < 0) {
-      err = errno;
-      if (err == ENOENT) continue;
-      break;
+      step = "mkdir";
+      if (!make_parents(ds, path, strlen(ds->root) + strlen("/objects"))) {
+        err = errno;
+        if (err == ENOENT) continue;
+        break;
+      }
+      step = "open directory";
+      dirfd = ds->sys->open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+      if (dirfd < 0) {
+        err = errno;
+        if (err == ENOENT) continue;
+        break;
+      }
+      known_dir_add(ds, dir, dirfd);
     }
     step = if_none_match ? "link" : "rename";
     rc = if_none_match ? ds->sys->linkat(AT_FDCWD, tmp, dirfd, leaf, 0) : ds->sys->renameat(AT_FDCWD, tmp, dirfd, leaf);
@@ -546,7 +596,8 @@ static int ds_del(void *self, const char *key, cs_store_result *res) {
     result_set(res, CS_OUT_UNKNOWN, "unlinked, but the fsync of its directory failed", err);
     return CS_E_OK;
   }
-  /* Remove now-empty parents, stopping at the first that is not empty. */
+  /* Remove now-empty parents, stopping at the first that is not empty; the known directories may go with them. */
+  for (uint32_t i = 0; i < DS_KNOWN_DIRS; i++) ds->known[i].used = false;
   size_t root_len = strlen(ds->root) + strlen("/objects");
   for (char *slash = strrchr(path, '/'); slash != NULL && (size_t)(slash - path) > root_len;
        slash = strrchr(path, '/')) {
