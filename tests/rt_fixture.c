@@ -54,6 +54,7 @@ static void config_from_env(capstore_config *cfg) {
   cfg->clickhouse_url = getenv("CAPSTORE_CLICKHOUSE_URL");
   cfg->clickhouse_user = getenv("CAPSTORE_CLICKHOUSE_USER");
   cfg->clickhouse_password = getenv("CAPSTORE_CLICKHOUSE_PASSWORD");
+  cfg->clickhouse_database = getenv("CAPSTORE_CLICKHOUSE_DATABASE");
   cfg->clickhouse_allow_insecure = true;
   if (getenv("CAPSTORE_NAME") != NULL) cfg->name = getenv("CAPSTORE_NAME");
   const char *role = getenv("CAPSTORE_ROLE");

@@ -215,6 +215,8 @@ static void test_config_refusals(void **state) {
   REFUSED((c.sqlite_path = NULL, c.clickhouse_url = "ftp://x"), "clickhouse_url needs an explicit scheme");
   REFUSED((c.sqlite_path = NULL, c.clickhouse_url = "http://127.0.0.1:8123/"), "clickhouse_url uses http://");
   REFUSED(c.clickhouse_url = "https://h:8443/", "exactly one of sqlite_path and clickhouse_url");
+  REFUSED((c.sqlite_path = NULL, c.clickhouse_url = "https://h:8443/", c.clickhouse_database = "db;DROP"),
+          "clickhouse_database must be");
   REFUSED(c.key_prefix = "../other-bucket/", "key_prefix has a '.' or '..' segment");
   REFUSED(c.key_prefix = "a//", "key_prefix has an empty segment");
   REFUSED(c.key_prefix = "abc", "key_prefix must end with '/'");

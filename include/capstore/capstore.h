@@ -74,6 +74,7 @@ typedef struct capstore_config {
   const char *clickhouse_url;    /* "https://host:8443/"; http:// only with clickhouse_allow_insecure */
   const char *clickhouse_user;   /* NULL: "default" */
   const char *clickhouse_password; /* NULL: none */
+  const char *clickhouse_database; /* [A-Za-z0-9_]{1,64}, made by the operator; NULL: the user's default */
   bool clickhouse_allow_insecure;
   uint64_t catalog_connect_timeout_ns; /* 0: 5 s */
   uint64_t catalog_timeout_ns;   /* whole request; 0: service.request_timeout_ns */

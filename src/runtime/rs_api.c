@@ -139,6 +139,10 @@ static int validate_catalog(const capstore_config *cfg, char *msg, size_t msg_si
   if (rc != CS_E_OK) return rc;
   if (cfg->clickhouse_user != NULL && (cfg->clickhouse_user[0] == '\0' || has_control(cfg->clickhouse_user)))
     return refuse(CS_E_CONFIG, msg, msg_size, "clickhouse_user must be non-empty without control bytes");
+  if (cfg->clickhouse_database != NULL && !name_ok(cfg->clickhouse_database))
+    return refuse(CS_E_CONFIG, msg, msg_size, "clickhouse_database must be 1..64 of A-Z a-z 0-9 _");
+  if (strchr(cfg->clickhouse_url, '#') != NULL)
+    return refuse(CS_E_CONFIG, msg, msg_size, "clickhouse_url has a fragment ('#')");
   if (cfg->clickhouse_password != NULL && has_control(cfg->clickhouse_password))
     return refuse(CS_E_CONFIG, msg, msg_size, "clickhouse_password has a control byte (CR, LF, ...)");
   if (cfg->catalog_connect_timeout_ns != 0 && cfg->catalog_connect_timeout_ns < MS)
@@ -209,7 +213,7 @@ static void disown(const char **field) {
 
 #define OWNED_FIELDS(X)                                                                                  \
   X(spool_dir) X(store_dir) X(s3_endpoint) X(s3_bucket) X(sqlite_path) X(clickhouse_url) X(clickhouse_user) \
-  X(clickhouse_password)
+  X(clickhouse_password) X(clickhouse_database)
 
 static bool own_strings(rs_runtime *rt, const capstore_config *cfg) {
   bool ok = true;

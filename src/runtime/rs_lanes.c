@@ -95,7 +95,16 @@ int rs_catalog_open(rs_runtime *rt, cs_catalog *out, char *msg, size_t msg_size)
     return rc;
   }
   uint64_t timeout = cfg->catalog_timeout_ns != 0 ? cfg->catalog_timeout_ns : cfg->service.request_timeout_ns;
-  cs_clickhouse_config ch = {.url = cfg->clickhouse_url,
+  char url[2048];
+  int n = snprintf(url, sizeof url, "%s", cfg->clickhouse_url);
+  if (cfg->clickhouse_database != NULL) /* validated: [A-Za-z0-9_]{1,64} */
+    n = snprintf(url, sizeof url, "%s%sdatabase=%s", cfg->clickhouse_url, strchr(cfg->clickhouse_url, '?') ? "&" : "?",
+                 cfg->clickhouse_database);
+  if (n < 0 || (size_t)n >= sizeof url) {
+    snprintf(msg, msg_size, "clickhouse_url is longer than %zu bytes", sizeof url - 1);
+    return CS_E_CONFIG;
+  }
+  cs_clickhouse_config ch = {.url = url,
                              .user = cfg->clickhouse_user != NULL ? cfg->clickhouse_user : "default",
                              .password = cfg->clickhouse_password != NULL ? cfg->clickhouse_password : "",
                              .table_prefix = rt->name,
