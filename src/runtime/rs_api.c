@@ -327,7 +327,12 @@ static int call(rs_runtime *rt, uint32_t kind, uint64_t arg_ns) {
   return err;
 }
 
-static void teardown(capstore *cs) {
+/*
+ * Stops the driver and the lanes. The capture is freed only with free_capture
+ * (capstore_free, a failed open): after a close, capture calls racing it must
+ * still find a live (closed) sink that answers CS_E_CLOSED.
+ */
+static void teardown(capstore *cs, bool free_capture) {
   rs_runtime *rt = &cs->rt;
   if (rt->driver_started) {
     pthread_mutex_lock(&rt->mutex);
@@ -337,10 +342,14 @@ static void teardown(capstore *cs) {
     pthread_join(rt->driver, NULL);
     rt->driver_started = false;
   }
+  pthread_mutex_lock(&rt->mutex);
+  rt->inbox_closed = true;
+  pthread_mutex_unlock(&rt->mutex);
   rs_lanes_stop(rt);
+  if (!free_capture) return;
+  atomic_store(&rt->capture_live, NULL);
   if (rt->capture != NULL) cs_capture_free(rt->capture);
   rt->capture = NULL;
-  atomic_store(&rt->capture_live, NULL);
 }
 
 static void destroy(capstore *cs) {
@@ -426,7 +435,7 @@ int capstore_open(const capstore_config *cfg, capstore **out, char *msg, size_t 
   }
   rc = open_runtime(cs, msg, msg_size);
   if (rc != CS_E_OK) {
-    teardown(cs);
+    teardown(cs, true);
     destroy(cs);
     return rc;
   }
@@ -570,8 +579,7 @@ int capstore_close(capstore *cs, uint64_t budget_ns, char *msg, size_t msg_size)
     snprintf(rt->close_msg, sizeof rt->close_msg, "close: %.240s", rt->call_msg[0] != '\0' ? rt->call_msg : cs_strerror(rc));
   pthread_mutex_unlock(&rt->mutex);
   rt->close_err = rc;
-  capstore_stats_get(cs, &(capstore_stats){0});
-  teardown(cs);
+  teardown(cs, false);
   rt->closed = true;
   rc = refuse(rt->close_err, msg, msg_size, "%s", rt->close_msg);
   pthread_mutex_unlock(&cs->api_mutex);
@@ -581,6 +589,7 @@ int capstore_close(capstore *cs, uint64_t budget_ns, char *msg, size_t msg_size)
 void capstore_free(capstore *cs) {
   if (cs == NULL) return;
   if (!cs->rt.closed) (void)capstore_close(cs, 30 * SEC, NULL, 0);
+  teardown(cs, true); /* the sink: waits for seals a timed-out close left running */
   pthread_mutex_destroy(&cs->api_mutex);
   pthread_mutex_destroy(&cs->rt.mutex);
   pthread_cond_destroy(&cs->rt.inbox_cond);

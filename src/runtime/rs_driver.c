@@ -22,6 +22,7 @@
 #include <time.h>
 
 void rs_inbox_post_locked(rs_runtime *rt, const rs_msg *msg) {
+  if (rt->inbox_closed) return;
   if (rt->inbox_count == rt->inbox_max) {
     /* The bounds make this impossible (jobs + two spools' worth of packs); never drop silently. */
     rt->inbox_overflow = true;

@@ -152,6 +152,8 @@ typedef struct rs_runtime {
   int close_err;
   char close_msg[256];
   bool inbox_overflow;        /* never expected: the bounds say it cannot */
+  bool inbox_closed;          /* the driver ended: later messages are dropped (a late seal's pack
+                                 stays in the spool, and the next start recovers it) */
 
   /* Counters (atomic: read by stats without the driver). */
   _Atomic uint64_t captured_records;
