@@ -30,6 +30,7 @@
 #include <curl/curl.h>
 #include <sqlite3.h>
 
+#include "bench_clickhouse.h"
 #include "capstore/clickhouse.h"
 #include "capstore/sqlite_catalog.h"
 
@@ -196,34 +197,9 @@ typedef struct ch_target {
   unsigned tcp_port;
 } ch_target;
 
-static size_t discard(char *ptr, size_t size, size_t nmemb, void *user) {
-  (void)ptr;
-  (void)user;
-  return size * nmemb;
-}
-
 /* One POST of sql (in the URL when body is given, else as the body); the HTTP status, 0 on a transport error. */
 static long ch_post(const ch_target *t, const char *sql, const char *body, size_t len) {
-  CURL *c = curl_easy_init();
-  char url[1024], header[2][200];
-  char *q = curl_easy_escape(c, sql, 0);
-  if (body == NULL) snprintf(url, sizeof url, "%s?wait_end_of_query=1", t->url);
-  else snprintf(url, sizeof url, "%s?wait_end_of_query=1&max_insert_block_size=65536&query=%s", t->url, q);
-  snprintf(header[0], sizeof header[0], "X-ClickHouse-User: %s", t->user);
-  snprintf(header[1], sizeof header[1], "X-ClickHouse-Key: %s", t->password);
-  struct curl_slist *h = curl_slist_append(curl_slist_append(curl_slist_append(NULL, header[0]), header[1]), "Expect:");
-  curl_easy_setopt(c, CURLOPT_URL, url);
-  curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-  curl_easy_setopt(c, CURLOPT_POSTFIELDS, body == NULL ? sql : body);
-  curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)(body == NULL ? strlen(sql) : len));
-  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
-  long status = 0;
-  if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-  if (status != 200) fprintf(stderr, "POST %.60s...: HTTP %ld\n", sql, status);
-  curl_free(q);
-  curl_slist_free_all(h);
-  curl_easy_cleanup(c);
-  return status;
+  return bench_ch_post(t->url, t->user, t->password, sql, body, len);
 }
 
 /* Seconds for clickhouse-client --time to insert the file's rows into table (its own timing), -1 on failure. */
