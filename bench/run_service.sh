@@ -49,7 +49,8 @@ trap cleanup EXIT
 log=${LOG:-$work/lines.txt}
 : >"$log"
 live=(--s3 "$work/s3/endpoint" --clickhouse "$work/clickhouse/endpoint")
-run() { "$bench" "$@" --work "$work/runs" | tee -a "$log"; }
+failed=0
+run() { "$bench" "$@" --work "$work/runs" | tee -a "$log" || { failed=1; echo "run_service.sh: FAILED: $*" >&2; }; }
 
 started=$(date +%s)
 run flush --runs "$runs" "${live[@]}"
@@ -109,3 +110,7 @@ grep '^median mode=backoff' "$log" | while read -r line; do
     if (kv[1] == "requests") r = kv[2] } printf "%s/%s,%s ", f, c, r }')
   printf '%-26s %-8s %14s %s\n' "$(field backend <<<"$line")" "$dead" "$(field cycles_failed <<<"$line")" "$per_run"
 done
+if ((failed)); then
+  echo "run_service.sh: some runs failed (see above)" >&2
+  exit 1
+fi

@@ -43,6 +43,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -61,6 +62,7 @@
 typedef struct opts {
   const char *mode, *work, *s3_file, *ch_file, *dead, *method;
   unsigned runs, records, bytes, pack_records, packs, rate, seconds, linger_ms, poll_ms, flush_ms, window_ms;
+  unsigned inflight; /* ship: store requests in flight (service.store_inflight_max) and rclone's --transfers */
   bool live;  /* ship: the runtime captures the packs while it runs, instead of opening on a sealed spool */
   bool trace; /* flush, ship: a line of the stages' counts every millisecond while the flush waits */
 } opts;
@@ -90,7 +92,7 @@ static int usage(void) {
           "usage: capstore-bench-service flush|ship|latency|backoff|smoke --work DIR [--s3 FILE] [--clickhouse FILE]\n"
           "       [--runs K] [--records N] [--bytes B] [--pack-records R] [--packs P] [--rate N] [--seconds S]\n"
           "       [--linger-ms L] [--method poll|flush] [--poll-ms M] [--flush-ms M] [--dead store|catalog]\n"
-          "       [--window-ms M] [--live] [--trace]\n");
+          "       [--window-ms M] [--inflight K] [--live] [--trace]\n");
   return 2;
 }
 
@@ -100,7 +102,7 @@ static bool mode_is(const opts *o, const char *mode) { return strcmp(o->mode, mo
 static void opts_default(opts *o, const char *mode) {
   *o = (opts){.mode = mode, .method = "poll", .runs = 5, .records = 12288, .bytes = 1792, .pack_records = 4096,
               .packs = 200, .rate = 2000, .seconds = 10, .linger_ms = 50, .poll_ms = 2, .flush_ms = 100,
-              .window_ms = 3000};
+              .window_ms = 3000, .inflight = 4};
   if (strcmp(mode, "ship") == 0) {
     o->bytes = 16384;
     o->pack_records = 64;
@@ -135,6 +137,7 @@ static int opts_parse(int argc, char **argv, opts *o) {
     else if (strcmp(name, "--poll-ms") == 0) number = &o->poll_ms;
     else if (strcmp(name, "--flush-ms") == 0) number = &o->flush_ms;
     else if (strcmp(name, "--window-ms") == 0) number = &o->window_ms;
+    else if (strcmp(name, "--inflight") == 0) number = &o->inflight;
     else return usage();
     if (++i == argc) return usage();
     if (text != NULL) *text = argv[i];
@@ -210,6 +213,7 @@ static void config_make(const opts *o, const targets *t, const char *tag, unsign
   run_env_make(o, tag, run, e);
   capstore_config_default(cfg);
   cfg->capture.sink.pack_records_max = o->pack_records;
+  cfg->service.store_inflight_max = o->inflight;
   cfg->name = e->name;
   cfg->spool_dir = e->spool;
   if (e->dead_store || t->s3) {
@@ -727,10 +731,10 @@ static bool ship_ours(const opts *o, const capstore_config *cfg, const ship_set 
 }
 
 /* The peers: rclone copy of the same files to the same bucket, then one POST of the same rows. */
-static bool ship_peer(const targets *t, const ship_set *s, const char *peer_table, double out[S_COUNT]) {
+static bool ship_peer(const opts *o, const targets *t, const ship_set *s, const char *peer_table, double out[S_COUNT]) {
   char cmd[1600], sql[600];
-  snprintf(cmd, sizeof cmd, "env -u AWS_CA_BUNDLE rclone copy -q --transfers 4 --s3-upload-concurrency 4 '%s' 's3:%s/%.*s'", s->peer_dir,
-           t->s3_bucket, (int)strlen(s->peer_prefix) - 1, s->peer_prefix);
+  snprintf(cmd, sizeof cmd, "env -u AWS_CA_BUNDLE rclone copy -q --transfers %u --s3-upload-concurrency %u '%s' 's3:%s/%.*s'",
+           o->inflight, o->inflight, s->peer_dir, t->s3_bucket, (int)strlen(s->peer_prefix) - 1, s->peer_prefix);
   out[S_RCLONE] = timed_system(cmd);
   snprintf(sql, sizeof sql, "INSERT INTO %s (%s) FORMAT TabSeparated", peer_table, CS_CATALOG_DESCRIPTOR_COLUMNS);
   uint64_t t0 = now_ns();
@@ -772,14 +776,14 @@ static bool ship_run(const opts *o, const targets *t, unsigned run, double out[S
   bool ours_first = run % 2 == 1;
   for (int turn = 0; ok && turn < 2; turn++) {
     if ((turn == 0) == ours_first) ok = o->live ? ship_live(o, &live, out) : ship_ours(o, &cfg, &s, out);
-    else if (peers) ok = ship_peer(t, &s, peer_table, out);
+    else if (peers) ok = ship_peer(o, t, &s, peer_table, out);
   }
   double mb = (double)s.bytes / 1e6;
-  printf("mode=ship backend=%s live=%d run=%u packs=%zu records_per_pack=%u record_bytes=%u pack_bytes=%" PRIu64
+  printf("mode=ship backend=%s live=%d inflight=%u run=%u packs=%zu records_per_pack=%u record_bytes=%u pack_bytes=%" PRIu64
          " first=%s ours_s=%.4f ours_open_s=%.4f ours_packs_per_s=%.1f ours_MBps=%.1f peer_s=%.4f rclone_s=%.4f"
          " post_s=%.4f peer_packs_per_s=%.1f peer_MBps=%.1f ratio=%.2f store_requests=%.0f catalog_requests=%.0f"
          " cycles=%.0f ok=%d\n",
-         backend_name(&e, name, sizeof name), o->live, run, s.count, o->pack_records, o->bytes,
+         backend_name(&e, name, sizeof name), o->live, o->inflight, run, s.count, o->pack_records, o->bytes,
          s.count > 0 ? s.bytes / s.count : 0, ours_first ? "ours" : "peer", out[S_OURS], out[S_OURS_OPEN],
          (double)s.count / out[S_OURS], mb / out[S_OURS], out[S_PEER], out[S_RCLONE], out[S_POST],
          (double)s.count / out[S_PEER], mb / out[S_PEER], out[S_PEER] / out[S_OURS], out[S_STORE_REQ],
@@ -804,10 +808,10 @@ static int ship_main(const opts *o, const targets *t) {
   double ours = median(v[S_OURS], o->runs), peer = median(v[S_PEER], o->runs);
   double ratio[RUNS_MAX];
   for (unsigned r = 0; r < o->runs; r++) ratio[r] = v[S_PEER][r] / v[S_OURS][r];
-  printf("median mode=ship backend=%s live=%d runs=%u packs=%u records_per_pack=%u record_bytes=%u ours_s=%.4f "
+  printf("median mode=ship backend=%s live=%d inflight=%u runs=%u packs=%u records_per_pack=%u record_bytes=%u ours_s=%.4f "
          "ours_open_s=%.4f ours_packs_per_s=%.1f peer_s=%.4f rclone_s=%.4f post_s=%.4f peer_packs_per_s=%.1f "
          "ratio=%.2f ratio_median_of_runs=%.2f\n",
-         backend_name(&e, name, sizeof name), o->live, o->runs, o->packs, o->pack_records, o->bytes, ours,
+         backend_name(&e, name, sizeof name), o->live, o->inflight, o->runs, o->packs, o->pack_records, o->bytes, ours,
          median(v[S_OURS_OPEN], o->runs), o->packs / ours, peer, median(v[S_RCLONE], o->runs),
          median(v[S_POST], o->runs), o->packs / peer, peer / ours, median(ratio, o->runs));
   return 0;
@@ -835,23 +839,36 @@ typedef struct lat_state {
   bool failed;
 } lat_state;
 
-/* Adds the packs newly sealed in the spool (ready names) to s->packs. */
-static void spool_scan(lat_state *s) {
-  DIR *dir = opendir(s->cfg->spool_dir);
-  if (dir == NULL) return;
-  for (struct dirent *d = readdir(dir); d != NULL; d = readdir(dir)) {
-    cs_spool_entry entry;
-    if (cs_spool_parse_ready_name(d->d_name, &entry) != CS_E_OK) continue;
-    bool known = false;
-    for (uint32_t i = s->pack_count; i > 0 && !known; i--) known = cs_uuid_equal(&s->packs[i - 1].id, &entry.pack_id);
-    if (known) continue;
-    if (s->pack_count == s->pack_cap) {
-      s->failed = true;
-      break;
-    }
-    s->packs[s->pack_count++] = (seen_pack){.id = entry.pack_id, .count = entry.record_count};
+/* Adds the pack named by a ready name to s->packs, once. */
+static void pack_seen(lat_state *s, const char *name) {
+  cs_spool_entry entry;
+  if (cs_spool_parse_ready_name(name, &entry) != CS_E_OK) return;
+  for (uint32_t i = s->pack_count; i > 0; i--)
+    if (cs_uuid_equal(&s->packs[i - 1].id, &entry.pack_id)) return;
+  if (s->pack_count == s->pack_cap) {
+    s->failed = true;
+    return;
   }
-  closedir(dir);
+  s->packs[s->pack_count++] = (seen_pack){.id = entry.pack_id, .count = entry.record_count};
+}
+
+/*
+ * The packs sealed since the last call: inotify's events for the spool (a ready name is a new link), so a
+ * pack sealed and handed off between two polls is still seen. The first call lists the directory too.
+ */
+static void spool_scan(lat_state *s, int watch_fd, bool first) {
+  DIR *dir = first ? opendir(s->cfg->spool_dir) : NULL;
+  for (struct dirent *d = dir != NULL ? readdir(dir) : NULL; d != NULL; d = readdir(dir)) pack_seen(s, d->d_name);
+  if (dir != NULL) closedir(dir);
+  _Alignas(struct inotify_event) char buf[8192];
+  for (ssize_t n = read(watch_fd, buf, sizeof buf); n > 0; n = read(watch_fd, buf, sizeof buf)) {
+    for (char *at = buf; at < buf + n;) {
+      const struct inotify_event *ev = (const struct inotify_event *)(void *)at;
+      if (ev->mask & IN_Q_OVERFLOW) s->failed = true; /* events were lost: the run says so */
+      if (ev->len > 0) pack_seen(s, ev->name);
+      at += sizeof *ev + ev->len;
+    }
+  }
 }
 
 /* Asks the catalog which seen packs are visible; stamps the newly visible ones with the answer's time. */
@@ -883,9 +900,14 @@ static void *poller_main(void *arg) {
     s->failed = true;
     return NULL;
   }
+  int watch_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+  if (watch_fd < 0 || inotify_add_watch(watch_fd, s->cfg->spool_dir, IN_CREATE | IN_MOVED_TO) < 0) {
+    fprintf(stderr, "poller: inotify on %s: %s\n", s->cfg->spool_dir, strerror(errno));
+    s->failed = true;
+  }
   uint64_t give_up = 0;
-  for (;;) {
-    spool_scan(s);
+  for (bool first = true; !s->failed; first = false) {
+    spool_scan(s, watch_fd, first);
     uint64_t visible = poll_visible(s, &cat);
     if (atomic_load(&s->done)) {
       if (visible == s->total) break;
@@ -898,6 +920,7 @@ static void *poller_main(void *arg) {
     }
     sleep_ms(s->o->poll_ms);
   }
+  if (watch_fd >= 0) close(watch_fd);
   cat.ops->close(cat.self);
   return NULL;
 }
