@@ -184,6 +184,48 @@ static void test_recovers_spooled_packs(void **state) {
   tc_remove_all(e.root);
 }
 
+/*
+ * Records with large descriptors (eight texts of 512 bytes that escape to six
+ * each: 25 KB of footer a record, 74 MB for 3,000 where a footer may hold
+ * 64 MiB): the sink seals before a footer passes its bound, so no accepted
+ * record is dropped (before, every record past the bound was).
+ */
+static void test_large_descriptors_never_dropped(void **state) {
+  (void)state;
+  env e;
+  env_make(&e, "rt_footer");
+  capstore_config cfg = env_config(&e);
+  cfg.capture.sink.pack_records_max = 4096; /* the default: the footer bound seals first */
+  capstore *cs = NULL;
+  char msg[256];
+  assert_int_equal(capstore_open(&cfg, &cs, msg, sizeof msg), CS_E_OK);
+  static char text[513];
+  memset(text, 0x01, 512);
+  enum { RECORDS = 3000 };
+  uint8_t bytes[64];
+  for (uint64_t n = 0; n < RECORDS; n++) {
+    tc_record r;
+    tc_record_make(&r, n, 32);
+    cs_pack_text t = {text, 512};
+    r.meta.experiment_id = r.meta.run_id = r.meta.request_id = r.meta.sequence_id = t;
+    r.meta.model_id = r.meta.model_revision = r.meta.capture_policy_version = r.meta.hook_name = t;
+    tc_payload(n, bytes, sizeof bytes);
+    assert_int_equal(capstore_write(cs, &r.meta, bytes, sizeof bytes, msg, sizeof msg), CS_E_OK);
+  }
+  int rc = capstore_flush(cs, capstore_clock_ns() + 120 * SEC, NULL, msg, sizeof msg);
+  if (rc != CS_E_OK) fail_msg("flush: %s", msg);
+  capstore_stats stats;
+  capstore_stats_get(cs, &stats);
+  assert_int_equal(stats.capture.records_dropped, 0);
+  assert_int_equal(stats.capture.records_written, RECORDS);
+  assert_true(stats.capture.packs_sealed >= 2); /* 74 MB of footers cannot fit one pack */
+  capstore_free(cs);
+  tc_seen seen;
+  read_back(&e, RECORDS, &seen);
+  assert_exactly(&seen, RECORDS);
+  tc_remove_all(e.root);
+}
+
 /* Each refusal names its field and rule; nothing is opened. */
 static void test_config_refusals(void **state) {
   (void)state;
@@ -259,6 +301,7 @@ int main(void) {
       cmocka_unit_test(test_empty_flush_and_busy_spool),
       cmocka_unit_test(test_close_drains_and_reopen),
       cmocka_unit_test(test_recovers_spooled_packs),
+      cmocka_unit_test(test_large_descriptors_never_dropped),
       cmocka_unit_test(test_config_refusals),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -564,6 +564,51 @@ static void test_writer_text_round_trip(void **state) {
   tp_free(&out);
 }
 
+/* cs_pack_meta_footer_bytes_max bounds what the writer really puts in the footer, for the worst texts and shapes. */
+static void test_meta_footer_bound(void **state) {
+  (void)state;
+  static char worst[4][513];
+  memset(worst[0], 0x01, 512);      /* control bytes: six-byte escapes */
+  memset(worst[1], '"', 512);       /* two-byte escapes */
+  for (int i = 0; i < 510; i += 3) { /* U+FFFF as UTF-8: one escape of six for three bytes */
+    worst[2][i] = (char)0xef;
+    worst[2][i + 1] = (char)0xbf;
+    worst[2][i + 2] = (char)0xbf;
+  }
+  worst[2][510] = worst[2][511] = 'a';
+  memset(worst[3], 'a', 1);
+  for (int w = 0; w < 4; w++) {
+    tp_bytes out = {0};
+    cs_pack_writer *writer = tp_open(&out);
+    uint64_t bound = 0;
+    for (uint32_t r = 0; r < 8; r++) {
+      char id[16];
+      snprintf(id, sizeof id, "%u", r);
+      cs_pack_meta m = tp_meta(id, 1);
+      cs_pack_text t = {worst[w], strlen(worst[w])};
+      m.tenant_id = m.experiment_id = m.run_id = m.session_id = m.request_id = m.sequence_id = t;
+      m.model_id = m.model_revision = m.adapter_revision = m.capture_policy_version = m.hook_name = t;
+      m.layer_number = -1;
+      m.producer_rank = UINT32_MAX;
+      m.step_number = m.token_start = m.token_end = m.captured_at_ns = UINT64_MAX;
+      m.batch_position = UINT32_MAX;
+      m.rank = CS_PACK_RANK_MAX;
+      for (uint32_t d = 0; d < CS_PACK_RANK_MAX; d++) m.shape[d] = 1;
+      uint8_t byte = 7;
+      cs_pack_error err;
+      assert_int_equal(cs_pack_writer_add_record(writer, &m, &byte, 1, &err), CS_E_OK);
+      bound += cs_pack_meta_footer_bytes_max(&m);
+    }
+    cs_pack_summary sum;
+    cs_pack_error err;
+    assert_int_equal(cs_pack_writer_finish(writer, &sum, &err), CS_E_OK);
+    if (sum.footer_length > bound) fail_msg("texts %d: footer %llu bytes over the bound %llu", w,
+                                            (unsigned long long)sum.footer_length, (unsigned long long)bound);
+    cs_pack_writer_free(writer);
+    tp_free(&out);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_dtype_table),
@@ -571,6 +616,7 @@ int main(void) {
       cmocka_unit_test(test_meta_utf8),
       cmocka_unit_test(test_meta_number_bounds),
       cmocka_unit_test(test_meta_shape_bounds),
+      cmocka_unit_test(test_meta_footer_bound),
       cmocka_unit_test(test_meta_shape_overflow),
       cmocka_unit_test(test_json_escapes),
       cmocka_unit_test(test_json_meta_key_order),

@@ -163,6 +163,30 @@ static void test_seal_on_bytes_before_overflow(void **state) {
   assert_int_equal(stats_of(&sink).open_records, 1);
 }
 
+/* A record whose descriptor would take the footer past its bound starts a new pack; one that can never fit is refused. */
+static void test_seal_on_footer_bytes_before_overflow(void **state) {
+  (void)state;
+  cs_sink sink;
+  cs_sink_config cfg = small_config(CS_FULL_REFUSE);
+  cfg.pack_footer_bytes_max = 64 * 1024;
+  sink_start(&sink, &cfg);
+  uint64_t pack_seq = 0;
+  assert_int_equal(cs_sink_admit_record(&sink, 0, 10, 40 * 1024, 0, &pack_seq), CS_E_OK);
+  assert_int_equal(pack_seq, 1);
+  assert_int_equal(cs_sink_admit_record(&sink, 0, 10, 24 * 1024, 0, &pack_seq), CS_E_OK); /* exactly the bound */
+  assert_int_equal(pack_seq, 1);
+  expect_nothing(&sink);
+  assert_int_equal(cs_sink_admit_record(&sink, 0, 10, 1, 0, &pack_seq), CS_E_OK); /* would exceed: sealed first */
+  assert_int_equal(pack_seq, 2);
+  expect_seal(&sink, 1, 2, 20, CS_SEAL_BYTES);
+  assert_int_equal(cs_sink_admit_record(&sink, 0, 10, 64 * 1024 + 1, 0, &pack_seq), CS_E_TOO_LARGE);
+  expect_nothing(&sink);
+  cfg.pack_footer_bytes_max = 1000;
+  char msg[128];
+  assert_int_equal(cs_sink_config_validate(&cfg, msg, sizeof msg), CS_E_CONFIG);
+  assert_non_null(strstr(msg, "pack_footer_bytes_max"));
+}
+
 static void test_oversize_record_gets_own_pack(void **state) {
   (void)state;
   cs_sink sink;
@@ -784,6 +808,7 @@ int main(void) {
       cmocka_unit_test(test_config_block_time_ignored_under_refuse),
       cmocka_unit_test(test_seal_on_record_count),
       cmocka_unit_test(test_seal_on_bytes_before_overflow),
+      cmocka_unit_test(test_seal_on_footer_bytes_before_overflow),
       cmocka_unit_test(test_oversize_record_gets_own_pack),
       cmocka_unit_test(test_seal_on_linger),
       cmocka_unit_test(test_flush_seals_open_pack),

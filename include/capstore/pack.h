@@ -167,6 +167,13 @@ const char *cs_pack_error_kind_name(cs_pack_error_kind kind);
  */
 int cs_pack_meta_validate(const cs_pack_meta *meta, uint64_t decoded_length, cs_pack_error *err);
 
+/*
+ * An upper bound of the bytes a record with meta takes in its pack's
+ * canonical footer (its object, the comma before it included): every text
+ * byte may become a six-byte escape, numbers take at most 20 digits.
+ */
+uint64_t cs_pack_meta_footer_bytes_max(const cs_pack_meta *meta);
+
 /* ---- Writer ---------------------------------------------------------------- */
 
 /* Receives the pack's bytes in order. Returns 0 on success, anything else fails the pack. */

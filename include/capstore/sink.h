@@ -42,6 +42,8 @@ typedef enum cs_full_policy {
 typedef struct cs_sink_config {
   uint32_t pack_records_max; /* seal when the open pack holds this many records */
   uint64_t pack_bytes_max;   /* seal when the open pack would exceed this */
+  uint64_t pack_footer_bytes_max; /* seal when the open pack's footer (its records' descriptors,
+                                     as cs_sink_admit_record counts them) would exceed this */
   uint64_t linger_ns;        /* seal this long after the pack's first record */
   uint64_t spool_bytes_max;  /* quota: sealed + open bytes in the spool */
   uint32_t spool_packs_max;  /* quota: sealed + open packs in the spool */
@@ -50,8 +52,9 @@ typedef struct cs_sink_config {
 } cs_sink_config;
 
 /*
- * Defaults: 4096 records or 64 MiB per pack, linger 1 s, spool 8 GiB and
- * 4096 packs, block for at most 5 s when full.
+ * Defaults: 4096 records or 64 MiB per pack, footers up to 60 MiB (the
+ * format allows 64), linger 1 s, spool 8 GiB and 4096 packs, block for at
+ * most 5 s when full.
  */
 void cs_sink_config_default(cs_sink_config *cfg);
 /*
@@ -125,6 +128,7 @@ typedef struct cs_sink {
   uint64_t open_seq;        /* 0 when no pack is open */
   uint32_t open_records;
   uint64_t open_bytes;
+  uint64_t open_footer_bytes;
   uint64_t open_first_ns;
   int seal_deferred;        /* 0, CS_SEAL_FLUSH or CS_SEAL_CLOSE: waits for a free seal slot */
   uint64_t flush_id;
@@ -162,6 +166,16 @@ int cs_sink_init(cs_sink *sink, const cs_sink_config *cfg, char *msg, size_t msg
  */
 int cs_sink_admit(cs_sink *sink, uint64_t now_ns, uint64_t record_bytes, uint64_t first_try_ns,
                   uint64_t *pack_seq);
+
+/*
+ * cs_sink_admit for a record whose descriptor takes up to footer_bytes of
+ * its pack's footer: the open pack is sealed first when the record's
+ * footer_bytes would take the footer past pack_footer_bytes_max, so no
+ * admitted record is refused later by the footer's bound. A record whose
+ * own footer_bytes exceed the bound is CS_E_TOO_LARGE.
+ */
+int cs_sink_admit_record(cs_sink *sink, uint64_t now_ns, uint64_t record_bytes, uint64_t footer_bytes,
+                         uint64_t first_try_ns, uint64_t *pack_seq);
 
 /*
  * The caller sealed pack_seq (err CS_E_OK) or failed to (size_bytes then 0).

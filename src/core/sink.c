@@ -46,6 +46,7 @@ void cs_sink_config_default(cs_sink_config *cfg) {
   memset(cfg, 0, sizeof *cfg);
   cfg->pack_records_max = 4096;
   cfg->pack_bytes_max = 64 * SINK_MIB;
+  cfg->pack_footer_bytes_max = 60 * SINK_MIB;
   cfg->linger_ns = CS_SEC_NS;
   cfg->spool_bytes_max = 8 * SINK_GIB;
   cfg->spool_packs_max = 4096;
@@ -60,6 +61,8 @@ int cs_sink_config_validate(const cs_sink_config *cfg, char *msg, size_t msg_siz
   if (cfg->pack_records_max > SINK_RECORDS_LIMIT)
     return config_refuse(msg, msg_size, "pack_records_max must be <= 1000000");
   if (cfg->pack_bytes_max == 0) return config_refuse(msg, msg_size, "pack_bytes_max must be > 0");
+  if (cfg->pack_footer_bytes_max < 64 * 1024 || cfg->pack_footer_bytes_max > 64 * SINK_MIB)
+    return config_refuse(msg, msg_size, "pack_footer_bytes_max must be 64 KiB..64 MiB (the format's footer bound)");
   if (cfg->linger_ns < CS_MS_NS) return config_refuse(msg, msg_size, "linger_ns must be >= 1 ms");
   if (cfg->spool_bytes_max == 0) return config_refuse(msg, msg_size, "spool_bytes_max must be > 0");
   if (cfg->spool_bytes_max < cfg->pack_bytes_max)
@@ -138,6 +141,7 @@ static void sink_seal_open(cs_sink *sink, cs_seal_reason reason) {
   sink->open_seq = 0;
   sink->open_records = 0;
   sink->open_bytes = 0;
+  sink->open_footer_bytes = 0;
   sink->open_first_ns = 0;
   sink->seal_deferred = 0;
 }
@@ -214,11 +218,13 @@ typedef struct admit_plan {
   bool seal_after;  /* the record's pack is sealed right after it */
 } admit_plan;
 
-static admit_plan sink_admit_plan(const cs_sink *sink, uint64_t record_bytes) {
+static admit_plan sink_admit_plan(const cs_sink *sink, uint64_t record_bytes, uint64_t footer_bytes) {
   assert(sink->open_seq == 0 || sink->open_bytes <= sink->cfg.pack_bytes_max);
   assert(sink->open_records < sink->cfg.pack_records_max);
+  assert(sink->open_footer_bytes <= sink->cfg.pack_footer_bytes_max);
   admit_plan plan = {0};
-  plan.seal_before = sink->open_seq != 0 && record_bytes > sink->cfg.pack_bytes_max - sink->open_bytes;
+  plan.seal_before = sink->open_seq != 0 && (record_bytes > sink->cfg.pack_bytes_max - sink->open_bytes ||
+                                             footer_bytes > sink->cfg.pack_footer_bytes_max - sink->open_footer_bytes);
   plan.new_pack = sink->open_seq == 0 || plan.seal_before;
   uint32_t records_after = plan.new_pack ? 1u : sink->open_records + 1u;
   uint64_t bytes_after = plan.new_pack ? record_bytes : sink->open_bytes + record_bytes;
@@ -264,6 +270,11 @@ static int sink_refuse_full(cs_sink *sink, uint64_t now_ns, uint64_t first_try_n
 
 int cs_sink_admit(cs_sink *sink, uint64_t now_ns, uint64_t record_bytes, uint64_t first_try_ns,
                   uint64_t *pack_seq) {
+  return cs_sink_admit_record(sink, now_ns, record_bytes, 0, first_try_ns, pack_seq);
+}
+
+int cs_sink_admit_record(cs_sink *sink, uint64_t now_ns, uint64_t record_bytes, uint64_t footer_bytes,
+                         uint64_t first_try_ns, uint64_t *pack_seq) {
   assert(sink != NULL && pack_seq != NULL);
   assert(sink->state >= SINK_OPEN && sink->state <= SINK_CLOSED);
   if (first_try_ns > now_ns) return CS_E_INVALID_ARGUMENT;
@@ -271,11 +282,11 @@ int cs_sink_admit(cs_sink *sink, uint64_t now_ns, uint64_t record_bytes, uint64_
     sink->stats.refused_closed++;
     return CS_E_CLOSED;
   }
-  if (record_bytes > sink->cfg.spool_bytes_max) {
+  if (record_bytes > sink->cfg.spool_bytes_max || footer_bytes > sink->cfg.pack_footer_bytes_max) {
     sink->stats.refused_full++;
     return CS_E_TOO_LARGE;
   }
-  admit_plan plan = sink_admit_plan(sink, record_bytes);
+  admit_plan plan = sink_admit_plan(sink, record_bytes, footer_bytes);
   admit_room room = sink_admit_room(sink, record_bytes, &plan);
   if (room != ADMIT_FITS) return sink_refuse_full(sink, now_ns, first_try_ns, room);
   if (plan.seal_before) sink_seal_open(sink, CS_SEAL_BYTES);
@@ -286,6 +297,7 @@ int cs_sink_admit(cs_sink *sink, uint64_t now_ns, uint64_t record_bytes, uint64_
   }
   sink->open_records++;
   sink->open_bytes += record_bytes;
+  sink->open_footer_bytes += footer_bytes;
   *pack_seq = sink->open_seq;
   sink->stats.records_admitted++;
   sink->stats.bytes_admitted += record_bytes;

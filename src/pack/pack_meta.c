@@ -239,3 +239,24 @@ int cs_pack_meta_validate(const cs_pack_meta *meta, uint64_t decoded_length, cs_
   cs_pack_error_kind kind = pk_meta_check(meta, decoded_length, CS_PACK_NO_RECORD, err);
   return kind == CS_PACK_OK ? CS_E_OK : CS_E_INVALID_ARGUMENT;
 }
+
+/*
+ * The fixed part: the record's and the metadata's keys, quotes, colons,
+ * commas and braces (about 420 bytes) and at most 20 digits for each of its
+ * eleven numbers, rounded up.
+ */
+#define FOOTER_RECORD_FIXED_BYTES 1024u
+#define FOOTER_ESCAPE_BYTES 6u    /* "\u00XX": the longest escape of one text byte */
+#define FOOTER_DIMENSION_BYTES 11u /* ten digits and a comma */
+
+uint64_t cs_pack_meta_footer_bytes_max(const cs_pack_meta *meta) {
+  assert(meta != NULL);
+  const cs_pack_text texts[] = {meta->capture_id,        meta->tenant_id,   meta->experiment_id,
+                                meta->run_id,            meta->session_id,  meta->request_id,
+                                meta->sequence_id,       meta->model_id,    meta->model_revision,
+                                meta->adapter_revision,  meta->capture_policy_version, meta->hook_name};
+  uint64_t bytes = FOOTER_RECORD_FIXED_BYTES + (uint64_t)meta->rank * FOOTER_DIMENSION_BYTES;
+  for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) bytes += 2u + FOOTER_ESCAPE_BYTES * texts[i].len;
+  assert(bytes >= FOOTER_RECORD_FIXED_BYTES);
+  return bytes;
+}

@@ -159,6 +159,7 @@ typedef struct admission {
   const cs_pack_meta *meta;
   uint64_t size;   /* staging bytes */
   uint64_t length; /* payload bytes */
+  uint64_t footer_bytes; /* the most its descriptor takes of the pack's footer */
   bool device;
   key_copy key;          /* the call's key while none was fixed (check_key) */
   const char *key_field; /* out: the key field that differs from the one fixed meanwhile */
@@ -194,7 +195,7 @@ static int admit_locked(cs_capture *cap, admission *a, uint64_t first_try_ns) {
       return CS_E_FULL;
     }
     uint64_t pack_seq = 0;
-    int rc = cs_sink_admit(&cap->sink, now, a->length, first_try_ns, &pack_seq);
+    int rc = cs_sink_admit_record(&cap->sink, now, a->length, a->footer_bytes, first_try_ns, &pack_seq);
     a->sealing = rc == CS_E_FULL;
     if (rc == CS_E_WOULD_BLOCK) {
       if (!waited_spool) cap->stats.spool_waits++;
@@ -250,7 +251,8 @@ int cs_capture_write(cs_capture *cap, const cs_pack_meta *meta, const void *byte
                      char *msg, size_t msg_size) {
   int rc = validate(cap, meta, bytes, length, msg, msg_size);
   if (rc != CS_E_OK) return rc;
-  admission a = {.meta = meta, .size = rt_entry_size(meta, length), .length = length};
+  admission a = {.meta = meta, .size = rt_entry_size(meta, length), .length = length,
+                 .footer_bytes = cs_pack_meta_footer_bytes_max(meta)};
   rc = admit(cap, &a, msg, msg_size);
   if (rc != CS_E_OK) return rc;
   rt_entry_fill_meta(a.entry, meta);
@@ -265,7 +267,8 @@ int cs_capture_write_device(cs_capture *cap, const cs_pack_meta *meta, const voi
   int rc = validate(cap, meta, device_bytes, length, msg, msg_size);
   if (rc != CS_E_OK) return rc;
   if (!cap->device_ok) return refuse(CS_E_UNSUPPORTED, msg, msg_size, "device path: %s", cap->device_msg);
-  admission a = {.meta = meta, .size = rt_entry_size(meta, length), .length = length, .device = true};
+  admission a = {.meta = meta, .size = rt_entry_size(meta, length), .length = length, .device = true,
+                 .footer_bytes = cs_pack_meta_footer_bytes_max(meta)};
   rc = admit(cap, &a, msg, msg_size);
   if (rc != CS_E_OK) return rc;
   rt_entry_fill_meta(a.entry, meta);
