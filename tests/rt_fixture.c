@@ -4,7 +4,8 @@
  * environment as a deployment would be:
  *
  *   CAPSTORE_SPOOL                         the spool directory (required for capture and serve)
- *   CAPSTORE_STORE_DIR | CAPSTORE_S3_ENDPOINT + CAPSTORE_S3_BUCKET (credentials: AWS_*)
+ *   CAPSTORE_STORE_DIR | CAPSTORE_S3_ENDPOINT + CAPSTORE_S3_BUCKET (credentials: AWS_*, or in the
+ *   config from CAPSTORE_S3_ACCESS_KEY_ID and CAPSTORE_S3_SECRET_ACCESS_KEY)
  *   CAPSTORE_SQLITE | CAPSTORE_CLICKHOUSE_URL (+ _USER, _PASSWORD)
  *   CAPSTORE_ROLE (publisher|uploader), CAPSTORE_NAME, CAPSTORE_TTL_MS, CAPSTORE_TIMEOUT_MS,
  *   CAPSTORE_RECONCILE_MS (periodic pass), CAPSTORE_NO_START_RECONCILE, CAPSTORE_PACK_RECORDS,
@@ -50,6 +51,8 @@ static void config_from_env(capstore_config *cfg) {
   cfg->s3_endpoint = getenv("CAPSTORE_S3_ENDPOINT");
   cfg->s3_bucket = getenv("CAPSTORE_S3_BUCKET");
   cfg->s3_allow_insecure = true; /* the loopback test servers */
+  cfg->s3_access_key_id = getenv("CAPSTORE_S3_ACCESS_KEY_ID"); /* NULL: AWS_ACCESS_KEY_ID */
+  cfg->s3_secret_access_key = getenv("CAPSTORE_S3_SECRET_ACCESS_KEY");
   cfg->sqlite_path = getenv("CAPSTORE_SQLITE");
   cfg->clickhouse_url = getenv("CAPSTORE_CLICKHOUSE_URL");
   cfg->clickhouse_user = getenv("CAPSTORE_CLICKHOUSE_USER");

@@ -152,6 +152,18 @@ static int validate_catalog(const capstore_config *cfg, char *msg, size_t msg_si
   return CS_E_OK;
 }
 
+/* The service's config as the runtime runs it; the store's LIST order only when lists_known (after the probe). */
+static int validate_service(const capstore_config *cfg, bool lists_known, char *msg, size_t msg_size) {
+  cs_service_config svc = cfg->service;
+  svc.role = cfg->role;
+  svc.reconcile_at_start = cfg->reconcile_at_start;
+  if (!lists_known) svc.store_lists_complete = true;
+  char inner[200];
+  if (cs_service_config_validate(&svc, inner, sizeof inner) != CS_E_OK)
+    return refuse(CS_E_CONFIG, msg, msg_size, "service.%s", inner);
+  return CS_E_OK;
+}
+
 /* Everything but the store's LIST order, which needs the store (lists_known: it is known). */
 static int validate(const capstore_config *cfg, bool lists_known, char *msg, size_t msg_size) {
   if (msg != NULL && msg_size > 0) msg[0] = '\0';
@@ -172,13 +184,9 @@ static int validate(const capstore_config *cfg, bool lists_known, char *msg, siz
       return refuse(CS_E_CONFIG, msg, msg_size,
                     "key_prefix is empty while reconcile is on: reconcile lists one catalog's own prefix");
   }
-  cs_service_config svc = cfg->service;
-  svc.role = cfg->role;
-  svc.reconcile_at_start = cfg->reconcile_at_start;
-  if (!lists_known) svc.store_lists_complete = true;
+  rc = validate_service(cfg, lists_known, msg, msg_size);
+  if (rc != CS_E_OK) return rc;
   char inner[200];
-  if (cs_service_config_validate(&svc, inner, sizeof inner) != CS_E_OK)
-    return refuse(CS_E_CONFIG, msg, msg_size, "service.%s", inner);
   if (cs_capture_config_validate(&cfg->capture, inner, sizeof inner) != CS_E_OK)
     return refuse(CS_E_CONFIG, msg, msg_size, "capture.%s", inner);
   if (cs_engine_config_validate(&cfg->engine, inner, sizeof inner) != CS_E_OK)
@@ -284,7 +292,7 @@ static int alloc_tables(rs_runtime *rt) {
   const cs_service_config *svc = &rt->cfg.service;
   rt->svc_mem_size = cs_service_memory_size(svc);
   rt->svc_mem = aligned_alloc(64, (rt->svc_mem_size + 63u) & ~(size_t)63u);
-  rt->job_count = 2u * svc->store_inflight_max + 2u + 4u; /* the core's request bound, and steps */
+  rt->job_count = 2u * svc->store_inflight_max + 2u + RS_STEP_JOBS; /* the core's request bound, and steps */
   rt->jobs = calloc(rt->job_count, sizeof *rt->jobs);
   rt->bools_per_job = svc->cycle_packs_max > svc->list_page_max ? svc->cycle_packs_max : svc->list_page_max;
   rt->bool_pool = calloc((size_t)rt->job_count * 2u * rt->bools_per_job, sizeof *rt->bool_pool);
@@ -388,7 +396,8 @@ static int open_runtime(capstore *cs, char *msg, size_t msg_size) {
   if (rc == CS_E_OK) rc = make_parents("store_dir", rt->cfg.store_dir, false, msg, msg_size);
   if (rc == CS_E_OK) rc = make_parents("sqlite_path", rt->cfg.sqlite_path, false, msg, msg_size);
   if (rc == CS_E_OK) rc = probe_store(rt, msg, msg_size);
-  if (rc == CS_E_OK) rc = validate(&rt->cfg, true, msg, msg_size);
+  /* Only the service's part again: the rest was validated before the strings moved into the runtime. */
+  if (rc == CS_E_OK) rc = validate_service(&rt->cfg, true, msg, msg_size);
   if (rc != CS_E_OK) return rc;
   if (alloc_tables(rt) != CS_E_OK) return refuse(CS_E_NO_MEMORY, msg, msg_size, "no memory for the runtime's tables");
   char inner[160];

@@ -48,8 +48,11 @@ static void log_failure(rs_runtime *rt, const char *what, const char *detail) {
 
 /* ---- jobs ------------------------------------------------------------------------------ */
 
+/* A free job of kind's own part of the pool (actions and steps never take each other's), or NULL. */
 static rs_job *job_alloc(rs_runtime *rt, uint32_t kind) {
-  for (uint32_t i = 0; i < rt->job_count; i++) {
+  uint32_t steps_from = rt->job_count - RS_STEP_JOBS;
+  uint32_t first = kind == RS_JOB_STEP ? steps_from : 0, end = kind == RS_JOB_STEP ? rt->job_count : steps_from;
+  for (uint32_t i = first; i < end; i++) {
     rs_job *job = &rt->jobs[i];
     if (job->busy) continue;
     bool *held = job->held, *rejected = job->rejected;
@@ -67,7 +70,8 @@ static rs_job *job_alloc(rs_runtime *rt, uint32_t kind) {
 }
 
 static void job_free(rs_runtime *rt, rs_job *job) {
-  if (job->kind == RS_JOB_ACTION && job->act.op == CS_OP_STORE_LIST) rt->list_busy[job->list_slot] = false;
+  if (job->kind == RS_JOB_ACTION && job->act.op == CS_OP_STORE_LIST && job->list_slot < RS_LIST_SLOTS)
+    rt->list_busy[job->list_slot] = false;
   job->busy = false;
 }
 
@@ -97,10 +101,22 @@ static void service_start(rs_runtime *rt, uint64_t now) {
   step_done(rt, now, rc);
 }
 
-/* A blocking step runs on the spool lane; its completion comes back through the inbox. */
-static void step_to_lane(rs_runtime *rt, const cs_engine_action *act) {
+/*
+ * A blocking step runs on the spool lane; its completion comes back through
+ * the inbox. A step the engine timed out may still be on the lane; when
+ * RS_STEP_JOBS of them are, the new step fails at once (CS_E_BUSY) rather
+ * than queue behind them without bound.
+ */
+static void step_to_lane(rs_runtime *rt, uint64_t now, const cs_engine_action *act) {
   rs_job *job = job_alloc(rt, RS_JOB_STEP);
-  assert(job != NULL); /* the pool keeps room for one step */
+  if (job == NULL) {
+    pthread_mutex_lock(&rt->mutex);
+    snprintf(rt->call_msg, sizeof rt->call_msg, "%s: the sink's earlier steps are still running",
+             cs_engine_step_name(act->step));
+    pthread_mutex_unlock(&rt->mutex);
+    step_done(rt, now, CS_E_BUSY);
+    return;
+  }
   job->step = *act;
   rs_lane_push(&rt->spool_lane, job);
 }
@@ -123,7 +139,7 @@ static void exec_step(rs_runtime *rt, uint64_t now, const cs_engine_action *act)
   case CS_STEP_STOP_CAPTURE: step_done(rt, now, CS_E_OK); return; /* the sink's close refuses records */
   case CS_STEP_OPEN_SINK:
   case CS_STEP_FLUSH_SINK:
-  case CS_STEP_SEAL_SINK: step_to_lane(rt, act); return;
+  case CS_STEP_SEAL_SINK: step_to_lane(rt, now, act); return;
   case CS_STEP_FLUSH_SERVICE:
   case CS_STEP_DRAIN_SERVICE:
     if (!svc_live) {
@@ -204,6 +220,7 @@ static void exec_service_action(rs_runtime *rt, uint64_t now, const cs_action *a
     if (rt->list_busy[slot]) {
       /* More pages in flight than the runtime keeps buffers for: answered as throttled, not sent. */
       job->outcome = CS_OUT_THROTTLED;
+      job->list_slot = UINT32_MAX; /* holds no page buffer */
       snprintf(job->detail, sizeof job->detail, "LIST: more than %u pages in flight", RS_LIST_SLOTS);
       rs_msg msg = {.kind = RS_MSG_DONE, .job = job};
       rs_inbox_post(rt, &msg);
@@ -223,7 +240,7 @@ static void deliver_done(rs_runtime *rt, uint64_t now, rs_job *job) {
     if (job->err != CS_E_OK) {
       log_failure(rt, cs_engine_step_name(job->step.step), job->detail);
       pthread_mutex_lock(&rt->mutex);
-      if (rt->call_msg[0] == '\0')
+      if (rt->call_msg[0] == '\0' && rt->step_id == job->step.id) /* a late step of an earlier call is not this one's */
         snprintf(rt->call_msg, sizeof rt->call_msg, "%s: %.200s", cs_engine_step_name(job->step.step),
                  job->detail[0] != '\0' ? job->detail : cs_strerror(job->err));
       pthread_mutex_unlock(&rt->mutex);

@@ -124,7 +124,7 @@ typedef struct rs_runtime {
   /* Lanes and the job pool. */
   rs_lane store_lane, catalog_lane, lease_lane, spool_lane;
   rs_job *jobs;
-  uint32_t job_count;
+  uint32_t job_count;          /* action jobs first (the core's request bound), then RS_STEP_JOBS */
   bool *bool_pool;            /* 2 x per_job bools per job (COMMITTED answers) */
   uint32_t bools_per_job;
   char (*list_keys)[CS_KEY_MAX]; /* RS_LIST_SLOTS pages of list_page_max keys */
@@ -168,6 +168,8 @@ typedef struct rs_runtime {
 } rs_runtime;
 
 #define RS_LIST_SLOTS 2u
+/* Jobs for the engine's blocking steps: one runs, the others are steps the engine timed out, still on the lane. */
+#define RS_STEP_JOBS 4u
 
 /* ---- rs_lanes.c ---- */
 RS_HIDDEN int rs_lanes_start(rs_runtime *rt, char *msg, size_t msg_size);

@@ -173,6 +173,7 @@ static int footer_from_store(cs_store *store, const cs_pack_ref *ref, cs_pack_fo
   *outcome = CS_OUT_INVALID;
   if (ref->size_bytes < CS_PACK_TRAILER_SIZE) return CS_E_CORRUPT;
   int rc = store->ops->get(store->self, ref->key, &range, tail, sizeof tail, &got, &res);
+  if (rc == CS_E_OK && res.outcome == CS_OUT_OK && got != sizeof tail) res.outcome = CS_OUT_INVALID; /* short */
   if (rc != CS_E_OK || res.outcome != CS_OUT_OK) {
     *outcome = rc != CS_E_OK ? CS_OUT_INVALID : res.outcome;
     snprintf(msg, msg_size, "GET trailer: %.100s", res.detail);
@@ -188,6 +189,7 @@ static int footer_from_store(cs_store *store, const cs_pack_ref *ref, cs_pack_fo
   if (bytes == NULL) return CS_E_NO_MEMORY;
   range = (cs_range){.offset = trailer.footer_offset, .length = trailer.footer_length};
   rc = store->ops->get(store->self, ref->key, &range, bytes, trailer.footer_length, &got, &res);
+  if (rc == CS_E_OK && res.outcome == CS_OUT_OK && got != trailer.footer_length) res.outcome = CS_OUT_INVALID;
   if (rc != CS_E_OK || res.outcome != CS_OUT_OK) {
     *outcome = rc != CS_E_OK ? CS_OUT_INVALID : res.outcome;
     snprintf(msg, msg_size, "GET footer: %.100s", res.detail);
@@ -493,14 +495,15 @@ static void *store_main(void *context) {
   rs_job *waiting = NULL; /* refused with CS_E_FULL: started after the next reap */
   uint32_t in_flight = 0;
   for (;;) {
+    bool prepared = waiting != NULL; /* a job refused with CS_E_FULL keeps what it prepared */
     rs_job *job = waiting != NULL ? waiting : lane_take(lane, in_flight == 0);
     waiting = NULL;
     if (job != NULL) {
-      if (!store_prepare(rt, job)) {
+      if (!prepared && !store_prepare(rt, job)) {
         job_done(rt, job);
         continue;
       }
-      atomic_fetch_add(&rt->store_requests, 1);
+      if (!prepared) atomic_fetch_add(&rt->store_requests, 1);
       int rc = cs_store_start(&lane->store, &job->req);
       if (rc == CS_E_FULL) {
         waiting = job;
