@@ -19,14 +19,14 @@
 # medians follow at the end.
 #
 # usage: bench/run_service.sh [BUILD_DIR]     (default: the repo's build)
-# env:   RUNS (5), LATENCY_S (10), SHIP_PACKS_1M (200), SHIP_PACKS_64K (400),
+# env:   RUNS (5), LATENCY_S (8), SHIP_PACKS_1M (200), SHIP_PACKS_64K (400),
 #        CAPSTORE_NPM_PREFIX (the s3rver package, as tools/servers/s3.sh), LOG (keep the raw lines there)
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 build=${1:-$here/../build}
 runs=${RUNS:-5}
-latency_s=${LATENCY_S:-10}
+latency_s=${LATENCY_S:-8}
 packs_1m=${SHIP_PACKS_1M:-200}
 packs_64k=${SHIP_PACKS_64K:-400}
 bench="$build/bench/capstore-bench-service"

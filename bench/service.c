@@ -835,6 +835,7 @@ typedef struct lat_state {
   atomic_uint_fast64_t captured; /* records captured so far */
   atomic_bool done;          /* the producer finished */
   seen_pack *packs;          /* poll method: every pack seen sealed in the spool */
+  uint64_t poll_count, poll_ns_sum, poll_ns_max; /* poll method: the catalog's answers to the poller */
   uint32_t pack_count, pack_cap;
   bool failed;
 } lat_state;
@@ -883,8 +884,12 @@ static uint64_t poll_visible(lat_state *s, cs_catalog *cat) {
   if (n == 0) return records;
   bool held[256], rejected[256];
   cs_catalog_result res = {0};
+  uint64_t asked = now_ns();
   int rc = cat->ops->committed(cat->self, ids, n, held, rejected, &res);
   uint64_t t = now_ns();
+  s->poll_count++;
+  s->poll_ns_sum += t - asked;
+  if (t - asked > s->poll_ns_max) s->poll_ns_max = t - asked;
   if (rc != CS_E_OK || res.outcome != CS_OUT_OK) return records;
   for (uint32_t i = 0; i < n; i++)
     if (held[i]) s->packs[where[i]].visible_ns = t, records += s->packs[where[i]].count;
@@ -1021,11 +1026,13 @@ static void latency_report(const lat_state *s, const run_env *e, bool validated,
   qsort(s->lat_ns, s->total, sizeof *s->lat_ns, cmp_u64);
   printf("mode=latency backend=%s method=%s linger_ms=%u rate=%u record_bytes=%u records=%" PRIu64
          " achieved_rate=%.0f packs=%" PRIu64 " cycles=%" PRIu64 " store_requests=%" PRIu64 " catalog_requests=%" PRIu64
-         " p50_ms=%.1f p90_ms=%.1f p99_ms=%.1f max_ms=%.1f validated=%d\n",
+         " p50_ms=%.1f p90_ms=%.1f p99_ms=%.1f max_ms=%.1f poll_answer_mean_ms=%.1f poll_answer_max_ms=%.1f"
+         " validated=%d\n",
          backend_name(e, name, sizeof name), s->o->method, s->o->linger_ms, s->o->rate, s->o->bytes, s->total,
          (double)s->total / secs(elapsed_ns), st.service.indexed, st.service.cycles, st.store_requests,
          st.catalog_requests, pct_ms(s->lat_ns, s->total, 50),
          pct_ms(s->lat_ns, s->total, 90), pct_ms(s->lat_ns, s->total, 99), (double)s->lat_ns[s->total - 1] / 1e6,
+         s->poll_count > 0 ? (double)s->poll_ns_sum / (double)s->poll_count / 1e6 : 0, (double)s->poll_ns_max / 1e6,
          validated);
   fflush(stdout);
 }
