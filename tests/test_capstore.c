@@ -12,6 +12,9 @@
 #include <cmocka.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdatomic.h>
 
 #include "test_capstore_util.h"
 #include "test_fs_util.h"
@@ -226,6 +229,123 @@ static void test_large_descriptors_never_dropped(void **state) {
   tc_remove_all(e.root);
 }
 
+typedef struct racer {
+  capstore *cs;
+  int kind; /* 0: capture, 1: flush with a passed deadline, 2: stats */
+  _Atomic bool stop;
+  uint64_t calls, closed;
+  uint64_t first;
+  int unexpected;      /* the first answer a racer should never get (checked by the main thread) */
+  char unexpected_msg[256];
+} racer;
+
+static void *race_main(void *arg) {
+  racer *r = arg;
+  char msg[256], text[4096];
+  uint8_t bytes[64];
+  for (uint64_t n = r->first; !atomic_load(&r->stop); n++) {
+    int rc = CS_E_OK;
+    if (r->kind == 0) {
+      tc_record rec;
+      tc_record_make(&rec, n, 32);
+      tc_payload(n, bytes, sizeof bytes);
+      rc = capstore_write(r->cs, &rec.meta, bytes, sizeof bytes, msg, sizeof msg);
+    } else if (r->kind == 1) {
+      rc = capstore_flush(r->cs, 0, NULL, msg, sizeof msg);
+      if (rc != CS_E_OK && rc != CS_E_TIMEOUT && rc != CS_E_BUSY && rc != CS_E_CLOSED && r->unexpected == 0) {
+        r->unexpected = rc;
+        snprintf(r->unexpected_msg, sizeof r->unexpected_msg, "flush: %.200s", msg);
+      }
+    } else {
+      (void)capstore_stats_json(r->cs, text, sizeof text);
+    }
+    r->calls++;
+    r->closed += rc == CS_E_CLOSED;
+  }
+  return NULL;
+}
+
+/*
+ * Captures, polling flushes (deadline passed) and stats from other threads
+ * while the runtime closes: no crash, no step pool exhausted (an assert
+ * aborted the process), no use of freed memory (the ASan build runs this);
+ * after close every call answers CS_E_CLOSED. A poll with nothing pending
+ * answers OK.
+ */
+static void test_calls_racing_close(void **state) {
+  (void)state;
+  env e;
+  env_make(&e, "rt_race");
+  capstore_config cfg = env_config(&e);
+  capstore *cs = NULL;
+  char msg[256];
+  assert_int_equal(capstore_open(&cfg, &cs, msg, sizeof msg), CS_E_OK);
+  assert_int_equal(capstore_flush(cs, capstore_clock_ns() + 10 * SEC, NULL, msg, sizeof msg), CS_E_OK);
+  assert_int_equal(capstore_flush(cs, 0, NULL, msg, sizeof msg), CS_E_OK); /* idle: a poll (deadline passed) drains */
+  racer racers[4] = {{.cs = cs, .kind = 0, .first = 0}, {.cs = cs, .kind = 0, .first = 1000000},
+                     {.cs = cs, .kind = 1}, {.cs = cs, .kind = 2}};
+  pthread_t threads[4];
+  for (int i = 0; i < 4; i++) assert_int_equal(pthread_create(&threads[i], NULL, race_main, &racers[i]), 0);
+  struct timespec ts = {0, 300 * 1000 * 1000};
+  nanosleep(&ts, NULL);
+  int rc = capstore_close(cs, 10 * SEC, msg, sizeof msg);
+  nanosleep(&ts, NULL); /* the racers go on against the closed runtime */
+  for (int i = 0; i < 4; i++) atomic_store(&racers[i].stop, true);
+  for (int i = 0; i < 4; i++) pthread_join(threads[i], NULL);
+  if (rc != CS_E_OK) fail_msg("close: %s", msg);
+  for (int i = 0; i < 4; i++)
+    if (racers[i].unexpected != 0) fail_msg("racer %d: %s", i, racers[i].unexpected_msg);
+  if (!(racers[0].calls > 0 && racers[2].calls > 10 && racers[0].closed > 0 && racers[2].closed > 0))
+    fail_msg("calls %llu, %llu; closed %llu, %llu", (unsigned long long)racers[0].calls,
+             (unsigned long long)racers[2].calls, (unsigned long long)racers[0].closed,
+             (unsigned long long)racers[2].closed);
+  capstore_free(cs);
+  tc_remove_all(e.root);
+}
+
+typedef struct flush_arg {
+  capstore *cs;
+  int rc;
+} flush_arg;
+
+static void *flush_never_main(void *arg) {
+  flush_arg *a = arg;
+  char msg[256];
+  a->rc = capstore_flush(a->cs, CS_NEVER, NULL, msg, sizeof msg);
+  return NULL;
+}
+
+/* A flush that cannot drain (the catalog locked by another process) does not hold a close up: it answers CS_E_CLOSED. */
+static void test_close_cuts_flush_short(void **state) {
+  (void)state;
+  env e;
+  env_make(&e, "rt_cut");
+  capstore_config cfg = env_config(&e);
+  capstore *cs = NULL;
+  char msg[256];
+  assert_int_equal(capstore_open(&cfg, &cs, msg, sizeof msg), CS_E_OK);
+  sqlite3 *lock = NULL;
+  assert_int_equal(sqlite3_open(e.db, &lock), SQLITE_OK);
+  sqlite3_busy_timeout(lock, 5000);
+  assert_int_equal(sqlite3_exec(lock, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK); /* every write waits */
+  assert_int_equal(tc_capture(cs, 0, 50, 32), CS_E_OK);
+  pthread_t thread;
+  flush_arg arg = {cs, 0};
+  assert_int_equal(pthread_create(&thread, NULL, flush_never_main, &arg), 0);
+  struct timespec ts = {0, 500 * 1000 * 1000};
+  nanosleep(&ts, NULL);
+  uint64_t began = capstore_clock_ns();
+  (void)capstore_close(cs, 3 * SEC, msg, sizeof msg);
+  uint64_t took = capstore_clock_ns() - began;
+  pthread_join(thread, NULL);
+  assert_int_equal(arg.rc, CS_E_CLOSED);
+  if (took > 3 * SEC + 2 * cfg.service.request_timeout_ns) fail_msg("close took %llu ms", (unsigned long long)(took / CS_MS_NS));
+  sqlite3_exec(lock, "ROLLBACK", NULL, NULL, NULL);
+  sqlite3_close(lock);
+  capstore_free(cs);
+  tc_remove_all(e.root);
+}
+
 /* Each refusal names its field and rule; nothing is opened. */
 static void test_config_refusals(void **state) {
   (void)state;
@@ -302,6 +422,8 @@ int main(void) {
       cmocka_unit_test(test_close_drains_and_reopen),
       cmocka_unit_test(test_recovers_spooled_packs),
       cmocka_unit_test(test_large_descriptors_never_dropped),
+      cmocka_unit_test(test_calls_racing_close),
+      cmocka_unit_test(test_close_cuts_flush_short),
       cmocka_unit_test(test_config_refusals),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -124,8 +124,10 @@ int capstore_write_device(capstore *cs, const cs_pack_meta *meta, const void *de
 typedef struct capstore_flush_report {
   bool drained;               /* every record captured before the call is queryable */
   const char *stage;          /* the stage that did not finish: "sink", "upload", "catalog", or "" */
-  uint32_t missing_packs;     /* sealed before the call, not yet uploaded */
-  uint32_t owed_packs;        /* uploaded, not yet in the catalog */
+  uint32_t missing_packs;     /* sealed before the call, not yet in the catalog (when the service's
+                                 flush never ran: every pack the service holds) */
+  uint32_t owed_packs;        /* of them, uploaded and owed to the catalog (nothing new is uploaded
+                                 while any is owed: the stage is then "catalog") */
   uint32_t rejected_count;    /* set aside since the last report */
   uint32_t rejected_named;
   cs_uuid rejected[CS_FLUSH_REJECTED_MAX];
@@ -138,7 +140,9 @@ typedef struct capstore_flush_report {
  * last report. CS_E_CORRUPT: drained, but report->rejected names packs set
  * aside (msg names them too). CS_E_TIMEOUT: not drained by the deadline;
  * report->stage says where it stopped. Other errors as cs_capture_flush
- * (a seal failed) and CS_E_CLOSED. report may be NULL.
+ * (a seal failed), CS_E_BUSY (the sink's earlier flushes are still running)
+ * and CS_E_CLOSED (close was called, also while this flush ran). A deadline
+ * already passed polls: the flush gets 20 ms. report may be NULL.
  */
 int capstore_flush(capstore *cs, uint64_t deadline_ns, capstore_flush_report *report, char *msg,
                    size_t msg_size);
@@ -146,8 +150,12 @@ int capstore_flush(capstore *cs, uint64_t deadline_ns, capstore_flush_report *re
 /*
  * Seals the sink, stops capture, drains the service within budget_ns,
  * stops it and releases the lease; each failed step is logged and the rest
- * still run. Returns CS_E_OK or the first failure (msg names the step).
- * Closing again returns the first close's answer.
+ * still run. engine.stop_reserve_ns (2 s here) of the budget is kept for the
+ * stop and the release, so a budget at or below it drains nothing: give the
+ * drain what it needs on top. A flush running when close is called answers
+ * CS_E_CLOSED at once. Returns CS_E_OK or the first failure (msg names the
+ * step). Closing again returns the first close's answer. The sink stays
+ * allocated (closed) until capstore_free.
  */
 int capstore_close(capstore *cs, uint64_t budget_ns, char *msg, size_t msg_size);
 

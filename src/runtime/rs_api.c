@@ -21,6 +21,7 @@
 #define MS CS_MS_NS
 #define SEC CS_SEC_NS
 #define KEY_PREFIX_MAX 256u
+#define FLUSH_POLL_NS (20 * MS) /* what a flush whose deadline passed gets: a poll */
 
 struct capstore {
   rs_runtime rt;
@@ -55,6 +56,7 @@ void capstore_config_default(capstore_config *cfg) {
   /* A pack's index_bytes is its footer's length, at most 64 MiB: every pack fits a batch alone. */
   cfg->service.index_batch_bytes_max = CS_PACK_FOOTER_BYTES_MAX;
   cs_engine_config_default(&cfg->engine);
+  cfg->engine.stop_reserve_ns = 2 * SEC; /* of a close's budget, kept for the stop and the lease release */
 }
 
 /* ---- validation --------------------------------------------------------------------------- */
@@ -521,13 +523,19 @@ static void fill_report(rs_runtime *rt, capstore_flush_report *report) {
   report->drained = f->drained;
   report->missing_packs = f->missing_packs;
   report->owed_packs = f->owed_packs;
+  if (f->flush_id == 0 && rt->call_err != CS_E_OK) {
+    /* The service's flush never ran (the sink's step used the time): what the service holds now. */
+    report->missing_packs = rt->call_snap.pending_spool;
+    report->owed_packs = rt->call_snap.pending_index;
+  }
   report->rejected_count = f->rejected_count;
   report->rejected_named = f->rejected_named;
   memcpy(report->rejected, f->rejected, sizeof report->rejected);
   report->stage = "";
   if (rt->call_err == CS_E_OK) return;
+  /* Nothing new is uploaded while packs are owed to the catalog: owed packs make the catalog the stage. */
   if (rt->failed_step == CS_STEP_FLUSH_SINK) report->stage = "sink";
-  else if (!f->drained) report->stage = f->missing_packs > 0 ? "upload" : "catalog";
+  else if (!report->drained) report->stage = report->owed_packs == 0 && report->missing_packs > 0 ? "upload" : "catalog";
 }
 
 /* Names the set-aside packs in msg. */
@@ -547,8 +555,14 @@ int capstore_flush(capstore *cs, uint64_t deadline_ns, capstore_flush_report *re
   report->stage = "";
   if (cs == NULL) return refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "cs is NULL");
   rs_runtime *rt = &cs->rt;
+  /* A deadline passed (or within 20 ms) polls: the sink and the service get 20 ms to say they hold nothing. */
+  uint64_t now = capstore_clock_ns();
+  if (deadline_ns < now + FLUSH_POLL_NS) deadline_ns = now + FLUSH_POLL_NS;
   pthread_mutex_lock(&cs->api_mutex);
-  if (rt->closed) {
+  pthread_mutex_lock(&rt->mutex);
+  bool closing = rt->close_requested;
+  pthread_mutex_unlock(&rt->mutex);
+  if (rt->closed || closing) {
     pthread_mutex_unlock(&cs->api_mutex);
     return refuse(CS_E_CLOSED, msg, msg_size, "capstore is closed");
   }
@@ -567,8 +581,8 @@ int capstore_flush(capstore *cs, uint64_t deadline_ns, capstore_flush_report *re
   if (step_msg[0] != '\0') return refuse(rc, msg, msg_size, "flush: %s", step_msg);
   if (rc == CS_E_TIMEOUT)
     return refuse(rc, msg, msg_size,
-                  "flush: not drained by the deadline (stage %s): %" PRIu32 " pack(s) not uploaded, %" PRIu32
-                  " owed to the catalog",
+                  "flush: not drained by the deadline (stage %s): %" PRIu32 " pack(s) not yet in the catalog, %" PRIu32
+                  " of them uploaded and owed to it",
                   report->stage, report->missing_packs, report->owed_packs);
   return refuse(rc, msg, msg_size, "flush: %s", cs_strerror(rc));
 }
@@ -576,6 +590,11 @@ int capstore_flush(capstore *cs, uint64_t deadline_ns, capstore_flush_report *re
 int capstore_close(capstore *cs, uint64_t budget_ns, char *msg, size_t msg_size) {
   if (cs == NULL) return refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "cs is NULL");
   rs_runtime *rt = &cs->rt;
+  /* Cut a running flush short and refuse new ones, so the close does not queue behind them. */
+  pthread_mutex_lock(&rt->mutex);
+  rt->close_requested = true;
+  pthread_cond_signal(&rt->inbox_cond);
+  pthread_mutex_unlock(&rt->mutex);
   pthread_mutex_lock(&cs->api_mutex);
   if (rt->closed) {
     int rc = refuse(rt->close_err, msg, msg_size, "%s", rt->close_msg);

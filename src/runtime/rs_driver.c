@@ -128,10 +128,26 @@ static void service_flush(rs_runtime *rt, uint64_t now, uint64_t deadline) {
   if (rc != CS_E_OK) step_done(rt, now, rc);
 }
 
+/* Under no lock: whether capstore_close was called (it cuts a running flush short). */
+static bool close_requested(rs_runtime *rt) {
+  pthread_mutex_lock(&rt->mutex);
+  bool asked = rt->close_requested;
+  pthread_mutex_unlock(&rt->mutex);
+  return asked;
+}
+
+/* A flush step running when close is asked fails at once with CS_E_CLOSED, so the close need not wait for it. */
+static bool cut_flush_short(rs_runtime *rt, uint64_t now) {
+  if ((rt->step != CS_STEP_FLUSH_SINK && rt->step != CS_STEP_FLUSH_SERVICE) || !close_requested(rt)) return false;
+  step_done(rt, now, CS_E_CLOSED);
+  return true;
+}
+
 static void exec_step(rs_runtime *rt, uint64_t now, const cs_engine_action *act) {
   rt->step = act->step;
   rt->step_id = act->id;
   rt->step_waits_release = false;
+  if (cut_flush_short(rt, now)) return;
   bool svc_live = rt->svc != NULL && rt->svc_started && !cs_service_stopped(rt->svc);
   switch (act->step) {
   case CS_STEP_START_SERVICE: service_start(rt, now); return;
@@ -174,7 +190,15 @@ static void exec_step(rs_runtime *rt, uint64_t now, const cs_engine_action *act)
 
 /* The answer of an API call: the engine's REPORT. */
 static void report(rs_runtime *rt, const cs_engine_action *act) {
+  /* The first failed step of the call, from the engine's log (it also fails steps on their deadline itself). */
+  if (act->err != CS_E_OK && rt->engine.log_count > rt->call_log_start &&
+      rt->engine.log_count - rt->call_log_start <= CS_ENGINE_LOG_MAX)
+    rt->failed_step = rt->engine.log[rt->call_log_start % CS_ENGINE_LOG_MAX].step;
+  if (act->opkind == CS_ENGINE_OP_FLUSH && rt->svc != NULL && rt->svc_started)
+    cs_service_snapshot(rt->svc, cs_capture_clock_ns(), &rt->call_snap);
   pthread_mutex_lock(&rt->mutex);
+  if (act->err != CS_E_OK && rt->call_msg[0] == '\0' && rt->failed_step != CS_STEP_NONE)
+    snprintf(rt->call_msg, sizeof rt->call_msg, "%s: %s", cs_engine_step_name(rt->failed_step), cs_strerror(act->err));
   rt->call_err = act->err;
   rt->call_failures = act->failures;
   rt->engine_failures = rt->engine.log_count;
@@ -306,6 +330,7 @@ static void take_call(rs_runtime *rt, uint64_t now) {
   pthread_mutex_unlock(&rt->mutex);
   if (kind == RS_CALL_NONE) return;
   rt->failed_step = CS_STEP_NONE;
+  rt->call_log_start = rt->engine.log_count;
   int rc = CS_E_STATE;
   if (kind == RS_CALL_OPEN) rc = cs_engine_open(&rt->engine, now);
   if (kind == RS_CALL_FLUSH) rc = cs_engine_flush(&rt->engine, now, arg);
@@ -382,6 +407,7 @@ void *rs_driver_main(void *context) {
   rs_runtime *rt = context;
   for (;;) {
     drain_inbox(rt);
+    (void)cut_flush_short(rt, cs_capture_clock_ns());
     take_call(rt, cs_capture_clock_ns());
     pump(rt);
     publish_snapshot(rt);

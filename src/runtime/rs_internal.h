@@ -146,7 +146,10 @@ typedef struct rs_runtime {
   cs_flush_result call_flush;
   char call_stage[16];
   char call_msg[256];
-  cs_engine_step failed_step; /* the first step of the current call that failed */
+  cs_engine_step failed_step; /* the first step of the current call that failed (REPORT: from the engine's log) */
+  uint32_t call_log_start;    /* the engine's log_count when the current call began */
+  bool close_requested;       /* capstore_close was called: a running flush is cut short, new ones refused */
+  cs_snapshot call_snap;      /* the service's snapshot at a flush's REPORT (counts when it never ran) */
   bool stopping;              /* the close's REPORT came: the driver ends */
   bool closed;
   int close_err;
