@@ -1160,13 +1160,6 @@ int main(int argc, char **argv) {
     setenv("RCLONE_CONFIG_S3_ACCESS_KEY_ID", t.s3_key, 1);
     setenv("RCLONE_CONFIG_S3_SECRET_ACCESS_KEY", t.s3_secret, 1);
   }
-  /*
-   * The runtime takes S3 credentials from the config's fields, but checks them again inside capstore_open
-   * after it has moved them out of its copy of the config, so that check reads only the environment
-   * (reported; src/runtime/rs_api.c, own_strings then validate). The same values go there too.
-   */
-  setenv("AWS_ACCESS_KEY_ID", t.s3 ? t.s3_key : "dead", 1);
-  setenv("AWS_SECRET_ACCESS_KEY", t.s3 ? t.s3_secret : "dead", 1);
   setvbuf(stdout, NULL, _IOLBF, 0);
   int rc = 2;
   if (mode_is(&o, "flush")) rc = flush_main(&o, &t);
