@@ -15,10 +15,12 @@
  *            first (untimed), then the runtime opened on it: the time from capstore_open to a drained flush
  *            (tables made beforehand). With --s3 and --clickhouse the peers, in the same run, first in turn:
  *            `rclone copy` of the same pack files to the same bucket plus one POST of the same descriptor
- *            rows (INSERT ... FORMAT TabSeparated) into a table of the same schema.
+ *            rows (INSERT ... FORMAT TabSeparated) into a table of the same schema. --live: the runtime
+ *            opened first (excluded), then the same records captured, sealed and shipped (the first capture
+ *            to a drained flush). --inflight K (4): the store's requests in flight and rclone's --transfers.
  *   latency  --rate N records/s (2000) of --bytes B for --seconds S (10) with capture.sink.linger_ns
- *            --linger-ms L (50). --method poll (default): a reader thread looks at the spool's sealed
- *            names and asks the catalog every --poll-ms (2) which of those packs are visible (committed:
+ *            --linger-ms L (50). --method poll (default): a reader thread learns of sealed packs from
+ *            inotify on the spool and asks the catalog every --poll-ms (2) which of them are visible (committed:
  *            indexed at a version <= the watermark); a record's latency is the end of the first answer
  *            that shows its pack, minus its capture. --method flush: capstore_flush every --flush-ms (100)
  *            from a second thread; a record's latency is the return of the first flush called after its
@@ -30,7 +32,9 @@
  *
  * Every result is one line of key=value pairs ("mode=flush backend=s3+clickhouse run=1 ... flush_s=0.1234"),
  * then "median mode=... " lines with the medians and ratios. Exit status 0 only when every run drained and
- * every record was found queryable.
+ * every record was found queryable. --trace (flush, ship): a "trace t_ms=..." line each time a stage's count
+ * moves. CAPSTORE_BENCH_PERF_CTL / _ACK: the FIFOs of `perf record -D -1 --control fifo:CTL,ACK`; sampling
+ * is on from the first capture to the flush's return.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
