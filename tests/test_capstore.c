@@ -346,6 +346,47 @@ static void test_close_cuts_flush_short(void **state) {
   tc_remove_all(e.root);
 }
 
+/* A spool left fuller than this process's table (30 packs, spool_packs_max 8) drains whole, and capture goes on. */
+static void test_spool_backlog_drains(void **state) {
+  (void)state;
+  env e;
+  env_make(&e, "rt_backlog");
+  capstore_config cfg = env_config(&e);
+  cfg.capture.sink.pack_records_max = 10;
+  cs_capture *cap = NULL;
+  char msg[256];
+  cs_capture_config ccfg = cfg.capture;
+  assert_int_equal(cs_capture_open(e.spool, &ccfg, &cap, msg, sizeof msg), CS_E_OK);
+  uint8_t bytes[64];
+  for (uint64_t n = 0; n < 300; n++) {
+    tc_record r;
+    tc_record_make(&r, n, 32);
+    tc_payload(n, bytes, sizeof bytes);
+    assert_int_equal(cs_capture_write(cap, &r.meta, bytes, sizeof bytes, msg, sizeof msg), CS_E_OK);
+  }
+  assert_int_equal(cs_capture_close(cap, CS_NEVER, msg, sizeof msg), CS_E_OK);
+  cs_capture_free(cap);
+  cfg.service.spool_packs_max = 8;
+  cfg.service.cycle_packs_max = 4;
+  capstore *cs = NULL;
+  assert_int_equal(capstore_open(&cfg, &cs, msg, sizeof msg), CS_E_OK);
+  capstore_stats stats;
+  uint64_t until = capstore_clock_ns() + 30 * SEC;
+  do {
+    struct timespec ts = {0, 20 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    capstore_stats_get(cs, &stats);
+  } while (stats.capture.sink.spool_packs > 0 && capstore_clock_ns() < until);
+  assert_int_equal(stats.capture.sink.spool_packs, 0);
+  assert_int_equal(tc_capture(cs, 300, 20, 32), CS_E_OK); /* the quota is free again */
+  assert_int_equal(capstore_flush(cs, capstore_clock_ns() + 30 * SEC, NULL, msg, sizeof msg), CS_E_OK);
+  capstore_free(cs);
+  tc_seen seen;
+  read_back(&e, 320, &seen);
+  assert_exactly(&seen, 320);
+  tc_remove_all(e.root);
+}
+
 /* Each refusal names its field and rule; nothing is opened. */
 static void test_config_refusals(void **state) {
   (void)state;
@@ -422,6 +463,7 @@ int main(void) {
       cmocka_unit_test(test_close_drains_and_reopen),
       cmocka_unit_test(test_recovers_spooled_packs),
       cmocka_unit_test(test_large_descriptors_never_dropped),
+      cmocka_unit_test(test_spool_backlog_drains),
       cmocka_unit_test(test_calls_racing_close),
       cmocka_unit_test(test_close_cuts_flush_short),
       cmocka_unit_test(test_config_refusals),

@@ -370,6 +370,7 @@ static void destroy(capstore *cs) {
   free(rt->list_keys);
   free(rt->list_ptrs);
   free(rt->inbox);
+  free(rt->backlog);
   free_strings(rt);
   free(cs);
 }

@@ -259,7 +259,27 @@ static void exec_service_action(rs_runtime *rt, uint64_t now, const cs_action *a
 
 /* ---- messages -------------------------------------------------------------------------------- */
 
+/* Hands the spool lane the next packs of the backlog, one for each pack that left the spool. */
+static void recover_more(rs_runtime *rt) {
+  if (rt->recover_busy || rt->recover_credit == 0 || rt->backlog_next >= rt->backlog_count) return;
+  rs_job *job = &rt->recover_job;
+  memset(job, 0, sizeof *job);
+  job->kind = RS_JOB_RECOVER;
+  job->busy = true;
+  job->fd = -1;
+  uint32_t left = rt->backlog_count - rt->backlog_next;
+  job->key_count = rt->recover_credit < left ? rt->recover_credit : left; /* packs to report */
+  rt->recover_credit -= job->key_count;
+  rt->recover_busy = true;
+  rs_lane_push(&rt->spool_lane, job);
+}
+
 static void deliver_done(rs_runtime *rt, uint64_t now, rs_job *job) {
+  if (job->kind == RS_JOB_RECOVER) {
+    rt->recover_busy = false;
+    recover_more(rt);
+    return;
+  }
   if (job->kind == RS_JOB_STEP) {
     if (job->err != CS_E_OK) {
       log_failure(rt, cs_engine_step_name(job->step.step), job->detail);
@@ -289,7 +309,12 @@ static void deliver_done(rs_runtime *rt, uint64_t now, rs_job *job) {
   if (job->outcome == CS_OUT_OK && a->op == CS_OP_CAT_INDEX) atomic_fetch_add(&rt->descriptors_indexed, job->sent_bytes);
   int rc = cs_service_on_event(rt->svc, now, &ev);
   if (rc != CS_E_OK) log_failure(rt, "completion refused", cs_strerror(rc));
+  bool left_spool = (a->op == CS_OP_SPOOL_REMOVE || a->op == CS_OP_SPOOL_QUARANTINE) && job->outcome == CS_OUT_OK;
   job_free(rt, job);
+  if (left_spool && rt->backlog_next < rt->backlog_count) {
+    rt->recover_credit++;
+    recover_more(rt);
+  }
 }
 
 static void deliver_sealed(rs_runtime *rt, uint64_t now, const rs_msg *msg) {
@@ -427,12 +452,24 @@ static int open_sink(rs_runtime *rt, rs_job *job) {
   int rc = cs_capture_open(cfg->spool_dir, &cfg->capture, &rt->capture, job->detail, sizeof job->detail);
   if (rc != CS_E_OK) return rc;
   atomic_store(&rt->capture_live, rt->capture);
-  size_t count = 0;
+  size_t count = 0, listed = 0;
   uint32_t max = cfg->service.spool_packs_max;
-  cs_spool_entry *entries = calloc(max, sizeof *entries);
+  rc = cs_capture_list(rt->capture, NULL, 0, &listed);
+  cs_spool_entry *entries = calloc(listed + 1, sizeof *entries);
   if (entries == NULL) return CS_E_NO_MEMORY;
-  rc = cs_capture_list(rt->capture, entries, max, &count);
-  if (count > max) count = max; /* the rest are reported at the next start */
+  if (rc == CS_E_OK) rc = cs_capture_list(rt->capture, entries, listed, &count);
+  if (count > listed) count = listed; /* sealed since: this process's own, reported by on_sealed */
+  if (count > max) {
+    /* The service's table takes max: the rest wait in the backlog for packs to leave the spool. */
+    rt->backlog = calloc(count - max, sizeof *rt->backlog);
+    if (rt->backlog == NULL) {
+      free(entries);
+      return CS_E_NO_MEMORY;
+    }
+    memcpy(rt->backlog, entries + max, (count - max) * sizeof *entries);
+    rt->backlog_count = (uint32_t)(count - max);
+    count = max;
+  }
   for (size_t i = 0; rc == CS_E_OK && i < count; i++) {
     rs_msg msg = {.kind = RS_MSG_RECOVERED};
     char why[200];
@@ -447,7 +484,25 @@ static int open_sink(rs_runtime *rt, rs_job *job) {
   return rc;
 }
 
+/* RS_JOB_RECOVER, on the spool lane: the next key_count packs of the backlog, reported as recovered. */
+static void recover_backlog(rs_runtime *rt, rs_job *job) {
+  for (uint32_t i = 0; i < job->key_count && rt->backlog_next < rt->backlog_count; i++) {
+    const cs_spool_entry *entry = &rt->backlog[rt->backlog_next++];
+    rs_msg msg = {.kind = RS_MSG_RECOVERED};
+    char why[200];
+    if (rs_ref_from_spool(rt, entry, &msg.ref, why, sizeof why) != CS_E_OK) {
+      log_failure(rt, "recovering a spooled pack", why); /* removed meanwhile, or unreadable: the next start looks again */
+      continue;
+    }
+    rs_inbox_post(rt, &msg);
+  }
+}
+
 void rs_run_step(rs_runtime *rt, rs_job *job) {
+  if (job->kind == RS_JOB_RECOVER) {
+    recover_backlog(rt, job);
+    return;
+  }
   const cs_engine_action *act = &job->step;
   switch (act->step) {
   case CS_STEP_OPEN_SINK: job->err = open_sink(rt, job); break;

@@ -27,6 +27,7 @@
 enum rs_job_kind {
   RS_JOB_ACTION = 1, /* a service request (cs_action) */
   RS_JOB_STEP,       /* an engine step that blocks (sink open, flush, seal) */
+  RS_JOB_RECOVER,    /* report more packs a previous process left in the spool (the backlog) */
 };
 
 typedef struct rs_job rs_job;
@@ -157,6 +158,19 @@ typedef struct rs_runtime {
   bool inbox_overflow;        /* never expected: the bounds say it cannot */
   bool inbox_closed;          /* the driver ended: later messages are dropped (a late seal's pack
                                  stays in the spool, and the next start recovers it) */
+
+  /*
+   * Packs found in the spool at open beyond what the service's table takes
+   * (spool_packs_max): reported one by one as packs leave the spool, so a
+   * spool left fuller than this process's quota drains instead of wedging
+   * capture. Written by the spool lane at open; then backlog_next by the
+   * recover job only, while recover_busy.
+   */
+  cs_spool_entry *backlog;
+  uint32_t backlog_count, backlog_next;
+  uint32_t recover_credit;    /* packs that left the spool and were not yet replaced by the backlog */
+  bool recover_busy;
+  rs_job recover_job;
 
   /* Counters (atomic: read by stats without the driver). */
   _Atomic uint64_t captured_records;

@@ -378,7 +378,7 @@ static void run_catalog(rs_runtime *rt, rs_lane *lane, rs_job *job) {
 
 static void run_spool(rs_runtime *rt, rs_lane *lane, rs_job *job) {
   (void)lane;
-  if (job->kind == RS_JOB_STEP) {
+  if (job->kind == RS_JOB_STEP || job->kind == RS_JOB_RECOVER) {
     rs_run_step(rt, job);
     return;
   }
