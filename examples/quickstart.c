@@ -1,6 +1,7 @@
 /* Captures 1,000 tensors, flushes, and finds them in the catalog: no server (a dirstore and SQLite). */
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "capstore/capstore.h"
 
@@ -22,7 +23,7 @@ int main(void) {
                       .capture_policy_version = cs_pack_text_of("v1"), .hook_name = cs_pack_text_of("layers.3"),
                       .layer_number = 3, .step_number = (uint64_t)n, .token_start = (uint64_t)n,
                       .token_end = (uint64_t)n + 1, .dtype = CS_DTYPE_BFLOAT16, .rank = 2, .shape = {1, 896}};
-    snprintf(id, sizeof id, "quickstart-%d", n);
+    snprintf(id, sizeof id, "quickstart-%ld-%d", (long)getpid(), n); /* this run's records */
     m.capture_id = cs_pack_text_of(id);
     hidden[0] = (uint16_t)n;
     if (capstore_write(cs, &m, hidden, sizeof hidden, msg, sizeof msg) != CS_E_OK) return fprintf(stderr, "%s\n", msg), 1;
@@ -30,7 +31,7 @@ int main(void) {
   capstore_flush_report report;
   int rc = capstore_flush(cs, capstore_clock_ns() + 30 * CS_SEC_NS, &report, msg, sizeof msg);
   printf("flush: %s%s\n", cs_strerror(rc), report.drained ? " (every record is queryable)" : "");
-  capstore_close(cs, 10 * CS_SEC_NS, msg, sizeof msg);
+  if (capstore_close(cs, 10 * CS_SEC_NS, msg, sizeof msg) != CS_E_OK) fprintf(stderr, "close: %s\n", msg), rc = 1;
   capstore_free(cs);
   /* Find the records: the packs the store holds, each pack's descriptors visible at the catalog's watermark. */
   cs_store store;
@@ -43,6 +44,7 @@ int main(void) {
   cs_list_page page = {.keys = keys, .key_capacity = 1000};
   cs_uuid reader = {{0}}, pack;
   uint32_t count, found = 0;
+  size_t prefix = (size_t)snprintf(id, sizeof id, "quickstart-%ld-", (long)getpid());
   cs_dirstore_open(cfg.store_dir, &store);
   cs_sqlite_catalog_open(cfg.sqlite_path, 0, &cat);
   cat.ops->head(cat.self, &reader, &head, &res);
@@ -50,11 +52,12 @@ int main(void) {
   for (uint32_t k = 0; k < page.key_count; k++) {
     if (cs_key_pack_id(keys[k], strlen(keys[k]), &pack) != CS_E_OK) continue;
     cat.ops->read_descriptors(cat.self, head.watermark, &pack, rows, 4096, &count, &res);
-    found += count;
+    for (uint32_t r = 0; r < count; r++) found += strncmp(rows[r].record.meta.capture_id.bytes, id, prefix) == 0;
     if (count > 0) printf("%s: %u records, first %s\n", keys[k], count, rows[0].record.meta.capture_id.bytes);
   }
-  printf("%u records found in the catalog at watermark %llu\n", found, (unsigned long long)head.watermark);
+  printf("%u of this run's 1000 records found in the catalog at watermark %llu\n", found,
+         (unsigned long long)head.watermark);
   cat.ops->close(cat.self);
   cs_store_close(&store);
-  return rc == CS_E_OK && found >= 1000 ? 0 : 1;
+  return rc == CS_E_OK && found == 1000 ? 0 : 1;
 }

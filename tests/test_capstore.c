@@ -409,9 +409,9 @@ static void test_config_refusals(void **state) {
   REFUSED(c.store_dir = NULL, "exactly one of store_dir and s3_endpoint");
   REFUSED((c.store_dir = NULL, c.s3_endpoint = "localhost:9000"), "s3_endpoint needs an explicit scheme");
   REFUSED((c.store_dir = NULL, c.s3_endpoint = "ftp://x"), "s3_endpoint needs an explicit scheme");
-  REFUSED((c.store_dir = NULL, c.s3_endpoint = "http://127.0.0.1:9000", c.s3_bucket = "b"),
+  REFUSED((c.store_dir = NULL, c.s3_endpoint = "http://127.0.0.1:9000", c.s3_bucket = "bkt"),
           "s3_endpoint uses http://");
-  REFUSED((c.store_dir = NULL, c.s3_endpoint = "https://127.0.0.1:9000", c.s3_bucket = "b",
+  REFUSED((c.store_dir = NULL, c.s3_endpoint = "https://127.0.0.1:9000", c.s3_bucket = "bkt",
            c.s3_access_key_id = "AKIA", c.s3_secret_access_key = "s", c.s3_region = "us-east-1\r\nX-Evil: 1"),
           "s3_region has a control byte");
   REFUSED((c.sqlite_path = NULL, c.clickhouse_url = "localhost:8123"), "clickhouse_url needs an explicit scheme");
@@ -420,6 +420,15 @@ static void test_config_refusals(void **state) {
   REFUSED(c.clickhouse_url = "https://h:8443/", "exactly one of sqlite_path and clickhouse_url");
   REFUSED((c.sqlite_path = NULL, c.clickhouse_url = "https://h:8443/", c.clickhouse_database = "db;DROP"),
           "clickhouse_database must be");
+  REFUSED((c.store_dir = NULL, c.s3_endpoint = "https://s3.example/path", c.s3_bucket = "bucket"),
+          "s3_endpoint must be scheme://host[:port] without a path");
+  REFUSED((c.store_dir = NULL, c.s3_endpoint = "https://s3.example?x=1", c.s3_bucket = "bucket"),
+          "s3_endpoint must be scheme://host[:port] without a path");
+  REFUSED((c.store_dir = NULL, c.s3_endpoint = "https://s3.example", c.s3_bucket = "a b?c"), "s3_bucket must be");
+  REFUSED((c.store_dir = NULL, c.s3_endpoint = "https://s3.example", c.s3_bucket = ".."), "s3_bucket must be");
+  REFUSED(c.key_prefix = "caf\xff/", "key_prefix is not UTF-8");
+  REFUSED((c.sqlite_path = NULL, c.clickhouse_url = "https://h:8443/?database=a", c.clickhouse_database = "b"),
+          "names a database and so does clickhouse_database");
   REFUSED(c.key_prefix = "../other-bucket/", "key_prefix has a '.' or '..' segment");
   REFUSED(c.key_prefix = "a//", "key_prefix has an empty segment");
   REFUSED(c.key_prefix = "abc", "key_prefix must end with '/'");
@@ -435,7 +444,7 @@ static void test_config_refusals(void **state) {
   c = base;
   c.store_dir = NULL;
   c.s3_endpoint = "https://127.0.0.1:9000";
-  c.s3_bucket = "b";
+  c.s3_bucket = "bkt";
   c.s3_access_key_id = "AKIA";
   c.s3_secret_access_key = "TOPSECRET\n";
   assert_int_equal(capstore_config_validate(&c, msg, sizeof msg), CS_E_CONFIG);

@@ -51,7 +51,10 @@ extern "C" {
 #endif
 
 typedef struct capstore_config {
-  /* The catalog's name: its tables' prefix ([A-Za-z0-9_]{1,64}) and, with "/", its key prefix. */
+  /*
+   * The catalog's name ([A-Za-z0-9_]{1,64}): its ClickHouse tables' prefix and, with "/", its key
+   * prefix. The SQLite catalog's tables carry no prefix: one catalog per SQLite file.
+   */
   const char *name;
   cs_role role;                  /* CS_ROLE_PUBLISHER (default) or CS_ROLE_UPLOADER */
   const char *spool_dir;         /* required: the local spool (created when missing) */

@@ -77,6 +77,37 @@ static bool name_ok(const char *name) {
   return true;
 }
 
+/* True when text is well-formed UTF-8 (no overlong forms, surrogates or code points past U+10FFFF). */
+static bool utf8_ok(const char *text) {
+  const unsigned char *p = (const unsigned char *)text;
+  while (*p != 0) {
+    unsigned char c = *p;
+    size_t n = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
+    if (n == 0 || (n == 2 && c < 0xc2) || (n == 4 && c > 0xf4)) return false;
+    uint32_t cp = n == 1 ? c : c & (0x7fu >> n);
+    for (size_t i = 1; i < n; i++) {
+      if ((p[i] & 0xc0) != 0x80) return false;
+      cp = cp << 6 | (p[i] & 0x3fu);
+    }
+    if ((n == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+      return false;
+    p += n;
+  }
+  return true;
+}
+
+/* S3's bucket rules: 3..63 of a-z 0-9 . -, starting and ending with a letter or digit, no "..". */
+static bool bucket_ok(const char *name) {
+  size_t len = strlen(name);
+  if (len < 3 || len > 63 || strstr(name, "..") != NULL) return false;
+  for (size_t i = 0; i < len; i++) {
+    char c = name[i];
+    bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+    if (!alnum && ((c != '.' && c != '-') || i == 0 || i == len - 1)) return false;
+  }
+  return true;
+}
+
 /* Empty, or segments ending in '/', none empty, "." or "..", no control byte. */
 static const char *key_prefix_problem(const char *prefix) {
   size_t len = strlen(prefix);
@@ -84,6 +115,7 @@ static const char *key_prefix_problem(const char *prefix) {
   if (len > KEY_PREFIX_MAX) return "is longer than 256 bytes";
   if (prefix[len - 1] != '/') return "must end with '/'";
   if (has_control(prefix)) return "has a control byte";
+  if (!utf8_ok(prefix)) return "is not UTF-8 (object keys are)";
   for (const char *seg = prefix; *seg != '\0';) {
     size_t n = strcspn(seg, "/");
     if (n == 0) return "has an empty segment ('//' or a leading '/')";
@@ -108,9 +140,12 @@ static int validate_store(const capstore_config *cfg, char *msg, size_t msg_size
   }
   int rc = cs_endpoint_validate("s3_endpoint", cfg->s3_endpoint, cfg->s3_allow_insecure, msg, msg_size);
   if (rc != CS_E_OK) return rc;
-  if (cfg->s3_bucket == NULL || cfg->s3_bucket[0] == '\0' || has_control(cfg->s3_bucket) ||
-      strchr(cfg->s3_bucket, '/') != NULL)
-    return refuse(CS_E_CONFIG, msg, msg_size, "s3_bucket must be a non-empty bucket name without '/'");
+  const char *path = strchr(strstr(cfg->s3_endpoint, "://") + 3, '/');
+  if (strpbrk(cfg->s3_endpoint, "?#") != NULL || (path != NULL && strcmp(path, "/") != 0))
+    return refuse(CS_E_CONFIG, msg, msg_size, "s3_endpoint must be scheme://host[:port] without a path, query or fragment");
+  if (cfg->s3_bucket == NULL || !bucket_ok(cfg->s3_bucket))
+    return refuse(CS_E_CONFIG, msg, msg_size,
+                  "s3_bucket must be 3..63 of a-z 0-9 . - (a letter or digit first and last, no '..')");
   const char *fields[][2] = {{"s3_region", or_env(cfg->s3_region, "AWS_REGION")},
                              {"s3_access_key_id", or_env(cfg->s3_access_key_id, "AWS_ACCESS_KEY_ID")},
                              {"s3_secret_access_key", or_env(cfg->s3_secret_access_key, "AWS_SECRET_ACCESS_KEY")},
@@ -143,6 +178,8 @@ static int validate_catalog(const capstore_config *cfg, char *msg, size_t msg_si
     return refuse(CS_E_CONFIG, msg, msg_size, "clickhouse_user must be non-empty without control bytes");
   if (cfg->clickhouse_database != NULL && !name_ok(cfg->clickhouse_database))
     return refuse(CS_E_CONFIG, msg, msg_size, "clickhouse_database must be 1..64 of A-Z a-z 0-9 _");
+  if (cfg->clickhouse_database != NULL && strstr(cfg->clickhouse_url, "database=") != NULL)
+    return refuse(CS_E_CONFIG, msg, msg_size, "clickhouse_url names a database and so does clickhouse_database");
   if (strchr(cfg->clickhouse_url, '#') != NULL)
     return refuse(CS_E_CONFIG, msg, msg_size, "clickhouse_url has a fragment ('#')");
   if (cfg->clickhouse_password != NULL && has_control(cfg->clickhouse_password))
