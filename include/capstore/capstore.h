@@ -188,6 +188,7 @@ typedef struct capstore_stats {
   uint64_t bytes_uploaded;     /* pack bytes sent by PUTs answered OK */
   uint64_t descriptors_indexed;/* descriptor rows sent by INDEX calls answered OK */
   uint64_t footer_errors;      /* packs whose footer could not be read for INDEX */
+  uint64_t footer_cache_hits;  /* INDEX found the footer parsed already (while the pack uploaded) */
   uint64_t lane_queue_peak;    /* most jobs waiting on one lane */
   uint32_t engine_failures;    /* failed engine steps so far */
   char engine_last_error[160];

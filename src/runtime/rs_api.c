@@ -307,6 +307,7 @@ static void on_sealed(void *context, const cs_spool_entry *entry, const cs_pack_
   rs_msg msg = {.kind = RS_MSG_SEALED};
   if (rs_ref_from_seal(rt, entry, summary, fields, &msg.ref) != CS_E_OK) return; /* key too long: refused at capture */
   rs_inbox_post(rt, &msg);
+  rs_footer_prefetch(rt, &entry->pack_id);
 }
 
 /* Whether the store's LIST pages are complete: dirstore's flag, else the probe's answer. */
@@ -394,6 +395,7 @@ static void teardown(capstore *cs, bool free_capture) {
   pthread_mutex_unlock(&rt->mutex);
   rs_lanes_stop(rt);
   if (!free_capture) return;
+  rs_footers_stop(rt);
   atomic_store(&rt->capture_live, NULL);
   if (rt->capture != NULL) cs_capture_free(rt->capture);
   rt->capture = NULL;
@@ -408,6 +410,7 @@ static void destroy(capstore *cs) {
   free(rt->list_ptrs);
   free(rt->inbox);
   free(rt->backlog);
+  rs_footers_free(rt); /* the sink is gone: nothing queues a prefetch any more */
   free_strings(rt);
   free(cs);
 }
@@ -443,6 +446,7 @@ static int open_runtime(capstore *cs, char *msg, size_t msg_size) {
   char inner[160];
   if (cs_engine_init(&rt->engine, &rt->cfg.engine, inner, sizeof inner) != CS_E_OK)
     return refuse(CS_E_CONFIG, msg, msg_size, "engine.%s", inner);
+  if (rs_footers_start(rt) != CS_E_OK) return refuse(CS_E_NO_MEMORY, msg, msg_size, "cannot start the prefetch thread");
   rc = rs_lanes_start(rt, msg, msg_size);
   if (rc != CS_E_OK) return rc;
   if (pthread_create(&rt->driver, NULL, rs_driver_main, rt) != 0)
@@ -682,6 +686,7 @@ void capstore_stats_get(capstore *cs, capstore_stats *out) {
   out->bytes_uploaded = atomic_load(&rt->bytes_uploaded);
   out->descriptors_indexed = atomic_load(&rt->descriptors_indexed);
   out->footer_errors = atomic_load(&rt->footer_errors);
+  out->footer_cache_hits = atomic_load(&rt->footers.hits);
   uint32_t peaks[] = {atomic_load(&rt->store_lane.queue_peak), atomic_load(&rt->catalog_lane.queue_peak),
                       atomic_load(&rt->lease_lane.queue_peak), atomic_load(&rt->spool_lane.queue_peak)};
   for (size_t i = 0; i < 4; i++)

@@ -81,6 +81,29 @@ typedef struct rs_lane {
   _Atomic uint32_t queue_peak;
 } rs_lane;
 
+/* The footer cache (rs_footers.c). */
+#define RS_FOOTER_CACHE 8u
+#define RS_PREFETCH_MAX 64u
+
+typedef struct rs_footer_entry {
+  cs_uuid pack_id;
+  cs_pack_footer footer;
+  bool used;
+  uint64_t seq; /* insertion order: the smallest is evicted */
+} rs_footer_entry;
+
+typedef struct rs_footers {
+  pthread_mutex_t mutex;
+  pthread_cond_t cond;
+  pthread_t thread;
+  bool initialized, started, stop;
+  rs_footer_entry entries[RS_FOOTER_CACHE];
+  uint64_t seq;
+  cs_uuid queue[RS_PREFETCH_MAX];
+  uint32_t head, queued;
+  _Atomic uint64_t hits;
+} rs_footers;
+
 /* What the inbox carries to the driver. */
 enum rs_msg_kind { RS_MSG_DONE = 1, RS_MSG_SEALED, RS_MSG_RECOVERED };
 
@@ -172,6 +195,8 @@ typedef struct rs_runtime {
   bool recover_busy;
   rs_job recover_job;
 
+  rs_footers footers;
+
   /* Counters (atomic: read by stats without the driver). */
   _Atomic uint64_t captured_records;
   _Atomic uint64_t store_requests;
@@ -208,6 +233,19 @@ RS_HIDDEN int rs_ref_from_seal(rs_runtime *rt, const cs_spool_entry *entry, cons
 
 /* The capture, once the spool lane opened it (NULL before). */
 static inline cs_capture *rs_capture(rs_runtime *rt) { return atomic_load(&rt->capture_live); }
+
+/* ---- rs_footers.c ---- */
+RS_HIDDEN int rs_footers_start(rs_runtime *rt);
+/* Stops the prefetch thread and empties the cache; prefetches queued later are dropped. */
+RS_HIDDEN void rs_footers_stop(rs_runtime *rt);
+/* rs_footers_stop, then frees its lock (after the sink is freed: a late seal may still queue). */
+RS_HIDDEN void rs_footers_free(rs_runtime *rt);
+RS_HIDDEN void rs_footer_prefetch(rs_runtime *rt, const cs_uuid *pack_id);
+RS_HIDDEN int rs_footer_take(rs_runtime *rt, const cs_uuid *pack_id, cs_pack_footer *out);
+RS_HIDDEN void rs_footer_put(rs_runtime *rt, const cs_uuid *pack_id, cs_pack_footer *footer);
+/* Trailer and footer of the local pack open at fd (size bytes): rs_lanes.c. */
+RS_HIDDEN int rs_footer_read_fd(int fd, uint64_t size, cs_pack_footer *footer, uint64_t *footer_len, char *msg,
+                                size_t msg_size);
 
 /* ---- rs_driver.c ---- */
 /* The engine's blocking steps (OPEN_SINK, FLUSH_SINK, SEAL_SINK), run on the spool lane. */

@@ -132,9 +132,8 @@ static int pread_all(int fd, void *buf, size_t len, uint64_t offset) {
   return CS_E_OK;
 }
 
-/* Trailer and footer of the local pack open at fd (size bytes). */
-static int footer_from_fd(int fd, uint64_t size, cs_pack_footer *footer, uint64_t *footer_len, char *msg,
-                          size_t msg_size) {
+int rs_footer_read_fd(int fd, uint64_t size, cs_pack_footer *footer, uint64_t *footer_len, char *msg,
+                      size_t msg_size) {
   uint8_t tail[CS_PACK_TRAILER_SIZE];
   cs_pack_trailer trailer;
   cs_pack_error err;
@@ -247,7 +246,7 @@ int rs_ref_from_spool(rs_runtime *rt, const cs_spool_entry *entry, cs_pack_ref *
   }
   cs_pack_footer footer;
   uint64_t footer_len = 0;
-  rc = footer_from_fd(fd, found.size_bytes, &footer, &footer_len, msg, msg_size);
+  rc = rs_footer_read_fd(fd, found.size_bytes, &footer, &footer_len, msg, msg_size);
   close(fd);
   if (rc != CS_E_OK) return rc;
   cs_pack_key_fields fields;
@@ -257,6 +256,7 @@ int rs_ref_from_spool(rs_runtime *rt, const cs_spool_entry *entry, cs_pack_ref *
   rc = cs_pack_footer_key_fields(&footer, &fields, &err);
   if (rc != CS_E_OK) snprintf(msg, msg_size, "key fields: %.200s", err.message);
   if (rc == CS_E_OK) rc = ref_key(rt, &fields, ref, msg, msg_size);
+  if (rc == CS_E_OK) rs_footer_put(rt, &ref->pack_id, &footer); /* its INDEX need not parse it again */
   cs_pack_footer_free(&footer);
   return rc;
 }
@@ -319,8 +319,10 @@ static void run_index(rs_runtime *rt, rs_lane *lane, rs_job *job) {
     int fd = -1;
     int rc;
     char msg[160] = "";
-    if (cs_capture_open_pack(rs_capture(rt), &ref->pack_id, &fd, NULL) == CS_E_OK) {
-      rc = footer_from_fd(fd, ref->size_bytes, &footers[i], NULL, msg, sizeof msg);
+    if (rs_footer_take(rt, &ref->pack_id, &footers[i]) == CS_E_OK) {
+      rc = CS_E_OK; /* parsed while it uploaded */
+    } else if (cs_capture_open_pack(rs_capture(rt), &ref->pack_id, &fd, NULL) == CS_E_OK) {
+      rc = rs_footer_read_fd(fd, ref->size_bytes, &footers[i], NULL, msg, sizeof msg);
       close(fd);
       if (rc == CS_E_IO || rc == CS_E_NO_MEMORY) job->outcome = CS_OUT_SERVER_ERROR;
       else if (rc != CS_E_OK) job->outcome = CS_OUT_INVALID;
@@ -343,7 +345,11 @@ static void run_index(rs_runtime *rt, rs_lane *lane, rs_job *job) {
                                       n, &res);
     catalog_answer(job, rc, &res);
   }
-  for (uint32_t i = 0; i < parsed; i++) cs_pack_footer_free(&footers[i]);
+  /* A failed INDEX is retried: its footers go back to the cache so the retry need not parse them again. */
+  for (uint32_t i = 0; i < parsed; i++) {
+    if (job->outcome != CS_OUT_OK && i < n && packs[i].ref != NULL) rs_footer_put(rt, &packs[i].ref->pack_id, &footers[i]);
+    cs_pack_footer_free(&footers[i]);
+  }
   free(footers);
   free(packs);
 }

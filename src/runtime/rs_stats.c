@@ -84,6 +84,7 @@ static uint32_t metrics_of(const capstore_stats *s, metric *m) {
   M("bytes_uploaded", "pack bytes uploaded", true, s->bytes_uploaded);
   M("descriptors_indexed", "descriptor rows sent by INDEX answered OK", true, s->descriptors_indexed);
   M("footer_errors", "packs whose footer could not be read for INDEX", true, s->footer_errors);
+  M("footer_cache_hits", "INDEX footers parsed already while their packs uploaded", true, s->footer_cache_hits);
   M("engine_failures", "failed engine steps", true, s->engine_failures);
 #undef M
   return n;
