@@ -215,7 +215,12 @@ static int cmd_serve(uint64_t seconds) {
   return rc == CS_E_OK ? 0 : 1;
 }
 
-static int cmd_check(uint64_t must, uint64_t may) {
+/*
+ * Reads back what is visible (records [0, may), of which [0, must) all), printing the summary;
+ * dump prints each capture id too. Exit 0 when the adapters answered and, for check, every record
+ * of [0, must) is there once, byte-exact, and nothing else but records of [must, may).
+ */
+static int read_visible(uint64_t must, uint64_t may, bool dump) {
   capstore_config cfg;
   config_from_env(&cfg);
   cs_store store;
@@ -223,12 +228,13 @@ static int cmd_check(uint64_t must, uint64_t may) {
   char msg[512];
   if (capstore_open_store(&cfg, &store, msg, sizeof msg) != CS_E_OK ||
       capstore_open_catalog(&cfg, &catalog, msg, sizeof msg) != CS_E_OK) {
-    printf("check open: %s\n", msg);
+    printf("read open: %s\n", msg);
     return 2;
   }
   char prefix[128];
   snprintf(prefix, sizeof prefix, "%s/", cfg.name);
   tc_seen seen;
+  tc_dump = dump;
   int rc = tc_read_back(&store, &catalog, prefix, must, may, &seen);
   printf("records=%llu missing=%llu duplicates=%llu unknown=%llu bad_bytes=%llu packs=%llu rc=%s\n",
          (unsigned long long)seen.records, (unsigned long long)seen.missing, (unsigned long long)seen.duplicates,
@@ -236,34 +242,10 @@ static int cmd_check(uint64_t must, uint64_t may) {
          cs_strerror(rc));
   catalog.ops->close(catalog.self);
   cs_store_close(&store);
+  if (dump) return rc == CS_E_OK ? 0 : 1;
   bool exact = rc == CS_E_OK && seen.records >= must && seen.missing == 0 && seen.duplicates == 0 &&
                seen.unknown == 0 && seen.bad_bytes == 0;
   return exact ? 0 : 1;
-}
-
-/* Prints every visible capture id ("id N"), then the summary as check does. */
-static int cmd_dump(void) {
-  capstore_config cfg;
-  config_from_env(&cfg);
-  cs_store store;
-  cs_catalog catalog;
-  char msg[512];
-  if (capstore_open_store(&cfg, &store, msg, sizeof msg) != CS_E_OK ||
-      capstore_open_catalog(&cfg, &catalog, msg, sizeof msg) != CS_E_OK) {
-    printf("dump open: %s\n", msg);
-    return 2;
-  }
-  char prefix[128];
-  snprintf(prefix, sizeof prefix, "%s/", cfg.name);
-  tc_seen seen;
-  tc_dump = true;
-  int rc = tc_read_back(&store, &catalog, prefix, 0, 10000000, &seen); /* record numbers below 10^7 */
-  printf("records=%llu duplicates=%llu unknown=%llu bad_bytes=%llu packs=%llu rc=%s\n",
-         (unsigned long long)seen.records, (unsigned long long)seen.duplicates, (unsigned long long)seen.unknown,
-         (unsigned long long)seen.bad_bytes, (unsigned long long)seen.packs, cs_strerror(rc));
-  catalog.ops->close(catalog.self);
-  cs_store_close(&store);
-  return rc == CS_E_OK ? 0 : 1;
 }
 
 static int collect(void *context, const uint8_t *bytes, size_t length) {
@@ -366,8 +348,8 @@ int main(int argc, char **argv) {
                        argc > 5 ? strtoull(argv[5], NULL, 10) : 30000, argc > 6 ? strtoull(argv[6], NULL, 10) : 0);
   if (argc == 3 && strcmp(argv[1], "serve") == 0) return cmd_serve(strtoull(argv[2], NULL, 10));
   if ((argc == 3 || argc == 4) && strcmp(argv[1], "check") == 0)
-    return cmd_check(strtoull(argv[2], NULL, 10), strtoull(argv[argc - 1], NULL, 10));
-  if (argc == 2 && strcmp(argv[1], "dump") == 0) return cmd_dump();
+    return read_visible(strtoull(argv[2], NULL, 10), strtoull(argv[argc - 1], NULL, 10), false);
+  if (argc == 2 && strcmp(argv[1], "dump") == 0) return read_visible(0, 10000000, true); /* record numbers < 10^7 */
   if (argc == 2 && strcmp(argv[1], "session") == 0) return cmd_session();
   if (argc == 5 && strcmp(argv[1], "orphan") == 0) {
     srand((unsigned)capstore_clock_ns());

@@ -152,25 +152,31 @@ void cs_capture_free(cs_capture *cap) {
   rt_capture_destroy(cap);
 }
 
+/*
+ * Under spool_mutex, after a pack left the spool (removed or sidelined) with
+ * rc: the sink core hears of its room (the core counts every pack the spool
+ * lists, hence under spool_mutex), a full file system has room again, and
+ * blocked producers and a waiting worker look again.
+ */
+static int pack_left(cs_capture *cap, int rc, uint64_t size, char *msg, size_t msg_size) {
+  if (rc != CS_E_OK) return refuse(rc, msg, msg_size, "%s", cs_spool_last_error(cap->spool));
+  pthread_mutex_lock(&cap->mutex);
+  cs_sink_on_removed(&cap->sink, size);
+  cap->disk_full = false; /* a pack's room came back */
+  pthread_cond_signal(&cap->work_cond);
+  pthread_cond_broadcast(&cap->space_cond);
+  pthread_mutex_unlock(&cap->mutex);
+  msg_set(msg, msg_size, "");
+  return CS_E_OK;
+}
+
 int cs_capture_remove_pack(cs_capture *cap, const cs_uuid *pack_id, char *msg, size_t msg_size) {
   if (cap == NULL || pack_id == NULL) {
     return refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "cap and pack_id must not be NULL");
   }
   pthread_mutex_lock(&cap->spool_mutex);
   uint64_t size = 0;
-  int rc = cs_spool_remove(cap->spool, pack_id, &size);
-  if (rc != CS_E_OK) {
-    refuse(rc, msg, msg_size, "%s", cs_spool_last_error(cap->spool));
-  } else {
-    /* Still under spool_mutex: the core counts every pack the spool lists. */
-    pthread_mutex_lock(&cap->mutex);
-    cs_sink_on_removed(&cap->sink, size);
-    cap->disk_full = false; /* a pack's room came back */
-    pthread_cond_signal(&cap->work_cond);
-    pthread_cond_broadcast(&cap->space_cond);
-    pthread_mutex_unlock(&cap->mutex);
-    msg_set(msg, msg_size, "");
-  }
+  int rc = pack_left(cap, cs_spool_remove(cap->spool, pack_id, &size), size, msg, msg_size);
   pthread_mutex_unlock(&cap->spool_mutex);
   return rc;
 }
@@ -182,18 +188,7 @@ int cs_capture_quarantine_pack(cs_capture *cap, const cs_uuid *pack_id, const ch
   }
   pthread_mutex_lock(&cap->spool_mutex);
   uint64_t size = 0;
-  int rc = cs_spool_quarantine(cap->spool, pack_id, reason, &size);
-  if (rc != CS_E_OK) {
-    refuse(rc, msg, msg_size, "%s", cs_spool_last_error(cap->spool));
-  } else {
-    pthread_mutex_lock(&cap->mutex);
-    cs_sink_on_removed(&cap->sink, size);
-    cap->disk_full = false; /* a pack's room came back */
-    pthread_cond_signal(&cap->work_cond);
-    pthread_cond_broadcast(&cap->space_cond);
-    pthread_mutex_unlock(&cap->mutex);
-    msg_set(msg, msg_size, "");
-  }
+  int rc = pack_left(cap, cs_spool_quarantine(cap->spool, pack_id, reason, &size), size, msg, msg_size);
   pthread_mutex_unlock(&cap->spool_mutex);
   return rc;
 }
