@@ -14,6 +14,13 @@
 #include <string.h>
 #include <unistd.h>
 
+/* Under the mutex: frees entry i (its footer into *out when out, else freed by the caller from *drop). */
+static void entry_take(rs_footers *fc, uint32_t i, cs_pack_footer *out) {
+  *out = fc->entries[i].footer;
+  fc->bytes -= fc->entries[i].footer_bytes;
+  memset(&fc->entries[i], 0, sizeof fc->entries[i]);
+}
+
 /* Takes the cache's entry for pack_id into *out (CS_E_OK), or CS_E_NOT_FOUND. */
 int rs_footer_take(rs_runtime *rt, const cs_uuid *pack_id, cs_pack_footer *out) {
   rs_footers *fc = &rt->footers;
@@ -21,8 +28,7 @@ int rs_footer_take(rs_runtime *rt, const cs_uuid *pack_id, cs_pack_footer *out) 
   pthread_mutex_lock(&fc->mutex);
   for (uint32_t i = 0; i < RS_FOOTER_CACHE && rc != CS_E_OK; i++) {
     if (!fc->entries[i].used || !cs_uuid_equal(&fc->entries[i].pack_id, pack_id)) continue;
-    *out = fc->entries[i].footer;
-    fc->entries[i].used = false;
+    entry_take(fc, i, out);
     rc = CS_E_OK;
   }
   pthread_mutex_unlock(&fc->mutex);
@@ -30,24 +36,43 @@ int rs_footer_take(rs_runtime *rt, const cs_uuid *pack_id, cs_pack_footer *out) 
   return rc;
 }
 
-/* Gives footer to the cache (it owns it then), evicting the oldest entry when full. */
-void rs_footer_put(rs_runtime *rt, const cs_uuid *pack_id, cs_pack_footer *footer) {
+/* Under the mutex: the oldest entry in use, or RS_FOOTER_CACHE when none. */
+static uint32_t oldest(const rs_footers *fc) {
+  uint32_t at = RS_FOOTER_CACHE;
+  for (uint32_t i = 0; i < RS_FOOTER_CACHE; i++)
+    if (fc->entries[i].used && (at == RS_FOOTER_CACHE || fc->entries[i].seq < fc->entries[at].seq)) at = i;
+  return at;
+}
+
+/*
+ * Gives footer (footer_bytes long in its pack) to the cache, which owns it
+ * then; the oldest entries make room (RS_FOOTER_CACHE entries,
+ * RS_FOOTER_CACHE_BYTES). A footer over RS_FOOTER_CACHED_MAX is freed.
+ */
+void rs_footer_put(rs_runtime *rt, const cs_uuid *pack_id, cs_pack_footer *footer, uint64_t footer_bytes) {
   rs_footers *fc = &rt->footers;
-  cs_pack_footer evicted = {0};
-  pthread_mutex_lock(&fc->mutex);
-  uint32_t at = 0;
-  for (uint32_t i = 0; i < RS_FOOTER_CACHE; i++) {
-    if (!fc->entries[i].used) {
-      at = i;
-      break;
-    }
-    if (fc->entries[i].seq < fc->entries[at].seq) at = i;
+  if (footer_bytes > RS_FOOTER_CACHED_MAX || !fc->initialized) {
+    cs_pack_footer_free(footer);
+    return;
   }
-  if (fc->entries[at].used) evicted = fc->entries[at].footer;
-  fc->entries[at] = (rs_footer_entry){.pack_id = *pack_id, .footer = *footer, .used = true, .seq = ++fc->seq};
+  cs_pack_footer evicted[RS_FOOTER_CACHE];
+  uint32_t evicted_count = 0;
+  pthread_mutex_lock(&fc->mutex);
+  uint32_t free_at = RS_FOOTER_CACHE;
+  for (uint32_t i = 0; i < RS_FOOTER_CACHE && free_at == RS_FOOTER_CACHE; i++)
+    if (!fc->entries[i].used) free_at = i;
+  while (free_at == RS_FOOTER_CACHE || fc->bytes + footer_bytes > RS_FOOTER_CACHE_BYTES) {
+    uint32_t at = oldest(fc);
+    if (at == RS_FOOTER_CACHE) break;
+    entry_take(fc, at, &evicted[evicted_count++]);
+    if (free_at == RS_FOOTER_CACHE) free_at = at;
+  }
+  fc->entries[free_at] = (rs_footer_entry){.pack_id = *pack_id, .footer = *footer, .footer_bytes = footer_bytes,
+                                           .used = true, .seq = ++fc->seq};
+  fc->bytes += footer_bytes;
   pthread_mutex_unlock(&fc->mutex);
   memset(footer, 0, sizeof *footer);
-  cs_pack_footer_free(&evicted);
+  for (uint32_t i = 0; i < evicted_count; i++) cs_pack_footer_free(&evicted[i]);
 }
 
 /* From any thread (the sealer's on_sealed): queues pack_id for the prefetch thread; dropped when full. */
@@ -77,8 +102,10 @@ static void *prefetch_main(void *context) {
     cs_spool_entry entry;
     cs_pack_footer footer;
     char msg[160];
+    uint64_t footer_bytes = 0;
     if (cs_capture_open_pack(rs_capture(rt), &id, &fd, &entry) == CS_E_OK) {
-      if (rs_footer_read_fd(fd, entry.size_bytes, &footer, NULL, msg, sizeof msg) == CS_E_OK) rs_footer_put(rt, &id, &footer);
+      if (rs_footer_read_fd(fd, entry.size_bytes, &footer, &footer_bytes, msg, sizeof msg) == CS_E_OK)
+        rs_footer_put(rt, &id, &footer, footer_bytes);
       close(fd);
     }
     pthread_mutex_lock(&fc->mutex);
@@ -112,6 +139,7 @@ void rs_footers_stop(rs_runtime *rt) {
   for (uint32_t i = 0; i < RS_FOOTER_CACHE; i++)
     if (fc->entries[i].used) cs_pack_footer_free(&fc->entries[i].footer);
   memset(fc->entries, 0, sizeof fc->entries);
+  fc->bytes = 0;
   pthread_mutex_unlock(&fc->mutex);
 }
 

@@ -84,10 +84,13 @@ typedef struct rs_lane {
 /* The footer cache (rs_footers.c). */
 #define RS_FOOTER_CACHE 8u
 #define RS_PREFETCH_MAX 64u
+#define RS_FOOTER_CACHE_BYTES ((uint64_t)64 << 20) /* footer bytes the cache holds (parsed: a few times more) */
+#define RS_FOOTER_CACHED_MAX ((uint64_t)16 << 20)  /* a larger footer is parsed by its INDEX */
 
 typedef struct rs_footer_entry {
   cs_uuid pack_id;
   cs_pack_footer footer;
+  uint64_t footer_bytes; /* its length in the pack */
   bool used;
   uint64_t seq; /* insertion order: the smallest is evicted */
 } rs_footer_entry;
@@ -99,6 +102,7 @@ typedef struct rs_footers {
   bool initialized, started, stop;
   rs_footer_entry entries[RS_FOOTER_CACHE];
   uint64_t seq;
+  uint64_t bytes; /* footer bytes of the entries in use */
   cs_uuid queue[RS_PREFETCH_MAX];
   uint32_t head, queued;
   _Atomic uint64_t hits;
@@ -242,7 +246,7 @@ RS_HIDDEN void rs_footers_stop(rs_runtime *rt);
 RS_HIDDEN void rs_footers_free(rs_runtime *rt);
 RS_HIDDEN void rs_footer_prefetch(rs_runtime *rt, const cs_uuid *pack_id);
 RS_HIDDEN int rs_footer_take(rs_runtime *rt, const cs_uuid *pack_id, cs_pack_footer *out);
-RS_HIDDEN void rs_footer_put(rs_runtime *rt, const cs_uuid *pack_id, cs_pack_footer *footer);
+RS_HIDDEN void rs_footer_put(rs_runtime *rt, const cs_uuid *pack_id, cs_pack_footer *footer, uint64_t footer_bytes);
 /* Trailer and footer of the local pack open at fd (size bytes): rs_lanes.c. */
 RS_HIDDEN int rs_footer_read_fd(int fd, uint64_t size, cs_pack_footer *footer, uint64_t *footer_len, char *msg,
                                 size_t msg_size);

@@ -256,7 +256,7 @@ int rs_ref_from_spool(rs_runtime *rt, const cs_spool_entry *entry, cs_pack_ref *
   rc = cs_pack_footer_key_fields(&footer, &fields, &err);
   if (rc != CS_E_OK) snprintf(msg, msg_size, "key fields: %.200s", err.message);
   if (rc == CS_E_OK) rc = ref_key(rt, &fields, ref, msg, msg_size);
-  if (rc == CS_E_OK) rs_footer_put(rt, &ref->pack_id, &footer); /* its INDEX need not parse it again */
+  if (rc == CS_E_OK) rs_footer_put(rt, &ref->pack_id, &footer, footer_len); /* its INDEX need not parse it again */
   cs_pack_footer_free(&footer);
   return rc;
 }
@@ -347,7 +347,8 @@ static void run_index(rs_runtime *rt, rs_lane *lane, rs_job *job) {
   }
   /* A failed INDEX is retried: its footers go back to the cache so the retry need not parse them again. */
   for (uint32_t i = 0; i < parsed; i++) {
-    if (job->outcome != CS_OUT_OK && i < n && packs[i].ref != NULL) rs_footer_put(rt, &packs[i].ref->pack_id, &footers[i]);
+    if (job->outcome != CS_OUT_OK && packs[i].ref != NULL)
+      rs_footer_put(rt, &packs[i].ref->pack_id, &footers[i], packs[i].ref->index_bytes); /* a local pack's: its footer's length */
     cs_pack_footer_free(&footers[i]);
   }
   free(footers);
