@@ -402,6 +402,11 @@ int main(int argc, char **argv) {
   report(&o, seconds, rows);
   if (clickhouse) unlink(file);
   free(body);
+  for (uint32_t i = 0; i < o.packs; i++) {
+    free(packs[i].records);
+    free(packs[i].text);
+  }
+  free(packs);
   curl_global_cleanup();
   return 0;
 }
