@@ -367,7 +367,12 @@ def scenario_kill9(w, role="publisher"):
             if set(must) <= set(ids) or time.monotonic() > deadline:
                 break
             time.sleep(0.5)
-    w.check_exact(must, may)
+    try:
+        w.check_exact(must, may)
+    except Failure as e:
+        quarantined = glob.glob(os.path.join(w.spool("k"), "*.quarantined"))
+        last = [line for line in lines if line.startswith(("flush", "stats", "close"))]
+        raise Failure("%s; quarantined in the spool: %d; the last process: %s" % (e, len(quarantined), last))
     need(not w.ready_packs("k"), "packs left in the spool that the catalog holds: %d" % len(w.ready_packs("k")))
     print("  kill9 %s: %d runs, %d records flushed or left sealed by a kill, %d more captured, unsealed at the kill" %
           (role, runs, len(must), len(may - must)))
