@@ -477,6 +477,33 @@ static void test_set_aside_adopted_pack_named_by_flush(void **state) {
   drv_free(d);
 }
 
+/*
+ * Reconcile adopted pack 1 and its INDEX is in flight when the runtime
+ * reports pack 1 sealed in our spool (a recovered pack reported after the
+ * adoption): the cycle goes on with the adopted slot, and its hand-off also
+ * removes the pack from the spool. (The slot was moved while the cycle's work
+ * list still named it, and the core later failed an assertion.)
+ */
+static void test_sealed_while_adopted_pack_is_indexed(void **state) {
+  (void)state;
+  drv *d = one_head(CS_OUT_OK, NULL);
+  cs_action index = drv_expect(d, CS_OP_CAT_INDEX);
+  assert_int_equal(index.count, 1);
+  assert_int_equal(drv_seal(d, &d->packs[1], true), CS_E_OK);
+  drv_answer(d, &index, CS_OUT_OK);
+  cs_action publish = drv_expect(d, CS_OP_CAT_PUBLISH);
+  drv_answer(d, &publish, CS_OUT_OK);
+  cs_action committed = drv_expect(d, CS_OP_CAT_COMMITTED);
+  answer_held(d, &committed, true);
+  cs_action remove = drv_expect(d, CS_OP_SPOOL_REMOVE);
+  assert_memory_equal(remove.pack->pack_id.bytes, d->packs[1].pack_id.bytes, 16);
+  drv_answer(d, &remove, CS_OUT_OK);
+  cs_snapshot snap = snap_of(d);
+  assert_int_equal(snap.indexed, 1);
+  assert_int_equal(snap.pending_spool, 0);
+  drv_free(d);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_non_uuid_keys_skipped),
@@ -496,6 +523,7 @@ int main(void) {
       cmocka_unit_test(test_adoption_bounded_by_cycle),
       cmocka_unit_test(test_set_aside_not_adopted_again),
       cmocka_unit_test(test_set_aside_adopted_pack_named_by_flush),
+      cmocka_unit_test(test_sealed_while_adopted_pack_is_indexed),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

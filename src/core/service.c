@@ -318,7 +318,16 @@ static int on_sealed(cs_service *svc, uint64_t now_ns, const cs_event *ev) {
     return CS_E_INVALID_ARGUMENT;
   pack_slot *known = cs_svc_slot_find(svc, &ev->pack->pack_id);
   if (known != NULL && known->own) return CS_E_OK; /* sealing twice is a no-op */
-  if (known != NULL && known->stage != STAGE_OWED) return CS_E_OK; /* being indexed: ours after */
+  if (known != NULL && (known->stage != STAGE_OWED || known->queued || known->busy)) {
+    /*
+     * Reconcile adopted it and a cycle is carrying it: the cycle goes on with
+     * the adopted slot, and its hand-off also removes the pack from our spool
+     * (moving it to an own slot here freed a slot the cycle's work list still
+     * named: a recovered pack reported after reconcile adopted it, seen live).
+     */
+    known->in_spool = true;
+    return CS_E_OK;
+  }
   bool was_adopted = known != NULL;
   if (known != NULL) {
     /* Reconcile adopted it from the bucket; it is in our spool too: track it as ours. */

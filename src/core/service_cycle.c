@@ -149,6 +149,13 @@ static void upload_on_done(cs_service *svc, pack_slot *slot, const cs_event *ev)
 static void hand_off(cs_service *svc, pack_slot *slot) {
   slot->queued = false;
   if (!slot->own) {
+    /* An adopted pack that is in our spool too leaves it like our own (when the table has room). */
+    pack_slot *spooled = slot->in_spool ? cs_svc_slot_alloc(svc, true) : NULL;
+    if (spooled != NULL) {
+      spooled->ref = slot->ref;
+      spooled->seal_seq = svc->next_seal_seq++;
+      cs_svc_stage_set(svc, spooled, STAGE_DONE);
+    }
     cs_svc_slot_free(svc, slot);
     return;
   }

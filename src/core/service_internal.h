@@ -40,6 +40,7 @@ typedef struct pack_slot {
   uint8_t stage;
   uint8_t upload;
   bool own;              /* in our spool (false: adopted from the bucket) */
+  bool in_spool;         /* adopted, and sealed in our spool too: its hand-off removes it there */
   bool maybe_uploaded;   /* a PUT may have applied, or recovered at start */
   bool busy;             /* a request on this pack is in flight */
   bool queued;           /* in this cycle's work list */

@@ -410,6 +410,7 @@ static void destroy(capstore *cs) {
   free(rt->list_ptrs);
   free(rt->inbox);
   free(rt->backlog);
+  free(rt->recovered);
   rs_footers_free(rt); /* the sink is gone: nothing queues a prefetch any more */
   free_strings(rt);
   free(cs);
@@ -448,6 +449,8 @@ static int open_runtime(capstore *cs, char *msg, size_t msg_size) {
     return refuse(CS_E_CONFIG, msg, msg_size, "engine.%s", inner);
   if (rs_footers_start(rt) != CS_E_OK) return refuse(CS_E_NO_MEMORY, msg, msg_size, "cannot start the prefetch thread");
   rc = rs_lanes_start(rt, msg, msg_size);
+  if (rc != CS_E_OK) return rc;
+  rc = rs_open_sink(rt, msg, msg_size);
   if (rc != CS_E_OK) return rc;
   if (pthread_create(&rt->driver, NULL, rs_driver_main, rt) != 0)
     return refuse(CS_E_NO_MEMORY, msg, msg_size, "cannot start the driver thread");

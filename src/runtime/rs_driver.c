@@ -98,6 +98,15 @@ static void service_start(rs_runtime *rt, uint64_t now) {
   cs_event start = {.kind = CS_EV_START};
   rc = cs_service_on_event(rt->svc, now, &start);
   rt->svc_started = rc == CS_E_OK;
+  /* The packs a previous process left in the spool, with the START (rs_open_sink built them). */
+  for (uint32_t i = 0; rt->svc_started && i < rt->recovered_count; i++) {
+    cs_event ev = {.kind = CS_EV_SEALED, .pack = &rt->recovered[i], .recovered = true};
+    int sealed = cs_service_on_event(rt->svc, now, &ev);
+    if (sealed != CS_E_OK) log_failure(rt, "recovered pack refused by the service", cs_strerror(sealed));
+  }
+  free(rt->recovered);
+  rt->recovered = NULL;
+  rt->recovered_count = 0;
   step_done(rt, now, rc);
 }
 
@@ -446,24 +455,35 @@ void *rs_driver_main(void *context) {
 
 /* ---- the engine's blocking steps, on the spool lane ------------------------------------------------ */
 
-/* OPEN_SINK: opens the capture (its own recovery), then reports every pack already in the spool. */
-static int open_sink(rs_runtime *rt, rs_job *job) {
+/*
+ * Opens the capture (its recovery sweeps and checks the spool under its
+ * owner lock) and builds the refs of every pack already in the spool, before
+ * the engine starts: START_SERVICE reports them right after the service's
+ * START, as the simulator does, so no reconcile can adopt one of them first.
+ * The packs beyond the service's table wait in the backlog. On the API thread.
+ */
+int rs_open_sink(rs_runtime *rt, char *msg, size_t msg_size) {
   capstore_config *cfg = &rt->cfg;
-  int rc = cs_capture_open(cfg->spool_dir, &cfg->capture, &rt->capture, job->detail, sizeof job->detail);
+  int rc = cs_capture_open(cfg->spool_dir, &cfg->capture, &rt->capture, msg, msg_size);
   if (rc != CS_E_OK) return rc;
   atomic_store(&rt->capture_live, rt->capture);
   size_t count = 0, listed = 0;
   uint32_t max = cfg->service.spool_packs_max;
   rc = cs_capture_list(rt->capture, NULL, 0, &listed);
   cs_spool_entry *entries = calloc(listed + 1, sizeof *entries);
-  if (entries == NULL) return CS_E_NO_MEMORY;
+  rt->recovered = calloc(listed < max ? listed + 1 : max, sizeof *rt->recovered);
+  if (entries == NULL || rt->recovered == NULL) {
+    free(entries);
+    snprintf(msg, msg_size, "no memory for the %zu packs in the spool", listed);
+    return CS_E_NO_MEMORY;
+  }
   if (rc == CS_E_OK) rc = cs_capture_list(rt->capture, entries, listed, &count);
-  if (count > listed) count = listed; /* sealed since: this process's own, reported by on_sealed */
-  if (count > max) {
-    /* The service's table takes max: the rest wait in the backlog for packs to leave the spool. */
+  if (count > listed) count = listed;
+  if (rc == CS_E_OK && count > max) {
     rt->backlog = calloc(count - max, sizeof *rt->backlog);
     if (rt->backlog == NULL) {
       free(entries);
+      snprintf(msg, msg_size, "no memory for the %zu packs in the spool", count);
       return CS_E_NO_MEMORY;
     }
     memcpy(rt->backlog, entries + max, (count - max) * sizeof *entries);
@@ -471,16 +491,16 @@ static int open_sink(rs_runtime *rt, rs_job *job) {
     count = max;
   }
   for (size_t i = 0; rc == CS_E_OK && i < count; i++) {
-    rs_msg msg = {.kind = RS_MSG_RECOVERED};
     char why[200];
-    if (rs_ref_from_spool(rt, &entries[i], &msg.ref, why, sizeof why) != CS_E_OK) {
+    if (rs_ref_from_spool(rt, &entries[i], &rt->recovered[rt->recovered_count], why, sizeof why) != CS_E_OK) {
       /* Recovery checked every pack's bytes at open; one that cannot be read now stays for the next start. */
       log_failure(rt, "recovering a spooled pack", why);
       continue;
     }
-    rs_inbox_post(rt, &msg);
+    rt->recovered_count++;
   }
   free(entries);
+  if (rc != CS_E_OK) snprintf(msg, msg_size, "listing the spool: %s", cs_strerror(rc));
   return rc;
 }
 
@@ -505,7 +525,7 @@ void rs_run_step(rs_runtime *rt, rs_job *job) {
   }
   const cs_engine_action *act = &job->step;
   switch (act->step) {
-  case CS_STEP_OPEN_SINK: job->err = open_sink(rt, job); break;
+  case CS_STEP_OPEN_SINK: job->err = rt->capture != NULL ? CS_E_OK : CS_E_STATE; break; /* rs_open_sink opened it */
   case CS_STEP_FLUSH_SINK:
     job->err = rt->capture == NULL ? CS_E_CLOSED
                                    : cs_capture_flush(rt->capture, act->deadline_ns, job->detail, sizeof job->detail);

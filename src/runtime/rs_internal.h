@@ -193,6 +193,8 @@ typedef struct rs_runtime {
    * capture. Written by the spool lane at open; then backlog_next by the
    * recover job only, while recover_busy.
    */
+  cs_pack_ref *recovered;     /* the spool's packs at open, reported with START (then freed) */
+  uint32_t recovered_count;
   cs_spool_entry *backlog;
   uint32_t backlog_count, backlog_next;
   uint32_t recover_credit;    /* packs that left the spool and were not yet replaced by the backlog */
@@ -252,6 +254,8 @@ RS_HIDDEN int rs_footer_read_fd(int fd, uint64_t size, cs_pack_footer *footer, u
                                 size_t msg_size);
 
 /* ---- rs_driver.c ---- */
+/* Opens the capture and builds the refs of the packs already in its spool (before the engine starts). */
+RS_HIDDEN int rs_open_sink(rs_runtime *rt, char *msg, size_t msg_size);
 /* The engine's blocking steps (OPEN_SINK, FLUSH_SINK, SEAL_SINK), run on the spool lane. */
 RS_HIDDEN void rs_run_step(rs_runtime *rt, rs_job *job);
 RS_HIDDEN void *rs_driver_main(void *context);
