@@ -26,6 +26,8 @@ int rs_footer_take(rs_runtime *rt, const cs_uuid *pack_id, cs_pack_footer *out) 
   rs_footers *fc = &rt->footers;
   int rc = CS_E_NOT_FOUND;
   pthread_mutex_lock(&fc->mutex);
+  /* Being parsed now: wait for it rather than parse it a second time on the same cores. */
+  while (fc->parsing && cs_uuid_equal(&fc->parsing_id, pack_id)) pthread_cond_wait(&fc->parsed, &fc->mutex);
   for (uint32_t i = 0; i < RS_FOOTER_CACHE && rc != CS_E_OK; i++) {
     if (!fc->entries[i].used || !cs_uuid_equal(&fc->entries[i].pack_id, pack_id)) continue;
     entry_take(fc, i, out);
@@ -97,6 +99,8 @@ static void *prefetch_main(void *context) {
     cs_uuid id = fc->queue[fc->head];
     fc->head = (fc->head + 1) % RS_PREFETCH_MAX;
     fc->queued--;
+    fc->parsing = true;
+    fc->parsing_id = id;
     pthread_mutex_unlock(&fc->mutex);
     int fd = -1;
     cs_spool_entry entry;
@@ -109,6 +113,8 @@ static void *prefetch_main(void *context) {
       close(fd);
     }
     pthread_mutex_lock(&fc->mutex);
+    fc->parsing = false;
+    pthread_cond_broadcast(&fc->parsed);
   }
   pthread_mutex_unlock(&fc->mutex);
   return NULL;
@@ -116,7 +122,9 @@ static void *prefetch_main(void *context) {
 
 int rs_footers_start(rs_runtime *rt) {
   rs_footers *fc = &rt->footers;
-  if (pthread_mutex_init(&fc->mutex, NULL) != 0 || pthread_cond_init(&fc->cond, NULL) != 0) return CS_E_NO_MEMORY;
+  if (pthread_mutex_init(&fc->mutex, NULL) != 0 || pthread_cond_init(&fc->cond, NULL) != 0 ||
+      pthread_cond_init(&fc->parsed, NULL) != 0)
+    return CS_E_NO_MEMORY;
   fc->initialized = true;
   if (pthread_create(&fc->thread, NULL, prefetch_main, rt) != 0) return CS_E_NO_MEMORY;
   pthread_mutex_lock(&fc->mutex);
@@ -149,5 +157,6 @@ void rs_footers_free(rs_runtime *rt) {
   rs_footers_stop(rt);
   pthread_mutex_destroy(&fc->mutex);
   pthread_cond_destroy(&fc->cond);
+  pthread_cond_destroy(&fc->parsed);
   fc->initialized = false;
 }

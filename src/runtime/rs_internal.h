@@ -105,6 +105,9 @@ typedef struct rs_footers {
   uint64_t bytes; /* footer bytes of the entries in use */
   cs_uuid queue[RS_PREFETCH_MAX];
   uint32_t head, queued;
+  bool parsing;           /* the prefetch thread is parsing parsing_id's footer */
+  cs_uuid parsing_id;
+  pthread_cond_t parsed;  /* broadcast when a parse ends: INDEX waits rather than parse the same footer twice */
   _Atomic uint64_t hits;
 } rs_footers;
 
