@@ -182,7 +182,7 @@ int capstore_open_catalog(const capstore_config *cfg, cs_catalog *out, char *msg
 typedef struct capstore_stats {
   cs_snapshot service;
   cs_capture_stats capture;
-  uint64_t captured_records;   /* capstore_write* calls answered OK */
+  uint64_t captured_records;   /* records the sink admitted (capture.sink.records_admitted) */
   uint64_t store_requests;     /* primitives sent to the object store */
   uint64_t catalog_requests;   /* primitives sent to the catalog */
   uint64_t bytes_uploaded;     /* pack bytes sent by PUTs answered OK */

@@ -26,24 +26,13 @@
 
 #include "../runtime/runtime_internal.h"
 
-__attribute__((format(printf, 4, 5)))
-static int refuse(int code, char *msg, size_t msg_size, const char *format, ...) {
-  if (msg != NULL && msg_size > 0) {
-    va_list args;
-    va_start(args, format);
-    vsnprintf(msg, msg_size, format, args);
-    va_end(args);
-  }
-  return code;
-}
-
 #if defined(CAPSTORE_HAVE_CUDA) && CAPSTORE_HAVE_CUDA
 
 #include <cuda_runtime_api.h>
 
 static int cuda_refuse(cudaError_t status, const char *call, char *msg, size_t msg_size) {
   (void)cudaGetLastError(); /* clear a sticky non-fatal error so the next call starts clean */
-  return refuse(CS_E_IO, msg, msg_size, "%s: %s (%s)", call, cudaGetErrorString(status),
+  return rt_refuse(CS_E_IO, msg, msg_size, "%s: %s (%s)", call, cudaGetErrorString(status),
                 cudaGetErrorName(status));
 }
 
@@ -52,10 +41,10 @@ int rt_cuda_probe(char *msg, size_t msg_size) {
   cudaError_t status = cudaGetDeviceCount(&count);
   if (status != cudaSuccess) {
     (void)cudaGetLastError();
-    return refuse(CS_E_UNSUPPORTED, msg, msg_size, "no usable CUDA device: %s",
+    return rt_refuse(CS_E_UNSUPPORTED, msg, msg_size, "no usable CUDA device: %s",
                   cudaGetErrorString(status));
   }
-  if (count == 0) return refuse(CS_E_UNSUPPORTED, msg, msg_size, "no CUDA device");
+  if (count == 0) return rt_refuse(CS_E_UNSUPPORTED, msg, msg_size, "no CUDA device");
   return CS_E_OK;
 }
 
@@ -95,7 +84,7 @@ int rt_cuda_event_wait(void *event, char *msg, size_t msg_size) {
 #else /* built without the CUDA toolkit */
 
 int rt_cuda_probe(char *msg, size_t msg_size) {
-  return refuse(CS_E_UNSUPPORTED, msg, msg_size, "capstore was built without CUDA");
+  return rt_refuse(CS_E_UNSUPPORTED, msg, msg_size, "capstore was built without CUDA");
 }
 
 int rt_cuda_host_alloc(size_t size, void **out, char *msg, size_t msg_size) {

@@ -28,8 +28,7 @@
 
 /* ---- Small helpers ---- */
 
-__attribute__((format(printf, 4, 5)))
-static int refuse(int code, char *msg, size_t msg_size, const char *format, ...) {
+int rt_refuse(int code, char *msg, size_t msg_size, const char *format, ...) {
   if (msg != NULL && msg_size > 0) {
     va_list args;
     va_start(args, format);
@@ -138,24 +137,24 @@ void cs_capture_config_default(cs_capture_config *cfg) {
 }
 
 int cs_capture_config_validate(const cs_capture_config *cfg, char *msg, size_t msg_size) {
-  if (cfg == NULL) return refuse(CS_E_CONFIG, msg, msg_size, "config is NULL");
+  if (cfg == NULL) return rt_refuse(CS_E_CONFIG, msg, msg_size, "config is NULL");
   char sink_msg[160];
   if (cs_sink_config_validate(&cfg->sink, sink_msg, sizeof sink_msg) != CS_E_OK) {
-    return refuse(CS_E_CONFIG, msg, msg_size, "sink.%s", sink_msg);
+    return rt_refuse(CS_E_CONFIG, msg, msg_size, "sink.%s", sink_msg);
   }
-  if (cfg->staging_bytes < MIB) return refuse(CS_E_CONFIG, msg, msg_size, "staging_bytes must be >= 1 MiB");
+  if (cfg->staging_bytes < MIB) return rt_refuse(CS_E_CONFIG, msg, msg_size, "staging_bytes must be >= 1 MiB");
   if (cfg->staging_bytes > (UINT64_C(1) << 40)) {
-    return refuse(CS_E_CONFIG, msg, msg_size, "staging_bytes must be <= 1 TiB");
+    return rt_refuse(CS_E_CONFIG, msg, msg_size, "staging_bytes must be <= 1 TiB");
   }
-  if (cfg->record_bytes_max == 0) return refuse(CS_E_CONFIG, msg, msg_size, "record_bytes_max must be > 0");
+  if (cfg->record_bytes_max == 0) return rt_refuse(CS_E_CONFIG, msg, msg_size, "record_bytes_max must be > 0");
   if (cfg->record_bytes_max > cfg->staging_bytes / 4) {
-    return refuse(CS_E_CONFIG, msg, msg_size, "record_bytes_max must be <= staging_bytes / 4");
+    return rt_refuse(CS_E_CONFIG, msg, msg_size, "record_bytes_max must be <= staging_bytes / 4");
   }
   if (cfg->record_bytes_max > cfg->sink.spool_bytes_max) {
-    return refuse(CS_E_CONFIG, msg, msg_size, "record_bytes_max must be <= sink.spool_bytes_max");
+    return rt_refuse(CS_E_CONFIG, msg, msg_size, "record_bytes_max must be <= sink.spool_bytes_max");
   }
   if (cfg->device_copies_max > 65536) {
-    return refuse(CS_E_CONFIG, msg, msg_size, "device_copies_max must be <= 65536");
+    return rt_refuse(CS_E_CONFIG, msg, msg_size, "device_copies_max must be <= 65536");
   }
   msg_clear(msg, msg_size);
   return CS_E_OK;
@@ -170,7 +169,7 @@ static int open_ring(cs_capture *cap, char *msg, size_t msg_size) {
   if (cap->device_ok && rt_cuda_host_alloc((size_t)capacity, &base, NULL, 0) == CS_E_OK) {
     cap->ring_pinned = true;
   } else if (posix_memalign(&base, 4096, (size_t)capacity) != 0) {
-    return refuse(CS_E_NO_MEMORY, msg, msg_size, "staging area of %llu bytes: allocation failed",
+    return rt_refuse(CS_E_NO_MEMORY, msg, msg_size, "staging area of %llu bytes: allocation failed",
                   (unsigned long long)capacity);
   }
   /* Touch every page now so the hot path never takes a page fault. */
@@ -187,7 +186,7 @@ static int open_chunks(cs_capture *cap, char *msg, size_t msg_size) {
   if (bytes > RT_CHUNK_BYTES_MAX) bytes = RT_CHUNK_BYTES_MAX;
   void *area = NULL;
   if (posix_memalign(&area, RT_CHUNK_ALIGN, bytes * RT_CHUNKS) != 0) {
-    return refuse(CS_E_NO_MEMORY, msg, msg_size, "write chunks of %zu bytes: allocation failed",
+    return rt_refuse(CS_E_NO_MEMORY, msg, msg_size, "write chunks of %zu bytes: allocation failed",
                   bytes * RT_CHUNKS);
   }
   memset(area, 0, bytes * RT_CHUNKS);
@@ -226,7 +225,7 @@ static int open_spool(cs_capture *cap, const char *dir, char *msg, size_t msg_si
   if (cap->cfg.recover_at_open) {
     rc = cs_spool_recover(cap->spool, &cap->stats.recovery);
     if (rc != CS_E_OK) {
-      return refuse(rc, msg, msg_size, "spool recovery: %.300s", cs_spool_last_error(cap->spool));
+      return rt_refuse(rc, msg, msg_size, "spool recovery: %.300s", cs_spool_last_error(cap->spool));
     }
   }
   size_t count = 0;
@@ -234,12 +233,12 @@ static int open_spool(cs_capture *cap, const char *dir, char *msg, size_t msg_si
   rc = cs_spool_list(cap->spool, NULL, 0, &count);
   if (rc == CS_E_OK && count > 0) {
     entries = calloc(count, sizeof *entries);
-    if (entries == NULL) return refuse(CS_E_NO_MEMORY, msg, msg_size, "spool listing allocation failed");
+    if (entries == NULL) return rt_refuse(CS_E_NO_MEMORY, msg, msg_size, "spool listing allocation failed");
     rc = cs_spool_list(cap->spool, entries, count, &count);
   }
   if (rc != CS_E_OK) {
     free(entries);
-    return refuse(rc, msg, msg_size, "spool listing: %.300s", cs_spool_last_error(cap->spool));
+    return rt_refuse(rc, msg, msg_size, "spool listing: %.300s", cs_spool_last_error(cap->spool));
   }
   for (size_t i = 0; i < count; i++) {
     cs_sink_on_recovered(&cap->sink, entries[i].size_bytes);
@@ -286,7 +285,7 @@ static int open_hasher(cs_capture *cap, char *msg, size_t msg_size) {
   cap->hash_copy = EVP_MD_CTX_new();
   if (cap->hash_ctx == NULL || cap->hash_copy == NULL ||
       EVP_DigestInit_ex(cap->hash_ctx, EVP_sha256(), NULL) != 1) {
-    return refuse(CS_E_NO_MEMORY, msg, msg_size, "SHA-256 context for the hash thread: allocation failed");
+    return rt_refuse(CS_E_NO_MEMORY, msg, msg_size, "SHA-256 context for the hash thread: allocation failed");
   }
   return CS_E_OK;
 }
@@ -312,7 +311,7 @@ static int start_worker(cs_capture *cap, char *msg, size_t msg_size) {
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   if (rc == 0) return CS_E_OK;
   stop_helpers(cap);
-  return refuse(CS_E_NO_MEMORY, msg, msg_size, "pthread_create: %s", strerror(rc));
+  return rt_refuse(CS_E_NO_MEMORY, msg, msg_size, "pthread_create: %s", strerror(rc));
 }
 
 void rt_capture_destroy(cs_capture *cap) {
@@ -343,10 +342,10 @@ void rt_capture_destroy(cs_capture *cap) {
 
 int cs_capture_open(const char *spool_dir, const cs_capture_config *cfg, cs_capture **out,
                     char *msg, size_t msg_size) {
-  if (out == NULL) return refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "out is NULL");
+  if (out == NULL) return rt_refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "out is NULL");
   *out = NULL;
   if (spool_dir == NULL || spool_dir[0] == '\0') {
-    return refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "spool_dir is NULL or empty");
+    return rt_refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "spool_dir is NULL or empty");
   }
   cs_capture_config defaults;
   cs_capture_config_default(&defaults);
@@ -354,13 +353,13 @@ int cs_capture_open(const char *spool_dir, const cs_capture_config *cfg, cs_capt
   int rc = cs_capture_config_validate(cfg, msg, msg_size);
   if (rc != CS_E_OK) return rc;
   cs_capture *cap = calloc(1, sizeof *cap);
-  if (cap == NULL) return refuse(CS_E_NO_MEMORY, msg, msg_size, "capture allocation failed");
+  if (cap == NULL) return rt_refuse(CS_E_NO_MEMORY, msg, msg_size, "capture allocation failed");
   cap->cfg = *cfg;
   cap->spool_dir = strdup(spool_dir);
   if (cap->spool_dir == NULL || init_sync(cap) != CS_E_OK) {
     free(cap->spool_dir);
     free(cap);
-    return refuse(CS_E_NO_MEMORY, msg, msg_size, "mutex or condition initialisation failed");
+    return rt_refuse(CS_E_NO_MEMORY, msg, msg_size, "mutex or condition initialisation failed");
   }
   rc = cs_sink_init(&cap->sink, &cfg->sink, msg, msg_size);
   assert(rc == CS_E_OK); /* validated above */

@@ -11,17 +11,6 @@
 
 #include "runtime_internal.h"
 
-__attribute__((format(printf, 4, 5)))
-static int refuse(int code, char *msg, size_t msg_size, const char *format, ...) {
-  if (msg != NULL && msg_size > 0) {
-    va_list args;
-    va_start(args, format);
-    vsnprintf(msg, msg_size, format, args);
-    va_end(args);
-  }
-  return code;
-}
-
 static void msg_set(char *msg, size_t msg_size, const char *text) {
   if (msg != NULL && msg_size > 0) snprintf(msg, msg_size, "%s", text);
 }
@@ -62,10 +51,10 @@ static void take_flushed_now(cs_capture *cap, uint64_t id) {
 }
 
 static int flush_locked(cs_capture *cap, uint64_t deadline_ns, char *msg, size_t msg_size) {
-  if (cap->close_started) return refuse(CS_E_CLOSED, msg, msg_size, "the sink is closed");
+  if (cap->close_started) return rt_refuse(CS_E_CLOSED, msg, msg_size, "the sink is closed");
   while (cap->flush_active) {
-    if (!wait_done(cap, deadline_ns)) return refuse(CS_E_TIMEOUT, msg, msg_size, "flush deadline passed");
-    if (cap->close_started) return refuse(CS_E_CLOSED, msg, msg_size, "the sink is closed");
+    if (!wait_done(cap, deadline_ns)) return rt_refuse(CS_E_TIMEOUT, msg, msg_size, "flush deadline passed");
+    if (cap->close_started) return rt_refuse(CS_E_CLOSED, msg, msg_size, "the sink is closed");
   }
   cap->flush_active = true;
   uint64_t id = ++cap->flush_next_id;
@@ -85,8 +74,8 @@ static int flush_locked(cs_capture *cap, uint64_t deadline_ns, char *msg, size_t
       rc = cap->close_done ? CS_E_CLOSED : CS_E_TIMEOUT;
     }
   }
-  if (rc == CS_E_TIMEOUT) refuse(rc, msg, msg_size, "flush deadline passed; sealing goes on");
-  if (rc == CS_E_CLOSED) refuse(rc, msg, msg_size, "the sink is closed");
+  if (rc == CS_E_TIMEOUT) rt_refuse(rc, msg, msg_size, "flush deadline passed; sealing goes on");
+  if (rc == CS_E_CLOSED) rt_refuse(rc, msg, msg_size, "the sink is closed");
   cap->flush_waiting_id = 0;
   cap->flush_active = false;
   pthread_cond_broadcast(&cap->done_cond);
@@ -94,7 +83,7 @@ static int flush_locked(cs_capture *cap, uint64_t deadline_ns, char *msg, size_t
 }
 
 int cs_capture_flush(cs_capture *cap, uint64_t deadline_ns, char *msg, size_t msg_size) {
-  if (cap == NULL) return refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "cap is NULL");
+  if (cap == NULL) return rt_refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "cap is NULL");
   pthread_mutex_lock(&cap->mutex);
   int rc = flush_locked(cap, deadline_ns, msg, msg_size);
   pthread_mutex_unlock(&cap->mutex);
@@ -115,7 +104,7 @@ static void join_worker(cs_capture *cap) {
 }
 
 int cs_capture_close(cs_capture *cap, uint64_t deadline_ns, char *msg, size_t msg_size) {
-  if (cap == NULL) return refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "cap is NULL");
+  if (cap == NULL) return rt_refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "cap is NULL");
   pthread_mutex_lock(&cap->mutex);
   if (!cap->close_started) {
     cap->close_started = true;
@@ -136,7 +125,7 @@ int cs_capture_close(cs_capture *cap, uint64_t deadline_ns, char *msg, size_t ms
     cap->close_err = CS_E_OK; /* reported once */
     cap->close_msg[0] = '\0';
   } else {
-    refuse(rc, msg, msg_size, "close deadline passed; sealing goes on");
+    rt_refuse(rc, msg, msg_size, "close deadline passed; sealing goes on");
   }
   pthread_mutex_unlock(&cap->mutex);
   if (rc != CS_E_TIMEOUT) join_worker(cap);
@@ -159,7 +148,7 @@ void cs_capture_free(cs_capture *cap) {
  * blocked producers and a waiting worker look again.
  */
 static int pack_left(cs_capture *cap, int rc, uint64_t size, char *msg, size_t msg_size) {
-  if (rc != CS_E_OK) return refuse(rc, msg, msg_size, "%s", cs_spool_last_error(cap->spool));
+  if (rc != CS_E_OK) return rt_refuse(rc, msg, msg_size, "%s", cs_spool_last_error(cap->spool));
   pthread_mutex_lock(&cap->mutex);
   cs_sink_on_removed(&cap->sink, size);
   cap->disk_full = false; /* a pack's room came back */
@@ -172,7 +161,7 @@ static int pack_left(cs_capture *cap, int rc, uint64_t size, char *msg, size_t m
 
 int cs_capture_remove_pack(cs_capture *cap, const cs_uuid *pack_id, char *msg, size_t msg_size) {
   if (cap == NULL || pack_id == NULL) {
-    return refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "cap and pack_id must not be NULL");
+    return rt_refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "cap and pack_id must not be NULL");
   }
   pthread_mutex_lock(&cap->spool_mutex);
   uint64_t size = 0;
@@ -184,7 +173,7 @@ int cs_capture_remove_pack(cs_capture *cap, const cs_uuid *pack_id, char *msg, s
 int cs_capture_quarantine_pack(cs_capture *cap, const cs_uuid *pack_id, const char *reason, char *msg,
                                size_t msg_size) {
   if (cap == NULL || pack_id == NULL || reason == NULL) {
-    return refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "cap, pack_id and reason must not be NULL");
+    return rt_refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "cap, pack_id and reason must not be NULL");
   }
   pthread_mutex_lock(&cap->spool_mutex);
   uint64_t size = 0;

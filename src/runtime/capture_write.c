@@ -11,17 +11,6 @@
 
 #include "runtime_internal.h"
 
-__attribute__((format(printf, 4, 5)))
-static int refuse(int code, char *msg, size_t msg_size, const char *format, ...) {
-  if (msg != NULL && msg_size > 0) {
-    va_list args;
-    va_start(args, format);
-    vsnprintf(msg, msg_size, format, args);
-    va_end(args);
-  }
-  return code;
-}
-
 static char *copy_text(cs_pack_text text) {
   char *out = malloc(text.len + 1);
   if (out != NULL && text.len > 0) memcpy(out, text.bytes, text.len);
@@ -57,7 +46,7 @@ static const char *key_mismatch(const cs_capture *cap, const cs_pack_meta *meta)
 }
 
 static int key_refusal(const char *field, char *msg, size_t msg_size) {
-  return refuse(CS_E_INVALID_ARGUMENT, msg, msg_size,
+  return rt_refuse(CS_E_INVALID_ARGUMENT, msg, msg_size,
                 "%s differs from this sink's first record: one sink writes one tenant, session "
                 "and rank (the object key names them); open another sink", field);
 }
@@ -72,7 +61,7 @@ static int check_key(cs_capture *cap, const cs_pack_meta *meta, key_copy *copy, 
   copy->session = copy_text(meta->session_id);
   if (copy->tenant != NULL && copy->session != NULL) return CS_E_OK;
   key_copy_free(copy);
-  return refuse(CS_E_NO_MEMORY, msg, msg_size, "key field copy failed");
+  return rt_refuse(CS_E_NO_MEMORY, msg, msg_size, "key field copy failed");
 }
 
 /* Under the mutex, for an admitted record: installs its key if none is fixed yet. */
@@ -89,18 +78,18 @@ static void install_key(cs_capture *cap, const cs_pack_meta *meta, key_copy *cop
 
 static int validate(cs_capture *cap, const cs_pack_meta *meta, const void *bytes, size_t length,
                     char *msg, size_t msg_size) {
-  if (cap == NULL) return refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "cap is NULL");
-  if (meta == NULL) return refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "meta is NULL");
+  if (cap == NULL) return rt_refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "cap is NULL");
+  if (meta == NULL) return rt_refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "meta is NULL");
   if (bytes == NULL && length > 0) {
-    return refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "bytes is NULL but length is %zu", length);
+    return rt_refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "bytes is NULL but length is %zu", length);
   }
   if (length > cap->cfg.record_bytes_max) {
-    return refuse(CS_E_TOO_LARGE, msg, msg_size, "record of %zu bytes exceeds record_bytes_max (%llu)",
+    return rt_refuse(CS_E_TOO_LARGE, msg, msg_size, "record of %zu bytes exceeds record_bytes_max (%llu)",
                   length, (unsigned long long)cap->cfg.record_bytes_max);
   }
   cs_pack_error err;
   if (cs_pack_meta_validate(meta, length, &err) != CS_E_OK) {
-    return refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "%s", err.message); /* "descriptor: field ..." */
+    return rt_refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "%s", err.message); /* "descriptor: field ..." */
   }
   return CS_E_OK;
 }
@@ -117,28 +106,28 @@ static int admit_refusal(cs_capture *cap, int rc, bool sealing, uint64_t length,
   cs_sink_stats st;
   cs_sink_stats_get(&cap->sink, &st);
   switch (rc) {
-  case CS_E_CLOSED: return refuse(rc, msg, msg_size, "the sink is closed");
+  case CS_E_CLOSED: return rt_refuse(rc, msg, msg_size, "the sink is closed");
   case CS_E_FULL:
     if (sealing) {
-      return refuse(rc, msg, msg_size,
+      return rt_refuse(rc, msg, msg_size,
                     "sealing is behind (%u packs are being written and fsynced, the most in flight; "
                     "the disk is slower than the captures): %s",
                     st.seals_inflight, policy);
     }
-    return refuse(rc, msg, msg_size, "staging area full (%llu of %llu bytes in use; the writer is behind): %s",
+    return rt_refuse(rc, msg, msg_size, "staging area full (%llu of %llu bytes in use; the writer is behind): %s",
                   (unsigned long long)cap->ring.used, (unsigned long long)cap->ring.capacity, policy);
   case CS_E_SPOOL_FULL:
-    return refuse(rc, msg, msg_size, "spool quota full (%llu of %llu bytes, %u of %u packs): %s",
+    return rt_refuse(rc, msg, msg_size, "spool quota full (%llu of %llu bytes, %u of %u packs): %s",
                   (unsigned long long)st.spool_bytes, (unsigned long long)sc->spool_bytes_max,
                   st.spool_packs, sc->spool_packs_max, policy);
   case CS_E_NO_SPACE_:
-    return refuse(CS_E_SPOOL_FULL, msg, msg_size, "spool file system full (%.200s): %s", cap->disk_full_msg, policy);
+    return rt_refuse(CS_E_SPOOL_FULL, msg, msg_size, "spool file system full (%.200s): %s", cap->disk_full_msg, policy);
   case CS_E_TOO_LARGE:
-    return refuse(rc, msg, msg_size, "record of %llu bytes can never fit spool_bytes_max (%llu)",
+    return rt_refuse(rc, msg, msg_size, "record of %llu bytes can never fit spool_bytes_max (%llu)",
                   (unsigned long long)length, (unsigned long long)sc->spool_bytes_max);
   default: break;
   }
-  return refuse(rc, msg, msg_size, "admission failed: %s", cs_strerror(rc));
+  return rt_refuse(rc, msg, msg_size, "admission failed: %s", cs_strerror(rc));
 }
 
 static uint64_t add_saturating(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
@@ -266,7 +255,7 @@ int cs_capture_write_device(cs_capture *cap, const cs_pack_meta *meta, const voi
                             size_t length, void *stream, char *msg, size_t msg_size) {
   int rc = validate(cap, meta, device_bytes, length, msg, msg_size);
   if (rc != CS_E_OK) return rc;
-  if (!cap->device_ok) return refuse(CS_E_UNSUPPORTED, msg, msg_size, "device path: %s", cap->device_msg);
+  if (!cap->device_ok) return rt_refuse(CS_E_UNSUPPORTED, msg, msg_size, "device path: %s", cap->device_msg);
   admission a = {.meta = meta, .size = rt_entry_size(meta, length), .length = length, .device = true,
                  .footer_bytes = cs_pack_meta_footer_bytes_max(meta)};
   rc = admit(cap, &a, msg, msg_size);

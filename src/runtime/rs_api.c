@@ -4,6 +4,7 @@
  * post a call to the driver and wait for the engine's REPORT.
  */
 #include "rs_internal.h"
+#include "runtime_internal.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -27,18 +28,6 @@ struct capstore {
   rs_runtime rt;
   pthread_mutex_t api_mutex; /* one API call (open, flush, close) at a time */
 };
-
-static int refuse(int code, char *msg, size_t msg_size, const char *format, ...)
-    __attribute__((format(printf, 4, 5)));
-static int refuse(int code, char *msg, size_t msg_size, const char *format, ...) {
-  if (msg != NULL && msg_size > 0) {
-    va_list args;
-    va_start(args, format);
-    vsnprintf(msg, msg_size, format, args);
-    va_end(args);
-  }
-  return code;
-}
 
 uint64_t capstore_clock_ns(void) { return cs_capture_clock_ns(); }
 
@@ -133,18 +122,18 @@ static const char *or_env(const char *value, const char *variable) {
 
 static int validate_store(const capstore_config *cfg, char *msg, size_t msg_size) {
   bool dir = cfg->store_dir != NULL, s3 = cfg->s3_endpoint != NULL;
-  if (dir == s3) return refuse(CS_E_CONFIG, msg, msg_size, "store: set exactly one of store_dir and s3_endpoint");
+  if (dir == s3) return rt_refuse(CS_E_CONFIG, msg, msg_size, "store: set exactly one of store_dir and s3_endpoint");
   if (dir) {
-    if (cfg->store_dir[0] == '\0') return refuse(CS_E_CONFIG, msg, msg_size, "store_dir is empty");
+    if (cfg->store_dir[0] == '\0') return rt_refuse(CS_E_CONFIG, msg, msg_size, "store_dir is empty");
     return CS_E_OK;
   }
   int rc = cs_endpoint_validate("s3_endpoint", cfg->s3_endpoint, cfg->s3_allow_insecure, msg, msg_size);
   if (rc != CS_E_OK) return rc;
   const char *path = strchr(strstr(cfg->s3_endpoint, "://") + 3, '/');
   if (strpbrk(cfg->s3_endpoint, "?#") != NULL || (path != NULL && strcmp(path, "/") != 0))
-    return refuse(CS_E_CONFIG, msg, msg_size, "s3_endpoint must be scheme://host[:port] without a path, query or fragment");
+    return rt_refuse(CS_E_CONFIG, msg, msg_size, "s3_endpoint must be scheme://host[:port] without a path, query or fragment");
   if (cfg->s3_bucket == NULL || !bucket_ok(cfg->s3_bucket))
-    return refuse(CS_E_CONFIG, msg, msg_size,
+    return rt_refuse(CS_E_CONFIG, msg, msg_size,
                   "s3_bucket must be 3..63 of a-z 0-9 . - (a letter or digit first and last, no '..')");
   const char *fields[][2] = {{"s3_region", or_env(cfg->s3_region, "AWS_REGION")},
                              {"s3_access_key_id", or_env(cfg->s3_access_key_id, "AWS_ACCESS_KEY_ID")},
@@ -155,39 +144,39 @@ static int validate_store(const capstore_config *cfg, char *msg, size_t msg_size
     bool needed = i == 1 || i == 2;
     if (value == NULL || value[0] == '\0') {
       if (needed)
-        return refuse(CS_E_CONFIG, msg, msg_size, "%s is not set (nor $%s)", fields[i][0],
+        return rt_refuse(CS_E_CONFIG, msg, msg_size, "%s is not set (nor $%s)", fields[i][0],
                       i == 1 ? "AWS_ACCESS_KEY_ID" : "AWS_SECRET_ACCESS_KEY");
       continue;
     }
     /* The value is never printed: it may be a secret. */
-    if (has_control(value)) return refuse(CS_E_CONFIG, msg, msg_size, "%s has a control byte (CR, LF, ...)", fields[i][0]);
+    if (has_control(value)) return rt_refuse(CS_E_CONFIG, msg, msg_size, "%s has a control byte (CR, LF, ...)", fields[i][0]);
   }
   return CS_E_OK;
 }
 
 static int validate_catalog(const capstore_config *cfg, char *msg, size_t msg_size) {
   bool lite = cfg->sqlite_path != NULL, ch = cfg->clickhouse_url != NULL;
-  if (lite == ch) return refuse(CS_E_CONFIG, msg, msg_size, "catalog: set exactly one of sqlite_path and clickhouse_url");
+  if (lite == ch) return rt_refuse(CS_E_CONFIG, msg, msg_size, "catalog: set exactly one of sqlite_path and clickhouse_url");
   if (lite) {
-    if (cfg->sqlite_path[0] == '\0') return refuse(CS_E_CONFIG, msg, msg_size, "sqlite_path is empty");
+    if (cfg->sqlite_path[0] == '\0') return rt_refuse(CS_E_CONFIG, msg, msg_size, "sqlite_path is empty");
     return CS_E_OK;
   }
   int rc = cs_endpoint_validate("clickhouse_url", cfg->clickhouse_url, cfg->clickhouse_allow_insecure, msg, msg_size);
   if (rc != CS_E_OK) return rc;
   if (cfg->clickhouse_user != NULL && (cfg->clickhouse_user[0] == '\0' || has_control(cfg->clickhouse_user)))
-    return refuse(CS_E_CONFIG, msg, msg_size, "clickhouse_user must be non-empty without control bytes");
+    return rt_refuse(CS_E_CONFIG, msg, msg_size, "clickhouse_user must be non-empty without control bytes");
   if (cfg->clickhouse_database != NULL && !name_ok(cfg->clickhouse_database))
-    return refuse(CS_E_CONFIG, msg, msg_size, "clickhouse_database must be 1..64 of A-Z a-z 0-9 _");
+    return rt_refuse(CS_E_CONFIG, msg, msg_size, "clickhouse_database must be 1..64 of A-Z a-z 0-9 _");
   if (cfg->clickhouse_database != NULL && strstr(cfg->clickhouse_url, "database=") != NULL)
-    return refuse(CS_E_CONFIG, msg, msg_size, "clickhouse_url names a database and so does clickhouse_database");
+    return rt_refuse(CS_E_CONFIG, msg, msg_size, "clickhouse_url names a database and so does clickhouse_database");
   if (strchr(cfg->clickhouse_url, '#') != NULL)
-    return refuse(CS_E_CONFIG, msg, msg_size, "clickhouse_url has a fragment ('#')");
+    return rt_refuse(CS_E_CONFIG, msg, msg_size, "clickhouse_url has a fragment ('#')");
   if (cfg->clickhouse_password != NULL && has_control(cfg->clickhouse_password))
-    return refuse(CS_E_CONFIG, msg, msg_size, "clickhouse_password has a control byte (CR, LF, ...)");
+    return rt_refuse(CS_E_CONFIG, msg, msg_size, "clickhouse_password has a control byte (CR, LF, ...)");
   if (cfg->catalog_connect_timeout_ns != 0 && cfg->catalog_connect_timeout_ns < MS)
-    return refuse(CS_E_CONFIG, msg, msg_size, "catalog_connect_timeout_ns must be 0 (default) or >= 1 ms");
+    return rt_refuse(CS_E_CONFIG, msg, msg_size, "catalog_connect_timeout_ns must be 0 (default) or >= 1 ms");
   if (cfg->catalog_timeout_ns != 0 && cfg->catalog_timeout_ns < MS)
-    return refuse(CS_E_CONFIG, msg, msg_size, "catalog_timeout_ns must be 0 (default) or >= 1 ms");
+    return rt_refuse(CS_E_CONFIG, msg, msg_size, "catalog_timeout_ns must be 0 (default) or >= 1 ms");
   return CS_E_OK;
 }
 
@@ -199,42 +188,42 @@ static int validate_service(const capstore_config *cfg, bool lists_known, char *
   if (!lists_known) svc.store_lists_complete = true;
   char inner[200];
   if (cs_service_config_validate(&svc, inner, sizeof inner) != CS_E_OK)
-    return refuse(CS_E_CONFIG, msg, msg_size, "service.%s", inner);
+    return rt_refuse(CS_E_CONFIG, msg, msg_size, "service.%s", inner);
   return CS_E_OK;
 }
 
 /* Everything but the store's LIST order, which needs the store (lists_known: it is known). */
 static int validate(const capstore_config *cfg, bool lists_known, char *msg, size_t msg_size) {
   if (msg != NULL && msg_size > 0) msg[0] = '\0';
-  if (cfg == NULL) return refuse(CS_E_CONFIG, msg, msg_size, "config is NULL");
+  if (cfg == NULL) return rt_refuse(CS_E_CONFIG, msg, msg_size, "config is NULL");
   if (cfg->name == NULL || !name_ok(cfg->name))
-    return refuse(CS_E_CONFIG, msg, msg_size, "name must be 1..64 of A-Z a-z 0-9 _");
+    return rt_refuse(CS_E_CONFIG, msg, msg_size, "name must be 1..64 of A-Z a-z 0-9 _");
   if (cfg->role != CS_ROLE_PUBLISHER && cfg->role != CS_ROLE_UPLOADER)
-    return refuse(CS_E_CONFIG, msg, msg_size, "role must be CS_ROLE_PUBLISHER or CS_ROLE_UPLOADER");
-  if (cfg->spool_dir == NULL || cfg->spool_dir[0] == '\0') return refuse(CS_E_CONFIG, msg, msg_size, "spool_dir is not set");
+    return rt_refuse(CS_E_CONFIG, msg, msg_size, "role must be CS_ROLE_PUBLISHER or CS_ROLE_UPLOADER");
+  if (cfg->spool_dir == NULL || cfg->spool_dir[0] == '\0') return rt_refuse(CS_E_CONFIG, msg, msg_size, "spool_dir is not set");
   int rc = validate_store(cfg, msg, msg_size);
   if (rc == CS_E_OK) rc = validate_catalog(cfg, msg, msg_size);
   if (rc != CS_E_OK) return rc;
   if (cfg->key_prefix != NULL) {
     const char *problem = key_prefix_problem(cfg->key_prefix);
-    if (problem != NULL) return refuse(CS_E_CONFIG, msg, msg_size, "key_prefix %s", problem);
+    if (problem != NULL) return rt_refuse(CS_E_CONFIG, msg, msg_size, "key_prefix %s", problem);
     bool reconciles = cfg->reconcile_at_start || cfg->service.reconcile_interval_ns != 0;
     if (cfg->key_prefix[0] == '\0' && reconciles && cfg->role == CS_ROLE_PUBLISHER)
-      return refuse(CS_E_CONFIG, msg, msg_size,
+      return rt_refuse(CS_E_CONFIG, msg, msg_size,
                     "key_prefix is empty while reconcile is on: reconcile lists one catalog's own prefix");
   }
   rc = validate_service(cfg, lists_known, msg, msg_size);
   if (rc != CS_E_OK) return rc;
   char inner[200];
   if (cs_capture_config_validate(&cfg->capture, inner, sizeof inner) != CS_E_OK)
-    return refuse(CS_E_CONFIG, msg, msg_size, "capture.%s", inner);
+    return rt_refuse(CS_E_CONFIG, msg, msg_size, "capture.%s", inner);
   if (cs_engine_config_validate(&cfg->engine, inner, sizeof inner) != CS_E_OK)
-    return refuse(CS_E_CONFIG, msg, msg_size, "engine.%s", inner);
+    return rt_refuse(CS_E_CONFIG, msg, msg_size, "engine.%s", inner);
   if (cfg->fence_margin_ns != 0 && (cfg->fence_margin_ns < MS || cfg->fence_margin_ns >= cfg->service.lease_ttl_ns / 3))
-    return refuse(CS_E_CONFIG, msg, msg_size,
+    return rt_refuse(CS_E_CONFIG, msg, msg_size,
                   "fence_margin_ns must be 0 (the catalog's default) or >= 1 ms and < service.lease_ttl_ns / 3");
   if (cfg->service.index_batch_bytes_max < CS_PACK_FOOTER_BYTES_MAX)
-    return refuse(CS_E_CONFIG, msg, msg_size,
+    return rt_refuse(CS_E_CONFIG, msg, msg_size,
                   "service.index_batch_bytes_max must be >= 64 MiB (a footer's bound): a smaller budget would set "
                   "healthy packs aside");
   return CS_E_OK;
@@ -420,7 +409,7 @@ static void destroy(capstore *cs) {
 static int make_parents(const char *field, const char *path, bool whole, char *msg, size_t msg_size) {
   char buf[4096];
   if (path == NULL) return CS_E_OK;
-  if (strlen(path) >= sizeof buf) return refuse(CS_E_CONFIG, msg, msg_size, "%s is longer than 4095 bytes", field);
+  if (strlen(path) >= sizeof buf) return rt_refuse(CS_E_CONFIG, msg, msg_size, "%s is longer than 4095 bytes", field);
   snprintf(buf, sizeof buf, "%s", path);
   size_t len = strlen(buf);
   for (size_t i = 1; i <= len; i++) {
@@ -428,7 +417,7 @@ static int make_parents(const char *field, const char *path, bool whole, char *m
     char keep = buf[i];
     buf[i] = '\0';
     if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-      return refuse(CS_E_IO, msg, msg_size, "%s: cannot create %s: %s", field, buf, strerror(errno));
+      return rt_refuse(CS_E_IO, msg, msg_size, "%s: cannot create %s: %s", field, buf, strerror(errno));
     buf[i] = keep;
   }
   return CS_E_OK;
@@ -443,34 +432,34 @@ static int open_runtime(capstore *cs, char *msg, size_t msg_size) {
   /* Only the service's part again: the rest was validated before the strings moved into the runtime. */
   if (rc == CS_E_OK) rc = validate_service(&rt->cfg, true, msg, msg_size);
   if (rc != CS_E_OK) return rc;
-  if (alloc_tables(rt) != CS_E_OK) return refuse(CS_E_NO_MEMORY, msg, msg_size, "no memory for the runtime's tables");
+  if (alloc_tables(rt) != CS_E_OK) return rt_refuse(CS_E_NO_MEMORY, msg, msg_size, "no memory for the runtime's tables");
   char inner[160];
   if (cs_engine_init(&rt->engine, &rt->cfg.engine, inner, sizeof inner) != CS_E_OK)
-    return refuse(CS_E_CONFIG, msg, msg_size, "engine.%s", inner);
-  if (rs_footers_start(rt) != CS_E_OK) return refuse(CS_E_NO_MEMORY, msg, msg_size, "cannot start the prefetch thread");
+    return rt_refuse(CS_E_CONFIG, msg, msg_size, "engine.%s", inner);
+  if (rs_footers_start(rt) != CS_E_OK) return rt_refuse(CS_E_NO_MEMORY, msg, msg_size, "cannot start the prefetch thread");
   rc = rs_lanes_start(rt, msg, msg_size);
   if (rc != CS_E_OK) return rc;
   rc = rs_open_sink(rt, msg, msg_size);
   if (rc != CS_E_OK) return rc;
   if (pthread_create(&rt->driver, NULL, rs_driver_main, rt) != 0)
-    return refuse(CS_E_NO_MEMORY, msg, msg_size, "cannot start the driver thread");
+    return rt_refuse(CS_E_NO_MEMORY, msg, msg_size, "cannot start the driver thread");
   rt->driver_started = true;
   rc = call(rt, RS_CALL_OPEN, 0);
   if (rc != CS_E_OK) {
     pthread_mutex_lock(&rt->mutex);
-    refuse(rc, msg, msg_size, "open failed: %s", rt->call_msg[0] != '\0' ? rt->call_msg : cs_strerror(rc));
+    rt_refuse(rc, msg, msg_size, "open failed: %s", rt->call_msg[0] != '\0' ? rt->call_msg : cs_strerror(rc));
     pthread_mutex_unlock(&rt->mutex);
   }
   return rc;
 }
 
 int capstore_open(const capstore_config *cfg, capstore **out, char *msg, size_t msg_size) {
-  if (out == NULL) return refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "out is NULL");
+  if (out == NULL) return rt_refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "out is NULL");
   *out = NULL;
   int rc = validate(cfg, false, msg, msg_size);
   if (rc != CS_E_OK) return rc;
   capstore *cs = calloc(1, sizeof *cs);
-  if (cs == NULL) return refuse(CS_E_NO_MEMORY, msg, msg_size, "no memory for the runtime");
+  if (cs == NULL) return rt_refuse(CS_E_NO_MEMORY, msg, msg_size, "no memory for the runtime");
   rs_runtime *rt = &cs->rt;
   rt->cfg = *cfg;
   rt->cfg.service.role = cfg->role;
@@ -482,12 +471,12 @@ int capstore_open(const capstore_config *cfg, capstore **out, char *msg, size_t 
   rt->cfg.capture.on_sealed_context = rt;
   if (!own_strings(rt, cfg) || init_sync(cs) != CS_E_OK) {
     destroy(cs);
-    return refuse(CS_E_NO_MEMORY, msg, msg_size, "no memory for the runtime");
+    return rt_refuse(CS_E_NO_MEMORY, msg, msg_size, "no memory for the runtime");
   }
   if (getrandom(rt->lease_id.bytes, sizeof rt->lease_id.bytes, 0) != (ssize_t)sizeof rt->lease_id.bytes ||
       getrandom(&rt->seed, sizeof rt->seed, 0) != (ssize_t)sizeof rt->seed) {
     destroy(cs);
-    return refuse(CS_E_IO, msg, msg_size, "getrandom failed");
+    return rt_refuse(CS_E_IO, msg, msg_size, "getrandom failed");
   }
   rc = open_runtime(cs, msg, msg_size);
   if (rc != CS_E_OK) {
@@ -515,11 +504,11 @@ static rs_runtime *adapter_runtime(const capstore_config *cfg) {
 }
 
 int capstore_open_store(const capstore_config *cfg, cs_store *out, char *msg, size_t msg_size) {
-  if (cfg == NULL || out == NULL) return refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "cfg and out must not be NULL");
+  if (cfg == NULL || out == NULL) return rt_refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "cfg and out must not be NULL");
   int rc = validate_store(cfg, msg, msg_size);
   if (rc != CS_E_OK) return rc;
   rs_runtime *rt = adapter_runtime(cfg);
-  if (rt == NULL) return refuse(CS_E_NO_MEMORY, msg, msg_size, "no memory");
+  if (rt == NULL) return rt_refuse(CS_E_NO_MEMORY, msg, msg_size, "no memory");
   rc = rs_store_open(rt, out, msg, msg_size);
   free_strings(rt);
   free(rt);
@@ -527,13 +516,13 @@ int capstore_open_store(const capstore_config *cfg, cs_store *out, char *msg, si
 }
 
 int capstore_open_catalog(const capstore_config *cfg, cs_catalog *out, char *msg, size_t msg_size) {
-  if (cfg == NULL || out == NULL) return refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "cfg and out must not be NULL");
+  if (cfg == NULL || out == NULL) return rt_refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "cfg and out must not be NULL");
   int rc = validate_catalog(cfg, msg, msg_size);
   if (rc == CS_E_OK && cfg->name != NULL && !name_ok(cfg->name))
-    rc = refuse(CS_E_CONFIG, msg, msg_size, "name must be 1..64 of A-Z a-z 0-9 _");
+    rc = rt_refuse(CS_E_CONFIG, msg, msg_size, "name must be 1..64 of A-Z a-z 0-9 _");
   if (rc != CS_E_OK) return rc;
   rs_runtime *rt = adapter_runtime(cfg);
-  if (rt == NULL) return refuse(CS_E_NO_MEMORY, msg, msg_size, "no memory");
+  if (rt == NULL) return rt_refuse(CS_E_NO_MEMORY, msg, msg_size, "no memory");
   rc = rs_catalog_open(rt, out, msg, msg_size);
   free_strings(rt);
   free(rt);
@@ -544,22 +533,18 @@ int capstore_open_catalog(const capstore_config *cfg, cs_catalog *out, char *msg
 
 int capstore_write(capstore *cs, const cs_pack_meta *meta, const void *bytes, size_t length, char *msg,
                    size_t msg_size) {
-  if (cs == NULL) return refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "cs is NULL");
+  if (cs == NULL) return rt_refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "cs is NULL");
   cs_capture *cap = rs_capture(&cs->rt);
-  if (cap == NULL) return refuse(CS_E_CLOSED, msg, msg_size, "capstore is closed");
-  int rc = cs_capture_write(cap, meta, bytes, length, msg, msg_size);
-  if (rc == CS_E_OK) atomic_fetch_add_explicit(&cs->rt.captured_records, 1, memory_order_relaxed);
-  return rc;
+  if (cap == NULL) return rt_refuse(CS_E_CLOSED, msg, msg_size, "capstore is closed");
+  return cs_capture_write(cap, meta, bytes, length, msg, msg_size);
 }
 
 int capstore_write_device(capstore *cs, const cs_pack_meta *meta, const void *device_bytes, size_t length,
                           void *stream, char *msg, size_t msg_size) {
-  if (cs == NULL) return refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "cs is NULL");
+  if (cs == NULL) return rt_refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "cs is NULL");
   cs_capture *cap = rs_capture(&cs->rt);
-  if (cap == NULL) return refuse(CS_E_CLOSED, msg, msg_size, "capstore is closed");
-  int rc = cs_capture_write_device(cap, meta, device_bytes, length, stream, msg, msg_size);
-  if (rc == CS_E_OK) atomic_fetch_add_explicit(&cs->rt.captured_records, 1, memory_order_relaxed);
-  return rc;
+  if (cap == NULL) return rt_refuse(CS_E_CLOSED, msg, msg_size, "capstore is closed");
+  return cs_capture_write_device(cap, meta, device_bytes, length, stream, msg, msg_size);
 }
 
 static void fill_report(rs_runtime *rt, capstore_flush_report *report) {
@@ -598,7 +583,7 @@ int capstore_flush(capstore *cs, uint64_t deadline_ns, capstore_flush_report *re
   if (report == NULL) report = &local;
   memset(report, 0, sizeof *report);
   report->stage = "";
-  if (cs == NULL) return refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "cs is NULL");
+  if (cs == NULL) return rt_refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "cs is NULL");
   rs_runtime *rt = &cs->rt;
   /* A deadline passed (or within 20 ms) polls: the sink and the service get 20 ms to say they hold nothing. */
   uint64_t now = capstore_clock_ns();
@@ -609,7 +594,7 @@ int capstore_flush(capstore *cs, uint64_t deadline_ns, capstore_flush_report *re
   pthread_mutex_unlock(&rt->mutex);
   if (rt->closed || closing) {
     pthread_mutex_unlock(&cs->api_mutex);
-    return refuse(CS_E_CLOSED, msg, msg_size, "capstore is closed");
+    return rt_refuse(CS_E_CLOSED, msg, msg_size, "capstore is closed");
   }
   int rc = call(rt, RS_CALL_FLUSH, deadline_ns);
   pthread_mutex_lock(&rt->mutex);
@@ -622,18 +607,18 @@ int capstore_flush(capstore *cs, uint64_t deadline_ns, capstore_flush_report *re
     name_rejected(report, msg, msg_size);
     return CS_E_CORRUPT;
   }
-  if (rc == CS_E_OK) return refuse(CS_E_OK, msg, msg_size, "%s", "");
-  if (step_msg[0] != '\0') return refuse(rc, msg, msg_size, "flush: %s", step_msg);
+  if (rc == CS_E_OK) return rt_refuse(CS_E_OK, msg, msg_size, "%s", "");
+  if (step_msg[0] != '\0') return rt_refuse(rc, msg, msg_size, "flush: %s", step_msg);
   if (rc == CS_E_TIMEOUT)
-    return refuse(rc, msg, msg_size,
+    return rt_refuse(rc, msg, msg_size,
                   "flush: not drained by the deadline (stage %s): %" PRIu32 " pack(s) not yet in the catalog, %" PRIu32
                   " of them uploaded and owed to it",
                   report->stage, report->missing_packs, report->owed_packs);
-  return refuse(rc, msg, msg_size, "flush: %s", cs_strerror(rc));
+  return rt_refuse(rc, msg, msg_size, "flush: %s", cs_strerror(rc));
 }
 
 int capstore_close(capstore *cs, uint64_t budget_ns, char *msg, size_t msg_size) {
-  if (cs == NULL) return refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "cs is NULL");
+  if (cs == NULL) return rt_refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "cs is NULL");
   rs_runtime *rt = &cs->rt;
   /* Cut a running flush short and refuse new ones, so the close does not queue behind them. */
   pthread_mutex_lock(&rt->mutex);
@@ -642,7 +627,7 @@ int capstore_close(capstore *cs, uint64_t budget_ns, char *msg, size_t msg_size)
   pthread_mutex_unlock(&rt->mutex);
   pthread_mutex_lock(&cs->api_mutex);
   if (rt->closed) {
-    int rc = refuse(rt->close_err, msg, msg_size, "%s", rt->close_msg);
+    int rc = rt_refuse(rt->close_err, msg, msg_size, "%s", rt->close_msg);
     pthread_mutex_unlock(&cs->api_mutex);
     return rc;
   }
@@ -654,7 +639,7 @@ int capstore_close(capstore *cs, uint64_t budget_ns, char *msg, size_t msg_size)
   rt->close_err = rc;
   teardown(cs, false);
   rt->closed = true;
-  rc = refuse(rt->close_err, msg, msg_size, "%s", rt->close_msg);
+  rc = rt_refuse(rt->close_err, msg, msg_size, "%s", rt->close_msg);
   pthread_mutex_unlock(&cs->api_mutex);
   return rc;
 }
@@ -683,7 +668,7 @@ void capstore_stats_get(capstore *cs, capstore_stats *out) {
   pthread_mutex_unlock(&rt->mutex);
   cs_capture *cap = rs_capture(rt);
   if (cap != NULL) cs_capture_stats_get(cap, &out->capture);
-  out->captured_records = atomic_load(&rt->captured_records);
+  out->captured_records = out->capture.sink.records_admitted; /* counted by the sink, no second counter on the hot path */
   out->store_requests = atomic_load(&rt->store_requests);
   out->catalog_requests = atomic_load(&rt->catalog_requests);
   out->bytes_uploaded = atomic_load(&rt->bytes_uploaded);

@@ -23,12 +23,8 @@
 
 void rs_inbox_post_locked(rs_runtime *rt, const rs_msg *msg) {
   if (rt->inbox_closed) return;
-  if (rt->inbox_count == rt->inbox_max) {
-    /* The bounds make this impossible (jobs + two spools' worth of packs); never drop silently. */
-    rt->inbox_overflow = true;
-    assert(!"driver inbox overflow");
-    return;
-  }
+  /* The bounds make a full inbox impossible (jobs + two spools' worth of packs); never drop silently. */
+  assert(rt->inbox_count < rt->inbox_max);
   rt->inbox[(rt->inbox_head + rt->inbox_count) % rt->inbox_max] = *msg;
   rt->inbox_count++;
   pthread_cond_signal(&rt->inbox_cond);
@@ -80,7 +76,6 @@ static void job_free(rs_runtime *rt, rs_job *job) {
 static void step_done(rs_runtime *rt, uint64_t now, int err) {
   if (rt->step == CS_STEP_NONE) return;
   uint64_t id = rt->step_id;
-  if (err != CS_E_OK && rt->failed_step == CS_STEP_NONE) rt->failed_step = rt->step;
   rt->step = CS_STEP_NONE;
   rt->step_waits_release = false;
   (void)cs_engine_on_step_done(&rt->engine, now, id, err);
@@ -209,7 +204,6 @@ static void report(rs_runtime *rt, const cs_engine_action *act) {
   if (act->err != CS_E_OK && rt->call_msg[0] == '\0' && rt->failed_step != CS_STEP_NONE)
     snprintf(rt->call_msg, sizeof rt->call_msg, "%s: %s", cs_engine_step_name(rt->failed_step), cs_strerror(act->err));
   rt->call_err = act->err;
-  rt->call_failures = act->failures;
   rt->engine_failures = rt->engine.log_count;
   if (act->opkind == CS_ENGINE_OP_FLUSH) rt->call_flush = rt->last_flush;
   if (act->opkind == CS_ENGINE_OP_CLOSE) rt->stopping = true;

@@ -45,7 +45,6 @@ struct rs_job {
   cs_claims claims;
   bool *held;                /* COMMITTED: cycle_packs_max/list_page_max entries, from the pool */
   bool *rejected;
-  bool any_rejected;
   uint32_t list_slot;        /* LIST: the page buffer it holds */
   uint32_t key_count;
   const char **keys;         /* LIST: pointers into the page buffer */
@@ -173,11 +172,10 @@ typedef struct rs_runtime {
   uint64_t call_seq;          /* calls started */
   uint64_t call_done_seq;     /* calls answered */
   int call_err;
-  uint32_t call_failures;
   cs_flush_result call_flush;
   char call_stage[16];
   char call_msg[256];
-  cs_engine_step failed_step; /* the first step of the current call that failed (REPORT: from the engine's log) */
+  cs_engine_step failed_step; /* the first step of the current call that failed, from the engine's log at REPORT */
   uint32_t call_log_start;    /* the engine's log_count when the current call began */
   bool close_requested;       /* capstore_close was called: a running flush is cut short, new ones refused */
   cs_snapshot call_snap;      /* the service's snapshot at a flush's REPORT (counts when it never ran) */
@@ -185,7 +183,6 @@ typedef struct rs_runtime {
   bool closed;
   int close_err;
   char close_msg[256];
-  bool inbox_overflow;        /* never expected: the bounds say it cannot */
   bool inbox_closed;          /* the driver ended: later messages are dropped (a late seal's pack
                                  stays in the spool, and the next start recovers it) */
 
@@ -207,7 +204,6 @@ typedef struct rs_runtime {
   rs_footers footers;
 
   /* Counters (atomic: read by stats without the driver). */
-  _Atomic uint64_t captured_records;
   _Atomic uint64_t store_requests;
   _Atomic uint64_t catalog_requests;
   _Atomic uint64_t bytes_uploaded;

@@ -132,17 +132,50 @@ static int pread_all(int fd, void *buf, size_t len, uint64_t offset) {
   return CS_E_OK;
 }
 
-int rs_footer_read_fd(int fd, uint64_t size, cs_pack_footer *footer, uint64_t *footer_len, char *msg,
-                      size_t msg_size) {
+/* Where a footer's bytes come from: a local file or the store; read answers CS_E_OK or CS_E_IO (why set). */
+typedef struct footer_source {
+  int (*read)(struct footer_source *src, void *buf, size_t len, uint64_t offset, const char *what);
+  int fd;                  /* the local pack */
+  cs_store *store;         /* or the object ... */
+  const char *key;
+  cs_outcome outcome;      /* ... and how the store answered */
+  char why[160];
+} footer_source;
+
+static int read_fd(footer_source *src, void *buf, size_t len, uint64_t offset, const char *what) {
+  if (pread_all(src->fd, buf, len, offset) == CS_E_OK) return CS_E_OK;
+  snprintf(src->why, sizeof src->why, "reading the %s: %s", what, strerror(errno));
+  return CS_E_IO;
+}
+
+/* One ranged GET; a short answer is refused (CS_OUT_INVALID), never parsed. */
+static int read_store(footer_source *src, void *buf, size_t len, uint64_t offset, const char *what) {
+  cs_store_result res = {0};
+  size_t got = 0;
+  cs_range range = {.offset = offset, .length = len};
+  int rc = src->store->ops->get(src->store->self, src->key, &range, buf, len, &got, &res);
+  if (rc == CS_E_OK && res.outcome == CS_OUT_OK && got != len) res.outcome = CS_OUT_INVALID;
+  src->outcome = rc != CS_E_OK ? CS_OUT_INVALID : res.outcome;
+  if (src->outcome == CS_OUT_OK) return CS_E_OK;
+  snprintf(src->why, sizeof src->why, "GET %s: %.100s", what, res.detail);
+  return CS_E_IO;
+}
+
+/* Trailer then footer of a pack of size bytes: CS_E_IO (read), CS_E_CORRUPT (parse), CS_E_NO_MEMORY. */
+static int footer_read(footer_source *src, uint64_t size, cs_pack_footer *footer, uint64_t *footer_len, char *msg,
+                       size_t msg_size) {
   uint8_t tail[CS_PACK_TRAILER_SIZE];
   cs_pack_trailer trailer;
   cs_pack_error err;
-  if (size < CS_PACK_TRAILER_SIZE || pread_all(fd, tail, sizeof tail, size - CS_PACK_TRAILER_SIZE) != CS_E_OK) {
-    snprintf(msg, msg_size, "reading the trailer: %s", strerror(errno));
+  if (size < CS_PACK_TRAILER_SIZE) {
+    snprintf(msg, msg_size, "a pack of %llu bytes has no trailer", (unsigned long long)size);
+    return CS_E_CORRUPT;
+  }
+  if (src->read(src, tail, sizeof tail, size - CS_PACK_TRAILER_SIZE, "trailer") != CS_E_OK) {
+    snprintf(msg, msg_size, "%s", src->why);
     return CS_E_IO;
   }
-  int rc = cs_pack_trailer_parse(tail, size, &trailer, &err);
-  if (rc != CS_E_OK) {
+  if (cs_pack_trailer_parse(tail, size, &trailer, &err) != CS_E_OK) {
     snprintf(msg, msg_size, "trailer: %.120s", err.message);
     return CS_E_CORRUPT;
   }
@@ -151,8 +184,8 @@ int rs_footer_read_fd(int fd, uint64_t size, cs_pack_footer *footer, uint64_t *f
     snprintf(msg, msg_size, "no memory for a footer of %llu bytes", (unsigned long long)trailer.footer_length);
     return CS_E_NO_MEMORY;
   }
-  rc = pread_all(fd, bytes, trailer.footer_length, trailer.footer_offset);
-  if (rc != CS_E_OK) snprintf(msg, msg_size, "reading the footer: %s", strerror(errno));
+  int rc = src->read(src, bytes, trailer.footer_length, trailer.footer_offset, "footer");
+  if (rc != CS_E_OK) snprintf(msg, msg_size, "%s", src->why);
   if (rc == CS_E_OK && cs_pack_footer_parse(&trailer, bytes, trailer.footer_length, footer, &err) != CS_E_OK) {
     snprintf(msg, msg_size, "footer: %.120s", err.message);
     rc = CS_E_CORRUPT;
@@ -162,44 +195,19 @@ int rs_footer_read_fd(int fd, uint64_t size, cs_pack_footer *footer, uint64_t *f
   return rc;
 }
 
+int rs_footer_read_fd(int fd, uint64_t size, cs_pack_footer *footer, uint64_t *footer_len, char *msg,
+                      size_t msg_size) {
+  footer_source src = {.read = read_fd, .fd = fd};
+  return footer_read(&src, size, footer, footer_len, msg, msg_size);
+}
+
 /* Trailer and footer of an object in the store (two ranged GETs); outcome says how the store answered. */
 static int footer_from_store(cs_store *store, const cs_pack_ref *ref, cs_pack_footer *footer, cs_outcome *outcome,
                              char *msg, size_t msg_size) {
-  uint8_t tail[CS_PACK_TRAILER_SIZE];
-  cs_store_result res = {0};
-  size_t got = 0;
-  cs_range range = {.offset = ref->size_bytes - CS_PACK_TRAILER_SIZE, .length = CS_PACK_TRAILER_SIZE};
-  *outcome = CS_OUT_INVALID;
-  if (ref->size_bytes < CS_PACK_TRAILER_SIZE) return CS_E_CORRUPT;
-  int rc = store->ops->get(store->self, ref->key, &range, tail, sizeof tail, &got, &res);
-  if (rc == CS_E_OK && res.outcome == CS_OUT_OK && got != sizeof tail) res.outcome = CS_OUT_INVALID; /* short */
-  if (rc != CS_E_OK || res.outcome != CS_OUT_OK) {
-    *outcome = rc != CS_E_OK ? CS_OUT_INVALID : res.outcome;
-    snprintf(msg, msg_size, "GET trailer: %.100s", res.detail);
-    return CS_E_IO;
-  }
-  cs_pack_trailer trailer;
-  cs_pack_error err;
-  if (cs_pack_trailer_parse(tail, ref->size_bytes, &trailer, &err) != CS_E_OK) {
-    snprintf(msg, msg_size, "trailer: %.120s", err.message);
-    return CS_E_CORRUPT;
-  }
-  uint8_t *bytes = malloc(trailer.footer_length + 1);
-  if (bytes == NULL) return CS_E_NO_MEMORY;
-  range = (cs_range){.offset = trailer.footer_offset, .length = trailer.footer_length};
-  rc = store->ops->get(store->self, ref->key, &range, bytes, trailer.footer_length, &got, &res);
-  if (rc == CS_E_OK && res.outcome == CS_OUT_OK && got != trailer.footer_length) res.outcome = CS_OUT_INVALID;
-  if (rc != CS_E_OK || res.outcome != CS_OUT_OK) {
-    *outcome = rc != CS_E_OK ? CS_OUT_INVALID : res.outcome;
-    snprintf(msg, msg_size, "GET footer: %.100s", res.detail);
-    free(bytes);
-    return CS_E_IO;
-  }
-  rc = cs_pack_footer_parse(&trailer, bytes, trailer.footer_length, footer, &err);
-  if (rc != CS_E_OK) snprintf(msg, msg_size, "footer: %.120s", err.message);
-  free(bytes);
-  if (rc == CS_E_OK) *outcome = CS_OUT_OK;
-  return rc == CS_E_OK ? CS_E_OK : CS_E_CORRUPT;
+  footer_source src = {.read = read_store, .store = store, .key = ref->key, .outcome = CS_OUT_OK};
+  int rc = footer_read(&src, ref->size_bytes, footer, NULL, msg, msg_size);
+  *outcome = rc == CS_E_OK ? CS_OUT_OK : rc == CS_E_IO ? src.outcome : CS_OUT_INVALID;
+  return rc;
 }
 
 /* The key of a pack under the runtime's prefix. */

@@ -49,7 +49,7 @@ static uint32_t metrics_of(const capstore_stats *s, metric *m) {
   const cs_capture_stats *c = &s->capture;
   uint32_t n = 0;
 #define M(name, help, counter, value) m[n++] = (metric){name, help, counter, (uint64_t)(value)}
-  M("records_captured", "capture calls answered OK", true, s->captured_records);
+  M("records_captured", "records the sink admitted", true, s->captured_records);
   M("records_written", "records in sealed packs", true, c->records_written);
   M("records_dropped", "records admitted but in no sealed pack", true, c->records_dropped);
   M("capture_refused_full", "capture calls refused by the spool quota", true, c->sink.refused_full);

@@ -51,6 +51,10 @@ RT_HIDDEN void rt_uuid7_make(rt_uuid7 *gen, uint64_t unix_ns, const uint8_t rand
 /* rt_uuid7_make with CLOCK_REALTIME and getrandom; CS_E_IO when getrandom fails. */
 RT_HIDDEN int rt_uuid7_next(rt_uuid7 *gen, uint64_t unix_ns, cs_uuid *out);
 
+/* Writes the formatted sentence to msg (when given) and returns code: every refusal of the runtime (capture.c). */
+RT_HIDDEN int rt_refuse(int code, char *msg, size_t msg_size, const char *format, ...)
+    __attribute__((format(printf, 4, 5)));
+
 /* ---- Clocks and waits (capture.c) ---- */
 
 RT_HIDDEN uint64_t rt_realtime_ns(void);
