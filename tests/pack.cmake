@@ -35,6 +35,13 @@ foreach(src ${PACK_UNIT_TESTS})
   set_tests_properties(unit.${name} PROPERTIES LABELS "unit;pack")
 endforeach()
 
+# The pack commands against hostile paths: planted links, payload files from
+# outside the spec's directory, FIFOs (tests/pack_cli.sh).
+add_test(NAME cli.pack
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/pack_cli.sh $<TARGET_FILE:capstore_cli>
+          ${CMAKE_CURRENT_BINARY_DIR}/pack_cli)
+set_tests_properties(cli.pack PROPERTIES LABELS "pack;cli" TIMEOUT 120)
+
 # Byte-for-byte compatibility with the Python reference writer (stdlib only).
 find_package(Python3 COMPONENTS Interpreter)
 if(Python3_Interpreter_FOUND)

@@ -6,6 +6,7 @@
 #ifndef CAPSTORE_CLI_H
 #define CAPSTORE_CLI_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -20,13 +21,18 @@ int cli_pack_main(int argc, char **argv);
 /* capstore spool list|check|sweep DIR (cmd_spool.c) */
 int cli_spool_main(int argc, char **argv);
 
-/* capstore pack build SPEC OUT (cmd_pack_build.c) */
-int cli_pack_build(const char *spec_path, const char *out_path);
+/*
+ * capstore pack build SPEC OUT [--allow-outside-paths] (cmd_pack_build.c).
+ * Payload files must resolve inside the spec's directory unless
+ * allow_outside_paths; OUT is written through an exclusive temp file.
+ */
+int cli_pack_build(const char *spec_path, const char *out_path, bool allow_outside_paths);
 
 /*
  * The same from a spec's text (not NUL-terminated), its payload_file paths
- * relative to spec_dir (ending in '/'), the pack written to out, no messages:
- * the spec parser's fuzz target (fuzz/fuzz_pack_spec.c).
+ * relative to spec_dir (ending in '/', an existing directory) and confined to
+ * it, the pack written to out, no messages: the spec parser's fuzz target
+ * (fuzz/fuzz_pack_spec.c).
  */
 int cli_pack_build_text(const uint8_t *text, size_t len, const char *spec_dir, FILE *out);
 

@@ -64,13 +64,31 @@ static void close_pack(opened_pack *p) {
   p->footer_parsed = false;
 }
 
-/* Trailer, then footer, then header: everything but the payloads. */
+static const char *file_kind(mode_t mode) {
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "of another kind";
+}
+
+/*
+ * Trailer, then footer, then header: everything but the payloads. Only a
+ * regular file is read: the open never waits (O_NONBLOCK: a FIFO without a
+ * writer would block it forever) and what fstat says is not one is refused.
+ */
 static int open_pack(const char *command, const char *path, opened_pack *p) {
   memset(p, 0, sizeof *p);
   p->path = path;
-  p->fd = open(path, O_RDONLY | O_CLOEXEC);
+  p->fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   struct stat st;
   if (p->fd < 0 || fstat(p->fd, &st) != 0) return report_errno(command, path, "open");
+  if (!S_ISREG(st.st_mode)) {
+    fprintf(stderr, "capstore pack %s: %s: open: is %s, not a regular file\n", command, path,
+            file_kind(st.st_mode));
+    return CLI_EXIT_FAILURE;
+  }
   p->size = (uint64_t)st.st_size;
   cs_pack_error err;
   uint8_t tail[CS_PACK_TRAILER_SIZE] = {0};
@@ -274,7 +292,9 @@ static int pack_usage(void) {
           "       capstore pack verify FILE      check every byte; reason on stderr\n"
           "       capstore pack key FILE [--prefix PREFIX]\n"
           "                                      object key and object metadata\n"
-          "       capstore pack build SPEC OUT   write a pack from a JSON spec\n");
+          "       capstore pack build SPEC OUT [--allow-outside-paths]\n"
+          "                                      write a pack from a JSON spec (payload\n"
+          "                                      files only from the spec's directory)\n");
   return CLI_EXIT_USAGE;
 }
 
@@ -285,6 +305,9 @@ int cli_pack_main(int argc, char **argv) {
   if (argc == 5 && strcmp(argv[1], "key") == 0 && strcmp(argv[3], "--prefix") == 0) {
     return cmd_key(argv[2], argv[4]);
   }
-  if (argc == 4 && strcmp(argv[1], "build") == 0) return cli_pack_build(argv[2], argv[3]);
+  if (argc == 4 && strcmp(argv[1], "build") == 0) return cli_pack_build(argv[2], argv[3], false);
+  if (argc == 5 && strcmp(argv[1], "build") == 0 && strcmp(argv[4], "--allow-outside-paths") == 0) {
+    return cli_pack_build(argv[2], argv[3], true);
+  }
   return pack_usage();
 }

@@ -1,19 +1,28 @@
 /*
- * capstore pack build SPEC OUT: writes a pack from a JSON spec.
+ * capstore pack build SPEC OUT [--allow-outside-paths]: writes a pack from a JSON spec.
  *
  * {"pack_id": "<uuid>", "created_at_ns": N, "records": [
  *    {"metadata": {<the 21 fields, as in the footer>}, "payload_hex": "00ff"},
  *    {"metadata": {...}, "payload_file": "path, relative to the spec's directory"}]}
  *
- * Integers may use the whole u64 range. The pack goes to OUT.tmp first and is
- * renamed to OUT only once complete, so OUT never holds a partial pack.
+ * Integers may use the whole u64 range. Records may mix tenants, sessions and
+ * ranks, as DMI's writer allows (the object key names the first record's).
+ *
+ * A spec is untrusted input: its payload files must resolve (symbolic links
+ * followed) inside the spec's directory, so a spec cannot embed
+ * /home/u/.aws/credentials or ../../secret; --allow-outside-paths lifts that.
+ * The pack goes to a temp file beside OUT, created exclusively (never through
+ * a planted link) and renamed over OUT only once complete and synced, so OUT
+ * never holds a partial pack; a failed build removes the temp file.
  */
+#define _XOPEN_SOURCE 700 /* realpath; before any header */
 #include <errno.h>
 #include <stdarg.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -22,11 +31,13 @@
 #include "pack_json.h"
 
 #define FILE_CHUNK_BYTES ((size_t)64 * 1024)
+#define TEMP_ATTEMPTS 16 /* temp names tried before giving up (each is random) */
 
 typedef struct build_ctx {
   const char *spec_path;
   bool quiet; /* no messages (the fuzz target) */
   const char *spec_dir; /* with a trailing '/', or "" */
+  const char *spec_root; /* the spec's directory, resolved; NULL: payload files may be anywhere */
   const pk_json_doc *doc;
   cs_pack_writer *writer;
   pk_arena *arena;
@@ -103,28 +114,94 @@ static int stream_file(build_ctx *b, int fd, const char *path) {
   return status;
 }
 
+/* Whether resolved (an absolute path without links) is root or lies under it. */
+static bool path_inside(const char *resolved, const char *root) {
+  size_t len = strlen(root);
+  if (len == 1 && root[0] == '/') return true;
+  return strncmp(resolved, root, len) == 0 && (resolved[len] == '\0' || resolved[len] == '/');
+}
+
+/*
+ * Refuses a payload path that is absolute or resolves (`..` and symbolic
+ * links followed) outside the spec's directory; on success *resolved is the
+ * path resolved (the caller frees it). Checked before the file is opened, so
+ * nothing outside is even opened (a device could act on open).
+ */
+static int confine_path(build_ctx *b, const char *file, const char *path, char **resolved) {
+  *resolved = NULL;
+  if (file[0] == '/') {
+    return spec_error(b, "payload_file %s is an absolute path, outside the spec's directory %s "
+                         "(--allow-outside-paths allows it)", file, b->spec_root);
+  }
+  char *real = realpath(path, NULL);
+  if (real == NULL) return spec_error(b, "cannot open payload_file %s: %s", path, strerror(errno));
+  if (!path_inside(real, b->spec_root)) {
+    int status = spec_error(b, "payload_file %s resolves to %s, outside the spec's directory %s "
+                               "(--allow-outside-paths allows it)", file, real, b->spec_root);
+    free(real);
+    return status;
+  }
+  *resolved = real;
+  return CLI_EXIT_OK;
+}
+
+/* The file opened is the one confine_path checked (not swapped in since). */
+static int check_same_file(build_ctx *b, const char *file, const char *resolved, const struct stat *opened) {
+  struct stat st;
+  if (stat(resolved, &st) == 0 && st.st_dev == opened->st_dev && st.st_ino == opened->st_ino) return CLI_EXIT_OK;
+  return spec_error(b, "payload_file %s changed while it was opened; refused", file);
+}
+
+/* Opens a payload file (a FIFO is refused, not waited on); *fd stays -1 on failure. */
+static int open_payload(build_ctx *b, const char *file, const char *path, int *fd, struct stat *st) {
+  *fd = -1;
+  char *resolved = NULL;
+  if (b->spec_root != NULL) {
+    int status = confine_path(b, file, path, &resolved);
+    if (status != CLI_EXIT_OK) return status;
+  }
+  int status = CLI_EXIT_OK;
+  int opened = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (opened < 0 || fstat(opened, st) != 0) {
+    status = spec_error(b, "cannot open payload_file %s: %s", path, strerror(errno));
+  } else if (!S_ISREG(st->st_mode)) {
+    status = spec_error(b, "payload_file %s is not a regular file", path);
+  } else if (resolved != NULL) {
+    status = check_same_file(b, file, resolved, st);
+  }
+  free(resolved);
+  if (status == CLI_EXIT_OK) *fd = opened;
+  else if (opened >= 0) close(opened);
+  return status;
+}
+
+/* One record whose payload is the open file's bytes. */
+static int add_file_record(build_ctx *b, const cs_pack_meta *meta, int fd, const struct stat *st,
+                           const char *path) {
+  if (cs_pack_writer_begin_record(b->writer, meta, (uint64_t)st->st_size, &b->err) != CS_E_OK) {
+    return pack_error(b);
+  }
+  int status = stream_file(b, fd, path);
+  if (status == CLI_EXIT_OK && cs_pack_writer_end_record(b->writer, &b->err) != CS_E_OK) {
+    status = pack_error(b);
+  }
+  return status;
+}
+
 static int add_file_payload(build_ctx *b, const cs_pack_meta *meta, const json_t *name) {
   if (!json_is_string(name)) return spec_error(b, "%s", "payload_file is not a string");
   const char *file = json_string_value(name);
+  if (strlen(file) != json_string_length(name)) {
+    return spec_error(b, "%s", "payload_file holds a NUL character");
+  }
   size_t need = strlen(b->spec_dir) + strlen(file) + 1;
   char *path = malloc(need);
   if (path == NULL) return spec_error(b, "%s", "out of memory");
   snprintf(path, need, "%s%s", file[0] == '/' ? "" : b->spec_dir, file);
-  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO is refused below, not waited on */
+  int fd = -1;
   struct stat st;
-  int status = CLI_EXIT_OK;
-  if (fd < 0 || fstat(fd, &st) != 0) {
-    status = spec_error(b, "cannot open payload_file %s: %s", path, strerror(errno));
-  } else if (!S_ISREG(st.st_mode)) {
-    status = spec_error(b, "payload_file %s is not a regular file", path);
-  } else if (cs_pack_writer_begin_record(b->writer, meta, (uint64_t)st.st_size, &b->err) != 0) {
-    status = pack_error(b);
-  } else {
-    status = stream_file(b, fd, path);
-    if (status == CLI_EXIT_OK && cs_pack_writer_end_record(b->writer, &b->err) != CS_E_OK) {
-      status = pack_error(b);
-    }
-  }
+  int status = open_payload(b, file, path, &fd, &st);
+  if (status == CLI_EXIT_OK) status = add_file_record(b, meta, fd, &st, path);
   if (fd >= 0) close(fd);
   free(path);
   return status;
@@ -213,19 +290,53 @@ static char *directory_of(const char *path) {
   return dir;
 }
 
-/* Builds into OUT.tmp, then renames it over OUT. */
-static int build_file(build_ctx *b, const char *out_path) {
-  size_t need = strlen(out_path) + 5;
+/*
+ * Creates "<out_path>.tmp-<8 random hex digits>" exclusively: O_EXCL with
+ * O_NOFOLLOW never opens an existing file or follows a planted link, and a
+ * random name cannot be planted in advance. *tmp_out is the caller's to free.
+ */
+static int create_temp(build_ctx *b, const char *out_path, char **tmp_out, FILE **file_out) {
+  size_t need = strlen(out_path) + sizeof ".tmp-01234567";
   char *tmp = malloc(need);
   if (tmp == NULL) return spec_error(b, "%s", "out of memory");
-  snprintf(tmp, need, "%s.tmp", out_path);
-  FILE *out = fopen(tmp, "wb");
-  int status = out == NULL ? spec_error(b, "cannot create %s: %s", tmp, strerror(errno)) : build_into(b, out);
-  if (out != NULL && fclose(out) != 0 && status == CLI_EXIT_OK) {
+  int fd = -1;
+  for (int attempt = 0; attempt < TEMP_ATTEMPTS && fd < 0; attempt++) {
+    uint32_t suffix = 0;
+    if (getrandom(&suffix, sizeof suffix, 0) != (ssize_t)sizeof suffix) suffix ^= (uint32_t)attempt * 2654435761u;
+    snprintf(tmp, need, "%s.tmp-%08x", out_path, (unsigned)suffix);
+    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    if (fd < 0 && errno != EEXIST) break;
+  }
+  FILE *file = fd < 0 ? NULL : fdopen(fd, "wb");
+  if (file == NULL) {
+    int status = spec_error(b, "cannot create a temp file beside %s: %s", out_path, strerror(errno));
+    if (fd >= 0) {
+      close(fd);
+      unlink(tmp);
+    }
+    free(tmp);
+    return status;
+  }
+  *tmp_out = tmp;
+  *file_out = file;
+  return CLI_EXIT_OK;
+}
+
+/* Builds into a new temp file beside OUT, syncs it, then renames it over OUT (a link there is replaced). */
+static int build_file(build_ctx *b, const char *out_path) {
+  char *tmp = NULL;
+  FILE *out = NULL;
+  int status = create_temp(b, out_path, &tmp, &out);
+  if (status != CLI_EXIT_OK) return status;
+  status = build_into(b, out);
+  if (status == CLI_EXIT_OK && (fflush(out) != 0 || fsync(fileno(out)) != 0)) {
+    status = spec_error(b, "cannot write %s: %s", tmp, strerror(errno));
+  }
+  if (fclose(out) != 0 && status == CLI_EXIT_OK) {
     status = spec_error(b, "cannot write %s: %s", tmp, strerror(errno));
   }
   if (status == CLI_EXIT_OK && rename(tmp, out_path) != 0) {
-    status = spec_error(b, "cannot rename to %s: %s", out_path, strerror(errno));
+    status = spec_error(b, "cannot rename %s to %s: %s", tmp, out_path, strerror(errno));
   }
   if (status != CLI_EXIT_OK) unlink(tmp);
   free(tmp);
@@ -251,15 +362,26 @@ static int build_from_text(build_ctx *b, const uint8_t *text, size_t len, const 
   return status;
 }
 
-int cli_pack_build(const char *spec_path, const char *out_path) {
+/* The spec's directory, resolved: payload files must lie under it. */
+static int resolve_root(build_ctx *b, char **root) {
+  *root = realpath(b->spec_dir[0] == '\0' ? "." : b->spec_dir, NULL);
+  if (*root == NULL) return spec_error(b, "cannot resolve the spec's directory: %s", strerror(errno));
+  return CLI_EXIT_OK;
+}
+
+int cli_pack_build(const char *spec_path, const char *out_path, bool allow_outside_paths) {
   build_ctx b = {.spec_path = spec_path};
   uint8_t *text = NULL;
   size_t len = 0;
   int status = read_spec(&b, &text, &len);
   if (status != CLI_EXIT_OK) return status;
   char *spec_dir = directory_of(spec_path);
+  char *root = NULL;
   b.spec_dir = spec_dir;
-  status = build_from_text(&b, text, len, out_path, NULL);
+  if (spec_dir != NULL && !allow_outside_paths) status = resolve_root(&b, &root);
+  b.spec_root = root;
+  if (status == CLI_EXIT_OK) status = build_from_text(&b, text, len, out_path, NULL);
+  free(root);
   free(spec_dir);
   free(text);
   return status;
@@ -267,5 +389,10 @@ int cli_pack_build(const char *spec_path, const char *out_path) {
 
 int cli_pack_build_text(const uint8_t *text, size_t len, const char *spec_dir, FILE *out) {
   build_ctx b = {.spec_path = "spec", .quiet = true, .spec_dir = spec_dir};
-  return build_from_text(&b, text, len, NULL, out);
+  char *root = NULL;
+  int status = resolve_root(&b, &root);
+  b.spec_root = root;
+  if (status == CLI_EXIT_OK) status = build_from_text(&b, text, len, NULL, out);
+  free(root);
+  return status;
 }

@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# `capstore pack build|verify|info|key` against hostile paths: a planted
+# OUT.tmp link, payload files outside the spec's directory (absolute, `..`,
+# a symbolic link leading out) and FIFOs where a pack should be.
+# Replay: tests/pack_cli.sh CAPSTORE WORKDIR
+set -uo pipefail
+capstore=$(realpath "$1")
+work=$(realpath -m "$2")
+rm -rf "$work"
+mkdir -p "$work"
+failures=0
+
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+# Runs capstore pack ARGS under a time limit (a hang is a failure, exit 124);
+# keeps stdout, stderr and the exit status.
+run() {
+  timeout 10 "$capstore" pack "$@" >"$work/out" 2>"$work/err"
+  status=$?
+  out=$(cat "$work/out")
+  err=$(cat "$work/err")
+  printf '$ capstore pack %s  (exit %d)\n%s\n%s\n' "$*" "$status" "$out" "$err"
+}
+expect_status() { [[ $status == "$1" ]] || fail "$2: exit $status, expected $1"; }
+expect_out() { grep -qF -- "$1" <<<"$out" || fail "$2: stdout lacks '$1'"; }
+expect_err() { grep -qF -- "$1" <<<"$err" || fail "$2: stderr lacks '$1'"; }
+
+# A spec of one 4-byte uint8 record whose payload is the file named $2.
+write_spec() {
+  cat >"$1" <<EOF
+{"pack_id": "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b", "created_at_ns": 1717171717000000000,
+ "records": [{"payload_file": "$2", "metadata": {
+  "adapter_revision": null, "batch_position": 0, "capture_id": "cap-0",
+  "capture_policy_version": "p1", "captured_at_ns": 1717171717000000000, "dtype": "uint8",
+  "experiment_id": "e", "hook_name": "h", "layer_number": 0, "model_id": "m",
+  "model_revision": "r", "producer_rank": 0, "request_id": "q", "run_id": "r",
+  "sequence_id": "s", "session_id": "s", "shape": [4], "step_number": 0, "tenant_id": "t",
+  "token_end": 0, "token_start": 0}}]}
+EOF
+}
+
+specs="$work/specs"
+mkdir -p "$specs/sub" "$work/outside"
+printf 'in!!' >"$specs/sub/inside.bin"
+printf 'OUT!' >"$work/outside/secret.bin"
+ln -s sub/inside.bin "$specs/link_in.bin"
+ln -s ../outside/secret.bin "$specs/link_out.bin"
+ln -s ../outside "$specs/dir_out"
+
+# ---- the output: a planted OUT.tmp link is never written through --------------------------
+write_spec "$specs/good.json" "sub/inside.bin"
+out_dir="$work/out_dir"
+mkdir -p "$out_dir"
+printf 'precious' >"$work/victim"
+ln -s "$work/victim" "$out_dir/pack.dmi-pack.tmp"
+run build "$specs/good.json" "$out_dir/pack.dmi-pack"
+expect_status 0 "build beside a planted OUT.tmp link"
+printf precious | cmp -s - "$work/victim" || fail "build wrote through the planted OUT.tmp link"
+[[ -L $out_dir/pack.dmi-pack.tmp ]] || fail "build replaced the planted OUT.tmp link"
+run verify "$out_dir/pack.dmi-pack"
+expect_status 0 "verify the pack built beside a planted link"
+# OUT itself a link: the pack replaces the link, the link's target is untouched.
+ln -s "$work/victim" "$out_dir/linked.dmi-pack"
+run build "$specs/good.json" "$out_dir/linked.dmi-pack"
+expect_status 0 "build over a link at OUT"
+printf precious | cmp -s - "$work/victim" || fail "build wrote through a link at OUT"
+[[ -f $out_dir/linked.dmi-pack && ! -L $out_dir/linked.dmi-pack ]] || fail "OUT is not the new pack"
+# A failed build leaves nothing: no OUT, no temp file.
+write_spec "$specs/missing.json" "sub/missing.bin"
+run build "$specs/missing.json" "$out_dir/failed.dmi-pack"
+expect_status 1 "build with a missing payload file"
+expect_err "sub/missing.bin" "build with a missing payload file"
+leftover=$(cd "$out_dir" && ls -A | grep -v -e '^pack\.dmi-pack' -e '^linked\.dmi-pack$')
+[[ -z $leftover ]] || fail "a failed build left files behind: $leftover"
+# OUT in a directory that does not exist: refused, naming the path.
+run build "$specs/good.json" "$work/no-such-dir/x.dmi-pack"
+expect_status 1 "build into a missing directory"
+expect_err "$work/no-such-dir/x.dmi-pack" "build into a missing directory"
+
+# ---- payload files stay inside the spec's directory -------------------------------------
+write_spec "$specs/link_in.json" "link_in.bin"
+run build "$specs/link_in.json" "$work/link_in.dmi-pack"
+expect_status 0 "a link that stays inside the spec's directory"
+for name in "$work/outside/secret.bin" "../outside/secret.bin" "sub/../../outside/secret.bin" \
+            "link_out.bin" "dir_out/secret.bin"; do
+  write_spec "$specs/escape.json" "$name"
+  run build "$specs/escape.json" "$work/escape.dmi-pack"
+  expect_status 1 "payload_file $name"
+  expect_err "payload_file $name" "payload_file $name"
+  expect_err "outside the spec's directory" "payload_file $name"
+  expect_err "--allow-outside-paths" "payload_file $name"
+  [[ ! -e $work/escape.dmi-pack ]] || fail "payload_file $name: a pack was written"
+  run build "$specs/escape.json" "$work/escape.dmi-pack" --allow-outside-paths
+  expect_status 0 "payload_file $name with --allow-outside-paths"
+  run info "$work/escape.dmi-pack"
+  expect_out '"decoded_length":4' "payload_file $name with --allow-outside-paths"
+  rm -f "$work/escape.dmi-pack"
+done
+# `..` that stays inside is fine; a spec in the current directory confines to it.
+write_spec "$specs/dotdot_in.json" "sub/../sub/inside.bin"
+run build "$specs/dotdot_in.json" "$work/dotdot_in.dmi-pack"
+expect_status 0 "a .. that stays inside the spec's directory"
+(cd "$specs" && timeout 10 "$capstore" pack build escape.json ../cwd.dmi-pack >/dev/null 2>"$work/err")
+status=$?
+err=$(cat "$work/err")
+expect_status 1 "a spec named relative to the current directory"
+expect_err "outside the spec's directory" "a spec named relative to the current directory"
+run build "$specs/good.json" "$work/x.dmi-pack" --frobnicate
+expect_status 2 "an unknown build option"
+
+# ---- what is not a regular file is refused, never waited on ------------------------------
+mkfifo "$work/fifo.dmi-pack"
+for command in verify info key; do
+  run "$command" "$work/fifo.dmi-pack"
+  expect_status 1 "$command of a FIFO"
+  expect_err "$work/fifo.dmi-pack" "$command of a FIFO"
+  expect_err "not a regular file" "$command of a FIFO"
+  run "$command" "$work/outside"
+  expect_status 1 "$command of a directory"
+  expect_err "not a regular file" "$command of a directory"
+done
+
+if ((failures > 0)); then
+  echo "pack_cli: $failures checks failed"
+  exit 1
+fi
+echo "pack_cli: every check passed"
