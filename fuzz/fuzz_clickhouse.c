@@ -6,7 +6,8 @@
  * bounds or return a field outside the buffer. Then the body, as a text
  * value and as the key, goes through the bulk form of a descriptor row
  * (catalog.h) and back through the reader: it must come back byte for byte,
- * or be refused exactly when it holds a NUL.
+ * or be refused exactly when it holds a NUL, and the text rule every catalog
+ * applies at INDEX (cs_catalog_index_text_ok) refuses exactly the same inputs.
  */
 #include <assert.h>
 #include <stdint.h>
@@ -32,6 +33,10 @@ static void bulk_round_trip(const char *text, size_t len) {
   size_t n = cs_catalog_tsv_row(&ref, &rec, 7, NULL, 0);
   bool has_nul = memchr(text, '\0', len) != NULL || (key_fits && memchr(ref.key, '\0', ref.key_len) != NULL);
   assert((n == 0) == has_nul);
+  cs_index_pack batch = {.ref = &ref, .records = &rec, .record_count = 1};
+  char detail[256];
+  assert(cs_catalog_index_text_ok(&batch, 1, detail, sizeof detail) == !has_nul); /* the rule every catalog applies */
+  assert(!has_nul || (strstr(detail, "NUL") != NULL && memchr(detail, '\0', sizeof detail) != NULL));
   if (n == 0) return;
   char *row = malloc(n);
   if (row == NULL) return;

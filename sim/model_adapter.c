@@ -10,6 +10,7 @@
 #include "world.h"
 
 #include <setjmp.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -442,17 +443,62 @@ static bool is_named(const model_catalog *m, const cs_uuid *pack_id, uint64_t ve
   return false;
 }
 
+/* The first NUL byte of text[0..len), or SIZE_MAX. */
+static size_t nul_at(const char *text, size_t len) {
+  const char *nul = text == NULL ? NULL : memchr(text, '\0', len);
+  return nul == NULL ? SIZE_MAX : (size_t)(nul - text);
+}
+
+/*
+ * catalog.h's text rule, as cs_catalog_index_text_ok words it (the model does
+ * not link the adapters): no NUL in a pack's key or in any text of its
+ * records. False with res INVALID naming the first offence.
+ */
+static bool text_rule_ok(const cs_index_pack *packs, uint32_t pack_count, cs_catalog_result *res) {
+  static const char *const names[12] = {"capture_id", "tenant_id", "experiment_id", "run_id", "session_id",
+                                        "request_id", "sequence_id", "model_id", "model_revision",
+                                        "adapter_revision", "capture_policy_version", "hook_name"};
+  char detail[sizeof res->detail], id[CS_UUID_TEXT_LEN + 1];
+  for (uint32_t i = 0; i < pack_count; i++) {
+    cs_uuid_format(&packs[i].ref->pack_id, id);
+    size_t at = nul_at(packs[i].ref->key, packs[i].ref->key_len);
+    if (at != SIZE_MAX) {
+      snprintf(detail, sizeof detail, "index: pack %s: key holds a NUL byte at byte %zu", id, at);
+      cat_res(res, CS_OUT_INVALID, detail);
+      return false;
+    }
+    for (uint32_t r = 0; r < packs[i].record_count; r++) {
+      const cs_pack_meta *mt = &packs[i].records[r].meta;
+      const cs_pack_text texts[12] = {mt->capture_id, mt->tenant_id, mt->experiment_id, mt->run_id,
+                                      mt->session_id, mt->request_id, mt->sequence_id, mt->model_id,
+                                      mt->model_revision, mt->adapter_revision, mt->capture_policy_version,
+                                      mt->hook_name};
+      for (int t = 0; t < 12; t++) {
+        at = nul_at(texts[t].bytes, texts[t].len);
+        if (at == SIZE_MAX) continue;
+        snprintf(detail, sizeof detail, "index: pack %s record %u: %s holds a NUL byte at byte %zu", id, r, names[t],
+                 at);
+        cat_res(res, CS_OUT_INVALID, detail);
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
 static int mc_index(void *self, const cs_uuid *lease_id, uint64_t margin_ns, uint64_t version,
                     const cs_index_pack *packs, uint32_t pack_count, cs_catalog_result *res) {
   model_catalog *m = self;
   if (lease_id == NULL || res == NULL || (packs == NULL && pack_count > 0)) return CS_E_INVALID_ARGUMENT;
+  for (uint32_t i = 0; i < pack_count; i++)
+    if (packs[i].ref == NULL || (packs[i].records == NULL && packs[i].record_count > 0)) return CS_E_INVALID_ARGUMENT;
+  if (!text_rule_ok(packs, pack_count, res)) return CS_E_OK; /* nothing reaches the model */
   if (!req_begin(m, CS_OP_CAT_INDEX, lease_id)) return CS_E_FULL;
   if (pack_count > SIM_BATCH_MAX) {
     cat_res(res, CS_OUT_TOO_LARGE, "model: more packs than one batch holds");
     return CS_E_OK;
   }
   for (uint32_t i = 0; i < pack_count; i++) {
-    if (packs[i].ref == NULL || (packs[i].records == NULL && packs[i].record_count > 0)) return CS_E_INVALID_ARGUMENT;
     m->req.packs[i] = pack_of(m, &packs[i].ref->pack_id, packs[i].ref);
     if (m->req.packs[i] == SIM_NONE) return CS_E_FULL;
   }

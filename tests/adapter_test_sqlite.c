@@ -6,6 +6,8 @@
 #include "capstore/sqlite_catalog.h"
 #include "conformance_catalog.h"
 
+#include <sqlite3.h>
+
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -160,6 +162,81 @@ static void test_claim_race(void **state) {
   catalog_close(setup_c, &fx);
 }
 
+/* Runs one statement on the catalog's file beside the adapter: another writer's rows. */
+static void sql_beside(const char *path, const char *sql) {
+  sqlite3 *db = NULL;
+  assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+  char *err = NULL;
+  if (sqlite3_exec(db, sql, NULL, NULL, &err) != SQLITE_OK) fail_msg("%s: %s", sql, err);
+  assert_int_equal(sqlite3_changes(db), 1);
+  sqlite3_close(db);
+}
+
+/* Indexes and publishes a one-record pack with key "cat/ok.dmi-pack" at version 1 under lease_a. */
+static void index_one(cs_catalog *c, cs_pack_ref *ref, cs_pack_record *rec) {
+  memset(ref, 0, sizeof *ref);
+  memset(rec, 0, sizeof *rec);
+  ref->pack_id.bytes[0] = 0x42;
+  ref->record_count = 1;
+  assert_int_equal(cs_pack_ref_set_key(ref, "cat/ok.dmi-pack", 15), CS_E_OK);
+  cs_pack_meta *m = &rec->meta;
+  const char *texts = "t";
+  m->capture_id = cs_pack_text_of("c0");
+  m->tenant_id = m->experiment_id = m->run_id = m->session_id = m->request_id = cs_pack_text_of(texts);
+  m->sequence_id = m->model_id = m->model_revision = m->capture_policy_version = m->hook_name = cs_pack_text_of(texts);
+  m->dtype = CS_DTYPE_FLOAT32;
+  cs_catalog_result res;
+  assert_int_equal(c->ops->schema_ensure(c->self, &res), CS_E_OK);
+  assert_int_equal(c->ops->claim(c->self, &lease_a, 0, 30 * CS_SEC_NS, &res), CS_E_OK);
+  cs_index_pack batch = {.ref = ref, .records = rec, .record_count = 1};
+  assert_int_equal(c->ops->index(c->self, &lease_a, 0, 1, &batch, 1, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_OK);
+  assert_int_equal(c->ops->publish(c->self, &lease_a, 0, 1, 1, 1, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_OK);
+}
+
+/* Reads pack ref's descriptors at watermark 1 expecting a refusal whose detail holds `what`. */
+static void read_refused(cs_catalog *c, const cs_pack_ref *ref, const char *what) {
+  cs_descriptor_row rows[2];
+  uint32_t count = 99;
+  cs_catalog_result res;
+  assert_int_equal(c->ops->read_descriptors(c->self, 1, &ref->pack_id, rows, 2, &count, &res), CS_E_OK);
+  if (res.outcome == CS_OUT_OK || count != 0 || strstr(res.detail, what) == NULL)
+    fail_msg("outcome %d, %u rows (key '%s'), detail '%s': want a refusal naming '%s'", (int)res.outcome, count,
+             count > 0 ? rows[0].key : "", res.detail, what);
+}
+
+/*
+ * A row this adapter would never write (another writer's, or an older
+ * version's): a key holding a NUL byte, or too long for CS_KEY_MAX, is
+ * refused on read, never cut into a different key. So is a text holding a
+ * NUL. The clean row reads back first, the twin of each refusal.
+ */
+static void test_foreign_rows_refused(void **state) {
+  (void)state;
+  cs_catalog *c = catalog_open(&fx);
+  assert_non_null(c);
+  cs_pack_ref ref;
+  cs_pack_record rec;
+  index_one(c, &ref, &rec);
+  cs_descriptor_row rows[2];
+  uint32_t count = 0;
+  cs_catalog_result res;
+  assert_int_equal(c->ops->read_descriptors(c->self, 1, &ref.pack_id, rows, 2, &count, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_OK);
+  assert_int_equal(count, 1);
+  assert_string_equal(rows[0].key, "cat/ok.dmi-pack");
+  sql_beside(fx.path, "UPDATE cs_descriptor_v1 SET object_key = CAST(X'6361742F6F6B002E2E2F78' AS TEXT)");
+  read_refused(c, &ref, "key holds a NUL byte");
+  char sql[CS_KEY_MAX + 128];
+  snprintf(sql, sizeof sql, "UPDATE cs_descriptor_v1 SET object_key = '%0*d'", (int)CS_KEY_MAX, 0);
+  sql_beside(fx.path, sql);
+  read_refused(c, &ref, "key is longer");
+  sql_beside(fx.path, "UPDATE cs_descriptor_v1 SET object_key = 'cat/ok.dmi-pack', tenant_id = CAST(X'610062' AS TEXT)");
+  read_refused(c, &ref, "NUL");
+  catalog_close(c, &fx);
+}
+
 /* The negative twins of open: no path, and a path SQLite cannot open. */
 static void test_open_refused(void **state) {
   (void)state;
@@ -180,7 +257,7 @@ int main(void) {
                                          .ctx = &fx};
   int failed = conformance_catalog_run_backend("sqlite catalog", &backend);
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_two_connections), cmocka_unit_test(test_open_refused),
-                                     cmocka_unit_test(test_claim_race)};
+                                     cmocka_unit_test(test_claim_race), cmocka_unit_test(test_foreign_rows_refused)};
   failed += cmocka_run_group_tests_name("sqlite only", tests, NULL, NULL);
   if (failed == 0) rmdir(fx.dir);
   return failed == 0 ? 0 : 1;

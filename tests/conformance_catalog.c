@@ -500,6 +500,61 @@ static void test_stale_index_invisible(void **state) {
   assert_true(held);
 }
 
+/* INDEX of one batch that must be refused: CS_E_OK, outcome INVALID, a detail naming the NUL byte and the field. */
+static void index_refused(cs_catalog *c, uint64_t version, test_pack *const *packs, uint32_t count, const char *field) {
+  cs_index_pack batch[4];
+  assert_true(count <= 4);
+  for (uint32_t i = 0; i < count; i++)
+    batch[i] = (cs_index_pack){.ref = &packs[i]->ref, .records = packs[i]->records, .record_count = 3};
+  cs_catalog_result res;
+  memset(&res, 0, sizeof res);
+  assert_int_equal(c->ops->index(c->self, &lease_a, MARGIN_NS, version, batch, count, &res), CS_E_OK);
+  if (res.outcome != CS_OUT_INVALID || strstr(res.detail, "NUL") == NULL || strstr(res.detail, field) == NULL)
+    fail_msg("%s: a NUL byte in %s answered outcome %d, detail '%s' (want INVALID naming NUL and %s)", c->ops->name,
+             field, (int)res.outcome, res.detail, field);
+}
+
+/*
+ * One contract for text at INDEX (catalog.h): a NUL byte in a pack's object
+ * key or in any text of its records is refused by every catalog alike,
+ * before anything lands: the whole batch is INVALID and its detail names the
+ * field. A catalog that stored it would hand a reader a different key (SQLite
+ * cut it at the NUL) or could not carry it at all (ClickHouse).
+ */
+static void test_nul_refused(void **state) {
+  cs_catalog *c = *state;
+  test_pack key_nul, text_nul, clean;
+  pack_make(&key_nul, 10, 1);
+  pack_make(&text_nul, 11, 1);
+  pack_make(&clean, 12, 1);
+  static const char key[] = "cat/v1/pack-10\0/../other.dmi-pack"; /* cut at the NUL it names another key */
+  assert_int_equal(cs_pack_ref_set_key(&key_nul.ref, key, sizeof key - 1), CS_E_OK);
+  static const char id[] = "11-c1\0hidden";
+  text_nul.records[1].meta.capture_id = (cs_pack_text){id, sizeof id - 1};
+  static const char hook[] = "layers\0.3";
+  clean.records[2].meta.hook_name = (cs_pack_text){hook, sizeof hook - 1};
+  uint64_t term = acquire(c, &lease_a, TTL_LONG_NS);
+  test_pack *b_key[] = {&key_nul}, *b_text[] = {&text_nul}, *b_hook[] = {&clean}, *b_mixed[] = {&text_nul, &key_nul};
+  index_refused(c, 1, b_key, 1, "key");
+  index_refused(c, 1, b_text, 1, "capture_id");
+  index_refused(c, 1, b_hook, 1, "hook_name");
+  index_refused(c, 1, b_mixed, 2, "capture_id");
+  publish(c, &lease_a, MARGIN_NS, 1, term);
+  cs_descriptor_row rows[8];
+  const test_pack *all[] = {&key_nul, &text_nul, &clean};
+  for (int i = 0; i < 3; i++) {
+    bool held = true, rejected = true;
+    committed_one(c, &all[i]->ref.pack_id, &held, &rejected);
+    assert_false(held); /* nothing of a refused batch landed */
+    assert_int_equal(descriptors_at(c, INT64_MAX, all[i], rows), 0);
+  }
+  clean.records[2].meta.hook_name = cs_pack_text_of("layers.3.mlp");
+  index_packs(c, &lease_a, MARGIN_NS, 2, b_hook, 1); /* the same pack, clean: indexed whole */
+  publish(c, &lease_a, MARGIN_NS, 2, term);
+  assert_int_equal(descriptors_at(c, 2, &clean, rows), 3);
+  for (uint32_t i = 0; i < 3; i++) descriptor_check(&rows[i], &clean, 2, 1);
+}
+
 static void test_watermark(void **state) {
   cs_catalog *c = *state;
   uint64_t term = acquire(c, &lease_a, TTL_LONG_NS);
@@ -530,6 +585,7 @@ int conformance_catalog_run_backend(const char *group, const conformance_catalog
       cmocka_unit_test_setup_teardown(test_descriptors, setup, teardown),
       cmocka_unit_test_setup_teardown(test_stale_index_invisible, setup, teardown),
       cmocka_unit_test_setup_teardown(test_watermark, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_nul_refused, setup, teardown),
   };
   return _cmocka_run_group_tests(group, tests, sizeof tests / sizeof tests[0], NULL, NULL);
 }

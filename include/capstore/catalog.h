@@ -113,6 +113,20 @@ size_t cs_catalog_tsv_row(const cs_pack_ref *ref, const cs_pack_record *rec, uin
  */
 uint64_t cs_catalog_index_bytes(const cs_pack_ref *ref, const cs_pack_record *records, uint32_t record_count);
 
+/*
+ * The text rule of INDEX, the same for every catalog: no NUL byte in a
+ * pack's object key or in any text of its records (SQLite would store it and
+ * read the key back cut at the NUL; ClickHouse's TabSeparated cannot carry
+ * it). Every adapter checks the whole batch before it sends anything and
+ * answers a batch that breaks the rule CS_E_OK with outcome CS_OUT_INVALID
+ * and this detail. Returns true when the batch is clean; false with detail
+ * naming the first offence ("index: pack <id>: key holds a NUL byte at byte
+ * 14", "index: pack <id> record 1: capture_id holds a NUL byte at byte 5").
+ * The simulator's model applies the same rule on its own (it does not link
+ * the adapters).
+ */
+bool cs_catalog_index_text_ok(const cs_index_pack *packs, uint32_t pack_count, char *detail, size_t detail_size);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,7 +1,11 @@
 /*
  * Backend-neutral catalog helpers (include/capstore/catalog.h): the bulk form
- * of descriptor rows (TabSeparated) and what a pack's rows cost in it.
+ * of descriptor rows (TabSeparated), what a pack's rows cost in it, and the
+ * text rule every catalog applies at INDEX.
  */
+#include <assert.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "capstore/catalog.h"
@@ -117,4 +121,52 @@ uint64_t cs_catalog_index_bytes(const cs_pack_ref *ref, const cs_pack_record *re
   uint64_t bytes = 0;
   for (uint32_t r = 0; r < record_count; r++) bytes += cs_catalog_tsv_row(ref, &records[r], UINT64_MAX, NULL, 0);
   return bytes;
+}
+
+/* The record texts in column order, with their column names. */
+#define RECORD_TEXT_COUNT 12
+static const char *const RECORD_TEXT_NAMES[RECORD_TEXT_COUNT] = {
+    "capture_id", "tenant_id", "experiment_id", "run_id", "session_id", "request_id", "sequence_id", "model_id",
+    "model_revision", "adapter_revision", "capture_policy_version", "hook_name"};
+
+/* The index of text's first NUL byte, or SIZE_MAX when it holds none (or is absent). */
+static size_t nul_at(const char *text, size_t len) {
+  const char *nul = text == NULL ? NULL : memchr(text, '\0', len);
+  return nul == NULL ? SIZE_MAX : (size_t)(nul - text);
+}
+
+/* The first record text of rec holding a NUL: its column index with *at, or -1. */
+static int record_nul(const cs_pack_meta *m, size_t *at) {
+  const cs_pack_text texts[RECORD_TEXT_COUNT] = {m->capture_id, m->tenant_id, m->experiment_id, m->run_id,
+                                                 m->session_id, m->request_id, m->sequence_id, m->model_id,
+                                                 m->model_revision, m->adapter_revision, m->capture_policy_version,
+                                                 m->hook_name};
+  for (int i = 0; i < RECORD_TEXT_COUNT; i++) {
+    *at = nul_at(texts[i].bytes, texts[i].len);
+    if (*at != SIZE_MAX) return i;
+  }
+  return -1;
+}
+
+bool cs_catalog_index_text_ok(const cs_index_pack *packs, uint32_t pack_count, char *detail, size_t detail_size) {
+  assert(packs != NULL || pack_count == 0);
+  for (uint32_t i = 0; i < pack_count; i++) {
+    const cs_pack_ref *ref = packs[i].ref;
+    assert(ref != NULL && (packs[i].records != NULL || packs[i].record_count == 0));
+    char id[CS_UUID_TEXT_LEN + 1];
+    cs_uuid_format(&ref->pack_id, id);
+    size_t at = nul_at(ref->key, ref->key_len);
+    if (at != SIZE_MAX) {
+      snprintf(detail, detail_size, "index: pack %s: key holds a NUL byte at byte %zu", id, at);
+      return false;
+    }
+    for (uint32_t r = 0; r < packs[i].record_count; r++) {
+      int column = record_nul(&packs[i].records[r].meta, &at);
+      if (column < 0) continue;
+      snprintf(detail, detail_size, "index: pack %s record %u: %s holds a NUL byte at byte %zu", id, r,
+               RECORD_TEXT_NAMES[column], at);
+      return false;
+    }
+  }
+  return true;
 }

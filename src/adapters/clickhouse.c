@@ -733,9 +733,13 @@ static int ch_index(void *self, const cs_uuid *lease_id, uint64_t margin_ns, uin
   ch_adapter *ch = self;
   int err = index_validate(packs, pack_count);
   if (err != CS_E_OK) return err;
-  if (!q_inventory(ch, packs, pack_count, version, lease_id, margin_ns))
-    return refuse_content(res, "index: key holds a NUL byte");
   memset(res, 0, sizeof *res);
+  if (!cs_catalog_index_text_ok(packs, pack_count, res->detail, sizeof res->detail)) {
+    res->outcome = CS_OUT_INVALID; /* catalog.h's text rule: nothing sent */
+    return CS_E_OK;
+  }
+  if (!q_inventory(ch, packs, pack_count, version, lease_id, margin_ns))
+    return refuse_content(res, "index: key holds a NUL byte"); /* never: the text rule ran first */
   if (query_too_large(ch, res)) return CS_E_OK;
   ch_rows rows = {.packs = packs, .pack_count = pack_count, .version = version, .stage = &ch->stage};
   uint64_t row_count = 0;

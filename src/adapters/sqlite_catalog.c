@@ -338,6 +338,11 @@ static int sc_index(void *self, const cs_uuid *lease_id, uint64_t margin_ns, uin
     return CS_E_INVALID_ARGUMENT;
   for (uint32_t i = 0; i < pack_count; i++)
     if (packs[i].ref == NULL || (packs[i].records == NULL && packs[i].record_count > 0)) return CS_E_INVALID_ARGUMENT;
+  if (!cs_catalog_index_text_ok(packs, pack_count, res->detail, sizeof res->detail)) {
+    res->outcome = CS_OUT_INVALID; /* nothing sent: a NUL would come back cut (catalog.h) */
+    res->server_code = 0;
+    return CS_E_OK;
+  }
   params p = {.lease = lease_id, .now = server_now_ns(), .margin = margin_ns, .version = version};
   return fenced_transaction(self, &p, packs, pack_count, NULL, 0, res);
 }
@@ -395,13 +400,30 @@ static void row_text_free(sqlite_catalog *c) {
   c->row_text_count = 0;
 }
 
-/* Fills one descriptor row from the result columns; its text lives in one block kept until the next read. */
-static bool row_from_columns(sqlite_catalog *c, sqlite3_stmt *st, cs_descriptor_row *row) {
+/* Copies column i's text into out[cap] whole, or answers why not: a NUL byte is refused, never cut at. */
+static const char *key_from_column(sqlite3_stmt *st, int i, char *out, size_t cap) {
+  const char *text = (const char *)sqlite3_column_text(st, i);
+  size_t len = (size_t)sqlite3_column_bytes(st, i);
+  if (text == NULL) return "a row's key is NULL";
+  if (len >= cap) return "a row's key is longer than CS_KEY_MAX";
+  if (memchr(text, '\0', len) != NULL) return "a row's key holds a NUL byte";
+  memcpy(out, text, len);
+  out[len] = '\0';
+  return NULL;
+}
+
+/*
+ * Fills one descriptor row from the result columns; its text lives in one
+ * block kept until the next read. Returns NULL, or what is wrong with the
+ * row (a key or text the adapter never writes: another writer's row).
+ */
+static const char *row_from_columns(sqlite_catalog *c, sqlite3_stmt *st, cs_descriptor_row *row) {
   memset(row, 0, sizeof *row);
-  if (sqlite3_column_bytes(st, 0) != 16) return false;
+  if (sqlite3_column_bytes(st, 0) != 16) return "a row's pack_id is not 16 bytes";
   memcpy(row->pack_id.bytes, sqlite3_column_blob(st, 0), 16);
   row->version = (uint64_t)sqlite3_column_int64(st, 1);
-  snprintf(row->key, sizeof row->key, "%s", (const char *)sqlite3_column_text(st, 2));
+  const char *problem = key_from_column(st, 2, row->key, sizeof row->key);
+  if (problem != NULL) return problem;
   cs_pack_meta *m = &row->record.meta;
   cs_pack_text *texts[TEXT_FIELDS] = {&m->capture_id,  &m->tenant_id,       &m->experiment_id, &m->run_id,
                                       &m->session_id,  &m->request_id,      &m->sequence_id,   &m->model_id,
@@ -410,12 +432,13 @@ static bool row_from_columns(sqlite_catalog *c, sqlite3_stmt *st, cs_descriptor_
   size_t total = 0;
   for (int i = 0; i < TEXT_FIELDS; i++) total += (size_t)sqlite3_column_bytes(st, 3 + i) + 1;
   char *block = malloc(total);
-  if (block == NULL) return false;
+  if (block == NULL) return "no memory for a row's text";
   c->row_text[c->row_text_count++] = block;
   for (int i = 0; i < TEXT_FIELDS; i++) {
     if (sqlite3_column_type(st, 3 + i) == SQLITE_NULL) continue;
     const unsigned char *text = sqlite3_column_text(st, 3 + i);
     size_t len = (size_t)sqlite3_column_bytes(st, 3 + i);
+    if (text == NULL || memchr(text, '\0', len) != NULL) return "a row's text is unreadable or holds a NUL byte";
     memcpy(block, text, len);
     block[len] = '\0';
     *texts[i] = (cs_pack_text){block, len};
@@ -433,7 +456,8 @@ static bool row_from_columns(sqlite_catalog *c, sqlite3_stmt *st, cs_descriptor_
     if (strcmp(cs_dtype_name((cs_dtype)d), dtype) == 0) m->dtype = (cs_dtype)d;
   int shape_bytes = sqlite3_column_bytes(st, 22);
   const uint8_t *shape = sqlite3_column_blob(st, 22);
-  if (m->dtype == CS_DTYPE_COUNT_ || shape_bytes % 4 != 0 || shape_bytes > 4 * (int)CS_PACK_RANK_MAX) return false;
+  if (m->dtype == CS_DTYPE_COUNT_) return "a row's dtype is unknown";
+  if (shape_bytes % 4 != 0 || shape_bytes > 4 * (int)CS_PACK_RANK_MAX) return "a row's shape is malformed";
   m->rank = (uint32_t)shape_bytes / 4;
   for (uint32_t i = 0; i < m->rank; i++)
     m->shape[i] = (uint32_t)shape[4 * i] | (uint32_t)shape[4 * i + 1] << 8 | (uint32_t)shape[4 * i + 2] << 16 |
@@ -443,7 +467,7 @@ static bool row_from_columns(sqlite_catalog *c, sqlite3_stmt *st, cs_descriptor_
   row->record.stored_length = (uint64_t)sqlite3_column_int64(st, 25);
   row->record.decoded_length = (uint64_t)sqlite3_column_int64(st, 26);
   row->record.crc32 = (uint32_t)sqlite3_column_int64(st, 27);
-  return true;
+  return NULL;
 }
 
 static int sc_read_descriptors(void *self, uint64_t watermark, const cs_uuid *pack_id, cs_descriptor_row *rows,
@@ -465,6 +489,7 @@ static int sc_read_descriptors(void *self, uint64_t watermark, const cs_uuid *pa
   if (rc == SQLITE_OK) rc = sqlite3_bind_blob(st, 1, pack_id->bytes, 16, SQLITE_TRANSIENT);
   if (rc == SQLITE_OK) rc = sqlite3_bind_int64(st, 2, (sqlite3_int64)watermark);
   int err = CS_E_OK;
+  const char *problem = NULL;
   while (rc == SQLITE_OK || rc == SQLITE_ROW) {
     rc = sqlite3_step(st);
     if (rc != SQLITE_ROW) break;
@@ -472,7 +497,8 @@ static int sc_read_descriptors(void *self, uint64_t watermark, const cs_uuid *pa
       err = CS_E_NO_MEMORY;
       break;
     }
-    if (!row_from_columns(c, st, &rows[*count])) {
+    problem = row_from_columns(c, st, &rows[*count]);
+    if (problem != NULL) {
       rc = SQLITE_CORRUPT;
       break;
     }
@@ -480,6 +506,10 @@ static int sc_read_descriptors(void *self, uint64_t watermark, const cs_uuid *pa
   }
   sqlite3_finalize(st);
   res_set(c, res, rc == SQLITE_DONE || rc == SQLITE_ROW ? SQLITE_OK : rc);
+  if (problem != NULL) { /* nothing half-read is answered */
+    *count = 0;
+    snprintf(res->detail, sizeof res->detail, "read_descriptors: %s", problem);
+  }
   return err;
 }
 
