@@ -40,7 +40,7 @@ static void test_list_page(void **state) {
   (void)state;
   cs_list_page page = page_of(2);
   char detail[160];
-  assert_int_equal(cs_s3_parse_list(list_body, strlen(list_body), &page, detail, sizeof detail), CS_E_OK);
+  assert_int_equal(cs_s3_parse_list(list_body, strlen(list_body), "v1/", &page, detail, sizeof detail), CS_E_OK);
   assert_int_equal(page.key_count, 2);
   assert_string_equal(page.keys[0], "v1/a&b.dmi-pack");
   assert_string_equal(page.keys[1], "v1/c d.dmi-pack");
@@ -54,7 +54,7 @@ static void test_list_last_page(void **state) {
                      "<NextContinuationToken>stale</NextContinuationToken></ListBucketResult>";
   cs_list_page page = page_of(2);
   char detail[160];
-  assert_int_equal(cs_s3_parse_list(body, strlen(body), &page, detail, sizeof detail), CS_E_OK);
+  assert_int_equal(cs_s3_parse_list(body, strlen(body), "", &page, detail, sizeof detail), CS_E_OK);
   assert_int_equal(page.key_count, 0);
   assert_string_equal(page.next_token, "");
 }
@@ -62,7 +62,7 @@ static void test_list_last_page(void **state) {
 static void expect_list_error(const char *body, uint32_t capacity, int err, const char *detail_part) {
   cs_list_page page = page_of(capacity);
   char detail[160];
-  assert_int_equal(cs_s3_parse_list(body, strlen(body), &page, detail, sizeof detail), err);
+  assert_int_equal(cs_s3_parse_list(body, strlen(body), "", &page, detail, sizeof detail), err);
   assert_int_equal(page.key_count, 0);
   if (!strstr(detail, detail_part)) fail_msg("detail \"%s\" lacks \"%s\"", detail, detail_part);
 }
@@ -92,8 +92,40 @@ static void test_list_hostile(void **state) {
   snprintf(body, sizeof body, "<ListBucketResult><Contents><Key>%s</Key></Contents></ListBucketResult>", key);
   cs_list_page page = page_of(4);
   char detail[160];
-  assert_int_equal(cs_s3_parse_list(body, strlen(body), &page, detail, sizeof detail), CS_E_OK);
+  assert_int_equal(cs_s3_parse_list(body, strlen(body), "", &page, detail, sizeof detail), CS_E_OK);
   assert_int_equal(strlen(page.keys[0]), CS_KEY_MAX - 1);
+}
+
+/* A key outside the prefix asked for, or one the store rule refuses, makes the whole answer a refusal naming it. */
+static void test_list_keys_checked(void **state) {
+  (void)state;
+  const char *bodies[] = {
+      "<ListBucketResult><Contents><Key>cat/a</Key></Contents><Contents><Key>dog/b</Key></Contents></ListBucketResult>",
+      "<ListBucketResult><Contents><Key>cat/a/../../b</Key></Contents></ListBucketResult>",
+      "<ListBucketResult><Contents><Key>cat/./b</Key></Contents></ListBucketResult>",
+      "<ListBucketResult><Contents><Key>c</Key></Contents></ListBucketResult>",
+      "<ListBucketResult><Contents><Key>dog/&#10;b</Key></Contents></ListBucketResult>",
+  };
+  const char *details[] = {"listed key 'dog/b' is not under the prefix", "key 'cat/a/../../b' has a '..' segment",
+                           "key 'cat/./b' has a '.' segment", "listed key 'c' is not under",
+                           "listed key 'dog/?b' is not under"};
+  for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++) {
+    cs_list_page page = page_of(4);
+    char detail[256];
+    assert_int_equal(cs_s3_parse_list(bodies[i], strlen(bodies[i]), "cat/", &page, detail, sizeof detail),
+                     CS_E_PARSE);
+    assert_int_equal(page.key_count, 0);
+    if (!strstr(detail, details[i])) fail_msg("detail \"%s\" lacks \"%s\"", detail, details[i]);
+  }
+  /* The twins: under the prefix (or no prefix at all), names that only look like dot segments. */
+  const char *ok = "<ListBucketResult><Contents><Key>cat/..a</Key></Contents><Contents><Key>cat/.b/c.</Key>"
+                   "</Contents></ListBucketResult>";
+  cs_list_page page = page_of(4);
+  char detail[256];
+  assert_int_equal(cs_s3_parse_list(ok, strlen(ok), "cat/", &page, detail, sizeof detail), CS_E_OK);
+  assert_int_equal(page.key_count, 2);
+  assert_int_equal(cs_s3_parse_list(ok, strlen(ok), NULL, &page, detail, sizeof detail), CS_E_OK);
+  assert_int_equal(page.key_count, 2);
 }
 
 static void test_error_body(void **state) {
@@ -163,6 +195,59 @@ static void test_config_refused(void **state) {
   assert_int_equal(cs_s3_open(&cfg, &store, msg, sizeof msg), CS_E_CONFIG);
   cfg = config_local("http://127.0.0.1:1");
   cfg.bucket = "";
+  assert_int_equal(cs_s3_open(&cfg, &store, msg, sizeof msg), CS_E_CONFIG);
+  assert_non_null(strstr(msg, "s3.bucket"));
+}
+
+/*
+ * CR, LF or any control byte in a value that goes into a header is refused
+ * at open, naming the field and never the value (it may be a secret); so is
+ * a '/', ',' or space in the region or key id (the signature's Credential).
+ * The twin: what real credentials hold ('/', '+', '=') opens.
+ */
+static void test_header_values_refused(void **state) {
+  (void)state;
+  static const char *const fields[] = {"s3.region", "s3.access_key_id", "s3.secret_access_key", "s3.session_token"};
+  static const char *const bad[] = {"x\r\nX-Evil: 1", "x\nX-Evil: 1", "x\rX-Evil: 1", "x\001X-Evil", "x\177X-Evil"};
+  for (int f = 0; f < 4; f++) {
+    for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++) {
+      cs_s3_config cfg = config_local("http://127.0.0.1:1");
+      const char **field[] = {&cfg.region, &cfg.access_key_id, &cfg.secret_access_key, &cfg.session_token};
+      *field[f] = bad[b];
+      cs_store store;
+      char msg[256];
+      int rc = cs_s3_open(&cfg, &store, msg, sizeof msg);
+      if (rc == CS_E_OK) {
+        store.ops->close(store.self);
+        fail_msg("%s with a control byte (value %zu) opened", fields[f], b);
+      }
+      assert_int_equal(rc, CS_E_CONFIG);
+      if (!strstr(msg, fields[f]) || !strstr(msg, "control byte")) fail_msg("message \"%s\" for %s", msg, fields[f]);
+      assert_null(strstr(msg, "Evil"));
+    }
+  }
+  const char *credential_breakers[] = {"us-east-1/x", "us east", "a,b"};
+  for (int i = 0; i < 3; i++) {
+    cs_s3_config cfg = config_local("http://127.0.0.1:1");
+    cfg.region = credential_breakers[i];
+    cs_store store;
+    char msg[256];
+    assert_int_equal(cs_s3_open(&cfg, &store, msg, sizeof msg), CS_E_CONFIG);
+    assert_non_null(strstr(msg, "s3.region"));
+    cfg = config_local("http://127.0.0.1:1");
+    cfg.access_key_id = credential_breakers[i];
+    assert_int_equal(cs_s3_open(&cfg, &store, msg, sizeof msg), CS_E_CONFIG);
+    assert_non_null(strstr(msg, "s3.access_key_id"));
+  }
+  cs_s3_config cfg = config_local("http://127.0.0.1:1");
+  cfg.secret_access_key = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY+=";
+  cfg.session_token = "IQoJb3JpZ2luX2VjEJr//////////wEaCXVzLWVhc3QtMSJHMEUCIQ==";
+  cfg.region = "";
+  cs_store store;
+  char msg[256];
+  assert_int_equal(cs_s3_open(&cfg, &store, msg, sizeof msg), CS_E_OK);
+  store.ops->close(store.self);
+  cfg.bucket = "..";
   assert_int_equal(cs_s3_open(&cfg, &store, msg, sizeof msg), CS_E_CONFIG);
   assert_non_null(strstr(msg, "s3.bucket"));
 }
@@ -259,8 +344,10 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_async_misuse_and_engine_failure),
       cmocka_unit_test(test_list_page),    cmocka_unit_test(test_list_last_page), cmocka_unit_test(test_list_hostile),
+      cmocka_unit_test(test_list_keys_checked),
       cmocka_unit_test(test_error_body),   cmocka_unit_test(test_classify),       cmocka_unit_test(test_object_url),
-      cmocka_unit_test(test_config_refused), cmocka_unit_test(test_connection_refused),
+      cmocka_unit_test(test_config_refused), cmocka_unit_test(test_header_values_refused),
+      cmocka_unit_test(test_connection_refused),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -27,7 +27,7 @@ extern "C" {
 typedef struct cs_s3_config {
   const char *endpoint;          /* "https://host[:port]"; http:// only with allow_insecure */
   const char *bucket;
-  const char *region;            /* "us-east-1" when NULL */
+  const char *region;            /* "us-east-1" when NULL or "" */
   const char *access_key_id;
   const char *secret_access_key;
   const char *session_token;     /* NULL when none */
@@ -44,8 +44,12 @@ typedef struct cs_s3_config {
 
 /*
  * Validates cfg (cs_endpoint_validate for the endpoint) and opens the
- * adapter into store. Returns CS_E_OK, CS_E_CONFIG with msg naming the field,
- * or CS_E_NO_MEMORY. store->ops->close releases it.
+ * adapter into store. Refused (CS_E_CONFIG, msg naming the field, never its
+ * value): a control byte (CR, LF, ...) in the region, key id, secret or
+ * session token, whose values go into request headers; a '/', ',' or space
+ * in the region or key id (the signature's Credential). A session token may
+ * be of any length. Returns CS_E_OK, CS_E_CONFIG, or CS_E_NO_MEMORY.
+ * store->ops->close releases it.
  */
 int cs_s3_open(const cs_s3_config *cfg, cs_store *store, char *msg, size_t msg_size);
 
@@ -69,13 +73,16 @@ int cs_s3_parse_error(const char *body, size_t len, char *code, size_t code_size
                       size_t message_size);
 
 /*
- * Parses a ListObjectsV2 answer into page (keys up to key_capacity, the
- * continuation token when truncated). Returns CS_E_OK, or CS_E_PARSE /
- * CS_E_TOO_LARGE with a sentence in detail: malformed XML, a DOCTYPE, nesting
- * deeper than 16, a key or token of CS_KEY_MAX bytes or more, more keys than
- * key_capacity, IsTruncated without a token.
+ * Parses a ListObjectsV2 answer to a LIST of prefix (NULL or "": all) into
+ * page (keys up to key_capacity, the continuation token when truncated).
+ * Returns CS_E_OK, or CS_E_PARSE / CS_E_TOO_LARGE with a sentence in detail:
+ * malformed XML, a DOCTYPE, nesting deeper than 16, a key or token of
+ * CS_KEY_MAX bytes or more, more keys than key_capacity, IsTruncated without
+ * a token, a key not under prefix or one cs_store_key_check refuses (named).
+ * A refused answer leaves no key in page.
  */
-int cs_s3_parse_list(const char *body, size_t len, cs_list_page *page, char *detail, size_t detail_size);
+int cs_s3_parse_list(const char *body, size_t len, const char *prefix, cs_list_page *page, char *detail,
+                     size_t detail_size);
 
 /*
  * Writes "<endpoint>/<bucket>/<key>" with the key URI-encoded per segment

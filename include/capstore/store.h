@@ -103,7 +103,12 @@ typedef struct cs_store_ops {
   /* GET of a range into buf (cap bytes); *got is what arrived. A short read is CS_OUT_INVALID. */
   int (*get)(void *self, const char *key, const cs_range *range, void *buf, size_t cap, size_t *got,
              cs_store_result *res);
-  /* LIST keys under prefix after the continuation token ("" for the first page). */
+  /*
+   * LIST keys under prefix after the continuation token ("" for the first page).
+   * Every key of a page starts with prefix and passes cs_store_key_check; an
+   * answer naming any other key is refused whole (CS_OUT_INVALID, the key in
+   * res->detail) and passes no key up.
+   */
   int (*list)(void *self, const char *prefix, const char *token, uint32_t max_keys, cs_list_page *page,
               cs_store_result *res);
   int (*del)(void *self, const char *key, cs_store_result *res);
@@ -184,6 +189,24 @@ void cs_store_wakeup(cs_store *store);
 
 /* Carries out req on the synchronous primitive (what cs_store_start does for stores without ops->start). */
 void cs_store_request_run(cs_store *store, cs_store_request *req);
+
+/*
+ * The key rule every store holds its callers to before anything is sent, and
+ * every LIST page to before a key is passed up. A key is 1 to CS_KEY_MAX - 1
+ * bytes (a C string, so it holds no NUL) with no "." or ".." segment: HTTP
+ * clients and servers resolve those (RFC 3986), so "a/../../other-bucket/x"
+ * would be sent, signed, as a request for another bucket's path, and a file
+ * system walks out of its root. A LIST prefix (is_prefix) may be NULL or
+ * empty and ends in a segment still being written, so only its complete
+ * segments (those before a '/') are held to the rule. Returns CS_E_OK, or
+ * CS_E_INVALID_ARGUMENT with a sentence naming the key (control bytes
+ * escaped as \xNN, cut to fit) and what is wrong in why (NUL-terminated; why
+ * may be NULL when why_size is 0). cs_store_start refuses such a request for
+ * every store, nothing sent: rc CS_E_INVALID_ARGUMENT, res.outcome
+ * CS_OUT_INVALID, the sentence in res.detail; the S3 adapter's and dirstore's
+ * synchronous primitives refuse it the same way.
+ */
+int cs_store_key_check(const char *key, bool is_prefix, char *why, size_t why_size);
 
 /*
  * The probes. Each writes its keys, asks, sets its flag from the answer and

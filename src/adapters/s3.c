@@ -11,6 +11,7 @@
 #include <assert.h>
 #include <stdatomic.h>
 #include <curl/curl.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,8 +21,10 @@
 
 #define S3_LIST_BODY_MAX ((size_t)16 << 20)
 #define S3_ERROR_BODY_MAX ((size_t)64 << 10)
+#define S3_TEXT_FIRST ((size_t)4 << 10) /* the answer buffer's first size; it doubles from there */
 #define S3_HEADERS_MAX 12u
-#define S3_URL_MAX (CS_KEY_MAX * 3 + 1024)
+/* A LIST query: a continuation token and a prefix (each < CS_KEY_MAX bytes, 3 when encoded) and the rest. */
+#define S3_QUERY_MAX (CS_KEY_MAX * 6 + 128)
 #define S3_CONTENT_TYPE "application/vnd.dmi.pack"
 #define S3_FORMAT "dmi-pack-v1"
 
@@ -31,7 +34,7 @@ static char s3_done_mark;
 
 typedef struct s3_store {
   char *endpoint, *bucket, *region, *access_key_id, *secret_access_key, *session_token;
-  char host[256];
+  char *host; /* the endpoint's host[:port], the Host header signed and sent */
   cs_s3_config cfg; /* numbers and flags; its strings point at the copies above */
   CURLM *multi;
   uint32_t in_flight;                      /* started, not yet handed back (the bound) */
@@ -45,7 +48,7 @@ typedef struct s3_store {
 typedef struct s3_call {
   const char *method;
   char path[CS_KEY_MAX * 2];      /* raw: "/bucket/key" */
-  char query[CS_KEY_MAX * 4];     /* encoded, may be empty */
+  char query[S3_QUERY_MAX];       /* encoded, may be empty */
   cs_sigv4_header headers[S3_HEADERS_MAX];
   uint32_t header_count;
   const uint8_t *body;
@@ -55,7 +58,7 @@ typedef struct s3_call {
   uint8_t *sink;                  /* caller's buffer for a successful GET */
   size_t sink_cap, sink_got;
   char *text;                     /* LIST or error body */
-  size_t text_len, text_max;
+  size_t text_len, text_cap, text_max; /* text_cap: allocated, grown by doubling up to text_max + 1 */
   bool overflow;
   long status;
   char meta[5][160];              /* dmi-format, dmi-pack-id, dmi-sha256, dmi-record-count, dmi-created-at-ns */
@@ -69,7 +72,7 @@ typedef struct s3_call {
   bool sync;                      /* a synchronous primitive's: never queued for reap */
   CURL *easy;
   struct curl_slist *sent_headers; /* signed, as curl sends them */
-  char url[S3_URL_MAX];
+  char *url;
   char curl_error[CURL_ERROR_SIZE];
   /* Header values the signer and curl read while the request lives. */
   char sha[65], pack_id[CS_UUID_TEXT_LEN + 1], count[16], created[24], range_text[64];
@@ -86,6 +89,24 @@ static void result_set(cs_store_result *res, cs_outcome outcome, uint32_t status
 }
 
 /* ---- curl callbacks ---- */
+
+/*
+ * Makes room for need bytes of answer text (need <= text_max + 1), doubling
+ * the buffer: a body of n bytes costs O(log n) reallocations and O(n)
+ * copying, however small the pieces curl hands over. False when out of memory.
+ */
+static bool text_reserve(s3_call *c, size_t need) {
+  assert(need <= c->text_max + 1);
+  if (need <= c->text_cap) return true;
+  size_t cap = c->text_cap ? c->text_cap : S3_TEXT_FIRST;
+  while (cap < need) cap = cap > SIZE_MAX / 2 ? need : cap * 2;
+  if (cap > c->text_max + 1) cap = c->text_max + 1;
+  char *grown = realloc(c->text, cap);
+  if (!grown) return false;
+  c->text = grown;
+  c->text_cap = cap;
+  return true;
+}
 
 static size_t on_write(char *data, size_t size, size_t nmemb, void *ud) {
   s3_call *c = ud;
@@ -104,9 +125,7 @@ static size_t on_write(char *data, size_t size, size_t nmemb, void *ud) {
     c->overflow = true;
     return 0;
   }
-  char *grown = realloc(c->text, c->text_len + n + 1);
-  if (!grown) return 0;
-  c->text = grown;
+  if (!text_reserve(c, c->text_len + n + 1)) return 0;
   memcpy(c->text + c->text_len, data, n);
   c->text_len += n;
   c->text[c->text_len] = '\0';
@@ -123,13 +142,16 @@ static size_t on_read(char *buf, size_t size, size_t nmemb, void *ud) {
   return n;
 }
 
+/* The value of header name when line is that header; one too long for out is kept as "" (it parses as nothing). */
 static void header_value(const char *line, size_t len, const char *name, char *out, size_t cap) {
   size_t name_len = strlen(name);
   if (len <= name_len || line[name_len] != ':' || strncasecmp(line, name, name_len) != 0) return;
   size_t a = name_len + 1, b = len;
   while (a < b && (line[a] == ' ' || line[a] == '\t')) a++;
   while (b > a && (line[b - 1] == '\r' || line[b - 1] == '\n' || line[b - 1] == ' ')) b--;
-  snprintf(out, cap, "%.*s", (int)(b - a), line + a);
+  if (b - a >= cap) b = a;
+  memcpy(out, line + a, b - a);
+  out[b - a] = '\0';
 }
 
 static size_t on_header(char *line, size_t size, size_t nmemb, void *ud) {
@@ -163,10 +185,19 @@ static void call_header(s3_call *c, const char *name, const char *value) {
   c->headers[c->header_count++] = (cs_sigv4_header){name, strlen(name), value, strlen(value)};
 }
 
+/* Appends "name: value", whatever its length (session tokens have no documented maximum); *ok false on failure. */
 static struct curl_slist *slist_add(struct curl_slist *list, bool *ok, const char *name, const char *value) {
-  char line[2048];
-  snprintf(line, sizeof line, "%s: %s", name, value);
+  size_t name_len = strlen(name), value_len = strlen(value);
+  char *line = malloc(name_len + value_len + 3);
+  if (!line) {
+    *ok = false;
+    return list;
+  }
+  memcpy(line, name, name_len);
+  memcpy(line + name_len, ": ", 2);
+  memcpy(line + name_len + 2, value, value_len + 1);
   struct curl_slist *next = curl_slist_append(list, line);
+  free(line);
   if (!next) *ok = false;
   return next ? next : list;
 }
@@ -210,7 +241,9 @@ static struct curl_slist *call_sign(s3_store *s, s3_call *c, int *err) {
   list = slist_add(list, &ok, "x-amz-content-sha256", out.payload_hash);
   if (s->session_token) list = slist_add(list, &ok, "x-amz-security-token", s->session_token);
   list = slist_add(list, &ok, "Authorization", out.authorization);
-  list = curl_slist_append(list, "Expect:"); /* no 100-continue round trip */
+  struct curl_slist *expect = curl_slist_append(list, "Expect:"); /* no 100-continue round trip */
+  if (!expect) ok = false;
+  else list = expect;
   cs_sigv4_out_free(&out);
   if (!ok || !list) {
     curl_slist_free_all(list);
@@ -233,6 +266,8 @@ static cs_s3_transport transport_of(CURLcode cc, CURL *easy) {
 
 static void easy_setup(s3_store *s, s3_call *c, CURL *easy, const char *url, struct curl_slist *headers) {
   curl_easy_setopt(easy, CURLOPT_URL, url);
+  /* The path goes out as signed: curl would otherwise resolve "." and ".." segments (RFC 3986) in it. */
+  curl_easy_setopt(easy, CURLOPT_PATH_AS_IS, 1L);
   curl_easy_setopt(easy, CURLOPT_HTTPHEADER, headers);
   curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, (long)s->cfg.connect_timeout_ms);
@@ -274,18 +309,22 @@ static void call_free(s3_call *c) {
     curl_easy_cleanup(c->easy);
   }
   curl_slist_free_all(c->sent_headers);
+  free(c->url);
   free(c->text);
   free(c);
 }
 
 /* Signs c and puts it on the multi handle; on failure nothing was sent and c is the caller's to free. */
 static int call_begin(s3_store *s, s3_call *c) {
-  char encoded_path[CS_KEY_MAX * 4];
-  if (cs_sigv4_uri_encode(c->path, strlen(c->path), true, encoded_path, sizeof encoded_path) < 0) {
-    return CS_E_TOO_LARGE;
-  }
-  int n = snprintf(c->url, sizeof c->url, "%s%s%s%s", s->endpoint, encoded_path, c->query[0] ? "?" : "", c->query);
-  if (n < 0 || (size_t)n >= sizeof c->url) return CS_E_TOO_LARGE;
+  char encoded_path[sizeof c->path * 3];
+  long path_len = cs_sigv4_uri_encode(c->path, strlen(c->path), true, encoded_path, sizeof encoded_path);
+  if (path_len < 0) return CS_E_TOO_LARGE;
+  size_t url_size = strlen(s->endpoint) + (size_t)path_len + 1 + strlen(c->query) + 1;
+  c->url = malloc(url_size);
+  if (!c->url) return CS_E_NO_MEMORY;
+  int n = snprintf(c->url, url_size, "%s%s%s%s", s->endpoint, encoded_path, c->query[0] ? "?" : "", c->query);
+  assert(n >= 0 && (size_t)n < url_size);
+  (void)n;
   int err = CS_E_OK;
   c->sent_headers = call_sign(s, c, &err);
   if (!c->sent_headers) return err;
@@ -337,11 +376,13 @@ static bool hex_sha256(const char *text, uint8_t out[32]) {
   return true;
 }
 
+/* Decimal digits only, at most max (a value past UINT64_MAX is refused, not clamped). */
 static bool parse_u64(const char *text, uint64_t max, uint64_t *out) {
-  if (!text[0] || text[0] == '-' || text[0] == '+') return false;
+  if (text[0] < '0' || text[0] > '9') return false;
   char *end = NULL;
+  errno = 0;
   unsigned long long v = strtoull(text, &end, 10);
-  if (!end || *end != '\0' || v > max) return false;
+  if (errno != 0 || !end || *end != '\0' || v > max) return false;
   *out = v;
   return true;
 }
@@ -432,10 +473,11 @@ static void get_finish(s3_call *c, cs_store_request *req) {
   if (res->outcome != CS_OUT_OK) req->got = 0;
 }
 
+/* A 2xx LIST answer that does not parse, or names a key outside the prefix asked for, is refused whole. */
 static void list_finish(s3_call *c, cs_store_request *req) {
   if (req->res.outcome != CS_OUT_OK) return;
-  char detail[160];
-  if (cs_s3_parse_list(c->text, c->text_len, req->page, detail, sizeof detail) != CS_E_OK) {
+  char detail[sizeof req->res.detail];
+  if (cs_s3_parse_list(c->text, c->text_len, req->key, req->page, detail, sizeof detail) != CS_E_OK) {
     result_set(&req->res, CS_OUT_INVALID, req->res.http_status, detail);
   }
 }
@@ -495,16 +537,25 @@ static int drive(s3_store *s, uint32_t timeout_ms, bool wakeable) {
 
 /* ---- Preparing each primitive's request ---- */
 
-static int call_object(s3_store *s, s3_call *c, const char *method, const char *key) {
-  c->method = method;
-  if (!key || !key[0] || strlen(key) >= CS_KEY_MAX) return CS_E_INVALID_ARGUMENT;
-  snprintf(c->path, sizeof c->path, "/%s/%s", s->bucket, key);
-  return CS_E_OK;
+/* A key (or LIST prefix) the rule refuses (cs_store_key_check): CS_E_INVALID_ARGUMENT, named in res. */
+static int key_refuse(const char *key, bool is_prefix, cs_store_result *res) {
+  int rc = cs_store_key_check(key, is_prefix, res->detail, sizeof res->detail);
+  if (rc != CS_E_OK) res->outcome = CS_OUT_INVALID;
+  return rc;
 }
 
-static int prepare_put(s3_store *s, s3_call *c, const cs_store_request *req) {
+/* c's method and its path "/<bucket>/<key>", exactly as it is signed and sent. */
+static int call_object(s3_store *s, s3_call *c, const char *method, cs_store_request *req) {
+  c->method = method;
+  int rc = key_refuse(req->key, false, &req->res);
+  if (rc != CS_E_OK) return rc;
+  int n = snprintf(c->path, sizeof c->path, "/%s/%s", s->bucket, req->key);
+  return n >= 0 && (size_t)n < sizeof c->path ? CS_E_OK : CS_E_TOO_LARGE;
+}
+
+static int prepare_put(s3_store *s, s3_call *c, cs_store_request *req) {
   if (req->len && !req->bytes) return CS_E_INVALID_ARGUMENT;
-  int rc = call_object(s, c, "PUT", req->key);
+  int rc = call_object(s, c, "PUT", req);
   if (rc != CS_E_OK) return rc;
   const cs_object_info *meta = req->meta;
   c->body = req->bytes;
@@ -535,10 +586,10 @@ static int prepare_put(s3_store *s, s3_call *c, const cs_store_request *req) {
   return CS_E_OK;
 }
 
-static int prepare_get(s3_store *s, s3_call *c, const cs_store_request *req) {
+static int prepare_get(s3_store *s, s3_call *c, cs_store_request *req) {
   const cs_range *range = req->has_range ? &req->range : NULL;
   if (!req->buf || (range && (range->length == 0 || range->length > req->cap))) return CS_E_INVALID_ARGUMENT;
-  int rc = call_object(s, c, "GET", req->key);
+  int rc = call_object(s, c, "GET", req);
   if (rc != CS_E_OK) return rc;
   if (range && range->suffix) snprintf(c->range_text, sizeof c->range_text, "bytes=-%" PRIu64, range->length);
   if (range && !range->suffix) {
@@ -551,24 +602,26 @@ static int prepare_get(s3_store *s, s3_call *c, const cs_store_request *req) {
   return CS_E_OK;
 }
 
-static void query_param(char *query, size_t cap, const char *name, const char *value) {
+/* Appends "&name=<value encoded>" to query (cap bytes); false when it does not fit (nothing is cut). */
+static bool query_param(char *query, size_t cap, const char *name, const char *value) {
   size_t n = strlen(query);
   int w = snprintf(query + n, cap - n, "%s%s=", n ? "&" : "", name);
-  if (w < 0 || (size_t)w >= cap - n) return;
-  n += (size_t)w;
-  (void)cs_sigv4_uri_encode(value, strlen(value), false, query + n, cap - n);
+  if (w < 0 || (size_t)w >= cap - n) return false;
+  if (cs_sigv4_uri_encode(value, strlen(value), false, query + n + (size_t)w, cap - n - (size_t)w) >= 0) return true;
+  query[n] = '\0';
+  return false;
 }
 
-static int prepare_list(s3_store *s, s3_call *c, const cs_store_request *req) {
+static int prepare_list(s3_store *s, s3_call *c, cs_store_request *req) {
   cs_list_page *page = req->page;
   const char *prefix = req->key, *token = req->token;
   uint32_t max_keys = req->max_keys;
   if (!page || !page->keys || max_keys == 0 || page->key_capacity == 0) return CS_E_INVALID_ARGUMENT;
   /* A page never holds more than the caller's buffer: ask the server for no more than that. */
   if (max_keys > page->key_capacity) max_keys = page->key_capacity;
-  if ((prefix && strlen(prefix) >= CS_KEY_MAX) || (token && strlen(token) >= CS_KEY_MAX)) {
-    return CS_E_INVALID_ARGUMENT;
-  }
+  int rc = key_refuse(prefix, true, &req->res);
+  if (rc != CS_E_OK) return rc;
+  if (token && strlen(token) >= CS_KEY_MAX) return CS_E_INVALID_ARGUMENT;
   page->key_count = 0;
   page->next_token[0] = '\0';
   c->method = "GET";
@@ -576,12 +629,13 @@ static int prepare_list(s3_store *s, s3_call *c, const cs_store_request *req) {
   char max_text[16];
   snprintf(max_text, sizeof max_text, "%" PRIu32, max_keys);
   /* Written in sorted order, as the signer would sort them anyway. */
-  if (token && token[0]) query_param(c->query, sizeof c->query, "continuation-token", token);
-  query_param(c->query, sizeof c->query, "list-type", "2");
-  query_param(c->query, sizeof c->query, "max-keys", max_text);
-  if (prefix && prefix[0]) query_param(c->query, sizeof c->query, "prefix", prefix);
+  bool ok = !(token && token[0]) || query_param(c->query, sizeof c->query, "continuation-token", token);
+  ok = ok && query_param(c->query, sizeof c->query, "list-type", "2");
+  ok = ok && query_param(c->query, sizeof c->query, "max-keys", max_text);
+  ok = ok && (!(prefix && prefix[0]) || query_param(c->query, sizeof c->query, "prefix", prefix));
+  assert(ok); /* S3_QUERY_MAX holds the longest token and prefix */
   c->text_max = S3_LIST_BODY_MAX;
-  return CS_E_OK;
+  return ok ? CS_E_OK : CS_E_TOO_LARGE;
 }
 
 /* ---- The asynchronous form ---- */
@@ -606,10 +660,10 @@ static int start(s3_store *s, cs_store_request *req, bool sync) {
   int rc;
   switch (req->op) {
     case CS_STORE_PUT: rc = prepare_put(s, c, req); break;
-    case CS_STORE_HEAD: rc = call_object(s, c, "HEAD", req->key); break;
+    case CS_STORE_HEAD: rc = call_object(s, c, "HEAD", req); break;
     case CS_STORE_GET: rc = prepare_get(s, c, req); break;
     case CS_STORE_LIST: rc = prepare_list(s, c, req); break;
-    case CS_STORE_DEL: rc = call_object(s, c, "DELETE", req->key); break;
+    case CS_STORE_DEL: rc = call_object(s, c, "DELETE", req); break;
     default: rc = CS_E_INVALID_ARGUMENT; break;
   }
   if (rc == CS_E_OK) rc = call_begin(s, c);
@@ -691,7 +745,7 @@ static int s3_put(void *self, const char *key, const void *bytes, size_t len, co
   cs_store_request req = {.op = CS_STORE_PUT, .key = key, .bytes = bytes, .len = len, .meta = meta,
                           .if_none_match = if_none_match};
   int rc = run_sync(self, &req);
-  if (rc == CS_E_OK) *res = req.res;
+  *res = req.res; /* a refused key is named there */
   return rc;
 }
 
@@ -700,10 +754,8 @@ static int s3_head(void *self, const char *key, cs_object_info *info, cs_store_r
   if (!info) return CS_E_INVALID_ARGUMENT;
   cs_store_request req = {.op = CS_STORE_HEAD, .key = key};
   int rc = run_sync(self, &req);
-  if (rc == CS_E_OK) {
-    *res = req.res;
-    *info = req.info;
-  }
+  *res = req.res;
+  if (rc == CS_E_OK) *info = req.info;
   return rc;
 }
 
@@ -715,10 +767,8 @@ static int s3_get(void *self, const char *key, const cs_range *range, void *buf,
   cs_store_request req = {.op = CS_STORE_GET, .key = key, .has_range = range != NULL, .buf = buf, .cap = cap};
   if (range) req.range = *range;
   int rc = run_sync(self, &req);
-  if (rc == CS_E_OK) {
-    *res = req.res;
-    *got = req.got;
-  }
+  *res = req.res;
+  if (rc == CS_E_OK) *got = req.got;
   return rc;
 }
 
@@ -727,7 +777,7 @@ static int s3_list(void *self, const char *prefix, const char *token, uint32_t m
   assert(self && res);
   cs_store_request req = {.op = CS_STORE_LIST, .key = prefix, .token = token, .max_keys = max_keys, .page = page};
   int rc = run_sync(self, &req);
-  if (rc == CS_E_OK) *res = req.res;
+  *res = req.res; /* a refused key is named there */
   return rc;
 }
 
@@ -735,7 +785,7 @@ static int s3_del(void *self, const char *key, cs_store_result *res) {
   assert(self && res);
   cs_store_request req = {.op = CS_STORE_DEL, .key = key};
   int rc = run_sync(self, &req);
-  if (rc == CS_E_OK) *res = req.res;
+  *res = req.res; /* a refused key is named there */
   return rc;
 }
 
@@ -752,11 +802,13 @@ static void s3_close(void *self) {
   for (cs_store_request *req; (req = done_pop(s)) != NULL;) req->rc = CS_E_CLOSED;
   if (s->multi) curl_multi_cleanup(s->multi);
   free(s->endpoint);
+  free(s->host);
   free(s->bucket);
   free(s->region);
   free(s->access_key_id);
   if (s->secret_access_key) memset(s->secret_access_key, 0, strlen(s->secret_access_key));
   free(s->secret_access_key);
+  if (s->session_token) memset(s->session_token, 0, strlen(s->session_token));
   free(s->session_token);
   free(s);
 }
@@ -773,6 +825,36 @@ static const cs_store_ops s3_ops = {.name = "s3",
                                     .wakeup = s3_wakeup};
 
 static char *dup_or_null(const char *text) { return text ? strdup(text) : NULL; }
+
+static bool has_control(const char *text) {
+  for (const unsigned char *p = (const unsigned char *)text; *p; p++)
+    if (*p < 0x20 || *p == 0x7f) return true;
+  return false;
+}
+
+/*
+ * What goes into a header: no control byte (CR or LF would start a header
+ * of the value's choosing); the region and key id also go into the
+ * Authorization header's Credential, where '/', ',' and spaces separate
+ * fields. The values are never written into msg: they may be secrets.
+ */
+static int credentials_check(const cs_s3_config *cfg, char *msg, size_t msg_size) {
+  const char *fields[] = {"s3.region", "s3.access_key_id", "s3.secret_access_key", "s3.session_token"};
+  const char *values[] = {cfg->region, cfg->access_key_id, cfg->secret_access_key, cfg->session_token};
+  for (int i = 0; i < 4; i++) {
+    if (!values[i]) continue;
+    if (has_control(values[i])) {
+      snprintf(msg, msg_size, "%s: has a control byte (CR, LF, ...), which would end the header it goes in",
+               fields[i]);
+      return CS_E_CONFIG;
+    }
+    if (i < 2 && strpbrk(values[i], "/, ")) {
+      snprintf(msg, msg_size, "%s: has a '/', ',' or space, which would break the signature's Credential", fields[i]);
+      return CS_E_CONFIG;
+    }
+  }
+  return CS_E_OK;
+}
 
 static int config_check(const cs_s3_config *cfg, char *msg, size_t msg_size) {
   if (!cfg || !cfg->endpoint) {
@@ -793,11 +875,12 @@ static int config_check(const cs_s3_config *cfg, char *msg, size_t msg_size) {
       return CS_E_CONFIG;
     }
   }
-  if (strchr(cfg->bucket, '/') || strlen(cfg->bucket) > 63) {
+  if (strchr(cfg->bucket, '/') || strlen(cfg->bucket) > 63 || strcmp(cfg->bucket, ".") == 0 ||
+      strcmp(cfg->bucket, "..") == 0 || has_control(cfg->bucket)) {
     snprintf(msg, msg_size, "s3.bucket: not a bucket name");
     return CS_E_CONFIG;
   }
-  return CS_E_OK;
+  return credentials_check(cfg, msg, msg_size);
 }
 
 int cs_s3_open(const cs_s3_config *cfg, cs_store *store, char *msg, size_t msg_size) {
@@ -813,13 +896,13 @@ int cs_s3_open(const cs_s3_config *cfg, cs_store *store, char *msg, size_t msg_s
   s->cfg = *cfg;
   s->endpoint = dup_or_null(cfg->endpoint);
   s->bucket = dup_or_null(cfg->bucket);
-  s->region = dup_or_null(cfg->region ? cfg->region : "us-east-1");
+  s->region = dup_or_null(cfg->region && cfg->region[0] ? cfg->region : "us-east-1");
   s->access_key_id = dup_or_null(cfg->access_key_id);
   s->secret_access_key = dup_or_null(cfg->secret_access_key);
   s->session_token = cfg->session_token && cfg->session_token[0] ? dup_or_null(cfg->session_token) : NULL;
   s->multi = curl_multi_init();
-  snprintf(s->host, sizeof s->host, "%s", strstr(s->endpoint ? s->endpoint : "://", "://") + 3);
-  if (!s->endpoint || !s->bucket || !s->region || !s->access_key_id || !s->secret_access_key || !s->multi ||
+  s->host = dup_or_null(strstr(s->endpoint ? s->endpoint : "://", "://") + 3);
+  if (!s->endpoint || !s->host || !s->bucket || !s->region || !s->access_key_id || !s->secret_access_key || !s->multi ||
       (cfg->session_token && cfg->session_token[0] && !s->session_token)) {
     s3_close(s);
     return CS_E_NO_MEMORY;

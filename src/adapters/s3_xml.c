@@ -45,9 +45,11 @@ typedef struct xml_walk {
   bool text_overflow;
   bool root_seen;
   int err;
-  char detail[160];
+  char detail[256];
   /* XML_LIST */
   cs_list_page *page;
+  const char *prefix; /* every key must start with it */
+  size_t prefix_len;
   bool truncated;
   /* XML_ERROR */
   char *code;
@@ -108,6 +110,34 @@ static void XMLCALL on_text(void *ud, const XML_Char *s, int len) {
   w->text[w->text_len] = '\0';
 }
 
+/* Up to 80 bytes of text for a message, control bytes shown as '?'. */
+static void text_quote(const char *text, char out[84]) {
+  size_t n = 0;
+  for (; text[n] != '\0' && n < 80; n++) {
+    unsigned char c = (unsigned char)text[n];
+    out[n] = c < 0x20 || c == 0x7f ? '?' : (char)c;
+  }
+  out[n] = '\0';
+  if (text[n] != '\0') memcpy(out + n, "...", 4);
+}
+
+/*
+ * A listed key the answer may not name: one not under the prefix asked for,
+ * or one the store rule refuses (cs_store_key_check). The server is wrong:
+ * the whole answer is refused with the key named, and no key is passed up.
+ */
+static void list_key_check(xml_walk *w) {
+  char why[224], quoted[84];
+  if (strlen(w->text) != w->text_len) {
+    walk_fail(w, CS_E_PARSE, "a listed key holds a NUL byte");
+  } else if (cs_store_key_check(w->text, false, why, sizeof why) != CS_E_OK) {
+    walk_fail(w, CS_E_PARSE, "listed %s", why);
+  } else if (strncmp(w->text, w->prefix, w->prefix_len) != 0) {
+    text_quote(w->text, quoted);
+    walk_fail(w, CS_E_PARSE, "listed key '%s' is not under the prefix asked for", quoted);
+  }
+}
+
 static void list_end(xml_walk *w) {
   cs_list_page *page = w->page;
   bool key = w->depth == 3 && strcmp(w->names[1], "Contents") == 0 && strcmp(w->names[2], "Key") == 0;
@@ -117,11 +147,11 @@ static void list_end(xml_walk *w) {
       return;
     }
     if (page->key_count == page->key_capacity) {
-      {
       walk_fail(w, CS_E_TOO_LARGE, "more than the %u keys asked for", page->key_capacity);
       return;
     }
-    }
+    list_key_check(w);
+    if (w->err != CS_E_OK) return;
     memcpy(page->keys[page->key_count], w->text, w->text_len + 1);
     page->key_count++;
     return;
@@ -206,7 +236,8 @@ int cs_s3_parse_error(const char *body, size_t len, char *code, size_t code_size
   return walk_run(&w, body, len);
 }
 
-int cs_s3_parse_list(const char *body, size_t len, cs_list_page *page, char *detail, size_t detail_size) {
+int cs_s3_parse_list(const char *body, size_t len, const char *prefix, cs_list_page *page, char *detail,
+                     size_t detail_size) {
   assert(page && (page->keys || page->key_capacity == 0));
   assert(detail || detail_size == 0);
   page->key_count = 0;
@@ -215,6 +246,8 @@ int cs_s3_parse_list(const char *body, size_t len, cs_list_page *page, char *det
   memset(&w, 0, sizeof w);
   w.kind = XML_LIST;
   w.page = page;
+  w.prefix = prefix ? prefix : "";
+  w.prefix_len = strlen(w.prefix);
   int rc = walk_run(&w, body, len);
   if (rc == CS_E_OK && w.truncated && page->next_token[0] == '\0') {
     rc = CS_E_PARSE;

@@ -3,9 +3,73 @@
  * for every store: stores with ops->start keep requests in flight, the
  * others carry each one out inside cs_store_start and queue it as done.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "capstore/store.h"
+
+/* Longest part of a key a refusal quotes; the rest is "...". */
+#define KEY_QUOTE_MAX 120u
+
+/* Writes key into out (cap bytes) for a message: control bytes as \xNN, at most KEY_QUOTE_MAX bytes of it. */
+static void key_quote(const char *key, char *out, size_t cap) {
+  static const char hex[] = "0123456789abcdef";
+  size_t n = 0, i = 0;
+  for (; key[i] != '\0' && i < KEY_QUOTE_MAX && n + 5 < cap; i++) {
+    unsigned char c = (unsigned char)key[i];
+    if (c >= 0x20 && c != 0x7f) {
+      out[n++] = (char)c;
+      continue;
+    }
+    out[n++] = '\\';
+    out[n++] = 'x';
+    out[n++] = hex[c >> 4];
+    out[n++] = hex[c & 15u];
+  }
+  out[n] = '\0';
+  if (key[i] != '\0' && n + 4 <= cap) memcpy(out + n, "...", 4);
+}
+
+/*
+ * The length (1 or 2) of the first "." or ".." segment of key[0..len), or 0
+ * if none; a prefix's last segment, not yet ended by a '/', is not one.
+ */
+static size_t dot_segment(const char *key, size_t len, bool is_prefix) {
+  for (size_t start = 0; start <= len;) {
+    const char *slash = memchr(key + start, '/', len - start);
+    size_t end = slash != NULL ? (size_t)(slash - key) : len;
+    size_t seg = end - start;
+    bool complete = slash != NULL || !is_prefix;
+    if (complete && (seg == 1 || seg == 2) && key[start] == '.' && key[end - 1] == '.') return seg;
+    start = end + 1;
+  }
+  return 0;
+}
+
+/* What is wrong with key (not NULL), or NULL when it is one the rule allows. */
+static const char *key_problem(const char *key, bool is_prefix) {
+  size_t len = strnlen(key, CS_KEY_MAX);
+  if (len == 0 && !is_prefix) return "is empty";
+  if (len >= CS_KEY_MAX) return "is CS_KEY_MAX (1024) bytes or longer";
+  switch (dot_segment(key, len, is_prefix)) {
+    case 1: return "has a '.' segment (keys are sent as written; HTTP and file systems would resolve it)";
+    case 2: return "has a '..' segment (keys are sent as written; HTTP and file systems would resolve it)";
+    default: return NULL;
+  }
+}
+
+int cs_store_key_check(const char *key, bool is_prefix, char *why, size_t why_size) {
+  if (why_size > 0) why[0] = '\0';
+  if (key == NULL && is_prefix) return CS_E_OK;
+  const char *problem = key == NULL ? "is missing (NULL)" : key_problem(key, is_prefix);
+  if (problem == NULL) return CS_E_OK;
+  if (why_size > 0) {
+    char quoted[KEY_QUOTE_MAX * 4 + 8] = "";
+    if (key != NULL) key_quote(key, quoted, sizeof quoted);
+    snprintf(why, why_size, "%s '%s' %s", is_prefix ? "key prefix" : "key", quoted, problem);
+  }
+  return CS_E_INVALID_ARGUMENT;
+}
 
 void cs_store_request_run(cs_store *store, cs_store_request *req) {
   const cs_store_ops *ops = store->ops;
@@ -36,10 +100,22 @@ void cs_store_request_run(cs_store *store, cs_store_request *req) {
   }
 }
 
+/* True when the key rule refuses req's key: req is answered here (rc, res), nothing sent. */
+static bool key_refused(cs_store_request *req) {
+  char why[sizeof req->res.detail];
+  if (cs_store_key_check(req->key, req->op == CS_STORE_LIST, why, sizeof why) == CS_E_OK) return false;
+  memset(&req->res, 0, sizeof req->res);
+  req->res.outcome = CS_OUT_INVALID;
+  memcpy(req->res.detail, why, sizeof why);
+  req->rc = CS_E_INVALID_ARGUMENT;
+  return true;
+}
+
 int cs_store_start(cs_store *store, cs_store_request *req) {
   if (store == NULL || store->ops == NULL || req == NULL) return CS_E_INVALID_ARGUMENT;
   if (req->op < CS_STORE_PUT || req->op > CS_STORE_DEL) return CS_E_INVALID_ARGUMENT;
   if (req->internal != NULL) return CS_E_STATE; /* in flight, or answered and not yet reaped */
+  if (key_refused(req)) return req->rc;
   req->next = NULL;
   if (store->ops->start != NULL) return store->ops->start(store->self, req);
   cs_store_request_run(store, req);

@@ -1,0 +1,461 @@
+/*
+ * The S3 adapter against a scripted HTTP server in the test (one thread on
+ * 127.0.0.1, one request per connection): what goes on the wire and what an
+ * answer may make the adapter do. The server keeps every request's head
+ * (request line and headers) and checks its SigV4 signature the way S3 does,
+ * from the bytes that arrived.
+ *
+ * - Session tokens of 4 KiB and 64 KiB go out whole, and the request's
+ *   signature verifies (a header line cut to a fixed buffer does not).
+ * - Keys and LIST prefixes with "." or ".." segments are refused before
+ *   anything is sent, naming the key; keys that only look like them
+ *   ("..b", ".c", "%2e%2e") go out exactly as signed.
+ * - A LIST answer naming a key outside the prefix asked for, or a key with a
+ *   ".." segment, is refused whole (CS_OUT_INVALID, the key named), never
+ *   passed up.
+ * - A LIST answer of 4 MiB costs a logarithmic number of reallocations, not
+ *   one per piece curl hands over (realloc is wrapped: -Wl,--wrap=realloc).
+ */
+#include "capstore/s3.h"
+#include "capstore/sigv4.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#define SECRET "wire-secret/with+slash"
+#define KEY_ID "WIREKEY"
+#define REQUESTS_MAX 16u
+#define HEAD_MAX ((size_t)1 << 20)
+
+/* realloc, wrapped: counted while counting is on (the test thread's calls and the server's alike). */
+static atomic_ulong realloc_calls;
+void *__real_realloc(void *p, size_t n);
+void *__wrap_realloc(void *p, size_t n);
+void *__wrap_realloc(void *p, size_t n) {
+  atomic_fetch_add(&realloc_calls, 1);
+  return __real_realloc(p, n);
+}
+
+typedef struct fake_s3 {
+  int fd;
+  uint16_t port;
+  pthread_t thread;
+  pthread_mutex_t lock;
+  /* The script: every request gets this answer. */
+  int status;
+  const char *body;
+  size_t body_len;
+  /* What came, in order (heads are heap strings). */
+  char *heads[REQUESTS_MAX];
+  uint32_t count;
+} fake_s3;
+
+static fake_s3 server;
+
+static char *head_value(const char *head, const char *name);
+
+/* Reads a request's head (through the blank line) and its body; returns the head (caller frees) or NULL. */
+static char *read_request(int fd) {
+  size_t cap = 4096, len = 0;
+  char *buf = malloc(cap + 1);
+  char *end = NULL;
+  while (buf != NULL && end == NULL) {
+    if (len == cap) {
+      if (cap >= HEAD_MAX) break;
+      cap *= 2;
+      char *grown = __real_realloc(buf, cap + 1);
+      if (grown == NULL) break;
+      buf = grown;
+    }
+    ssize_t n = recv(fd, buf + len, cap - len, 0);
+    if (n <= 0) break;
+    len += (size_t)n;
+    buf[len] = '\0';
+    end = strstr(buf, "\r\n\r\n");
+  }
+  if (end == NULL) {
+    free(buf);
+    return NULL;
+  }
+  size_t head_len = (size_t)(end - buf) + 4;
+  char saved = buf[head_len];
+  buf[head_len] = '\0';
+  char *length = head_value(buf, "content-length");
+  buf[head_len] = saved;
+  size_t body = length != NULL ? strtoul(length, NULL, 10) : 0;
+  free(length);
+  for (size_t have = len - head_len; have < body;) {
+    char sink[4096];
+    ssize_t n = recv(fd, sink, sizeof sink, 0);
+    if (n <= 0) break;
+    have += (size_t)n;
+  }
+  buf[head_len] = '\0';
+  return buf;
+}
+
+static void answer(int fd, bool head_method) {
+  char head[256];
+  int n = snprintf(head, sizeof head, "HTTP/1.1 %d Scripted\r\nContent-Length: %zu\r\nConnection: close\r\n"
+                   "Content-Type: application/xml\r\n\r\n", server.status, server.body_len);
+  (void)!send(fd, head, (size_t)n, MSG_NOSIGNAL);
+  for (size_t sent = 0; !head_method && sent < server.body_len;) {
+    ssize_t w = send(fd, server.body + sent, server.body_len - sent, MSG_NOSIGNAL);
+    if (w <= 0) break;
+    sent += (size_t)w;
+  }
+}
+
+static void *server_main(void *arg) {
+  (void)arg;
+  for (;;) {
+    int fd = accept(server.fd, NULL, NULL);
+    if (fd < 0) return NULL;
+    char *head = read_request(fd);
+    if (head != NULL) {
+      pthread_mutex_lock(&server.lock);
+      if (server.count < REQUESTS_MAX) server.heads[server.count++] = head;
+      else free(head);
+      pthread_mutex_unlock(&server.lock);
+      answer(fd, strncmp(head, "HEAD ", 5) == 0);
+    }
+    close(fd);
+  }
+}
+
+static void server_forget(void) {
+  pthread_mutex_lock(&server.lock);
+  for (uint32_t i = 0; i < server.count; i++) free(server.heads[i]);
+  server.count = 0;
+  pthread_mutex_unlock(&server.lock);
+}
+
+static uint32_t server_count(void) {
+  pthread_mutex_lock(&server.lock);
+  uint32_t n = server.count;
+  pthread_mutex_unlock(&server.lock);
+  return n;
+}
+
+static int server_start(void **state) {
+  (void)state;
+  server.fd = socket(AF_INET, SOCK_STREAM, 0);
+  assert_true(server.fd >= 0);
+  struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  assert_int_equal(bind(server.fd, (struct sockaddr *)&addr, sizeof addr), 0);
+  socklen_t len = sizeof addr;
+  assert_int_equal(getsockname(server.fd, (struct sockaddr *)&addr, &len), 0);
+  server.port = ntohs(addr.sin_port);
+  assert_int_equal(listen(server.fd, 16), 0);
+  pthread_mutex_init(&server.lock, NULL);
+  assert_int_equal(pthread_create(&server.thread, NULL, server_main, NULL), 0);
+  return 0;
+}
+
+static int server_stop(void **state) {
+  (void)state;
+  shutdown(server.fd, SHUT_RDWR);
+  close(server.fd);
+  pthread_join(server.thread, NULL);
+  server_forget();
+  return 0;
+}
+
+static void script(int status, const char *body, size_t body_len) {
+  server_forget();
+  server.status = status;
+  server.body = body;
+  server.body_len = body_len;
+}
+
+static void open_store(const char *token, cs_store *out) {
+  char endpoint[64];
+  snprintf(endpoint, sizeof endpoint, "http://127.0.0.1:%u", (unsigned)server.port);
+  cs_s3_config cfg = {.endpoint = endpoint, .bucket = "bkt", .region = "wire-region", .access_key_id = KEY_ID,
+                      .secret_access_key = SECRET, .session_token = token, .allow_insecure = true,
+                      .connect_timeout_ms = 2000, .request_timeout_ms = 10000};
+  char msg[256];
+  int rc = cs_s3_open(&cfg, out, msg, sizeof msg);
+  if (rc != CS_E_OK) fail_msg("cs_s3_open: %s", msg);
+}
+
+/* ---- Reading a request head back ---- */
+
+/* The value of header name in head (a heap copy, caller frees), or NULL. */
+static char *head_value(const char *head, const char *name) {
+  size_t name_len = strlen(name);
+  for (const char *line = strstr(head, "\r\n"); line != NULL && line[2] != '\r'; line = strstr(line + 2, "\r\n")) {
+    const char *start = line + 2;
+    if (strncasecmp(start, name, name_len) != 0 || start[name_len] != ':') continue;
+    const char *value = start + name_len + 1;
+    while (*value == ' ') value++;
+    const char *end = strstr(value, "\r\n");
+    return strndup(value, (size_t)(end - value));
+  }
+  return NULL;
+}
+
+/* The request line's target ("/bkt/k?x=y") as a heap copy. */
+static char *head_target(const char *head) {
+  const char *sp = strchr(head, ' ');
+  const char *end = strchr(sp + 1, ' ');
+  return strndup(sp + 1, (size_t)(end - sp - 1));
+}
+
+/*
+ * Checks head's signature as S3 does: the canonical request rebuilt from what
+ * arrived (method, path, query, the headers SignedHeaders names, the token
+ * and date sent), signed with the secret, must give the Authorization sent.
+ */
+static void assert_signature_verifies(const char *head) {
+  char method[16];
+  assert_int_equal(sscanf(head, "%15s ", method), 1);
+  char *target = head_target(head), *auth = head_value(head, "authorization");
+  char *date = head_value(head, "x-amz-date"), *hash = head_value(head, "x-amz-content-sha256");
+  char *token = head_value(head, "x-amz-security-token");
+  assert_non_null(auth);
+  assert_non_null(date);
+  assert_non_null(hash);
+  char *signed_names = strdup(strstr(auth, "SignedHeaders=") + 14);
+  *strchr(signed_names, ',') = '\0';
+  cs_sigv4_header headers[32];
+  char *values[32];
+  uint32_t count = 0;
+  for (char *save = NULL, *name = strtok_r(signed_names, ";", &save); name; name = strtok_r(NULL, ";", &save)) {
+    if (!strcmp(name, "x-amz-date") || !strcmp(name, "x-amz-security-token") || !strcmp(name, "x-amz-content-sha256"))
+      continue; /* the signer adds these itself */
+    assert_true(count < 32);
+    values[count] = head_value(head, name);
+    assert_non_null(values[count]);
+    headers[count] = (cs_sigv4_header){name, strlen(name), values[count], strlen(values[count])};
+    count++;
+  }
+  char *query = strchr(target, '?');
+  if (query) *query++ = '\0';
+  char *path = malloc(strlen(target) + 1);
+  size_t path_len = cs_sigv4_uri_decode(target, strlen(target), path, strlen(target) + 1);
+  cs_sigv4_params params = {.access_key_id = KEY_ID, .secret_access_key = SECRET, .session_token = token,
+                            .region = "wire-region", .service = "s3", .amz_date = date,
+                            .content_sha256_header = true};
+  cs_sigv4_request req = {.method = method, .path = path, .path_len = path_len, .query = query,
+                          .query_len = query ? strlen(query) : 0, .headers = headers, .header_count = count,
+                          .payload_hash = hash};
+  cs_sigv4_out out;
+  assert_int_equal(cs_sigv4_sign_header(&params, &req, &out), CS_E_OK);
+  if (strcmp(out.authorization, auth) != 0) fail_msg("the signature does not verify:\n%s\n%s", out.authorization, auth);
+  cs_sigv4_out_free(&out);
+  for (uint32_t i = 0; i < count; i++) free(values[i]);
+  free(path);
+  free(signed_names);
+  free(target);
+  free(auth);
+  free(date);
+  free(hash);
+  free(token);
+}
+
+/* ---- Long session tokens ---- */
+
+static char *token_of(size_t len) {
+  static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  char *token = malloc(len + 1);
+  for (size_t i = 0; i < len; i++) token[i] = alphabet[(i * 7 + i / 64) % 64];
+  token[len] = '\0';
+  return token;
+}
+
+static void token_goes_out_whole(size_t len) {
+  char *token = token_of(len);
+  cs_store store;
+  open_store(token, &store);
+  script(200, "", 0);
+  cs_store_result res;
+  cs_object_info info;
+  assert_int_equal(store.ops->head(store.self, "v1/k", &info, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_OK);
+  static const char put_body[] = "payload";
+  assert_int_equal(store.ops->put(store.self, "v1/k", put_body, sizeof put_body - 1, NULL, false, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_OK);
+  assert_int_equal(server_count(), 2);
+  for (uint32_t i = 0; i < 2; i++) {
+    char *sent = head_value(server.heads[i], "x-amz-security-token");
+    assert_non_null(sent);
+    if (strcmp(sent, token) != 0) fail_msg("a %zu-byte token went out as %zu bytes", len, strlen(sent));
+    assert_signature_verifies(server.heads[i]);
+    free(sent);
+  }
+  store.ops->close(store.self);
+  free(token);
+}
+
+static void test_long_session_tokens(void **state) {
+  (void)state;
+  token_goes_out_whole(4096);
+  token_goes_out_whole(65536);
+}
+
+/* ---- Dot segments ---- */
+
+static void refused_before_sending(cs_store *store, const char *key) {
+  cs_store_result res;
+  cs_object_info info;
+  char buf[16];
+  size_t got = 0;
+  script(200, "", 0);
+  int rc = store->ops->head(store->self, key, &info, &res);
+  if (server_count() != 0) {
+    char *target = head_target(server.heads[0]);
+    fail_msg("the key %s was sent, as %s", key, target);
+  }
+  assert_int_equal(rc, CS_E_INVALID_ARGUMENT);
+  assert_int_equal(res.outcome, CS_OUT_INVALID);
+  if (!strstr(res.detail, "segment") || !strstr(res.detail, key)) fail_msg("detail \"%s\" for %s", res.detail, key);
+  assert_int_equal(store->ops->put(store->self, key, "x", 1, NULL, false, &res), CS_E_INVALID_ARGUMENT);
+  assert_non_null(strstr(res.detail, key));
+  assert_int_equal(store->ops->get(store->self, key, NULL, buf, sizeof buf, &got, &res), CS_E_INVALID_ARGUMENT);
+  assert_int_equal(store->ops->del(store->self, key, &res), CS_E_INVALID_ARGUMENT);
+  cs_store_request req = {.op = CS_STORE_HEAD, .key = key};
+  assert_int_equal(cs_store_start(store, &req), CS_E_INVALID_ARGUMENT);
+  assert_int_equal(req.res.outcome, CS_OUT_INVALID);
+  assert_non_null(strstr(req.res.detail, key));
+  if (server_count() != 0) fail_msg("%s: a request reached the server: %.120s", key, server.heads[0]);
+}
+
+static void test_dot_segments_refused(void **state) {
+  (void)state;
+  cs_store store;
+  open_store(NULL, &store);
+  const char *keys[] = {"a/../../other-bucket/x", "../x", "a/./b", "a/..", "a/.", ".", ".."};
+  for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) refused_before_sending(&store, keys[i]);
+  /* A LIST prefix: its whole segments are held to the rule, its last one (still being written) is not. */
+  char keys_buf[4][CS_KEY_MAX];
+  cs_list_page page = {.keys = keys_buf, .key_capacity = 4};
+  cs_store_result res;
+  assert_int_equal(store.ops->list(store.self, "../", "", 4, &page, &res), CS_E_INVALID_ARGUMENT);
+  assert_non_null(strstr(res.detail, "key prefix '../'"));
+  assert_int_equal(store.ops->list(store.self, "a/./", "", 4, &page, &res), CS_E_INVALID_ARGUMENT);
+  assert_int_equal(server_count(), 0);
+  static const char empty_list[] = "<ListBucketResult><IsTruncated>false</IsTruncated></ListBucketResult>";
+  script(200, empty_list, sizeof empty_list - 1);
+  assert_int_equal(store.ops->list(store.self, "a/..", "", 4, &page, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_OK);
+  assert_int_equal(server_count(), 1);
+  store.ops->close(store.self);
+}
+
+/* Keys that only look like dot segments are sent exactly as they are signed. */
+static void test_path_sent_as_signed(void **state) {
+  (void)state;
+  cs_store store;
+  open_store(NULL, &store);
+  const char *keys[] = {"a/..b/.c/d..", "a/%2e%2e/b", "a//b", "a/...", "x/"};
+  const char *paths[] = {"/bkt/a/..b/.c/d..", "/bkt/a/%252e%252e/b", "/bkt/a//b", "/bkt/a/...", "/bkt/x/"};
+  for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+    script(200, "", 0);
+    cs_store_result res;
+    cs_object_info info;
+    assert_int_equal(store.ops->head(store.self, keys[i], &info, &res), CS_E_OK);
+    assert_int_equal(res.outcome, CS_OUT_OK);
+    assert_int_equal(server_count(), 1);
+    char *target = head_target(server.heads[0]);
+    assert_string_equal(target, paths[i]);
+    free(target);
+    assert_signature_verifies(server.heads[0]);
+  }
+  store.ops->close(store.self);
+}
+
+/* ---- LIST answers ---- */
+
+static char list_keys[8][CS_KEY_MAX];
+
+/* A LIST of prefix answered with body; the page and result come back. */
+static cs_store_result list_answered(const char *prefix, const char *body, cs_list_page *page) {
+  cs_store store;
+  open_store(NULL, &store);
+  script(200, body, strlen(body));
+  memset(page, 0, sizeof *page);
+  page->keys = list_keys;
+  page->key_capacity = 8;
+  cs_store_result res;
+  assert_int_equal(store.ops->list(store.self, prefix, "", 8, page, &res), CS_E_OK);
+  store.ops->close(store.self);
+  return res;
+}
+
+static void list_refused(const char *prefix, const char *body, const char *detail_part) {
+  cs_list_page page;
+  cs_store_result res = list_answered(prefix, body, &page);
+  assert_int_equal(res.outcome, CS_OUT_INVALID);
+  assert_int_equal(page.key_count, 0);
+  if (!strstr(res.detail, detail_part)) fail_msg("detail \"%s\" lacks \"%s\"", res.detail, detail_part);
+}
+
+static void test_list_answer_outside_prefix_refused(void **state) {
+  (void)state;
+  list_refused("cat/", "<ListBucketResult><Contents><Key>cat/a.dmi-pack</Key></Contents>"
+               "<Contents><Key>other/x.dmi-pack</Key></Contents></ListBucketResult>",
+               "'other/x.dmi-pack' is not under the prefix");
+  list_refused("cat/", "<ListBucketResult><Contents><Key>cat/../other/x.dmi-pack</Key></Contents></ListBucketResult>",
+               "key 'cat/../other/x.dmi-pack' has a '..' segment");
+  list_refused("cat/", "<ListBucketResult><Contents><Key>ca</Key></Contents></ListBucketResult>",
+               "'ca' is not under the prefix");
+  list_refused("", "<ListBucketResult><Contents><Key></Key></Contents></ListBucketResult>", "key '' is empty");
+  /* The twin: keys under the prefix pass. */
+  cs_list_page page;
+  cs_store_result res =
+      list_answered("cat/", "<ListBucketResult><Contents><Key>cat/a</Key></Contents><Contents><Key>cat/..b</Key>"
+                    "</Contents></ListBucketResult>", &page);
+  assert_int_equal(res.outcome, CS_OUT_OK);
+  assert_int_equal(page.key_count, 2);
+  assert_string_equal(page.keys[1], "cat/..b");
+}
+
+/* ---- The answer buffer ---- */
+
+static void test_answer_buffer_grows_geometrically(void **state) {
+  (void)state;
+  static const char open_tag[] = "<ListBucketResult><Contents><Key>p/k</Key></Contents>";
+  static const char close_tag[] = "</ListBucketResult>";
+  size_t len = (size_t)4 << 20;
+  char *body = malloc(len + 1);
+  memset(body, ' ', len);
+  memcpy(body, open_tag, sizeof open_tag - 1);
+  memcpy(body + len - (sizeof close_tag - 1), close_tag, sizeof close_tag - 1);
+  body[len] = '\0';
+  cs_list_page page;
+  atomic_store(&realloc_calls, 0);
+  cs_store_result res = list_answered("p/", body, &page);
+  unsigned long calls = atomic_load(&realloc_calls);
+  printf("a LIST answer of %zu bytes: %lu reallocations\n", len, calls);
+  assert_int_equal(res.outcome, CS_OUT_OK);
+  assert_int_equal(page.key_count, 1);
+  /* 4 MiB from 4 KiB is 10 doublings; one per 16 KiB read would be 256 and more. */
+  if (calls > 48) fail_msg("%lu reallocations for one answer", calls);
+  free(body);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_long_session_tokens),
+      cmocka_unit_test(test_dot_segments_refused),
+      cmocka_unit_test(test_path_sent_as_signed),
+      cmocka_unit_test(test_list_answer_outside_prefix_refused),
+      cmocka_unit_test(test_answer_buffer_grows_geometrically),
+  };
+  return cmocka_run_group_tests(tests, server_start, server_stop);
+}
