@@ -158,6 +158,9 @@ static void test_url_validated(void **state) {
   url_refused("localhost:8123", true, "clickhouse.url");
   url_refused("ftp://x", true, "clickhouse.url");
   url_refused("file:///etc/passwd", true, "clickhouse.url");
+  url_refused("gopher://127.0.0.1:70/_x", true, "clickhouse.url"); /* bytes to any port */
+  url_refused("dict://127.0.0.1:11211/stats", true, "clickhouse.url");
+  url_refused("HTTP://127.0.0.1:8123/", true, "clickhouse.url"); /* the scheme as written, lower case */
   url_refused("", true, "clickhouse.url");
   url_refused(NULL, true, "clickhouse.url");
   url_refused("https://", false, "clickhouse.url");

@@ -9,7 +9,10 @@
  * (catalog.h's bulk form; no statement size limit applies to them), then the
  * fenced inventory statement. Every value is validated (ids are canonical
  * UUIDs) or escaped before it is sent; a text value holding NUL is refused
- * (outcome INVALID, nothing sent). The adapter never retries.
+ * (outcome INVALID, nothing sent). The adapter never retries. A transport
+ * failure is REFUSED only when libcurl wrote no request byte (connect
+ * refused, TLS handshake or certificate verification failed); otherwise it
+ * is UNKNOWN: the statement may have applied.
  */
 #ifndef CAPSTORE_CLICKHOUSE_H
 #define CAPSTORE_CLICKHOUSE_H

@@ -44,6 +44,7 @@ typedef struct ch_adapter {
   ch_buf query;
   ch_buf answer;
   ch_buf stage; /* descriptor rows on their way into the request body */
+  char curl_error[CURL_ERROR_SIZE]; /* libcurl's words for the last transport failure */
 } ch_adapter;
 
 /* ---- buffers ------------------------------------------------------------- */
@@ -297,13 +298,61 @@ static void result_set(cs_catalog_result *res, cs_outcome outcome, int32_t code,
     if (res->detail[i] == '\n' || res->detail[i] == '\r') res->detail[i] = ' ';
 }
 
-static cs_outcome classify_curl(CURLcode rc) {
+/* TLS failures before a connection carried any request: the handshake or the peer's certificate. */
+static bool curl_tls_refused(CURLcode rc) {
   switch (rc) {
-  case CURLE_COULDNT_CONNECT:
-  case CURLE_COULDNT_RESOLVE_HOST: return CS_OUT_REFUSED;
-  case CURLE_OPERATION_TIMEDOUT: return CS_OUT_TIMEOUT;
-  default: return CS_OUT_UNKNOWN; /* sent (or partly sent), answer lost */
+  case CURLE_SSL_CONNECT_ERROR:
+  case CURLE_PEER_FAILED_VERIFICATION: /* CURLE_SSL_CACERT is the same code */
+  case CURLE_SSL_CERTPROBLEM:
+  case CURLE_SSL_CIPHER:
+  case CURLE_SSL_CACERT_BADFILE:
+  case CURLE_SSL_CRL_BADFILE:
+  case CURLE_SSL_ISSUER_ERROR:
+  case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+  case CURLE_SSL_INVALIDCERTSTATUS:
+  case CURLE_SSL_CLIENTCERT:
+  case CURLE_SSL_ENGINE_NOTFOUND:
+  case CURLE_SSL_ENGINE_SETFAILED:
+  case CURLE_SSL_ENGINE_INITFAILED: return true;
+  default: return false;
   }
+}
+
+/* Failures that come before a request can leave: no connection, or a refused scheme. */
+static bool curl_not_connected(CURLcode rc) {
+  return rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST || rc == CURLE_COULDNT_RESOLVE_PROXY ||
+         rc == CURLE_UNSUPPORTED_PROTOCOL || rc == CURLE_URL_MALFORMAT;
+}
+
+/*
+ * REFUSED only when the failure comes before any request and libcurl wrote
+ * no request byte (sent_bytes, CURLINFO_REQUEST_SIZE): a kept-alive
+ * connection that died after the request and a fresh one that then failed
+ * its handshake stay UNKNOWN, as the statement may have applied.
+ */
+static cs_outcome classify_curl(CURLcode rc, long sent_bytes) {
+  if (rc == CURLE_OPERATION_TIMEDOUT) return CS_OUT_TIMEOUT;
+  if ((curl_not_connected(rc) || curl_tls_refused(rc)) && sent_bytes == 0) return CS_OUT_REFUSED;
+  return CS_OUT_UNKNOWN; /* sent (or partly sent), answer lost */
+}
+
+/* What an outcome of a transport failure tells the operator, put first in the detail (the rest may be cut). */
+static const char *transport_meaning(cs_outcome outcome, CURLcode rc) {
+  if (outcome == CS_OUT_REFUSED) return curl_tls_refused(rc) ? "TLS failed, nothing was sent: " : "nothing was sent: ";
+  return outcome == CS_OUT_UNKNOWN ? "the request may have reached the server: " : "";
+}
+
+/* Classifies a transport failure into res: its meaning, curl's name for it and curl's own words. */
+static void transport_failed(ch_adapter *ch, CURLcode rc, cs_catalog_result *res) {
+  long sent_bytes = -1; /* unknown unless libcurl answers: never REFUSED then */
+  if (curl_easy_getinfo(ch->curl, CURLINFO_REQUEST_SIZE, &sent_bytes) != CURLE_OK) sent_bytes = -1;
+  cs_outcome outcome = classify_curl(rc, sent_bytes);
+  const char *what = transport_meaning(outcome, rc);
+  char detail[sizeof res->detail];
+  bool words = ch->curl_error[0] != '\0';
+  snprintf(detail, sizeof detail, "%s%s%s%.120s%s", what, curl_easy_strerror(rc), words ? " (" : "", ch->curl_error,
+           words ? ")" : "");
+  result_set(res, outcome, 0, detail, strlen(detail));
 }
 
 /*
@@ -312,6 +361,7 @@ static cs_outcome classify_curl(CURLcode rc) {
  */
 static void ch_perform(ch_adapter *ch, const char *url, cs_catalog_result *res) {
   buf_reset(&ch->answer);
+  ch->curl_error[0] = '\0';
   CURL *c = ch->curl;
   curl_easy_setopt(c, CURLOPT_URL, url);
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
@@ -322,8 +372,7 @@ static void ch_perform(ch_adapter *ch, const char *url, cs_catalog_result *res) 
     return;
   }
   if (rc != CURLE_OK) {
-    const char *text = curl_easy_strerror(rc);
-    result_set(res, classify_curl(rc), 0, text, strlen(text));
+    transport_failed(ch, rc, res);
     return;
   }
   long status = 0;
@@ -1086,6 +1135,7 @@ static int ch_curl_setup(ch_adapter *ch, const cs_clickhouse_config *cfg) {
   curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
   curl_easy_setopt(c, CURLOPT_MAXREDIRS, 0L);
   curl_easy_setopt(c, CURLOPT_HTTPHEADER, ch->headers);
+  curl_easy_setopt(c, CURLOPT_ERRORBUFFER, ch->curl_error);
   curl_easy_setopt(c, CURLOPT_POST, 1L);
   curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)(ch->connect_timeout_ns / CS_MS_NS));
