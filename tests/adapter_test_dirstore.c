@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -72,13 +73,39 @@ static int count_entries(const char *path) {
   return n;
 }
 
+/*
+ * Keys the store rule refuses (cs_store_key_check) are refused by every
+ * primitive as S3 refuses them: CS_E_INVALID_ARGUMENT, the key named in the
+ * detail, nothing touched. Keys only a file system cannot hold (empty
+ * segments) are the store's refusal: CS_E_OK with CS_OUT_INVALID.
+ */
 static void test_refused_keys(void **state) {
   (void)state;
   cs_store *s = store_open(&fx);
   assert_non_null(s);
-  static const char *const bad[] = {"", "/abs", "a//b", "a/", "..", "a/../b", "a/./b", "."};
-  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+  static const char *const rule[] = {"", "..", "a/../b", "a/./b", ".", "a/..", "../../../../etc/passwd"};
+  for (size_t i = 0; i < sizeof rule / sizeof rule[0]; i++) {
     cs_store_result res;
+    cs_object_info info;
+    char buf[4];
+    size_t got = 9;
+    assert_int_equal(s->ops->put(s->self, rule[i], "x", 1, NULL, false, &res), CS_E_INVALID_ARGUMENT);
+    assert_int_equal(res.outcome, CS_OUT_INVALID);
+    if (!strstr(res.detail, rule[i]) || !strstr(res.detail, rule[i][0] ? "segment" : "empty"))
+      fail_msg("detail \"%s\" for key \"%s\"", res.detail, rule[i]);
+    assert_int_equal(s->ops->head(s->self, rule[i], &info, &res), CS_E_INVALID_ARGUMENT);
+    assert_int_equal(res.outcome, CS_OUT_INVALID);
+    assert_int_equal(s->ops->get(s->self, rule[i], NULL, buf, sizeof buf, &got, &res), CS_E_INVALID_ARGUMENT);
+    assert_int_equal(got, 0);
+    assert_int_equal(s->ops->del(s->self, rule[i], &res), CS_E_INVALID_ARGUMENT);
+  }
+  char keys[4][CS_KEY_MAX];
+  cs_list_page page = {.keys = keys, .key_capacity = 4};
+  cs_store_result res;
+  assert_int_equal(s->ops->list(s->self, "a/../", "", 4, &page, &res), CS_E_INVALID_ARGUMENT);
+  assert_non_null(strstr(res.detail, "key prefix 'a/../' has a '..' segment"));
+  static const char *const bad[] = {"/abs", "a//b", "a/"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     assert_int_equal(s->ops->put(s->self, bad[i], "x", 1, NULL, false, &res), CS_E_OK);
     assert_int_equal(res.outcome, CS_OUT_INVALID);
   }
@@ -86,7 +113,6 @@ static void test_refused_keys(void **state) {
   char key[600];
   memset(key, '~', 100); /* each '~' maps to three bytes */
   key[100] = '\0';
-  cs_store_result res;
   assert_int_equal(s->ops->put(s->self, key, "x", 1, NULL, false, &res), CS_E_OK);
   assert_int_equal(res.outcome, CS_OUT_INVALID);
   key[70] = '\0';
@@ -100,6 +126,49 @@ static void test_refused_keys(void **state) {
   assert_int_equal(count_entries(path), 2);
   snprintf(path, sizeof path, "%s/tmp", fx.last_root);
   assert_int_equal(count_entries(path), 0); /* no temp file left behind */
+  store_close(s, &fx);
+}
+
+/* Writes an object file with an empty header at root/objects/rel (directories made as needed). */
+static void plant(const char *root, const char *rel) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/objects/%s", root, rel);
+  for (char *p = path + strlen(root) + 1; (p = strchr(p, '/')) != NULL; p++) {
+    *p = '\0';
+    (void)mkdir(path, 0755);
+    *p = '/';
+  }
+  FILE *f = fopen(path, "wb");
+  assert_non_null(f);
+  static const unsigned char header[80] = {'C', 'S', 'O', 'B', 'J', '1'};
+  assert_int_equal(fwrite(header, 1, sizeof header, f), sizeof header);
+  assert_int_equal(fwrite("planted", 1, 7, f), 7);
+  fclose(f);
+}
+
+/*
+ * A LIST names only files whose names are exactly what a key maps to: names
+ * planted in the tree that decode to a ".." or "." segment, a '/' or NUL
+ * inside a segment, or hex not written as the store writes it never become
+ * keys (a reconcile would HEAD and GET them).
+ */
+static void test_planted_names_not_listed(void **state) {
+  (void)state;
+  cs_store *s = store_open(&fx);
+  assert_non_null(s);
+  cs_store_result res;
+  assert_int_equal(s->ops->put(s->self, "p/real", "x", 1, NULL, false, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_OK);
+  static const char *const planted[] = {"p.d/+2E+2E.d/x.obj", "p.d/+2E.obj", "p.d/a+2Fb.obj", "p.d/a+00b.obj",
+                                        "p.d/+2ex.obj",       "p.d/+41.obj"};
+  for (size_t i = 0; i < sizeof planted / sizeof planted[0]; i++) plant(fx.last_root, planted[i]);
+  char keys[8][CS_KEY_MAX];
+  cs_list_page page = {.keys = keys, .key_capacity = 8};
+  assert_int_equal(s->ops->list(s->self, "", "", 8, &page, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_OK);
+  for (uint32_t i = 0; i < page.key_count; i++) printf("listed: %s\n", page.keys[i]);
+  assert_int_equal(page.key_count, 1);
+  assert_string_equal(page.keys[0], "p/real");
   store_close(s, &fx);
 }
 
@@ -218,7 +287,8 @@ int main(void) {
   if (mkdtemp(fx.base) == NULL) return 1;
   static const conformance_store_expect dirstore_does = {true, true, true};
   int failed = conformance_store_run("dirstore", store_open, store_close, &fx, &dirstore_does);
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_refused_keys), cmocka_unit_test(test_reopen),
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_refused_keys),
+                                     cmocka_unit_test(test_planted_names_not_listed), cmocka_unit_test(test_reopen),
                                      cmocka_unit_test(test_async_queue_reuse_and_close),
                                      cmocka_unit_test(test_create_race)};
   failed += cmocka_run_group_tests_name("dirstore only", tests, NULL, NULL);

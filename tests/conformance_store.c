@@ -347,6 +347,7 @@ static uint32_t list_all(cs_store *s, const char *prefix, uint32_t max_keys, cha
     assert_true(page.key_count <= max_keys && page.key_count <= page_cap);
     for (uint32_t i = 0; i < page.key_count; i++) {
       assert_int_equal(strncmp(page.keys[i], prefix, strlen(prefix)), 0);
+      assert_int_equal(cs_store_key_check(page.keys[i], false, NULL, 0), CS_E_OK);
       assert_true(total < cap);
       if (total > 0 && s->lists_bytewise) assert_true(strcmp(out[total - 1], page.keys[i]) < 0);
       for (uint32_t k = 0; k < total; k++) assert_string_not_equal(out[k], page.keys[i]);
@@ -440,6 +441,64 @@ static void test_key_charset(void **state) {
   assert_string_equal(got[0], long_key);
   assert_int_equal(list_all(s, "k/", 1000, got, 16), 7);
   free(got);
+}
+
+/* Starts req on s and expects the key rule's refusal: nothing sent, the key (or "key prefix") named. */
+static void refused_at_start(cs_store *s, cs_store_request *req, const char *named) {
+  assert_int_equal(cs_store_start(s, req), CS_E_INVALID_ARGUMENT);
+  assert_int_equal(req->rc, CS_E_INVALID_ARGUMENT);
+  assert_int_equal(req->res.outcome, CS_OUT_INVALID);
+  assert_null(req->internal); /* never queued: nothing comes back from a reap */
+  if (!strstr(req->res.detail, named)) fail_msg("%s: detail \"%s\" lacks \"%s\"", s->ops->name, req->res.detail, named);
+}
+
+/*
+ * The key rule every store holds its callers to (store.h, cs_store_key_check):
+ * a key with a "." or ".." segment, an empty key and no key at all (NULL: a C
+ * key cannot carry a NUL byte, it ends there), and a LIST prefix with a whole
+ * "." or ".." segment are refused by cs_store_start before anything is sent,
+ * naming the key; the object such a key would resolve to is untouched. The
+ * twin: names that only look like dot segments ("..a", ".b", "c.") and a
+ * prefix whose last, unfinished segment is ".." are ordinary.
+ */
+static void test_dot_and_nul_keys_refused(void **state) {
+  cs_store *s = *state;
+  put_ok(s, "dot/x", "kept", 4, NULL);
+  static const char *const dotted[] = {"dot/y/../x", "dot/./x", "dot/..", "../dot/x", ".", ".."};
+  static const cs_store_op ops[] = {CS_STORE_PUT, CS_STORE_HEAD, CS_STORE_GET, CS_STORE_DEL};
+  uint8_t buf[16];
+  for (size_t k = 0; k < sizeof dotted / sizeof dotted[0]; k++) {
+    for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++) {
+      cs_store_request req = {.op = ops[o], .key = dotted[k], .bytes = "lost", .len = 4, .buf = buf,
+                              .cap = sizeof buf};
+      refused_at_start(s, &req, dotted[k]);
+      assert_non_null(strstr(req.res.detail, "segment"));
+    }
+  }
+  for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++) {
+    cs_store_request none = {.op = ops[o], .key = NULL, .bytes = "lost", .len = 4, .buf = buf, .cap = sizeof buf};
+    refused_at_start(s, &none, "missing (NULL)");
+    cs_store_request empty = {.op = ops[o], .key = "", .bytes = "lost", .len = 4, .buf = buf, .cap = sizeof buf};
+    refused_at_start(s, &empty, "is empty");
+  }
+  char(*keys)[CS_KEY_MAX] = calloc(4, CS_KEY_MAX);
+  assert_non_null(keys);
+  cs_list_page page = {.keys = keys, .key_capacity = 4};
+  cs_store_request list = {.op = CS_STORE_LIST, .key = "dot/../", .max_keys = 4, .page = &page};
+  refused_at_start(s, &list, "key prefix 'dot/../' has a '..' segment");
+  /* Nothing reached the store: the object a dotted key resolves to holds what it held. */
+  size_t n = 0;
+  uint8_t *got = get_ok(s, "dot/x", NULL, 16, &n);
+  assert_int_equal(n, 4);
+  assert_memory_equal(got, "kept", 4);
+  free(got);
+  /* The twins. */
+  put_ok(s, "dot/..a/.b/c.", "ok", 2, NULL);
+  cs_object_info info;
+  head_expect(s, "dot/..a/.b/c.", CS_OUT_OK, &info);
+  assert_int_equal(list_all(s, "dot/..", 10, keys, 4), 1);
+  assert_string_equal(keys[0], "dot/..a/.b/c.");
+  free(keys);
 }
 
 static void test_delete(void **state) {
@@ -668,6 +727,7 @@ int conformance_store_run(const char *group, cs_store *(*open_fn)(void *ctx),
       cmocka_unit_test_setup_teardown(test_ranges, setup, teardown),
       cmocka_unit_test_setup_teardown(test_list_pages, setup, teardown),
       cmocka_unit_test_setup_teardown(test_key_charset, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_dot_and_nul_keys_refused, setup, teardown),
       cmocka_unit_test_setup_teardown(test_delete, setup, teardown),
       cmocka_unit_test_setup_teardown(test_large_object, setup, teardown),
   };

@@ -8,7 +8,11 @@
  * Keys map to paths segment by segment: [A-Za-z0-9._=%-] stay as they are
  * (a leading '.' does not), everything else becomes "+XX"; directories get
  * the suffix ".d", objects ".obj", so no key's file can be another key's
- * directory. Empty segments are refused; no segment can name "." or "..".
+ * directory. Keys the store rule refuses (cs_store_key_check: "." and ".."
+ * segments) are refused as every store refuses them; empty segments are
+ * refused here too. A LIST names only files whose names are exactly what a
+ * key maps to, so a name planted in the tree ("+2E+2E.d", "a+2Fb.obj",
+ * "a+00b.obj") never becomes a key.
  */
 #include "capstore/dirstore.h"
 
@@ -145,6 +149,16 @@ static int hex_value(char c) {
   return -1;
 }
 
+/* The store rule (cs_store_key_check): a refused key or prefix is CS_E_INVALID_ARGUMENT, named in res. */
+static int key_refused(const char *key, bool is_prefix, cs_store_result *res) {
+  int rc = cs_store_key_check(key, is_prefix, res->detail, sizeof res->detail);
+  if (rc != CS_E_OK) {
+    res->outcome = CS_OUT_INVALID;
+    res->http_status = 0;
+  }
+  return rc;
+}
+
 /* Decodes a file name without its suffix into key text; false for foreign names. */
 static bool name_decode(const char *name, size_t len, char *out, size_t *used, size_t cap) {
   for (size_t i = 0; i < len; i++) {
@@ -162,6 +176,20 @@ static bool name_decode(const char *name, size_t len, char *out, size_t *used, s
   }
   out[*used] = '\0';
   return true;
+}
+
+/*
+ * True when name[0..name_len) is exactly what segment_encode writes for the
+ * segment seg[0..seg_len) it decodes to: no NUL or '/' in the segment, not
+ * "." or "..", capital hex, plain bytes left plain. Any other name is not a
+ * key's file.
+ */
+static bool name_canonical(const char *name, size_t name_len, const char *seg, size_t seg_len) {
+  if (memchr(seg, '\0', seg_len) != NULL || memchr(seg, '/', seg_len) != NULL) return false;
+  char again[PATH_BYTES];
+  size_t used = 0;
+  if (!segment_encode(seg, seg_len, "", again, &used, sizeof again)) return false;
+  return used == name_len && memcmp(again, name, name_len) == 0;
 }
 
 static bool has_suffix(const char *name, size_t len, const char *suffix) {
@@ -281,7 +309,8 @@ static void parent_of(const char *path, char *out, size_t cap) {
 static int ds_put(void *self, const char *key, const void *bytes, size_t len, const cs_object_info *meta,
                   bool if_none_match, cs_store_result *res) {
   dirstore *ds = self;
-  if (key == NULL || res == NULL || (bytes == NULL && len > 0)) return CS_E_INVALID_ARGUMENT;
+  if (res == NULL || (bytes == NULL && len > 0)) return CS_E_INVALID_ARGUMENT;
+  if (key_refused(key, false, res) != CS_E_OK) return CS_E_INVALID_ARGUMENT;
   char path[PATH_BYTES], tmp[PATH_BYTES], dir[PATH_BYTES];
   if (!key_path(ds, key, path, sizeof path)) {
     result_set(res, CS_OUT_INVALID, "key not representable in dirstore", 0);
@@ -378,7 +407,8 @@ static cs_outcome object_open(dirstore *ds, const char *key, int *fd_out, cs_obj
 }
 
 static int ds_head(void *self, const char *key, cs_object_info *info, cs_store_result *res) {
-  if (key == NULL || info == NULL || res == NULL) return CS_E_INVALID_ARGUMENT;
+  if (info == NULL || res == NULL) return CS_E_INVALID_ARGUMENT;
+  if (key_refused(key, false, res) != CS_E_OK) return CS_E_INVALID_ARGUMENT;
   int fd = -1;
   uint64_t size = 0;
   if (object_open(self, key, &fd, info, &size, res) == CS_OUT_OK) ((dirstore *)self)->sys->close(fd);
@@ -409,8 +439,9 @@ static bool range_resolve(const cs_range *range, uint64_t size, uint64_t *offset
 
 static int ds_get(void *self, const char *key, const cs_range *range, void *buf, size_t cap, size_t *got,
                   cs_store_result *res) {
-  if (key == NULL || got == NULL || res == NULL || (buf == NULL && cap > 0)) return CS_E_INVALID_ARGUMENT;
+  if (got == NULL || res == NULL || (buf == NULL && cap > 0)) return CS_E_INVALID_ARGUMENT;
   *got = 0;
+  if (key_refused(key, false, res) != CS_E_OK) return CS_E_INVALID_ARGUMENT;
   int fd = -1;
   uint64_t size = 0, offset = 0, length = 0;
   cs_object_info info;
@@ -508,8 +539,9 @@ static bool walk(const char *dir, char *key, size_t key_len, walk_args *args) {
     bool is_dir = has_suffix(ent->d_name, len, ".d");
     bool is_obj = has_suffix(ent->d_name, len, ".obj");
     if (!is_dir && !is_obj) continue;
-    size_t used = key_len;
-    if (!name_decode(ent->d_name, len - (is_dir ? 2 : 4), key, &used, CS_KEY_MAX)) continue;
+    size_t used = key_len, name_len = len - (is_dir ? 2 : 4);
+    if (!name_decode(ent->d_name, name_len, key, &used, CS_KEY_MAX)) continue;
+    if (!name_canonical(ent->d_name, name_len, key + key_len, used - key_len)) continue; /* planted, not a key's */
     size_t plen = strlen(args->prefix);
     size_t cmp_len = used < plen ? used : plen;
     if (memcmp(key, args->prefix, cmp_len) != 0) continue; /* not under prefix: prune */
@@ -539,6 +571,7 @@ static int ds_list(void *self, const char *prefix, const char *token, uint32_t m
   dirstore *ds = self;
   if (prefix == NULL || token == NULL || page == NULL || res == NULL || max_keys == 0 || page->keys == NULL)
     return CS_E_INVALID_ARGUMENT;
+  if (key_refused(prefix, true, res) != CS_E_OK) return CS_E_INVALID_ARGUMENT;
   uint32_t limit = max_keys < page->key_capacity ? max_keys : page->key_capacity;
   if (limit == 0) return CS_E_INVALID_ARGUMENT;
   page->key_count = 0;
@@ -566,7 +599,8 @@ static int ds_list(void *self, const char *prefix, const char *token, uint32_t m
 
 static int ds_del(void *self, const char *key, cs_store_result *res) {
   dirstore *ds = self;
-  if (key == NULL || res == NULL) return CS_E_INVALID_ARGUMENT;
+  if (res == NULL) return CS_E_INVALID_ARGUMENT;
+  if (key_refused(key, false, res) != CS_E_OK) return CS_E_INVALID_ARGUMENT;
   char path[PATH_BYTES];
   if (!key_path(ds, key, path, sizeof path)) {
     result_set(res, CS_OUT_OK, NULL, 0); /* like S3: deleting an absent key succeeds */
