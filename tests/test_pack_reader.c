@@ -324,21 +324,58 @@ static void test_footer_json(void **state) {
             "invalid Unicode");
 }
 
+/* Keys a newer writer adds are ignored at every level, whatever their values. */
+static void test_footer_unknown_keys_ignored(void **state) {
+  (void)state;
+  tp_bytes base = base_pack();
+  tp_bytes a = tp_replace(&base, "\"format\":\"dmi-pack\"",
+                          "\"format\":\"dmi-pack\",\"extra\":{\"nested\":[1.5,-2e300,"
+                          "123456789012345678901234567890,null,true,\"x\"]}");
+  tp_bytes b = tp_replace(&a, "\"codec\":\"none\"", "\"codec\":\"none\",\"compression\":0.25");
+  tp_bytes p = tp_replace(&b, "\"dtype\":\"uint8\"", "\"dtype\":\"uint8\",\"device\":\"cuda\"");
+  cs_pack_error err = tp_verify(&p);
+  assert_int_equal(err.kind, CS_PACK_OK);
+  cs_pack_trailer t;
+  cs_pack_footer f;
+  assert_int_equal(cs_pack_trailer_parse(tp_trailer(&p), p.len, &t, &err), CS_E_OK);
+  assert_int_equal(cs_pack_footer_parse(&t, p.data + t.footer_offset, t.footer_length, &f, &err),
+                   CS_E_OK);
+  assert_false(f.canonical); /* the bytes hold more than the canonical encoding */
+  assert_int_equal(f.record_count, 3);
+  assert_string_equal(f.records[0].meta.hook_name.bytes, "layers.0");
+  assert_int_equal(f.records[0].meta.dtype, CS_DTYPE_UINT8);
+  /* Re-encoding gives the canonical footer, without the unknown keys. */
+  char *text = NULL;
+  size_t len = 0;
+  assert_int_equal(cs_pack_footer_encode(&f, &text, &len, &err), CS_E_OK);
+  assert_int_equal(len, tp_get_le(tp_trailer(&base) + 20, 8));
+  assert_memory_equal(text, base.data + tp_get_le(tp_trailer(&base) + 12, 8), len);
+  free(text);
+  cs_pack_footer_free(&f);
+  tp_free(&p);
+  tp_free(&b);
+  tp_free(&a);
+  tp_free(&base);
+}
+
+/* What a reader must still refuse: duplicate keys (known or not), missing keys. */
 static void test_footer_keys(void **state) {
   (void)state;
-  cs_pack_error err = replaced("\"format\":\"dmi-pack\"", "\"format\":\"dmi-pack\",\"extra\":1");
-  tp_expect(err, CS_PACK_E_KEY_UNKNOWN, "key \"extra\" is not defined");
-  assert_string_equal(err.field, "extra");
-  err = replaced("\"codec\":\"none\"", "\"codec\":\"none\",\"compression\":1");
-  tp_expect(err, CS_PACK_E_KEY_UNKNOWN, "footer records[0]: key \"compression\"");
-  err = replaced("\"dtype\":\"uint8\"", "\"dtype\":\"uint8\",\"device\":\"cuda\"");
-  tp_expect(err, CS_PACK_E_KEY_UNKNOWN, "footer records[0].metadata: key \"device\"");
-  err = replaced("\"format\":\"dmi-pack\",", "");
+  tp_expect(replaced("\"format\":\"dmi-pack\"", "\"format\":\"dmi-pack\",\"x\":1,\"x\":2"),
+            CS_PACK_E_FOOTER_JSON, "duplicate");
+  tp_expect(replaced("\"codec\":\"none\"", "\"codec\":\"none\",\"codec\":\"none\""),
+            CS_PACK_E_FOOTER_JSON, "duplicate");
+  cs_pack_error err = replaced("\"format\":\"dmi-pack\",", "");
   tp_expect(err, CS_PACK_E_KEY_MISSING, "footer: required key \"format\" is missing");
   assert_string_equal(err.field, "format");
   err = replaced("\"hook_name\":\"layers.0\",", "");
   tp_expect(err, CS_PACK_E_KEY_MISSING, "records[0].metadata: required key \"hook_name\"");
-  tp_expect(replaced("\"checksum\":", "\"Checksum\":"), CS_PACK_E_KEY_UNKNOWN, "Checksum");
+  /* Keys are case-sensitive: "Checksum" is an unknown key, and checksum is then missing. */
+  tp_expect(replaced("\"checksum\":", "\"Checksum\":"), CS_PACK_E_KEY_MISSING,
+            "footer records[0]: required key \"checksum\"");
+  /* A known key keeps its type even next to unknown ones. */
+  tp_expect(replaced("\"step_number\":1", "\"step_number\":\"1\",\"step\":1"),
+            CS_PACK_E_FIELD_TYPE, "field step_number is not an integer");
 }
 
 static void test_field_types(void **state) {
@@ -346,10 +383,20 @@ static void test_field_types(void **state) {
   cs_pack_error err = replaced("\"offset\":64,", "\"offset\":\"64\",");
   tp_expect(err, CS_PACK_E_FIELD_TYPE, "field offset is not an integer");
   err = replaced("\"step_number\":1", "\"step_number\":1.0");
-  tp_expect(err, CS_PACK_E_FIELD_TYPE, "not an integer; no field of the format holds a fraction");
+  tp_expect(err, CS_PACK_E_FIELD_TYPE, "field step_number is not an integer: the number at offset");
   assert_true(err.offset > 320);
+  assert_string_equal(err.field, "step_number");
   tp_expect(replaced("\"step_number\":1", "\"step_number\":1e3"), CS_PACK_E_FIELD_TYPE,
             "fraction or an exponent");
+  err = replaced("\"step_number\":1", "\"step_number\":18446744073709551616");
+  tp_expect(err, CS_PACK_E_FIELD_RANGE, "field step_number is outside -2^63 .. 2^64-1");
+  assert_true(err.offset > 320);
+  tp_expect(replaced("\"layer_number\":0", "\"layer_number\":-9223372036854775809"),
+            CS_PACK_E_FIELD_RANGE, "layer_number is outside");
+  tp_expect(replaced("\"step_number\":1", "\"step_number\":01"), CS_PACK_E_FOOTER_JSON,
+            "invalid JSON");
+  tp_expect(replaced("\"step_number\":1", "\"step_number\":1."), CS_PACK_E_FOOTER_JSON,
+            "invalid JSON");
   tp_expect(replaced("\"shape\":[4]", "\"shape\":4"), CS_PACK_E_FIELD_TYPE,
             "shape is not an array");
   tp_expect(replaced("\"adapter_revision\":null", "\"adapter_revision\":5"), CS_PACK_E_FIELD_TYPE,
@@ -362,38 +409,62 @@ static void test_field_types(void **state) {
             "layer_number");
 }
 
-/* The record limit, on both sides, from a footer of empty record objects. */
-static cs_pack_error footer_of_empty_records(uint32_t count) {
+/* A footer whose records array holds count copies of element. */
+static cs_pack_error footer_of_records(uint32_t count, const char *element) {
   static const char head[] = "{\"created_at_ns\":0,\"format\":\"dmi-pack\",\"major_version\":1,"
                              "\"minor_version\":0,\"pack_id\":\"00000000-0000-0000-0000-"
                              "000000000000\",\"records\":[";
-  size_t len = strlen(head) + (size_t)count * 3 + 2;
-  char *text = malloc(len + 1);
-  char *o = text + strlen(head);
-  memcpy(text, head, strlen(head));
-  for (uint32_t i = 0; i < count; i++, o += 3) memcpy(o, i + 1 < count ? "{}," : "{}]", 3);
-  *o++ = '}';
-  assert_int_equal((size_t)(o - text), len - 1 + (count == 0 ? 0 : 0));
+  size_t element_len = strlen(element);
+  size_t cap = strlen(head) + (size_t)count * (element_len + 1) + 3;
+  char *text = malloc(cap);
+  size_t len = strlen(head);
+  memcpy(text, head, len);
+  for (uint32_t i = 0; i < count; i++) {
+    if (i > 0) text[len++] = ',';
+    memcpy(text + len, element, element_len);
+    len += element_len;
+  }
+  memcpy(text + len, "]}", 2);
+  len += 2;
+  assert_true(len < cap);
   cs_pack_trailer t = {.major_version = 1,
-                       .object_size = 64 + (uint64_t)(o - text) + 64,
+                       .object_size = 64 + (uint64_t)len + 64,
                        .footer_offset = 64,
-                       .footer_length = (uint64_t)(o - text)};
-  t.footer_crc32 = (uint32_t)crc32_z(0, (const uint8_t *)text, (size_t)(o - text));
+                       .footer_length = (uint64_t)len};
+  t.footer_crc32 = (uint32_t)crc32_z(0, (const uint8_t *)text, len);
   cs_pack_footer f;
   cs_pack_error err;
   memset(&err, 0, sizeof err);
-  int rc = cs_pack_footer_parse(&t, (const uint8_t *)text, (size_t)(o - text), &f, &err);
+  int rc = cs_pack_footer_parse(&t, (const uint8_t *)text, len, &f, &err);
   if (rc == CS_E_OK) cs_pack_footer_free(&f);
   free(text);
   return err;
 }
 
+/* The record limit, on both sides, from a footer of null records (cheap to parse). */
 static void test_too_many_records(void **state) {
   (void)state;
-  cs_pack_error err = footer_of_empty_records(CS_PACK_RECORDS_MAX + 1);
+  cs_pack_error err = footer_of_records(CS_PACK_RECORDS_MAX + 1, "null");
   tp_expect(err, CS_PACK_E_TOO_MANY_RECORDS, "1000001 records, over the limit of 1000000");
-  err = footer_of_empty_records(CS_PACK_RECORDS_MAX);
-  tp_expect(err, CS_PACK_E_KEY_MISSING, "footer records[0]: required key \"checksum\"");
+  err = footer_of_records(CS_PACK_RECORDS_MAX, "null");
+  tp_expect(err, CS_PACK_E_FIELD_TYPE, "footer records[0] is not an object");
+}
+
+/*
+ * Footers of many small values are refused before jansson builds a tree (the
+ * tree of [{},{},...] costs about 80 times the text): without the bound, a
+ * 3 MB footer of empty objects took 240 MB, and a 64 MiB one about 5 GB.
+ */
+static void test_footer_cost_bound(void **state) {
+  (void)state;
+  const char *worst[] = {"{}", "[]", "{\"a\":[]}", "[[[[[]]]]]", "0", "\"\""};
+  for (size_t i = 0; i < sizeof worst / sizeof worst[0]; i++) {
+    cs_pack_error err = footer_of_records(CS_PACK_RECORDS_MAX, worst[i]);
+    tp_expect(err, CS_PACK_E_FOOTER_COMPLEX, "over the limit of 16 x its length");
+    assert_int_equal(err.offset, 64);
+  }
+  /* Small footers of the same shapes fit in the slack, and fail on their fields. */
+  tp_expect(footer_of_records(100, "{}"), CS_PACK_E_KEY_MISSING, "required key \"checksum\"");
 }
 
 static void test_non_canonical_footer_is_read(void **state) {
@@ -512,9 +583,11 @@ int main(void) {
       cmocka_unit_test(test_shape_length),
       cmocka_unit_test(test_codec),
       cmocka_unit_test(test_footer_json),
+      cmocka_unit_test(test_footer_unknown_keys_ignored),
       cmocka_unit_test(test_footer_keys),
       cmocka_unit_test(test_field_types),
       cmocka_unit_test(test_too_many_records),
+      cmocka_unit_test(test_footer_cost_bound),
       cmocka_unit_test(test_non_canonical_footer_is_read),
       cmocka_unit_test(test_json_error_offset_after_big_integer),
       cmocka_unit_test(test_streaming_verifier),

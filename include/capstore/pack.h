@@ -34,6 +34,13 @@ extern "C" {
 #define CS_PACK_ALIGNMENT 64u
 #define CS_PACK_FOOTER_BYTES_MAX (64u * 1024u * 1024u)
 #define CS_PACK_RECORDS_MAX 1000000u
+/*
+ * Parsing a footer of L bytes may cost at most FACTOR x L + SLACK bytes of
+ * JSON tree (an upper estimate, computed before the tree is built); a footer
+ * over it is refused as FOOTER_COMPLEX. Writers' footers cost 7-15 x L.
+ */
+#define CS_PACK_FOOTER_COST_FACTOR 16u
+#define CS_PACK_FOOTER_COST_SLACK (1024u * 1024u)
 #define CS_PACK_TEXT_BYTES_MAX 512u
 #define CS_PACK_RANK_MAX 32u
 #define CS_PACK_DIM_MAX 2147483647u
@@ -131,7 +138,7 @@ typedef enum cs_pack_error_kind {
   CS_PACK_E_TOO_MANY_RECORDS,   /* over 1,000,000 records (or the writer's lower limit) */
   CS_PACK_E_FOOTER_CRC,         /* footer CRC-32 mismatch */
   CS_PACK_E_FOOTER_JSON,        /* footer is not valid JSON (or has duplicate keys) */
-  CS_PACK_E_KEY_UNKNOWN,        /* a footer object has a key the format does not define */
+  CS_PACK_E_KEY_UNKNOWN,        /* a spec object has a key the format does not define */
   CS_PACK_E_KEY_MISSING,        /* a footer object lacks a required key */
   CS_PACK_E_FIELD_TYPE,         /* a footer value has the wrong JSON type */
   CS_PACK_E_FIELD_RANGE,        /* a value is out of its range (descriptor or footer) */
@@ -143,6 +150,7 @@ typedef enum cs_pack_error_kind {
   CS_PACK_E_SHA256,             /* trailer SHA-256 mismatch */
   CS_PACK_E_KEY_FIELDS,         /* records disagree on tenant, session or rank */
   CS_PACK_E_KEY_TOO_LONG,       /* the object key would exceed CS_KEY_MAX */
+  CS_PACK_E_FOOTER_COMPLEX,     /* the footer's JSON would cost more memory than its bound */
   CS_PACK_E_KIND_COUNT_
 } cs_pack_error_kind;
 
@@ -328,10 +336,15 @@ typedef struct cs_pack_footer {
 /*
  * Parses and validates the footer bytes [trailer->footer_offset,
  * +footer_length). Never needs a payload byte. Refuses FOOTER_CRC,
- * FOOTER_JSON, KEY_UNKNOWN, KEY_MISSING, FIELD_TYPE, FIELD_RANGE, CODEC,
+ * FOOTER_COMPLEX (the JSON would cost more than CS_PACK_FOOTER_COST_FACTOR x
+ * its length + 1 MiB to parse; checked before any tree is built),
+ * FOOTER_JSON, KEY_MISSING, FIELD_TYPE, FIELD_RANGE, CODEC,
  * SHAPE_LENGTH, MISMATCH (versions differ from the trailer's),
  * TOO_MANY_RECORDS, DUPLICATE_ID and the layout kinds (OFFSET_LOW, ALIGNMENT,
- * RECORD_ORDER, GAP, RECORD_INTO_FOOTER). On success the caller owns *out and
+ * RECORD_ORDER, GAP, RECORD_INTO_FOOTER). Keys the format does not define
+ * are ignored at every level (a newer writer's additions), whatever their
+ * values; duplicate keys are refused. NO_MEMORY means the process ran out of
+ * memory, never that the footer is bad. On success the caller owns *out and
  * releases it with cs_pack_footer_free; on failure *out is left empty.
  */
 int cs_pack_footer_parse(const cs_pack_trailer *trailer, const uint8_t *bytes, size_t length,

@@ -41,6 +41,7 @@ static const char *const kind_names[CS_PACK_E_KIND_COUNT_] = {
     [CS_PACK_E_SHA256] = "sha256",
     [CS_PACK_E_KEY_FIELDS] = "key_fields",
     [CS_PACK_E_KEY_TOO_LONG] = "key_too_long",
+    [CS_PACK_E_FOOTER_COMPLEX] = "footer_complex",
 };
 
 const char *cs_pack_error_kind_name(cs_pack_error_kind kind) {
@@ -62,6 +63,7 @@ int pk_code(cs_pack_error_kind kind) {
   case CS_PACK_E_NEWER_MINOR:
   case CS_PACK_E_CODEC: return CS_E_UNSUPPORTED;
   case CS_PACK_E_FOOTER_TOO_LARGE:
+  case CS_PACK_E_FOOTER_COMPLEX:
   case CS_PACK_E_TOO_MANY_RECORDS:
   case CS_PACK_E_KEY_TOO_LONG: return CS_E_TOO_LARGE;
   case CS_PACK_E_FOOTER_JSON:

@@ -1,6 +1,8 @@
 /*
  * The footer: parsed from its bytes alone (with the trailer for context),
- * never touching a payload. Validation order: CRC, JSON, top-level fields,
+ * never touching a payload. Keys the format does not define are ignored (a
+ * newer writer's additions), as DMI's reader does; duplicate keys are not.
+ * Validation order: CRC, the JSON's cost bound, JSON, top-level fields,
  * each record (keys, types, ranges, shape x dtype = length), the layout of
  * all records against the footer offset, then duplicate capture ids.
  */
@@ -155,7 +157,7 @@ static int parse_records(const pk_json_doc *doc, const json_t *root, pk_arena *a
     }
     char path[32];
     snprintf(path, sizeof path, "footer records[%zu]", i);
-    pk_jin_ctx ctx = {.doc = doc, .record = (uint32_t)i, .path = path};
+    pk_jin_ctx ctx = {.doc = doc, .record = (uint32_t)i, .path = path, .ignore_unknown = true};
     memset(&out->records[i], 0, sizeof out->records[i]);
     int rc = parse_record(&ctx, json_array_get(records, i), arena, &out->records[i], err);
     if (rc != CS_E_OK) return rc;
@@ -251,7 +253,8 @@ static int footer_from_bytes(const cs_pack_trailer *trailer, const uint8_t *byte
   pk_json_doc doc;
   int rc = pk_jin_load(bytes, length, trailer->footer_offset, "footer", &doc, err);
   if (rc != CS_E_OK) return rc;
-  pk_jin_ctx ctx = {.doc = &doc, .record = CS_PACK_NO_RECORD, .path = "footer"};
+  pk_jin_ctx ctx = {
+      .doc = &doc, .record = CS_PACK_NO_RECORD, .path = "footer", .ignore_unknown = true};
   rc = parse_top(&ctx, doc.root, trailer, out, err);
   if (rc == CS_E_OK) rc = parse_records(&doc, doc.root, out->storage_, out, err);
   pk_jin_free(&doc);

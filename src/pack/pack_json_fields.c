@@ -11,22 +11,35 @@ typedef struct jin_int {
   uint64_t magnitude;
 } jin_int;
 
-static bool jin_int_of(const pk_json_doc *doc, json_t *value, jin_int *out) {
+/* What a JSON value holds, read as an integer. */
+typedef enum jin_int_status {
+  JIN_INT_OK,
+  JIN_INT_NOT_NUMBER,
+  JIN_INT_REAL,         /* a number with a fraction or an exponent */
+  JIN_INT_OUT_OF_RANGE, /* an integer beyond -2^63 .. 2^64-1 */
+} jin_int_status;
+
+static jin_int_status jin_int_of(const pk_json_doc *doc, json_t *value, jin_int *out,
+                                 uint64_t *offset) {
   if (json_is_integer(value)) {
     json_int_t v = json_integer_value(value);
     out->negative = v < 0;
     out->magnitude = v < 0 ? (uint64_t)(-(v + 1)) + 1u : (uint64_t)v;
-    return true;
+    return JIN_INT_OK;
   }
-  if (!json_is_real(value)) return false;
-  /* Every real in the tree is a placeholder: pk_jin_load refused genuine ones. */
+  if (!json_is_real(value)) return JIN_INT_NOT_NUMBER;
+  /* Every real in the tree is a placeholder "<k>.5" pk_jin_load put there. */
   double d = json_real_value(value);
-  assert(d >= 0.5 && d < (double)doc->big_count);
+  assert(d >= 0.5 && d < (double)doc->number_count);
   size_t k = (size_t)d;
-  assert(k < doc->big_count && (double)k + 0.5 == d);
+  assert(k < doc->number_count && (double)k + 0.5 == d);
+  const pk_jin_number *number = &doc->numbers[k];
+  *offset = number->original_start;
+  if (number->kind == PK_JIN_REAL) return JIN_INT_REAL;
+  if (number->kind == PK_JIN_OUT_OF_RANGE) return JIN_INT_OUT_OF_RANGE;
   out->negative = false;
-  out->magnitude = doc->big[k];
-  return true;
+  out->magnitude = number->value;
+  return JIN_INT_OK;
 }
 
 /* A key as printable ASCII for messages, cut short when long. */
@@ -58,7 +71,7 @@ int pk_jin_keys(const pk_jin_ctx *ctx, const json_t *object_in, const char *cons
   for (void *it = json_object_iter(object); it != NULL; it = json_object_iter_next(object, it)) {
     const char *key = json_object_iter_key(it);
     size_t len = json_object_iter_key_len(it);
-    if (name_known(key, len, names, name_count)) continue;
+    if (ctx->ignore_unknown || name_known(key, len, names, name_count)) continue;
     char shown[40];
     printable_key(key, len, shown, sizeof shown);
     return pk_fail(err, CS_PACK_E_KEY_UNKNOWN, ctx->record, CS_PACK_NO_OFFSET, shown,
@@ -81,8 +94,19 @@ static int type_error(const pk_jin_ctx *ctx, const char *key, const char *wanted
 /* An integer in lo_negative/lo .. hi, as a jin_int; FIELD_TYPE or FIELD_RANGE. */
 static int get_int(const pk_jin_ctx *ctx, json_t *value, const char *key, uint64_t low_magnitude,
                    bool low_negative, uint64_t high, jin_int *out, cs_pack_error *err) {
-  if (value == NULL || !jin_int_of(ctx->doc, value, out)) {
-    return type_error(ctx, key, "an integer", err);
+  uint64_t at = CS_PACK_NO_OFFSET;
+  jin_int_status status = value == NULL ? JIN_INT_NOT_NUMBER
+                                        : jin_int_of(ctx->doc, value, out, &at);
+  if (status == JIN_INT_NOT_NUMBER) return type_error(ctx, key, "an integer", err);
+  if (status == JIN_INT_REAL) {
+    return pk_fail(err, CS_PACK_E_FIELD_TYPE, ctx->record, at, key,
+                   "%s: field %s is not an integer: the number at offset %llu has a fraction "
+                   "or an exponent", ctx->path, key, (unsigned long long)at);
+  }
+  if (status == JIN_INT_OUT_OF_RANGE) {
+    return pk_fail(err, CS_PACK_E_FIELD_RANGE, ctx->record, at, key,
+                   "%s: field %s is outside -2^63 .. 2^64-1 (the integer at offset %llu)",
+                   ctx->path, key, (unsigned long long)at);
   }
   bool below = out->negative ? (!low_negative || out->magnitude > low_magnitude)
                              : (!low_negative && out->magnitude < low_magnitude);

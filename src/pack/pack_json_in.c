@@ -1,5 +1,9 @@
-/* Reading JSON with jansson, with u64 integers above 2^63-1 carried beside it. */
+/*
+ * Reading JSON with jansson: a scan of the text first (numbers jansson cannot
+ * hold, and the memory the tree would cost), then the tree.
+ */
 #include <assert.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,35 +12,83 @@
 
 #define INT64_LIMIT UINT64_C(9223372036854775807)
 
+/*
+ * Upper bounds, in bytes, of what jansson 2.14 allocates per token on a
+ * 64-bit glibc system, allocator overhead included (measured with a counting
+ * allocator; unit.test_pack_json_cost checks that the estimate stays above
+ * what jansson really allocates, for the worst shapes and for writers'
+ * footers). An object is its struct and first hash table; a pair its entry,
+ * key copy and share of the table's doubling; an element its share of an
+ * array's doubling; the longest token is held up to three times by the
+ * lexer's buffer while it grows.
+ */
+enum {
+  COST_BASE = 4096,
+  COST_OBJECT = 256,
+  COST_ARRAY = 160,
+  COST_PAIR = 112,   /* plus the key's length */
+  COST_STRING = 80,  /* plus the string's length */
+  COST_NUMBER = 32,
+  COST_ELEMENT = 24, /* each value after the first in a container */
+  COST_TOKEN_COPIES = 3,
+};
+
 typedef struct scan_state {
   const uint8_t *in;
   size_t len;
   pk_buf out;        /* the rewritten text, begun at the first placeholder */
   size_t copied;     /* bytes of in already copied into out */
   bool rewriting;
+  uint64_t cost;     /* estimated bytes of the tree */
+  size_t longest;    /* the longest string or number token */
 } scan_state;
 
 static bool is_number_char(uint8_t c) {
   return (c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E';
 }
 
-static bool big_push(pk_json_doc *doc, uint64_t value, uint64_t rewritten_end,
-                     uint64_t original_end) {
-  if (doc->big_count == doc->big_cap) {
-    size_t cap = doc->big_cap == 0 ? 16 : doc->big_cap * 2;
-    uint64_t *a = realloc(doc->big, cap * sizeof *a);
-    if (a != NULL) doc->big = a;
-    uint64_t *b = realloc(doc->big_rewritten, cap * sizeof *b);
-    if (b != NULL) doc->big_rewritten = b;
-    uint64_t *c = realloc(doc->big_original, cap * sizeof *c);
-    if (c != NULL) doc->big_original = c;
-    if (a == NULL || b == NULL || c == NULL) return false;
-    doc->big_cap = cap;
+static bool is_digit(uint8_t c) { return c >= '0' && c <= '9'; }
+
+/* Digits from *i on; false when there is none. */
+static bool skip_digits(const uint8_t *t, size_t len, size_t *i) {
+  size_t start = *i;
+  while (*i < len && is_digit(t[*i])) (*i)++;
+  return *i > start;
+}
+
+/*
+ * Whether t[0, len) is a JSON number (RFC 8259 §6), and if so whether it has
+ * a fraction or an exponent.
+ */
+static bool number_syntax(const uint8_t *t, size_t len, bool *is_real) {
+  size_t i = 0;
+  if (i < len && t[i] == '-') i++;
+  if (i < len && t[i] == '0') i++;
+  else if (!skip_digits(t, len, &i)) return false;
+  *is_real = false;
+  if (i < len && t[i] == '.') {
+    i++;
+    if (!skip_digits(t, len, &i)) return false;
+    *is_real = true;
   }
-  doc->big[doc->big_count] = value;
-  doc->big_rewritten[doc->big_count] = rewritten_end;
-  doc->big_original[doc->big_count] = original_end;
-  doc->big_count++;
+  if (i < len && (t[i] == 'e' || t[i] == 'E')) {
+    i++;
+    if (i < len && (t[i] == '+' || t[i] == '-')) i++;
+    if (!skip_digits(t, len, &i)) return false;
+    *is_real = true;
+  }
+  return i == len;
+}
+
+static bool number_push(pk_json_doc *doc, pk_jin_number number) {
+  if (doc->number_count == doc->number_cap) {
+    size_t cap = doc->number_cap == 0 ? 16 : doc->number_cap * 2;
+    pk_jin_number *grown = realloc(doc->numbers, cap * sizeof *grown);
+    if (grown == NULL) return false;
+    doc->numbers = grown;
+    doc->number_cap = cap;
+  }
+  doc->numbers[doc->number_count++] = number;
   return true;
 }
 
@@ -52,91 +104,116 @@ static bool parse_magnitude(const uint8_t *digits, size_t count, uint64_t *out) 
   return true;
 }
 
-/* Replaces in[start, end) (an integer above 2^63-1) by the placeholder "<k>.5". */
-static int substitute(scan_state *s, pk_json_doc *doc, size_t start, size_t end, uint64_t value,
-                      cs_pack_error *err) {
+static int no_memory(const pk_json_doc *doc, cs_pack_error *err) {
+  return pk_fail(err, CS_PACK_E_NO_MEMORY, CS_PACK_NO_RECORD, CS_PACK_NO_OFFSET, "",
+                 "%s: allocation failed while reading numbers", doc->what);
+}
+
+/* Replaces in[start, end) by the placeholder "<k>.5", k naming its entry. */
+static int substitute(scan_state *s, pk_json_doc *doc, size_t start, size_t end,
+                      pk_jin_number_kind kind, uint64_t value, cs_pack_error *err) {
   pk_buf_put(&s->out, s->in + s->copied, start - s->copied);
-  pk_buf_put_u64(&s->out, doc->big_count);
+  pk_buf_put_u64(&s->out, doc->number_count);
   pk_buf_put(&s->out, ".5", 2);
   s->copied = end;
   s->rewriting = true;
-  if (s->out.failed || !big_push(doc, value, s->out.len, end)) {
-    return pk_fail(err, CS_PACK_E_NO_MEMORY, CS_PACK_NO_RECORD, CS_PACK_NO_OFFSET, "",
-                   "%s: allocation failed while reading integers", doc->what);
-  }
+  pk_jin_number number = {.kind = kind,
+                          .value = value,
+                          .rewritten_end = s->out.len,
+                          .original_end = end,
+                          .original_start = doc->base_offset + start};
+  if (s->out.failed || !number_push(doc, number)) return no_memory(doc, err);
   return CS_E_OK;
 }
 
-/* Classifies the number token in[start, end): refuse, leave, or substitute. */
+/*
+ * Classifies the number token in[start, end): leave it (jansson holds it, or
+ * refuses its syntax), or substitute a placeholder for a real or an integer
+ * beyond what jansson holds.
+ */
 static int scan_number(scan_state *s, pk_json_doc *doc, size_t start, size_t end,
                        cs_pack_error *err) {
   const uint8_t *token = s->in + start;
   size_t len = end - start;
-  uint64_t at = doc->base_offset + start;
-  for (size_t i = 0; i < len; i++) {
-    if (token[i] == '.' || token[i] == 'e' || token[i] == 'E') {
-      return pk_fail(err, CS_PACK_E_FIELD_TYPE, CS_PACK_NO_RECORD, at, "",
-                     "%s: the number at offset %llu is not an integer; no field of the "
-                     "format holds a fraction or an exponent",
-                     doc->what, (unsigned long long)at);
-    }
-  }
+  bool is_real = false;
+  if (!number_syntax(token, len, &is_real)) return CS_E_OK; /* jansson names the error */
+  if (is_real) return substitute(s, doc, start, end, PK_JIN_REAL, 0, err);
   bool negative = token[0] == '-';
   const uint8_t *digits = token + (negative ? 1 : 0);
   size_t count = len - (negative ? 1 : 0);
-  for (size_t i = 0; i < count; i++) {
-    if (digits[i] < '0' || digits[i] > '9') return CS_E_OK; /* not a number: jansson refuses */
-  }
-  if (count == 0 || (count > 1 && digits[0] == '0')) return CS_E_OK;
   uint64_t magnitude = 0;
   if (!parse_magnitude(digits, count, &magnitude) ||
       (negative && magnitude > INT64_LIMIT + 1)) {
-    return pk_fail(err, CS_PACK_E_FIELD_RANGE, CS_PACK_NO_RECORD, at, "",
-                   "%s: the integer at offset %llu is outside -2^63 .. 2^64-1", doc->what,
-                   (unsigned long long)at);
+    return substitute(s, doc, start, end, PK_JIN_OUT_OF_RANGE, 0, err);
   }
   if (negative || magnitude <= INT64_LIMIT) return CS_E_OK;
-  return substitute(s, doc, start, end, magnitude, err);
+  return substitute(s, doc, start, end, PK_JIN_BIG, magnitude, err);
 }
 
-/* Walks the text outside strings and handles every number token. */
+static void note_token(scan_state *s, size_t len) {
+  if (len > s->longest) s->longest = len;
+}
+
+/* Walks the text: numbers outside strings, and the cost of every token. */
 static int prescan(scan_state *s, pk_json_doc *doc, cs_pack_error *err) {
-  bool in_string = false;
   size_t i = 0;
   while (i < s->len) {
     uint8_t c = s->in[i];
-    if (in_string) {
-      if (c == '\\') i++;
-      else if (c == '"') in_string = false;
-      i++;
-    } else if (c == '"') {
-      in_string = true;
-      i++;
-    } else if (c == '-' || (c >= '0' && c <= '9')) {
+    if (c == '"') {
+      size_t end = i + 1;
+      while (end < s->len && s->in[end] != '"') end += s->in[end] == '\\' ? 2 : 1;
+      size_t body = (end < s->len ? end : s->len) - i - 1;
+      s->cost += COST_STRING + body;
+      note_token(s, body);
+      i = end + 1;
+    } else if (c == '-' || is_digit(c)) {
       size_t end = i + 1;
       while (end < s->len && is_number_char(s->in[end])) end++;
       int rc = scan_number(s, doc, i, end, err);
       if (rc != CS_E_OK) return rc;
+      s->cost += COST_NUMBER;
+      note_token(s, end - i);
       i = end;
     } else {
+      /* A key was counted as a string: ':' turns it into a pair. */
+      if (c == '{') s->cost += COST_OBJECT;
+      else if (c == '[') s->cost += COST_ARRAY;
+      else if (c == ':') s->cost += COST_PAIR - COST_STRING;
+      else if (c == ',') s->cost += COST_ELEMENT;
       i++;
     }
   }
   if (s->rewriting) pk_buf_put(&s->out, s->in + s->copied, s->len - s->copied);
-  if (s->out.failed) {
-    return pk_fail(err, CS_PACK_E_NO_MEMORY, CS_PACK_NO_RECORD, CS_PACK_NO_OFFSET, "",
-                   "%s: allocation failed while reading integers", doc->what);
-  }
+  if (s->out.failed) return no_memory(doc, err);
+  s->cost += COST_BASE + (uint64_t)COST_TOKEN_COPIES * s->longest;
   return CS_E_OK;
 }
 
 /* Maps a position in the rewritten text back to the original text. */
 static uint64_t original_position(const pk_json_doc *doc, uint64_t position) {
   uint64_t shift = 0;
-  for (size_t k = 0; k < doc->big_count && doc->big_rewritten[k] <= position; k++) {
-    shift = doc->big_original[k] - doc->big_rewritten[k];
+  for (size_t k = 0; k < doc->number_count && doc->numbers[k].rewritten_end <= position; k++) {
+    shift = doc->numbers[k].original_end - doc->numbers[k].rewritten_end;
   }
   return position + shift;
+}
+
+int pk_jin_cost(const uint8_t *text, size_t len, uint64_t *cost, cs_pack_error *err) {
+  assert(cost != NULL && (text != NULL || len == 0));
+  pk_json_doc doc = {.what = "JSON"};
+  scan_state s = {.in = text, .len = len};
+  int rc = prescan(&s, &doc, err);
+  *cost = s.cost;
+  pk_buf_free(&s.out);
+  pk_jin_free(&doc);
+  return rc;
+}
+
+/* Called through a volatile pointer so that no compiler elides the probe's malloc and free. */
+static void *(*volatile probe_malloc)(size_t) = malloc;
+
+uint64_t pk_jin_cost_limit(size_t len) {
+  return (uint64_t)CS_PACK_FOOTER_COST_FACTOR * len + CS_PACK_FOOTER_COST_SLACK;
 }
 
 int pk_jin_load(const uint8_t *text, size_t len, uint64_t base_offset, const char *what,
@@ -147,20 +224,54 @@ int pk_jin_load(const uint8_t *text, size_t len, uint64_t base_offset, const cha
   out->what = what;
   scan_state s = {.in = text, .len = len};
   int rc = prescan(&s, out, err);
+  out->cost = s.cost;
+  if (rc == CS_E_OK && s.cost > pk_jin_cost_limit(len)) {
+    rc = pk_fail(err, CS_PACK_E_FOOTER_COMPLEX, CS_PACK_NO_RECORD, base_offset, "",
+                 "%s: its %zu bytes of JSON would cost about %llu bytes of memory to parse, "
+                 "over the limit of %u x its length + %u (too many small values)",
+                 what, len, (unsigned long long)s.cost, CS_PACK_FOOTER_COST_FACTOR,
+                 CS_PACK_FOOTER_COST_SLACK);
+  }
   if (rc != CS_E_OK) {
     pk_buf_free(&s.out);
     pk_jin_free(out);
     return rc;
   }
+  /*
+   * jansson 2.14 is not safe when an allocation fails mid-parse (a failed
+   * string allocation can end in a NULL dereference; its lexer also drops
+   * failures of its buffer), so the memory the tree may take is asked for,
+   * untouched, before it starts: where it is not there, the answer is
+   * NO_MEMORY and jansson never runs short.
+   */
+  void *probe = probe_malloc((size_t)s.cost);
+  if (probe == NULL) {
+    pk_buf_free(&s.out);
+    pk_jin_free(out);
+    return pk_fail(err, CS_PACK_E_NO_MEMORY, CS_PACK_NO_RECORD, CS_PACK_NO_OFFSET, "",
+                   "%s: out of memory: parsing %zu bytes of JSON may take %llu bytes", what,
+                   len, (unsigned long long)s.cost);
+  }
+  free(probe);
   const char *parse_text = s.rewriting ? (const char *)s.out.data : (const char *)text;
   size_t parse_len = s.rewriting ? s.out.len : len;
   json_error_t jerr;
+  errno = 0; /* malloc sets ENOMEM; jansson sometimes reports its failure as a syntax error */
   out->root = json_loadb(parse_text == NULL ? "" : parse_text, parse_len,
                          JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
+  bool short_of_memory = errno == ENOMEM;
   pk_buf_free(&s.out);
   if (out->root == NULL) {
     uint64_t at = base_offset + original_position(out, (uint64_t)(jerr.position < 0 ? 0 : jerr.position));
     pk_jin_free(out);
+    if (short_of_memory || json_error_code(&jerr) == json_error_out_of_memory ||
+        jerr.text[0] == '\0') {
+      /* The process is short of memory (jansson says nothing when its first
+         allocation fails, and a syntax error when one in its lexer does); the
+         text may be perfectly good. */
+      return pk_fail(err, CS_PACK_E_NO_MEMORY, CS_PACK_NO_RECORD, CS_PACK_NO_OFFSET, "",
+                     "%s: out of memory while parsing %zu bytes of JSON", what, len);
+    }
     return pk_fail(err, CS_PACK_E_FOOTER_JSON, CS_PACK_NO_RECORD, at, "",
                    "%s: invalid JSON near offset %llu: %s", what, (unsigned long long)at,
                    jerr.text);
@@ -171,8 +282,6 @@ int pk_jin_load(const uint8_t *text, size_t len, uint64_t base_offset, const cha
 void pk_jin_free(pk_json_doc *doc) {
   assert(doc != NULL);
   json_decref(doc->root);
-  free(doc->big);
-  free(doc->big_rewritten);
-  free(doc->big_original);
+  free(doc->numbers);
   memset(doc, 0, sizeof *doc);
 }
