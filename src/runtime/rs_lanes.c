@@ -186,9 +186,11 @@ static int footer_read(footer_source *src, uint64_t size, cs_pack_footer *footer
   }
   int rc = src->read(src, bytes, trailer.footer_length, trailer.footer_offset, "footer");
   if (rc != CS_E_OK) snprintf(msg, msg_size, "%s", src->why);
-  if (rc == CS_E_OK && cs_pack_footer_parse(&trailer, bytes, trailer.footer_length, footer, &err) != CS_E_OK) {
-    snprintf(msg, msg_size, "footer: %.120s", err.message);
-    rc = CS_E_CORRUPT;
+  if (rc == CS_E_OK) {
+    int parsed = cs_pack_footer_parse(&trailer, bytes, trailer.footer_length, footer, &err);
+    if (parsed != CS_E_OK) snprintf(msg, msg_size, "footer: %.120s", err.message);
+    /* Short of memory is the process's state, not the pack's: retried, never set aside. */
+    if (parsed != CS_E_OK) rc = parsed == CS_E_NO_MEMORY ? CS_E_NO_MEMORY : CS_E_CORRUPT;
   }
   free(bytes);
   if (footer_len != NULL) *footer_len = trailer.footer_length;
