@@ -49,6 +49,13 @@ if(Python3_Interpreter_FOUND)
     COMMAND Python3::Interpreter ${CMAKE_CURRENT_SOURCE_DIR}/pack_ref/compat_test.py
             $<TARGET_FILE:capstore_cli> ${CMAKE_CURRENT_BINARY_DIR}/pack_compat)
   set_tests_properties(pack.compat PROPERTIES LABELS pack TIMEOUT 300)
+  # The object key's date against Python's datetime, DMI's rule (tests/pack_key_dates.c).
+  add_executable(pack_key_dates ${CMAKE_CURRENT_SOURCE_DIR}/pack_key_dates.c)
+  target_link_libraries(pack_key_dates PRIVATE capstore)
+  add_test(NAME pack.key_dates
+    COMMAND Python3::Interpreter ${CMAKE_CURRENT_SOURCE_DIR}/pack_ref/key_date_test.py
+            $<TARGET_FILE:pack_key_dates>)
+  set_tests_properties(pack.key_dates PROPERTIES LABELS pack TIMEOUT 300)
 else()
   message(WARNING "python3 not found: the pack compatibility test is not registered")
 endif()

@@ -201,6 +201,13 @@ typedef struct cs_pack_writer_config {
    * false (the default): the writer hashes and cs_pack_writer_finish ends it.
    */
   bool hash_elsewhere;
+  /*
+   * true: records may differ from the first in tenant_id, session_id and
+   * producer_rank, as DMI's writer allows (the object key names the first
+   * record's). false (the default): such a record is refused (KEY_FIELDS),
+   * so a pack holds one tenant, session and rank, as the capture runtime writes.
+   */
+  bool mixed_keys;
 } cs_pack_writer_config;
 
 typedef struct cs_pack_writer cs_pack_writer;
@@ -230,7 +237,7 @@ int cs_pack_writer_open(const cs_pack_writer_config *config, cs_pack_writer **ou
  * Starts a record of exactly `length` payload bytes. Validates the descriptor
  * (FIELD_RANGE, SHAPE_LENGTH), the capture id's uniqueness (DUPLICATE_ID),
  * agreement with the first record on tenant_id, session_id and producer_rank
- * (KEY_FIELDS: the object key names them), the record and footer limits
+ * unless config.mixed_keys (KEY_FIELDS), the record and footer limits
  * (TOO_MANY_RECORDS, FOOTER_TOO_LARGE). A refused record leaves nothing
  * written and the writer usable. The writer copies what it needs from meta.
  */
@@ -388,12 +395,16 @@ int cs_pack_verify_buffer(const uint8_t *object, size_t size, cs_pack_summary *s
 
 /* ---- Object key and object metadata ---------------------------------------- */
 
-/* What the object key is made of. */
+/*
+ * What the object key is made of: the first record's tenant, session, rank
+ * and captured_at_ns (the date segment, DMI's rule; not the pack's
+ * created_at_ns), and the pack id.
+ */
 typedef struct cs_pack_key_fields {
   cs_pack_text tenant_id;
   cs_pack_text session_id;
   uint32_t producer_rank;
-  uint64_t created_at_ns;
+  uint64_t captured_at_ns;
   cs_uuid pack_id;
 } cs_pack_key_fields;
 
@@ -409,17 +420,24 @@ int cs_pack_key_segment(const char *value, size_t len, char *out, size_t out_siz
 
 /*
  * "<prefix>v1/tenant=<t>/date=<yyyy-mm-dd>/session=<s>/rank=<r>/<pack_id>.dmi-pack"
- * into out[CS_KEY_MAX], NUL-terminated. prefix is empty or ends with '/'
- * (ARGUMENT otherwise); KEY_TOO_LONG when the key would not fit.
+ * into out[CS_KEY_MAX], NUL-terminated. The date is the UTC day of
+ * captured_at_ns exactly as DMI computes it (through a double number of
+ * seconds rounded to microseconds, so the last 500 to 1,024 ns of a UTC day
+ * name the next day; docs/format.md section 6). prefix is empty or ends with
+ * '/' (ARGUMENT otherwise); KEY_TOO_LONG when the key would not fit.
  */
 int cs_pack_object_key(const char *prefix, size_t prefix_len, const cs_pack_key_fields *fields,
                        char out[CS_KEY_MAX], size_t *out_len, cs_pack_error *err);
 
-/* The key fields of a footer: STATE for a pack without records, KEY_FIELDS when records disagree. */
+/*
+ * The key fields of a footer: its first record's (a pack whose records mix
+ * tenants, sessions or ranks, as DMI writes them, is named by its first
+ * record); STATE for a pack without records.
+ */
 int cs_pack_footer_key_fields(const cs_pack_footer *footer, cs_pack_key_fields *out,
                               cs_pack_error *err);
 
-/* The key fields of a writer (valid until it is freed); STATE before the first record. */
+/* The key fields of a writer: its first record's (valid until it is freed); STATE before the first record. */
 int cs_pack_writer_key_fields(const cs_pack_writer *writer, cs_pack_key_fields *out,
                               cs_pack_error *err);
 

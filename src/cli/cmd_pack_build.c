@@ -246,7 +246,7 @@ static int read_spec_config(build_ctx *b, cs_pack_writer_config *config) {
 
 /* Writes the whole pack into out; CLI_EXIT_OK once finished. */
 static int build_into(build_ctx *b, FILE *out) {
-  cs_pack_writer_config config = {.write = write_file, .write_context = out};
+  cs_pack_writer_config config = {.write = write_file, .write_context = out, .mixed_keys = true};
   int status = read_spec_config(b, &config);
   if (status != CLI_EXIT_OK) return status;
   if (cs_pack_writer_open(&config, &b->writer, &b->err) != CS_E_OK) return pack_error(b);

@@ -8,6 +8,10 @@
  * over 160 bytes, or starts with "sha256-", becomes "sha256-" and the
  * lowercase hex SHA-256 of the raw value bytes, which keeps keys short and
  * makes a value that looks like a hash unable to collide with one.
+ *
+ * The date is the UTC day of the first record's captured_at_ns, computed as
+ * DMI's writer computes it (see dmi_epoch_seconds), so that a pack gets the
+ * same key from either writer: reconcile and dedup go by key.
  */
 #include <assert.h>
 #include <stdio.h>
@@ -92,6 +96,30 @@ static void civil_from_days(uint64_t days, uint32_t *year, uint32_t *month, uint
   *day = (uint32_t)d;
 }
 
+/*
+ * The whole seconds of ns as DMI gets them from
+ * datetime.fromtimestamp(ns / 1e9, tz=timezone.utc): ns is rounded to a
+ * double, divided by 1e9 in doubles, and the fraction is rounded to whole
+ * microseconds half to even (CPython's _PyTime_DoubleToDenominator), a
+ * rounding up to 1,000,000 carrying into the next second. So the last
+ * 500 to 1,024 ns of a second (640 ns from 2006 to 2042: the half
+ * microsecond plus half a double step of the nanoseconds and of the seconds)
+ * give the next second, and at a UTC midnight the next day's date.
+ * volatile keeps each step one IEEE double operation (no fused
+ * multiply-add, no excess precision), as CPython does.
+ */
+static uint64_t dmi_epoch_seconds(uint64_t ns) {
+  volatile double seconds = (double)ns / 1e9;
+  assert(seconds >= 0.0 && seconds < 18446744074.0);
+  uint64_t whole = (uint64_t)seconds;
+  volatile double micros = (seconds - (double)whole) * 1e6; /* the subtraction is exact */
+  uint64_t micros_floor = (uint64_t)micros;
+  double rest = micros - (double)micros_floor; /* exact: micros < 2^20 */
+  bool up = rest > 0.5 || (rest == 0.5 && (micros_floor & 1u) != 0);
+  assert(micros_floor + up <= 1000000u);
+  return whole + (micros_floor + up == 1000000u ? 1u : 0u);
+}
+
 /* Appends text to out[CS_KEY_MAX]; false when it would not fit with its NUL. */
 static bool key_put(char *out, size_t *len, const char *text, size_t text_len) {
   if (text_len >= CS_KEY_MAX - *len) return false;
@@ -120,7 +148,7 @@ int cs_pack_object_key(const char *prefix, size_t prefix_len, const cs_pack_key_
                    "the key prefix must be empty or end with '/' (and contain no NUL)");
   }
   uint32_t year = 0, month = 0, day = 0;
-  civil_from_days(fields->created_at_ns / CS_SEC_NS / 86400u, &year, &month, &day);
+  civil_from_days(dmi_epoch_seconds(fields->captured_at_ns) / 86400u, &year, &month, &day);
   char date[32];
   int date_len = snprintf(date, sizeof date, "/date=%04u-%02u-%02u", year, month, day);
   char rank[16];
@@ -145,10 +173,6 @@ int cs_pack_object_key(const char *prefix, size_t prefix_len, const cs_pack_key_
   return CS_E_OK;
 }
 
-static bool same_text(cs_pack_text a, cs_pack_text b) {
-  return a.len == b.len && memcmp(a.bytes, b.bytes, a.len) == 0;
-}
-
 int cs_pack_footer_key_fields(const cs_pack_footer *footer, cs_pack_key_fields *out,
                               cs_pack_error *err) {
   pk_clear(err);
@@ -157,22 +181,12 @@ int cs_pack_footer_key_fields(const cs_pack_footer *footer, cs_pack_key_fields *
     return pk_fail(err, CS_PACK_E_STATE, CS_PACK_NO_RECORD, CS_PACK_NO_OFFSET, "records",
                    "a pack without records has no object key");
   }
+  /* Later records may name other tenants, sessions or ranks (DMI writes such packs): the first names the pack. */
   const cs_pack_meta *first = &footer->records[0].meta;
-  for (uint32_t i = 1; i < footer->record_count; i++) {
-    const cs_pack_meta *m = &footer->records[i].meta;
-    const char *field = NULL;
-    if (!same_text(m->tenant_id, first->tenant_id)) field = "tenant_id";
-    else if (!same_text(m->session_id, first->session_id)) field = "session_id";
-    else if (m->producer_rank != first->producer_rank) field = "producer_rank";
-    if (field == NULL) continue;
-    return pk_fail(err, CS_PACK_E_KEY_FIELDS, i, CS_PACK_NO_OFFSET, field,
-                   "record %u: field %s differs from record 0's, so no one key names the pack",
-                   i, field);
-  }
   *out = (cs_pack_key_fields){.tenant_id = first->tenant_id,
                               .session_id = first->session_id,
                               .producer_rank = first->producer_rank,
-                              .created_at_ns = footer->created_at_ns,
+                              .captured_at_ns = first->captured_at_ns,
                               .pack_id = footer->pack_id};
   return CS_E_OK;
 }

@@ -35,6 +35,7 @@ struct cs_pack_writer {
   char *session_id;
   size_t session_len;
   uint32_t producer_rank;
+  uint64_t captured_at_ns; /* the first record's: the object key's date */
 };
 
 static const uint8_t zeros[CS_PACK_ALIGNMENT];
@@ -142,10 +143,10 @@ static bool text_equal(cs_pack_text text, const char *bytes, size_t len) {
   return text.len == len && memcmp(text.bytes, bytes, len) == 0;
 }
 
-/* KEY_FIELDS unless meta names the tenant, session and rank of the first record. */
+/* KEY_FIELDS unless meta names the tenant, session and rank of the first record (or mixed_keys). */
 static int check_key_fields(const cs_pack_writer *w, const cs_pack_meta *meta,
                             cs_pack_error *err) {
-  if (w->record_count == 0) return CS_E_OK;
+  if (w->record_count == 0 || w->config.mixed_keys) return CS_E_OK;
   const char *field = NULL;
   if (!text_equal(meta->tenant_id, w->tenant_id, w->tenant_len)) field = "tenant_id";
   else if (!text_equal(meta->session_id, w->session_id, w->session_len)) field = "session_id";
@@ -217,6 +218,7 @@ static bool copy_key_fields(cs_pack_writer *w, const cs_pack_meta *meta) {
   w->tenant_len = meta->tenant_id.len;
   w->session_len = meta->session_id.len;
   w->producer_rank = meta->producer_rank;
+  w->captured_at_ns = meta->captured_at_ns;
   return true;
 }
 
@@ -436,7 +438,7 @@ int cs_pack_writer_key_fields(const cs_pack_writer *w, cs_pack_key_fields *out,
   out->tenant_id = (cs_pack_text){w->tenant_id, w->tenant_len};
   out->session_id = (cs_pack_text){w->session_id, w->session_len};
   out->producer_rank = w->producer_rank;
-  out->created_at_ns = w->config.created_at_ns;
+  out->captured_at_ns = w->captured_at_ns;
   out->pack_id = w->config.pack_id;
   return CS_E_OK;
 }

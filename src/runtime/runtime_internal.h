@@ -163,6 +163,7 @@ typedef struct rt_seal_job {
   uint64_t pack_seq;
   cs_spool_file *file;     /* NULL when the pack has no file */
   cs_pack_summary summary;
+  uint64_t key_captured_at_ns; /* the first record's captured_at_ns: the object key's date */
   int err;                 /* the pack failed before its seal (noted already) */
   bool empty;              /* every record was dropped: no file, nothing to seal */
   uint32_t records;

@@ -264,6 +264,18 @@ static void pack_reset(cs_capture *cap) {
 }
 
 /*
+ * The date of the pack's object key: its first record's captured_at_ns, as
+ * DMI's writer dates it. A pack whose every record the writer refused has no
+ * first record; its creation time stands in.
+ */
+static uint64_t key_date_ns(const cs_capture *cap, const cs_pack_summary *summary) {
+  cs_pack_key_fields fields;
+  cs_pack_error err;
+  if (cs_pack_writer_key_fields(cap->writer, &fields, &err) == CS_E_OK) return fields.captured_at_ns;
+  return summary->created_at_ns;
+}
+
+/*
  * SEAL (worker): finish the pack, hand its last chunk to the writer and the
  * seal after it, so packing the next pack overlaps this one's writes and
  * fsync. Seals are bounded by the core's seals in flight.
@@ -274,6 +286,7 @@ static void handle_seal(cs_capture *cap, const cs_sink_action *action) {
                      .records = cap->pack_records, .dropped = cap->pack_dropped};
   job.empty = job.err == CS_E_OK && cap->writer == NULL; /* every record was dropped (and reported) */
   if (job.err == CS_E_OK && !job.empty) job.err = finish_pack(cap, &job.summary);
+  if (job.err == CS_E_OK && !job.empty) job.key_captured_at_ns = key_date_ns(cap, &job.summary);
   if (job.err == CS_E_OK) chunk_submit(cap);
   cap->chunk_fill = 0; /* a failed pack's last bytes are not written: its file is dropped */
   pack_reset(cap);
@@ -286,16 +299,18 @@ static void handle_seal(cs_capture *cap, const cs_sink_action *action) {
 /*
  * Under spool_mutex, before the sink core hears of the seal: tells the
  * capture's owner (the service runtime) of a newly sealed pack. The key
- * fields are the sink's fixed ones (set by the pack's first record).
+ * fields are the sink's fixed ones (set by the capture's first record) and
+ * the date of the pack's first record.
  */
-static void report_sealed(cs_capture *cap, const cs_spool_entry *entry, const cs_pack_summary *summary) {
+static void report_sealed(cs_capture *cap, const cs_spool_entry *entry, const rt_seal_job *job) {
+  const cs_pack_summary *summary = &job->summary;
   if (cap->cfg.on_sealed == NULL) return;
   assert(atomic_load_explicit(&cap->key_fixed, memory_order_acquire));
   cs_pack_key_fields fields = {
       .tenant_id = {.bytes = cap->key_tenant, .len = cap->key_tenant_len},
       .session_id = {.bytes = cap->key_session, .len = cap->key_session_len},
       .producer_rank = cap->key_rank,
-      .created_at_ns = summary->created_at_ns,
+      .captured_at_ns = job->key_captured_at_ns,
       .pack_id = summary->pack_id,
   };
   cap->cfg.on_sealed(cap->cfg.on_sealed_context, entry, summary, &fields);
@@ -317,7 +332,7 @@ static void seal_job(cs_capture *cap, rt_seal_job *job) {
     rc = cs_spool_seal(cap->spool, job->file, &job->summary, &entry, &result);
     if (rc != CS_E_OK) snprintf(text, sizeof text, "pack seal failed: %.300s", cs_spool_last_error(cap->spool));
     size = rc == CS_E_OK ? entry.size_bytes : 0;
-    if (rc == CS_E_OK && result == CS_SPOOL_SEALED) report_sealed(cap, &entry, &job->summary);
+    if (rc == CS_E_OK && result == CS_SPOOL_SEALED) report_sealed(cap, &entry, job);
   } else if (job->file != NULL) {
     cs_spool_abort(cap->spool, job->file);
   }

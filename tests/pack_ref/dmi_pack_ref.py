@@ -3,9 +3,13 @@
 
 Written from the format description (DESIGN.md section 3), not from the C
 code, so that byte-identical output from both is evidence of compatibility.
+Where DMI's own writer decides (issue 12), it follows DMI: records may mix
+tenants, sessions and ranks, and the object key is named by the first
+record, its date that of the first record's captured_at_ns as
+datetime.fromtimestamp(ns / 1e9, tz=UTC) gives it.
 
 Usage:
-  dmi_pack_ref.py build SPEC OUT [--allow-mixed-keys]
+  dmi_pack_ref.py build SPEC OUT [--single-key]
   dmi_pack_ref.py key SPEC [--prefix PREFIX]
 
 SPEC is JSON: {"pack_id": "<uuid>", "created_at_ns": N, "records": [
@@ -134,7 +138,7 @@ def pad_to(out, alignment):
     out.extend(b"\x00" * (-len(out) % alignment))
 
 
-def build_pack(spec, spec_dir, allow_mixed_keys=False):
+def build_pack(spec, spec_dir, single_key=False):
     """Returns the bytes of the pack the spec describes."""
     pack_id = uuid.UUID(spec["pack_id"])
     if str(pack_id) != spec["pack_id"]:
@@ -157,7 +161,7 @@ def build_pack(spec, spec_dir, allow_mixed_keys=False):
         if meta["capture_id"] in seen_ids:
             raise SpecError(f"duplicate capture_id {meta['capture_id']!r}")
         seen_ids.add(meta["capture_id"])
-        if not allow_mixed_keys and entries:
+        if single_key and entries:
             first = entries[0]["metadata"]
             for name in ("tenant_id", "session_id", "producer_rank"):
                 if meta[name] != first[name]:
@@ -203,16 +207,16 @@ def key_segment(value):
     return encoded
 
 
-def utc_date(created_at_ns):
-    epoch = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
-    moment = epoch + datetime.timedelta(seconds=created_at_ns // 1_000_000_000)
+def utc_date(captured_at_ns):
+    """DMI's date: through a float number of seconds, rounded to microseconds."""
+    moment = datetime.datetime.fromtimestamp(captured_at_ns / 1e9, tz=datetime.timezone.utc)
     return moment.strftime("%Y-%m-%d")
 
 
 def object_key(spec, prefix=""):
     first = spec["records"][0]["metadata"]
     return (f"{prefix}v1/tenant={key_segment(first['tenant_id'])}"
-            f"/date={utc_date(spec['created_at_ns'])}"
+            f"/date={utc_date(first['captured_at_ns'])}"
             f"/session={key_segment(first['session_id'])}"
             f"/rank={key_segment(str(first['producer_rank']))}"
             f"/{spec['pack_id']}.dmi-pack")
@@ -235,7 +239,7 @@ def main(argv):
             spec = json.load(handle)
         try:
             data = build_pack(spec, os.path.dirname(os.path.abspath(spec_path)),
-                              allow_mixed_keys="--allow-mixed-keys" in argv[3:])
+                              single_key="--single-key" in argv[3:])
         except SpecError as exc:
             print(f"dmi_pack_ref: {spec_path}: {exc}", file=sys.stderr)
             return 1
