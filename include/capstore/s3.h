@@ -78,8 +78,10 @@ int cs_s3_parse_error(const char *body, size_t len, char *code, size_t code_size
  * Returns CS_E_OK, or CS_E_PARSE / CS_E_TOO_LARGE with a sentence in detail:
  * malformed XML, a DOCTYPE, nesting deeper than 16, a key or token of
  * CS_KEY_MAX bytes or more, more keys than key_capacity, IsTruncated without
- * a token, a key not under prefix or one cs_store_key_check refuses (named).
- * A refused answer leaves no key in page.
+ * a token, a key not under prefix, an empty key (the key named). A refused
+ * answer leaves no key in page. A key S3 may hold but cs_store_key_check
+ * refuses (a "." or ".." segment) is left out of the page: CS_E_OK, with
+ * detail saying how many and naming the first ("" when none was).
  */
 int cs_s3_parse_list(const char *body, size_t len, const char *prefix, cs_list_page *page, char *detail,
                      size_t detail_size);

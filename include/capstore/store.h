@@ -105,9 +105,12 @@ typedef struct cs_store_ops {
              cs_store_result *res);
   /*
    * LIST keys under prefix after the continuation token ("" for the first page).
-   * Every key of a page starts with prefix and passes cs_store_key_check; an
-   * answer naming any other key is refused whole (CS_OUT_INVALID, the key in
-   * res->detail) and passes no key up.
+   * Every key of a page starts with prefix and passes cs_store_key_check. An
+   * answer naming a key outside the prefix (or an empty one) is refused whole
+   * (CS_OUT_INVALID, the key in res->detail) and passes no key up; an object
+   * the rule refuses (a "." or ".." segment: S3 holds such keys) is left out
+   * of the page, so it cannot stop a walk of the prefix (the S3 adapter names
+   * it in the OK answer's res->detail).
    */
   int (*list)(void *self, const char *prefix, const char *token, uint32_t max_keys, cs_list_page *page,
               cs_store_result *res);
@@ -192,7 +195,7 @@ void cs_store_request_run(cs_store *store, cs_store_request *req);
 
 /*
  * The key rule every store holds its callers to before anything is sent, and
- * every LIST page to before a key is passed up. A key is 1 to CS_KEY_MAX - 1
+ * every LIST page to (see ops->list). A key is 1 to CS_KEY_MAX - 1
  * bytes (a C string, so it holds no NUL) with no "." or ".." segment: HTTP
  * clients and servers resolve those (RFC 3986), so "a/../../other-bucket/x"
  * would be sent, signed, as a request for another bucket's path, and a file

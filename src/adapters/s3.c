@@ -473,13 +473,16 @@ static void get_finish(s3_call *c, cs_store_request *req) {
   if (res->outcome != CS_OUT_OK) req->got = 0;
 }
 
-/* A 2xx LIST answer that does not parse, or names a key outside the prefix asked for, is refused whole. */
+/*
+ * A 2xx LIST answer that does not parse, or names a key outside the prefix
+ * asked for, is refused whole; keys left out of the page (a dot segment) are
+ * noted in the detail of an OK answer.
+ */
 static void list_finish(s3_call *c, cs_store_request *req) {
   if (req->res.outcome != CS_OUT_OK) return;
   char detail[sizeof req->res.detail];
-  if (cs_s3_parse_list(c->text, c->text_len, req->key, req->page, detail, sizeof detail) != CS_E_OK) {
-    result_set(&req->res, CS_OUT_INVALID, req->res.http_status, detail);
-  }
+  int rc = cs_s3_parse_list(c->text, c->text_len, req->key, req->page, detail, sizeof detail);
+  result_set(&req->res, rc == CS_E_OK ? CS_OUT_OK : CS_OUT_INVALID, req->res.http_status, detail);
 }
 
 /* A request's call leaves the multi handle and the live list, and is freed. */

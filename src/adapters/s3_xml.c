@@ -50,6 +50,8 @@ typedef struct xml_walk {
   cs_list_page *page;
   const char *prefix; /* every key must start with it */
   size_t prefix_len;
+  uint32_t left_out;        /* listed keys the store rule refuses, not on the page */
+  char left_out_first[84];  /* the first of them, for the note */
   bool truncated;
   /* XML_ERROR */
   char *code;
@@ -122,20 +124,27 @@ static void text_quote(const char *text, char out[84]) {
 }
 
 /*
- * A listed key the answer may not name: one not under the prefix asked for,
- * or one the store rule refuses (cs_store_key_check). The server is wrong:
- * the whole answer is refused with the key named, and no key is passed up.
+ * Whether the listed key in w->text goes on the page. A key the answer may
+ * not name (not under the prefix asked for, empty, holding a NUL) means the
+ * server is wrong: the whole answer is refused with the key named, and no key
+ * is passed up. A key S3 may hold but the store rule refuses (a "." or ".."
+ * segment: cs_store_key_check) is left out and counted, so such an object
+ * under the prefix cannot stop a walk of it at its page.
  */
-static void list_key_check(xml_walk *w) {
-  char why[224], quoted[84];
-  if (strlen(w->text) != w->text_len) {
-    walk_fail(w, CS_E_PARSE, "a listed key holds a NUL byte");
-  } else if (cs_store_key_check(w->text, false, why, sizeof why) != CS_E_OK) {
-    walk_fail(w, CS_E_PARSE, "listed %s", why);
-  } else if (strncmp(w->text, w->prefix, w->prefix_len) != 0) {
-    text_quote(w->text, quoted);
-    walk_fail(w, CS_E_PARSE, "listed key '%s' is not under the prefix asked for", quoted);
+static bool list_key_keep(xml_walk *w) {
+  char quoted[84];
+  text_quote(w->text, quoted);
+  if (strlen(w->text) != w->text_len || w->text_len == 0) {
+    walk_fail(w, CS_E_PARSE, "a listed key is empty or holds a NUL byte: '%s'", quoted);
+    return false;
   }
+  if (strncmp(w->text, w->prefix, w->prefix_len) != 0) {
+    walk_fail(w, CS_E_PARSE, "listed key '%s' is not under the prefix asked for", quoted);
+    return false;
+  }
+  if (cs_store_key_check(w->text, false, NULL, 0) == CS_E_OK) return true;
+  if (w->left_out++ == 0) memcpy(w->left_out_first, quoted, sizeof quoted);
+  return false;
 }
 
 static void list_end(xml_walk *w) {
@@ -150,8 +159,7 @@ static void list_end(xml_walk *w) {
       walk_fail(w, CS_E_TOO_LARGE, "more than the %u keys asked for", page->key_capacity);
       return;
     }
-    list_key_check(w);
-    if (w->err != CS_E_OK) return;
+    if (!list_key_keep(w)) return;
     memcpy(page->keys[page->key_count], w->text, w->text_len + 1);
     page->key_count++;
     return;
@@ -255,7 +263,11 @@ int cs_s3_parse_list(const char *body, size_t len, const char *prefix, cs_list_p
   }
   if (rc == CS_E_OK && !w.truncated) page->next_token[0] = '\0';
   if (rc != CS_E_OK) page->key_count = 0;
-  if (detail_size) snprintf(detail, detail_size, "%s", rc == CS_E_OK ? "" : w.detail);
+  if (rc == CS_E_OK && w.left_out > 0) {
+    snprintf(w.detail, sizeof w.detail, "left out %u listed key%s with a '.' or '..' segment, first '%s'", w.left_out,
+             w.left_out == 1 ? "" : "s", w.left_out_first);
+  }
+  if (detail_size) snprintf(detail, detail_size, "%s", w.detail);
   return rc;
 }
 
