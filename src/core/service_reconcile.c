@@ -2,7 +2,8 @@
  * Reconcile: list the catalog's own prefix page by page, ask the catalog which
  * pack ids on the page it holds, HEAD only the missing ones and adopt the real
  * packs among them as owed (DESIGN.md 6.8). A key without a canonical UUID
- * pack id is skipped and never reaches the catalog; a failed HEAD is an error,
+ * pack id, or with a segment no pack key has (empty, "." or ".."), is skipped
+ * and never reaches the catalog or a HEAD; a failed HEAD is an error,
  * counted apart from skipped objects, named in last_error and retried on the
  * next pass.
  */
@@ -103,10 +104,29 @@ bool cs_svc_recon_list_issue(cs_service *svc, uint64_t now_ns, cs_action *out) {
   return true;
 }
 
+/*
+ * True when key[0..len) has a segment no pack key has: empty, "." or "..".
+ * Stores refuse such keys (store.h's key rule) and leave them out of LIST
+ * pages; one listed anyway is not a pack of ours, and a HEAD of it or an
+ * adoption under it could name another object than the one listed.
+ */
+static bool key_segment_odd(const char *key, size_t len) {
+  assert(key != NULL && len < CS_KEY_MAX);
+  size_t start = 0;
+  for (size_t i = 0; i <= len; i++) {
+    if (i < len && key[i] != '/') continue;
+    size_t seg = i - start;
+    if (seg == 0 || (seg <= 2 && key[start] == '.' && key[i - 1] == '.')) return true;
+    start = i + 1;
+  }
+  assert(start == len + 1);
+  return false;
+}
+
 static void page_add(cs_service *svc, const char *key) {
   size_t len = strnlen(key, CS_KEY_MAX);
   cs_uuid id;
-  if (len >= CS_KEY_MAX || cs_key_pack_id(key, len, &id) != CS_E_OK) {
+  if (len >= CS_KEY_MAX || key_segment_odd(key, len) || cs_key_pack_id(key, len, &id) != CS_E_OK) {
     svc->stats.reconcile_skipped++;
     return;
   }
