@@ -339,6 +339,43 @@ static void test_s3_path_not_normalized(void **state) {
   cs_sigv4_out_free(&out);
 }
 
+/*
+ * Session tokens have no documented maximum: a 64 KiB token is signed whole
+ * (canonical request and the token header the signer adds), and one past
+ * the signer's bound on any string (CS_SIGV4_TEXT_MAX) is refused, never cut.
+ */
+static void test_long_session_token(void **state) {
+  (void)state;
+  size_t len = (size_t)64 << 10;
+  char *token = malloc(CS_SIGV4_TEXT_MAX + 1);
+  assert_non_null(token);
+  for (size_t i = 0; i < CS_SIGV4_TEXT_MAX; i++) token[i] = (char)('A' + (i * 7 + i / 26) % 26);
+  token[len] = '\0';
+  cs_sigv4_params p = s3_params();
+  p.session_token = token;
+  cs_sigv4_request req = {.method = "GET", .path = "/b/k", .path_len = 4, .headers = &host_header,
+                          .header_count = 1, .payload_hash = CS_SIGV4_UNSIGNED_PAYLOAD};
+  cs_sigv4_out out;
+  assert_int_equal(cs_sigv4_sign_header(&p, &req, &out), CS_E_OK);
+  const char *line = strstr(out.canonical_request, "\nx-amz-security-token:");
+  assert_non_null(line);
+  line += strlen("\nx-amz-security-token:");
+  assert_int_equal(strcspn(line, "\n"), len);
+  assert_memory_equal(line, token, len);
+  assert_non_null(strstr(out.signed_headers, "x-amz-security-token"));
+  char first[65];
+  memcpy(first, out.signature, sizeof first);
+  cs_sigv4_out_free(&out);
+  token[len - 1] = token[len - 1] == 'A' ? 'B' : 'A'; /* the last byte counts */
+  assert_int_equal(cs_sigv4_sign_header(&p, &req, &out), CS_E_OK);
+  assert_string_not_equal(out.signature, first);
+  cs_sigv4_out_free(&out);
+  token[len] = 'A';
+  token[CS_SIGV4_TEXT_MAX] = '\0';
+  assert_int_equal(cs_sigv4_sign_header(&p, &req, &out), CS_E_TOO_LARGE);
+  free(token);
+}
+
 static void test_uri_encode(void **state) {
   (void)state;
   char out[64];
@@ -374,12 +411,13 @@ static void list_cases(void) {
 
 int main(void) {
   list_cases();
-  struct CMUnitTest tests[CASES_MAX + 4];
+  struct CMUnitTest tests[CASES_MAX + 5];
   unsigned n = 0;
   tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_case_count);
   tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_refuses_bad_input);
   tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_s3_path_not_normalized);
   tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_uri_encode);
+  tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_long_session_token);
   for (unsigned i = 0; i < case_count; i++) {
     tests[n++] = (struct CMUnitTest){case_names[i], test_case, NULL, NULL, case_names[i]};
   }
