@@ -2,7 +2,10 @@
 # `capstore spool list|check|sweep` on a real spool made by the capture sink
 # (tests/spool_cli_fixture.c): a corrupted pack that check quarantines, a
 # stale temp file that sweep removes, and a second owner refused while a
-# holder keeps the lock. Replay: tests/spool_cli.sh CAPSTORE FIXTURE WORKDIR
+# holder keeps the lock; a pack another user owns (mode 0600), which check
+# keeps and names and the sink starts beside; and a large valid pack checked
+# under `ulimit -v` limits, which is never quarantined for want of memory.
+# Replay: tests/spool_cli.sh CAPSTORE FIXTURE WORKDIR
 set -uo pipefail
 capstore=$1
 fixture=$2
@@ -134,6 +137,93 @@ expect_err "$dir_pack.quarantined.reason" "check with FIFOs"
 run list "$dir"
 expect_status 0 "list with a FIFO reason"
 expect_out "no reason recorded" "list with a FIFO reason"
+
+# A ready pack this user cannot read (another owner's, mode 0600) is no
+# verdict on its bytes: check keeps it in place and names it, and the sink
+# starts beside it. Root reads any file, so as root the spool is made and
+# checked as nobody with one pack handed to root.
+as_user=()
+unreadable_dir="$work/unreadable"
+if [[ $(id -u) == 0 ]]; then
+  if command -v setpriv >/dev/null && id nobody >/dev/null 2>&1; then
+    as_user=(setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups)
+    mkdir -p "$unreadable_dir" && chown nobody "$unreadable_dir"
+  else
+    unreadable_dir=
+    echo "SKIP: the unreadable pack (running as root without setpriv or a user nobody)"
+  fi
+fi
+if [[ -n $unreadable_dir ]]; then
+  "${as_user[@]}" "$fixture" make "$unreadable_dir/spool" || fail "the fixture could not make the spool as ${as_user[*]:-$(id -un)}"
+  mapfile -t upacks < <(cd "$unreadable_dir/spool" && ls -- *.dmi-pack.ready)
+  locked=${upacks[0]}
+  if [[ $(id -u) == 0 ]]; then chown root:root "$unreadable_dir/spool/$locked"; fi
+  chmod 0600 "$unreadable_dir/spool/$locked"
+  [[ $(id -u) == 0 ]] || chmod 0000 "$unreadable_dir/spool/$locked"
+  "${as_user[@]}" "$capstore" spool check "$unreadable_dir/spool" >"$work/out" 2>"$work/err"
+  status=$?
+  out=$(cat "$work/out")
+  err=$(cat "$work/err")
+  printf '$ capstore spool check %s  (exit %d)\n%s\n%s\n' "$unreadable_dir/spool" "$status" "$out" "$err"
+  expect_status 1 "check with an unreadable pack"
+  expect_out "kept         $locked" "check with an unreadable pack"
+  expect_out "not checked: it could not be read" "check with an unreadable pack"
+  expect_out "Permission denied" "check with an unreadable pack"
+  expect_out "2 verified" "check with an unreadable pack"
+  expect_out "0 quarantined, 1 kept in place" "check with an unreadable pack"
+  expect_err "Permission denied" "check with an unreadable pack"
+  [[ -e $unreadable_dir/spool/$locked && ! -e $unreadable_dir/spool/$locked.quarantined ]] ||
+    fail "check moved the unreadable pack"
+  "${as_user[@]}" "$fixture" reopen "$unreadable_dir/spool" >"$work/out" 2>"$work/err"
+  status=$?
+  out=$(cat "$work/out")
+  err=$(cat "$work/err")
+  printf '$ spool_cli_fixture reopen %s  (exit %d)\n%s\n%s\n' "$unreadable_dir/spool" "$status" "$out" "$err"
+  expect_status 0 "the sink beside an unreadable pack"
+  expect_out "quarantined 0, kept 1" "the sink beside an unreadable pack"
+  expect_out "Permission denied" "the sink beside an unreadable pack"
+  [[ -e $unreadable_dir/spool/$locked ]] || fail "the sink moved the unreadable pack"
+  [[ $(cd "$unreadable_dir/spool" && ls -- *.dmi-pack.ready | wc -l) == 4 ]] || fail "the sink did not capture beside it"
+fi
+
+# Out of memory is no verdict on a pack's bytes. A large valid pack (5,000
+# records: a 2.6 MB footer) is checked under address-space limits from 16 MiB
+# up in 4 MiB steps until it verifies: no limit may quarantine it or crash
+# check, a check short of memory keeps it and says so, and some limit must
+# have made the footer's parse run short (else this proved nothing).
+big="$work/big"
+"$fixture" big "$big" 5000 || fail "the fixture could not make the large pack"
+if ! (ulimit -v $((1024 * 1024)); "$capstore" spool list "$big" >/dev/null 2>&1); then
+  echo "SKIP: ulimit -v: capstore does not run under a 1 GiB address-space limit (a sanitizer build)"
+else
+  short=0
+  verified=0
+  for ((mib = 16; mib <= 1024 && verified == 0; mib += 4)); do
+    (ulimit -v $((mib * 1024)); exec "$capstore" spool check "$big") >"$work/out" 2>"$work/err"
+    status=$?
+    out=$(cat "$work/out")
+    err=$(cat "$work/err")
+    bad=
+    if [[ $status == 0 ]]; then
+      verified=$mib
+    elif [[ $status == 1 ]] && grep -q "not checked: out of memory" <<<"$out"; then
+      short=$((short + 1))
+    elif [[ $status != 1 ]] || ! grep -qi "memory" <<<"$out$err"; then
+      bad="exit $status without saying it ran out of memory"
+    fi
+    if compgen -G "$big/*.quarantined" >/dev/null || ! compgen -G "$big/*.dmi-pack.ready" >/dev/null; then
+      bad="it quarantined the large valid pack"
+    fi
+    if [[ -n $bad ]]; then
+      printf '$ (ulimit -v %d MiB) capstore spool check %s  (exit %d)\n%s\n%s\n' "$mib" "$big" "$status" "$out" "$err"
+      fail "check under $mib MiB: $bad"
+      break
+    fi
+  done
+  echo "large pack: kept for want of memory under $short limits, verified from $verified MiB"
+  ((verified > 0)) || fail "the large pack never verified"
+  ((short > 0)) || fail "no limit made the footer's parse run short of memory"
+fi
 
 run check "$work/missing"
 expect_status 1 "check of a missing directory"

@@ -1093,6 +1093,94 @@ static void test_crash_recovery_torn_open(void **state) {
   tf_remove_tree(dir);
 }
 
+/* Recovery's faults by name: the openat of one ready pack, the rename of another. */
+static char refused_open[CS_SPOOL_NAME_MAX + 1];
+static char refused_rename[CS_SPOOL_NAME_MAX + 1];
+
+static int name_fault_openat(int dirfd, const char *path, int flags, mode_t mode) {
+  if (refused_open[0] != '\0' && strcmp(path, refused_open) == 0) {
+    errno = EACCES; /* another owner's pack, mode 0600 (root would read a mode-0 file) */
+    return -1;
+  }
+  return cs_spool_sys_posix()->openat(dirfd, path, flags, mode);
+}
+
+static int name_fault_renameat(int from_dir, const char *from, int to_dir, const char *to) {
+  if (refused_rename[0] != '\0' && strcmp(from, refused_rename) == 0) {
+    errno = EPERM;
+    return -1;
+  }
+  return cs_spool_sys_posix()->renameat(from_dir, from, to_dir, to);
+}
+
+/*
+ * One bad file does not stop the sink from starting: a ready pack it cannot
+ * open (EACCES) and a corrupt one whose quarantine rename fails are kept
+ * where they are, reported in the recovery stats, never handed out, and the
+ * sink starts and captures.
+ */
+static void test_open_keeps_bad_files_and_starts(void **state) {
+  (void)state;
+  char *dir = tf_temp_dir("capture");
+  cs_capture_config cfg = small_config(CS_FULL_REFUSE);
+  cs_capture *cap = capture_start(dir, &cfg);
+  for (uint32_t i = 0; i < 12; i++) write_ok(cap, "bad", i, 500); /* three packs, sealed by count */
+  assert_int_equal(cs_capture_close(cap, DEADLINE(5000), NULL, 0), CS_E_OK);
+  cs_capture_free(cap);
+  size_t count = 0;
+  cs_spool_entry *entries = ready_entries(dir, &count);
+  assert_int_equal(count, 3);
+  snprintf(refused_open, sizeof refused_open, "%s", entries[0].name);
+  snprintf(refused_rename, sizeof refused_rename, "%s", entries[1].name);
+  char path[1024];
+  snprintf(path, sizeof path, "%s/%s", dir, entries[1].name);
+  size_t size = 0;
+  uint8_t *bytes = read_whole(path, &size);
+  bytes[100] ^= 0x40; /* a payload byte of the first record */
+  tf_write_file(dir, entries[1].name, bytes, size);
+  free(bytes);
+
+  cs_spool_sys sys = *cs_spool_sys_posix();
+  sys.openat = name_fault_openat;
+  sys.renameat = name_fault_renameat;
+  cfg.spool_sys = &sys;
+  char msg[256];
+  int rc = cs_capture_open(dir, &cfg, &cap, msg, sizeof msg);
+  if (rc != CS_E_OK) fail_msg("the sink did not start: %s: %s", cs_strerror(rc), msg);
+  cs_capture_stats stats;
+  cs_capture_stats_get(cap, &stats);
+  assert_int_equal(stats.recovery.ready_ok, 1);
+  assert_int_equal(stats.recovery.quarantined, 0);
+  assert_int_equal(stats.recovery.kept, 2);
+  assert_int_equal(stats.recovered_packs, 1);
+  assert_int_equal(stats.sink.spool_packs, 3); /* the kept packs still take room: counted against the quota */
+  /* The caller can read what was kept and why. */
+  if (strstr(stats.recovery.problem, "Permission denied") == NULL &&
+      strstr(stats.recovery.problem, "not quarantined") == NULL) {
+    fail_msg("problem: %s", stats.recovery.problem);
+  }
+  /* Only the verified pack is handed out. */
+  cs_spool_entry listed[4];
+  assert_int_equal(cs_capture_list(cap, listed, 4, &count), CS_E_OK);
+  assert_int_equal(count, 1);
+  assert_string_equal(listed[0].name, entries[2].name);
+  /* It captures. */
+  for (uint32_t i = 20; i < 24; i++) write_ok(cap, "bad", i, 500);
+  assert_int_equal(cs_capture_flush(cap, DEADLINE(5000), msg, sizeof msg), CS_E_OK);
+  assert_int_equal(cs_capture_list(cap, listed, 4, &count), CS_E_OK);
+  assert_int_equal(count, 2);
+  cs_capture_free(cap);
+  /* Both bad files are where they were. */
+  snprintf(path, sizeof path, "%s/%s", dir, entries[0].name);
+  assert_int_equal(access(path, F_OK), 0);
+  snprintf(path, sizeof path, "%s/%s", dir, entries[1].name);
+  assert_int_equal(access(path, F_OK), 0);
+  assert_int_equal(tf_count_suffix(dir, ".quarantined"), 0);
+  refused_open[0] = refused_rename[0] = '\0';
+  free(entries);
+  tf_remove_tree(dir);
+}
+
 /* ---- Pack ids ---- */
 
 static void test_uuid7(void **state) {
@@ -1162,6 +1250,7 @@ int main(void) {
       cmocka_unit_test(test_flush_poll),
       cmocka_unit_test(test_refused_record_reported),
       cmocka_unit_test(test_crash_recovery_torn_open),
+      cmocka_unit_test(test_open_keeps_bad_files_and_starts),
       cmocka_unit_test(test_uuid7),
   };
   g_hash_thread = false;

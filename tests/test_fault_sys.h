@@ -10,6 +10,12 @@
  * the disk: these tests model process crashes, which keep the page cache
  * (power loss is the simulator's model), and real fsyncs made them slow.
  * fi.fsync_failed records that an fsync failed since the caller cleared it.
+ *
+ * Faults by name, beside the counted ones: fault_name(call, text, err) makes
+ * every call of that kind ("openat", "renameat", "unlinkat") whose path
+ * contains text fail with errno err, uncounted, until fault_name_clear().
+ * That is how a test gets an EACCES that root would not get from a mode-0
+ * file, or a rename refused for one pack only.
  */
 #ifndef CAPSTORE_TEST_FAULT_SYS_H
 #define CAPSTORE_TEST_FAULT_SYS_H
@@ -66,6 +72,39 @@ static inline bool fault_now(void) {
 }
 
 #define REAL cs_spool_sys_posix()
+
+#define FN_FAULTS 4
+static struct {
+  const char *call[FN_FAULTS]; /* NULL: a free slot */
+  char text[FN_FAULTS][256];
+  int err[FN_FAULTS];
+  long fired;
+} fn;
+
+/* Adds a fault by name (at most FN_FAULTS at once). */
+static inline void fault_name(const char *call, const char *text, int err) {
+  for (int i = 0; i < FN_FAULTS; i++) {
+    if (fn.call[i] != NULL) continue;
+    fn.call[i] = call;
+    snprintf(fn.text[i], sizeof fn.text[i], "%s", text);
+    fn.err[i] = err;
+    return;
+  }
+  abort(); /* a test with more needs a larger table */
+}
+
+static inline void fault_name_clear(void) { memset(&fn, 0, sizeof fn); }
+
+/* True (errno set) when call on path must fail by name. */
+static inline bool fault_name_now(const char *call, const char *path) {
+  for (int i = 0; i < FN_FAULTS; i++) {
+    if (fn.call[i] == NULL || strcmp(fn.call[i], call) != 0 || strstr(path, fn.text[i]) == NULL) continue;
+    fn.fired++;
+    errno = fn.err[i];
+    return true;
+  }
+  return false;
+}
 
 /*
  * What a power cut would lose: the calls that succeeded are tracked as a
@@ -162,7 +201,7 @@ static int f_open(const char *path, int flags, mode_t mode) {
   return fd;
 }
 static int f_openat(int dirfd, const char *path, int flags, mode_t mode) {
-  if (fault_now()) return -1;
+  if (fault_name_now("openat", path) || fault_now()) return -1;
   int fd = REAL->openat(dirfd, path, flags, mode);
   char full[FT_PATH_MAX];
   ft_join(dirfd, path, full);
@@ -226,13 +265,13 @@ static int f_linkat(int a, const char *b, int c, const char *d, int e) {
   return rc;
 }
 static int f_renameat(int a, const char *b, int c, const char *d) {
-  if (fault_now()) return -1;
+  if (fault_name_now("renameat", b) || fault_now()) return -1;
   int rc = REAL->renameat(a, b, c, d);
   if (rc == 0) ft_named(a, b, c, d, true);
   return rc;
 }
 static int f_unlinkat(int dirfd, const char *path, int flags) {
-  if (fault_now()) return -1;
+  if (fault_name_now("unlinkat", path) || fault_now()) return -1;
   int rc = REAL->unlinkat(dirfd, path, flags);
   if (rc == 0 && !(flags & AT_REMOVEDIR)) {
     char full[FT_PATH_MAX];

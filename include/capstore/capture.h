@@ -101,7 +101,12 @@ typedef struct cs_capture cs_capture;
  * thread. cfg NULL means cs_capture_config_default's. With recover_at_open
  * the caller states that no other sink writes to this spool (the owner lock
  * makes that true for other processes; a second sink on it in the same
- * process is refused with CS_E_BUSY too).
+ * process is refused with CS_E_BUSY too). A pack recovery cannot settle
+ * (unreadable, out of memory, corrupt with a failed rename) does not stop
+ * the open: it is kept in place, never listed or handed out, counted against
+ * the quota, and reported in cs_capture_stats.recovery (kept, problem); the
+ * next open checks it again. Only a recovery that cannot read the directory
+ * (or grow its own tables) refuses the open, with its error.
  */
 int cs_capture_open(const char *spool_dir, const cs_capture_config *cfg, cs_capture **out,
                     char *msg, size_t msg_size);
@@ -207,7 +212,8 @@ typedef struct cs_capture_stats {
   uint64_t bytes_sealed;       /* sizes of those packs */
   uint32_t recovered_packs;    /* found in the spool at open */
   uint64_t recovered_bytes;
-  cs_spool_recovery recovery;  /* what recovery at open did */
+  cs_spool_recovery recovery;  /* what recovery at open did: kept and problem name the packs
+                                  it left in place without a verdict */
   uint64_t staging_used_bytes; /* now */
 } cs_capture_stats;
 

@@ -222,19 +222,41 @@ int cs_spool_quarantine(cs_spool *spool, const cs_uuid *pack_id, const char *rea
 
 /* ---- Recovery ----------------------------------------------------------------- */
 
+/* Longest problem or reason message a recovery pass reports, NUL included. */
+#define CS_SPOOL_PROBLEM_MAX 320u
+
 typedef struct cs_spool_recovery {
   uint32_t open_removed;     /* stale .open files unlinked */
   uint32_t ready_ok;         /* ready packs whose bytes match their names */
   uint32_t quarantined;      /* ready packs sidelined by this pass */
   uint32_t skipped;          /* other names left alone (foreign files) */
   uint64_t ready_bytes;      /* bytes of the ready packs after the pass */
-  uint32_t errors;           /* system calls that failed; the pass went on */
+  uint32_t errors;           /* system calls (and allocations) that failed; the pass went on */
+  uint32_t kept;             /* ready names left in place with no verdict, or with one that
+                                could not be carried out: unreadable (EACCES, EIO, EMFILE...),
+                                short of memory, or corrupt with a failed rename. None is
+                                handed out (listed, found, opened) until a later check settles
+                                it; cs_spool_kept names each with its reason */
+  uint64_t kept_bytes;       /* their sizes: they still take room on disk */
+  int problem_code;          /* the pass's first problem (CS_E_IO, CS_E_NO_MEMORY, ...); 0: none */
+  char problem[CS_SPOOL_PROBLEM_MAX]; /* its message ("" when none), naming the file and why */
 } cs_spool_recovery;
+
+/* A ready name the last check kept in place (see cs_spool_recovery.kept). */
+typedef struct cs_spool_kept_pack {
+  char name[CS_SPOOL_NAME_MAX + 1];
+  uint64_t size_bytes;                /* 0 when it could not be stat'ed */
+  int code;                           /* CS_E_IO, CS_E_NO_MEMORY, ...: no verdict on its bytes;
+                                         CS_E_CORRUPT: found corrupt, the quarantine failed */
+  char reason[CS_SPOOL_PROBLEM_MAX];  /* what failed, naming the file */
+} cs_spool_kept_pack;
 
 /*
  * Removes every stale .open file. The caller states, by making this call,
  * that no sink writes to the spool: the engine calls it before the sink
- * opens. CS_E_STATE while a temp file of this spool handle is open.
+ * opens. CS_E_STATE while a temp file of this spool handle is open. A temp
+ * file that cannot be removed is left, counted in report->errors and named
+ * in report->problem; the sweep goes on and still answers CS_E_OK.
  */
 int cs_spool_sweep_open(cs_spool *spool, cs_spool_recovery *report);
 
@@ -243,10 +265,27 @@ int cs_spool_sweep_open(cs_spool *spool, cs_spool_recovery *report);
  * verifier (trailer, footer, header, every payload CRC, the SHA-256, and
  * the name's pack id, created_at_ns, record count and hash) and quarantines
  * what fails, with the verifier's reason. Also rebuilds the index.
- * Returns CS_E_OK when the pass completed (even if it quarantined), or the
- * first error that stopped it (the index is then what could be read).
+ *
+ * Only a verdict on the bytes quarantines. A pack the pass cannot judge (its
+ * open or a read fails: EACCES, EIO, EMFILE, ENFILE, ENOMEM; memory runs out
+ * in the parser or the verifier) and a corrupt one whose rename fails are
+ * kept under their ready names, counted in report->kept and listed by
+ * cs_spool_kept, and handed out by no call of this handle until a later
+ * check settles them. One bad file never stops the pass.
+ *
+ * Returns CS_E_OK when the pass went through every name (even if it
+ * quarantined or kept packs: see report->kept and report->problem), or the
+ * error that stopped it (the directory could not be read, the index could
+ * not grow: CS_E_IO, CS_E_NO_MEMORY, CS_E_TOO_LARGE).
  */
 int cs_spool_check(cs_spool *spool, cs_spool_recovery *report);
+
+/*
+ * The ready names the last cs_spool_check kept in place, in the order it
+ * met them: fills up to capacity of out (may be NULL with 0) and returns
+ * how many there are.
+ */
+size_t cs_spool_kept(const cs_spool *spool, cs_spool_kept_pack *out, size_t capacity);
 
 /* cs_spool_sweep_open then cs_spool_check (the recovery pass at start). */
 int cs_spool_recover(cs_spool *spool, cs_spool_recovery *report);

@@ -43,7 +43,7 @@
 #define SPOOL_DIRECT_ALIGN ((size_t)4096)
 #define SPOOL_READ_BYTES ((size_t)1 << 20)
 #define SPOOL_PACKS_DEFAULT 1000000u
-#define SPOOL_ERROR_MAX 320u
+#define SPOOL_ERROR_MAX CS_SPOOL_PROBLEM_MAX
 #define SPOOL_OPEN_SUFFIX ".open"
 #define SPOOL_READY_SUFFIX ".dmi-pack.ready"
 #define SPOOL_QUARANTINE_SUFFIX ".quarantined"
@@ -61,6 +61,9 @@ struct cs_spool {
   cs_spool_entry *index; /* ready packs, sorted by pack id */
   size_t index_count;
   size_t index_cap;
+  cs_spool_kept_pack *kept; /* ready names the last check kept in place: never indexed */
+  size_t kept_count;
+  size_t kept_cap;
   char error[SPOOL_ERROR_MAX];
 };
 
@@ -124,10 +127,16 @@ static int spool_fail(cs_spool *spool, int code, const char *format, ...) {
   return code;
 }
 
-/* The error of a failed system call: the file system full (or over quota) is CS_E_SPOOL_FULL, the rest CS_E_IO. */
-static int errno_code(int saved) { return saved == ENOSPC || saved == EDQUOT ? CS_E_SPOOL_FULL : CS_E_IO; }
+/*
+ * The error of a failed system call: the file system full (or over quota)
+ * is CS_E_SPOOL_FULL, the kernel short of memory CS_E_NO_MEMORY, the rest CS_E_IO.
+ */
+static int errno_code(int saved) {
+  if (saved == ENOSPC || saved == EDQUOT) return CS_E_SPOOL_FULL;
+  return saved == ENOMEM ? CS_E_NO_MEMORY : CS_E_IO;
+}
 
-/* CS_E_IO (CS_E_SPOOL_FULL for ENOSPC, EDQUOT) naming the call, the name and errno's text. */
+/* CS_E_IO (CS_E_SPOOL_FULL for ENOSPC, EDQUOT; CS_E_NO_MEMORY for ENOMEM) naming the call, the name and errno's text. */
 static int spool_fail_errno(cs_spool *spool, const char *call, const char *name) {
   int saved = errno;
   return spool_fail(spool, errno_code(saved), "%s %s: %s", call, name, strerror(saved));
@@ -290,6 +299,54 @@ static void index_drop(cs_spool *spool, size_t at) {
   spool->index_count--;
 }
 
+/* ---- Kept names: what the last check left in place without settling it ---- */
+
+/* True when the last check kept name: listing leaves it out, so nothing hands it out. */
+static bool kept_contains(const cs_spool *spool, const char *name) {
+  for (size_t i = 0; i < spool->kept_count; i++) {
+    if (strcmp(spool->kept[i].name, name) == 0) return true;
+  }
+  return false;
+}
+
+/* Adds a kept name; CS_E_TOO_LARGE past packs_max, CS_E_NO_MEMORY. */
+static int kept_add(cs_spool *spool, const char *name, uint64_t size_bytes, int code, const char *reason) {
+  assert(code < 0 && strlen(name) <= CS_SPOOL_NAME_MAX);
+  if (spool->kept_count >= spool->packs_max) {
+    return spool_fail(spool, CS_E_TOO_LARGE, "the spool's table of kept packs is full (%u)", spool->packs_max);
+  }
+  if (spool->kept_count == spool->kept_cap) {
+    size_t cap = spool->kept_cap == 0 ? 8 : spool->kept_cap * 2;
+    cs_spool_kept_pack *grown = realloc(spool->kept, cap * sizeof *grown);
+    if (grown == NULL) return spool_fail(spool, CS_E_NO_MEMORY, "kept pack table allocation failed");
+    spool->kept = grown;
+    spool->kept_cap = cap;
+  }
+  cs_spool_kept_pack *k = &spool->kept[spool->kept_count++];
+  memset(k, 0, sizeof *k);
+  snprintf(k->name, sizeof k->name, "%s", name);
+  k->size_bytes = size_bytes;
+  k->code = code;
+  snprintf(k->reason, sizeof k->reason, "%s", reason);
+  assert(spool->kept_count <= spool->kept_cap);
+  return CS_E_OK;
+}
+
+size_t cs_spool_kept(const cs_spool *spool, cs_spool_kept_pack *out, size_t capacity) {
+  if (spool == NULL) return 0;
+  size_t n = capacity < spool->kept_count ? capacity : spool->kept_count;
+  if (n > 0 && out != NULL) memcpy(out, spool->kept, n * sizeof *out);
+  return spool->kept_count;
+}
+
+/* Records the pass's first problem in report (later ones are counted, not kept). */
+static void report_problem(cs_spool_recovery *report, int code, const char *message) {
+  assert(code < 0);
+  if (report->problem_code != 0) return;
+  report->problem_code = code;
+  snprintf(report->problem, sizeof report->problem, "%s", message);
+}
+
 /* ---- Directory walking ---- */
 
 typedef int (*spool_visit_fn)(cs_spool *spool, const char *name, void *context);
@@ -376,11 +433,15 @@ static int ready_size(cs_spool *spool, const char *name, uint64_t *size) {
   return CS_E_OK;
 }
 
-/* A ready name that is not a regular file is no pack: left out here, quarantined by a check. */
+/*
+ * A ready name that is not a regular file is no pack: left out here,
+ * quarantined by a check. A name the last check kept is left out too.
+ */
 static int visit_index(cs_spool *spool, const char *name, void *context) {
   (void)context;
   cs_spool_entry entry;
   if (cs_spool_parse_ready_name(name, &entry) != CS_E_OK) return CS_E_OK;
+  if (kept_contains(spool, name)) return CS_E_OK;
   int rc = ready_size(spool, name, &entry.size_bytes);
   if (rc == CS_E_NOT_FOUND || rc == CS_E_CORRUPT) return CS_E_OK;
   if (rc != CS_E_OK) return rc;
@@ -449,6 +510,7 @@ static void spool_free(cs_spool *spool) {
   if (spool->lockfd >= 0) spool->sys->close(spool->lockfd); /* releases the flock */
   if (spool->dirfd >= 0) spool->sys->close(spool->dirfd);
   free(spool->index);
+  free(spool->kept);
   free(spool);
 }
 
@@ -912,8 +974,13 @@ static int write_reason(cs_spool *spool, const char *name, const char *reason) {
   return rc;
 }
 
-/* Renames name to name.quarantined and records the reason. */
-static int quarantine_name(cs_spool *spool, const char *name, const char *reason) {
+/*
+ * Renames name to name.quarantined and records the reason. *renamed says
+ * whether the pack left the ready set: an error after the rename (the
+ * reason file, the directory fsync) leaves it renamed.
+ */
+static int quarantine_name(cs_spool *spool, const char *name, const char *reason, bool *renamed) {
+  *renamed = false;
   char target[CS_SPOOL_NAME_MAX + 16];
   int n = snprintf(target, sizeof target, "%s" SPOOL_QUARANTINE_SUFFIX, name);
   if (n < 0 || (size_t)n >= sizeof target || (size_t)n > CS_SPOOL_NAME_MAX) {
@@ -922,6 +989,7 @@ static int quarantine_name(cs_spool *spool, const char *name, const char *reason
   if (spool->sys->renameat(spool->dirfd, name, spool->dirfd, target) != 0) {
     return spool_fail_errno(spool, "rename", name);
   }
+  *renamed = true;
   int rc = write_reason(spool, name, reason);
   if (spool->sys->fsync(spool->dirfd) != 0 && rc == CS_E_OK) {
     rc = spool_fail_errno(spool, "fsync", "the spool directory after a quarantine");
@@ -936,9 +1004,10 @@ int cs_spool_quarantine(cs_spool *spool, const cs_uuid *pack_id, const char *rea
   int rc = spool_locate(spool, pack_id, &at);
   if (rc != CS_E_OK) return rc;
   cs_spool_entry entry = spool->index[at];
-  rc = quarantine_name(spool, entry.name, reason);
+  bool renamed = false;
+  rc = quarantine_name(spool, entry.name, reason, &renamed);
   /* Once renamed the pack has left the ready set, even when the reason could not be written. */
-  if (rc != CS_E_OK && ready_size(spool, entry.name, &entry.size_bytes) != CS_E_NOT_FOUND) return rc;
+  if (!renamed) return rc;
   index_drop(spool, at);
   if (size_bytes != NULL) *size_bytes = entry.size_bytes;
   return rc;
@@ -954,9 +1023,11 @@ static int visit_sweep(cs_spool *spool, const char *name, void *context) {
     report->skipped++;
     return CS_E_OK;
   }
-  if (unlinked != 0 && errno != ENOENT) {
+  if (unlinked != 0 && errno != ENOENT) { /* left in place (another owner's, a read-only file system...) */
     report->errors++;
-    return spool_fail_errno(spool, "unlink", name);
+    int rc = spool_fail_errno(spool, "unlink", name);
+    report_problem(report, rc, spool->error);
+    return CS_E_OK;
   }
   report->open_removed++;
   return CS_E_OK;
@@ -1007,10 +1078,34 @@ typedef struct check_file {
   uint8_t *chunk;
 } check_file;
 
-/* A refusal of the bytes: CS_E_CORRUPT with the reason in spool->error. */
+/*
+ * True when a pack library error is a verdict on the bytes. Out of memory
+ * (the parser's tree, the verifier's state) says nothing about them, nor do
+ * the kinds of a misused writer or reader; every reader refusal does.
+ */
+static bool pack_error_is_verdict(cs_pack_error_kind kind) {
+  switch (kind) {
+  case CS_PACK_OK:
+  case CS_PACK_E_ARGUMENT:
+  case CS_PACK_E_STATE:
+  case CS_PACK_E_NO_MEMORY:
+  case CS_PACK_E_WRITE:
+  case CS_PACK_E_PAYLOAD_LENGTH:
+  case CS_PACK_E_KIND_COUNT_: return false;
+  default: return true;
+  }
+}
+
+/*
+ * A failure of the pack library on c: CS_E_CORRUPT (a refusal of the bytes)
+ * or, for no verdict, CS_E_NO_MEMORY (out of memory) or CS_E_STATE; the kind
+ * and the library's message in spool->error.
+ */
 static int check_refuse(cs_spool *spool, const check_file *c, const cs_pack_error *err) {
-  return spool_fail(spool, CS_E_CORRUPT, "%s: %s: %s", c->name, cs_pack_error_kind_name(err->kind),
-                    err->message);
+  int code = pack_error_is_verdict(err->kind) ? CS_E_CORRUPT
+             : err->kind == CS_PACK_E_NO_MEMORY ? CS_E_NO_MEMORY
+                                                : CS_E_STATE;
+  return spool_fail(spool, code, "%s: %s: %s", c->name, cs_pack_error_kind_name(err->kind), err->message);
 }
 
 /* Trailer, footer and header: everything but the payloads. */
@@ -1023,7 +1118,10 @@ static int check_structure(cs_spool *spool, check_file *c) {
   }
   if (cs_pack_trailer_parse(tail, c->size, &c->trailer, &err) != CS_E_OK) return check_refuse(spool, c, &err);
   uint8_t *footer = malloc(c->trailer.footer_length > 0 ? (size_t)c->trailer.footer_length : 1);
-  if (footer == NULL) return spool_fail(spool, CS_E_NO_MEMORY, "footer allocation failed");
+  if (footer == NULL) {
+    return spool_fail(spool, CS_E_NO_MEMORY, "%s: out of memory for its footer of %llu bytes", c->name,
+                      (unsigned long long)c->trailer.footer_length);
+  }
   int rc = read_exact(spool, c->fd, c->name, c->trailer.footer_offset, footer,
                       (size_t)c->trailer.footer_length);
   if (rc == CS_E_OK) {
@@ -1079,7 +1177,11 @@ static int check_name(cs_spool *spool, const cs_spool_entry *entry, const cs_pac
                     entry->name, field);
 }
 
-/* CS_E_OK (the bytes match the name), CS_E_CORRUPT (reason in spool->error) or CS_E_IO. */
+/*
+ * CS_E_OK (the bytes match the name), CS_E_CORRUPT (a verdict: reason in
+ * spool->error), or no verdict: CS_E_IO (a stat, open or read failed),
+ * CS_E_NO_MEMORY, CS_E_STATE.
+ */
 static int check_ready_file(cs_spool *spool, cs_spool_entry *entry) {
   check_file c;
   memset(&c, 0, sizeof c);
@@ -1100,7 +1202,10 @@ static int check_ready_file(cs_spool *spool, cs_spool_entry *entry) {
   else if (!S_ISREG(st.st_mode)) rc = not_regular(spool, entry->name, file_kind(st.st_mode));
   c.size = (uint64_t)st.st_size;
   c.chunk = malloc(SPOOL_READ_BYTES);
-  if (rc == CS_E_OK && c.chunk == NULL) rc = spool_fail(spool, CS_E_NO_MEMORY, "read buffer allocation failed");
+  if (rc == CS_E_OK && c.chunk == NULL) {
+    rc = spool_fail(spool, CS_E_NO_MEMORY, "%s: out of memory for a read buffer of %zu bytes", entry->name,
+                    SPOOL_READ_BYTES);
+  }
   cs_pack_summary summary;
   if (rc == CS_E_OK) rc = check_structure(spool, &c);
   if (rc == CS_E_OK) rc = check_stream(spool, &c, &summary);
@@ -1110,6 +1215,48 @@ static int check_ready_file(cs_spool *spool, cs_spool_entry *entry) {
   free(c.chunk);
   spool->sys->close(c.fd);
   return rc;
+}
+
+/*
+ * No verdict on name's bytes (rc, message in spool->error): the pack stays
+ * under its ready name, out of the index, for a later check. Returns what
+ * only a failure of the kept table itself makes an error.
+ */
+static int check_keep(cs_spool *spool, cs_spool_recovery *report, const char *name, int rc) {
+  char why[SPOOL_ERROR_MAX];
+  snprintf(why, sizeof why, "%s", spool->error);
+  report->errors++;
+  report_problem(report, rc, why);
+  uint64_t size = 0;
+  int found = ready_size(spool, name, &size);
+  if (found == CS_E_NOT_FOUND) return CS_E_OK; /* gone meanwhile: nothing to keep */
+  report->kept++;
+  report->kept_bytes += size;
+  return kept_add(spool, name, size, rc, why);
+}
+
+/* A verdict: name's bytes (or its kind of file) fail; reason in spool->error. */
+static int check_quarantine(cs_spool *spool, cs_spool_recovery *report, const char *name) {
+  char reason[SPOOL_ERROR_MAX];
+  snprintf(reason, sizeof reason, "%s", spool->error);
+  bool renamed = false;
+  int rc = quarantine_name(spool, name, reason, &renamed);
+  if (renamed) report->quarantined++;
+  if (rc == CS_E_OK) return CS_E_OK;
+  if (renamed) { /* out of the ready set; its reason file or the directory fsync failed */
+    report->errors++;
+    report_problem(report, rc, spool->error);
+    return CS_E_OK;
+  }
+  /* Still under its ready name: kept, and never handed out, since its bytes are bad. */
+  const char *failure = strstr(spool->error, name); /* "rename <name>: <why>": reason names it already */
+  size_t name_len = strlen(name);
+  if (failure == NULL || strncmp(failure + name_len, ": ", 2) != 0) failure = spool->error;
+  else failure += name_len + 2;
+  char why[SPOOL_ERROR_MAX];
+  snprintf(why, sizeof why, "%s", failure);
+  spool_fail(spool, CS_E_CORRUPT, "%s (not quarantined: %s)", reason, why);
+  return check_keep(spool, report, name, CS_E_CORRUPT);
 }
 
 static int visit_check(cs_spool *spool, const char *name, void *context) {
@@ -1134,21 +1281,8 @@ static int visit_check(cs_spool *spool, const char *name, void *context) {
     report->ready_bytes += entry.size_bytes;
     return index_put(spool, &entry);
   }
-  if (rc != CS_E_CORRUPT) {
-    /* An I/O failure says nothing about the bytes: keep the pack for the next pass. */
-    report->errors++;
-    char kept[SPOOL_ERROR_MAX]; /* the failure's message, not the size lookup's */
-    memcpy(kept, spool->error, sizeof kept);
-    if (ready_size(spool, name, &entry.size_bytes) == CS_E_OK) (void)index_put(spool, &entry);
-    memcpy(spool->error, kept, sizeof kept);
-    return rc;
-  }
-  char reason[SPOOL_ERROR_MAX];
-  snprintf(reason, sizeof reason, "%s", spool->error);
-  rc = quarantine_name(spool, name, reason);
-  if (rc == CS_E_OK) report->quarantined++;
-  else report->errors++;
-  return rc;
+  if (rc == CS_E_CORRUPT) return check_quarantine(spool, report, name);
+  return check_keep(spool, report, name, rc); /* says nothing about the bytes: never quarantined */
 }
 
 int cs_spool_check(cs_spool *spool, cs_spool_recovery *report) {
@@ -1156,6 +1290,7 @@ int cs_spool_check(cs_spool *spool, cs_spool_recovery *report) {
   cs_spool_recovery local = {0};
   if (report == NULL) report = &local;
   spool->index_count = 0;
+  spool->kept_count = 0; /* this pass decides afresh */
   return spool_walk(spool, visit_check, report);
 }
 

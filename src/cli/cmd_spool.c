@@ -61,9 +61,14 @@ static int spool_usage(FILE *out) {
           "check and sweep take the spool's owner lock (.capstore-spool.lock) and refuse while\n"
           "another owner (a running sink, another check) holds it, naming its pid.\n"
           "\n"
+          "check never quarantines a pack it could not read or ran out of memory on: that is\n"
+          "no verdict on its bytes. Such a pack is kept in place and named (\"kept\"), with a\n"
+          "corrupt one whose rename failed; the next check looks at them again.\n"
+          "\n"
           "exit status: 0 done (check: every ready pack verified)\n"
           "             1 refused or failed (DIR missing or unreadable, the lock is held,\n"
-          "               an I/O error); the reason is on stderr\n"
+          "               an I/O error; check: a pack kept in place, or a failed reason\n"
+          "               file; sweep: a temp file left); the reason is on stderr\n"
           "             2 usage\n"
           "             3 check only: the pass completed and quarantined at least one pack\n");
   return out == stdout ? CLI_EXIT_OK : CLI_EXIT_USAGE;
@@ -289,6 +294,24 @@ static size_t print_new_quarantines(int dirfd, const spool_names *before) {
   return count;
 }
 
+/* Prints each pack the check kept in place, with what failed. */
+static void print_kept(const cs_spool *spool) {
+  size_t count = cs_spool_kept(spool, NULL, 0);
+  cs_spool_kept_pack *kept = count > 0 ? calloc(count, sizeof *kept) : NULL;
+  if (count > 0 && kept == NULL) {
+    printf("kept         %zu packs (no memory to name them)\n", count);
+    return;
+  }
+  count = cs_spool_kept(spool, kept, count);
+  for (size_t i = 0; i < count; i++) {
+    const char *what = kept[i].code == CS_E_CORRUPT ? "corrupt, but the quarantine failed"
+                       : kept[i].code == CS_E_NO_MEMORY ? "not checked: out of memory (no verdict on its bytes)"
+                                                         : "not checked: it could not be read (no verdict on its bytes)";
+    printf("kept         %s\n             %s\n             reason: %s\n", kept[i].name, what, kept[i].reason);
+  }
+  free(kept);
+}
+
 /* capstore spool check DIR */
 static int cmd_check(const char *dir) {
   cs_spool *spool = open_owner("check", dir);
@@ -306,18 +329,24 @@ static int cmd_check(const char *dir) {
   int rc = cs_spool_check(spool, &report);
   char error[400];
   snprintf(error, sizeof error, "%s", cs_spool_last_error(spool));
+  print_kept(spool);
   cs_spool_close(spool); /* releases the lock */
   print_new_quarantines(dirfd, &before);
   spool_names_free(&before);
   close(dirfd);
-  printf("%s: checked %u ready packs: %u verified (%llu bytes), %u quarantined, %u errors, "
-         "%u other files left alone\n",
-         dir, report.ready_ok + report.quarantined + report.errors, report.ready_ok,
-         (unsigned long long)report.ready_bytes, report.quarantined, report.errors, report.skipped);
+  printf("%s: checked %u ready packs: %u verified (%llu bytes), %u quarantined, %u kept in place "
+         "(%llu bytes), %u errors, %u other files left alone\n",
+         dir, report.ready_ok + report.quarantined + report.kept, report.ready_ok,
+         (unsigned long long)report.ready_bytes, report.quarantined, report.kept,
+         (unsigned long long)report.kept_bytes, report.errors, report.skipped);
   fflush(stdout);
   if (rc != CS_E_OK) {
-    fprintf(stderr, "capstore spool check: %s: the pass stopped or a pack could not be read: %s (%s)\n",
-            dir, error, cs_strerror(rc));
+    fprintf(stderr, "capstore spool check: %s: the pass stopped: %s (%s)\n", dir, error, cs_strerror(rc));
+    return CLI_EXIT_FAILURE;
+  }
+  if (report.problem_code != 0) {
+    fprintf(stderr, "capstore spool check: %s: %u packs kept in place, %u errors; the first: %s (%s)\n", dir,
+            report.kept, report.errors, report.problem, cs_strerror(report.problem_code));
     return CLI_EXIT_FAILURE;
   }
   return report.quarantined > 0 ? CLI_EXIT_QUARANTINED : CLI_EXIT_OK;
@@ -336,6 +365,11 @@ static int cmd_sweep(const char *dir) {
   fflush(stdout);
   if (rc != CS_E_OK) {
     fprintf(stderr, "capstore spool sweep: %s: %s (%s)\n", dir, error, cs_strerror(rc));
+    return CLI_EXIT_FAILURE;
+  }
+  if (report.problem_code != 0) {
+    fprintf(stderr, "capstore spool sweep: %s: %u temp files left: the first: %s (%s)\n", dir, report.errors,
+            report.problem, cs_strerror(report.problem_code));
     return CLI_EXIT_FAILURE;
   }
   return CLI_EXIT_OK;

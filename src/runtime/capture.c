@@ -217,7 +217,14 @@ static void open_device(cs_capture *cap) {
   cap->device_ok = cap->events_total > 0;
 }
 
-/* Opens the spool, recovers, and counts what is already there against the quota. */
+/*
+ * Opens the spool, recovers, and counts what is already there against the
+ * quota. A pack recovery could not settle (unreadable, short of memory, or
+ * corrupt with a failed rename) does not stop the sink: it stays where it
+ * is, out of the listing, reported in stats.recovery (kept, problem), and
+ * counts against the quota, since it still takes room on disk. Only a pass
+ * that could not go through the directory refuses the open.
+ */
 static int open_spool(cs_capture *cap, const char *dir, char *msg, size_t msg_size) {
   cs_spool_options options = {.sys = cap->cfg.spool_sys, .create = true, .direct_io = cap->cfg.direct_io};
   int rc = cs_spool_open(dir, &options, &cap->spool, msg, msg_size);
@@ -227,6 +234,14 @@ static int open_spool(cs_capture *cap, const char *dir, char *msg, size_t msg_si
     if (rc != CS_E_OK) {
       return rt_refuse(rc, msg, msg_size, "spool recovery: %.300s", cs_spool_last_error(cap->spool));
     }
+    size_t kept = cs_spool_kept(cap->spool, NULL, 0);
+    cs_spool_kept_pack *packs = kept > 0 ? calloc(kept, sizeof *packs) : NULL;
+    if (kept > 0 && packs == NULL) {
+      return rt_refuse(CS_E_NO_MEMORY, msg, msg_size, "kept pack listing allocation failed");
+    }
+    kept = cs_spool_kept(cap->spool, packs, kept);
+    for (size_t i = 0; i < kept; i++) cs_sink_on_recovered(&cap->sink, packs[i].size_bytes);
+    free(packs);
   }
   size_t count = 0;
   cs_spool_entry *entries = NULL;
