@@ -2,15 +2,18 @@
  * libFuzzer target for the footer's memory bound and its out-of-memory path.
  *
  * Each input is footer JSON under a synthetic trailer. Checked:
- *   1. the scan's estimate is at least what jansson's tree really takes (a
- *      counting allocator measures its peak), whatever the text;
+ *   1. the scan's estimate is at least everything jansson allocates for the
+ *      text, freed blocks included (what the reader's arena must hold; a
+ *      counting allocator measures it), whatever the text;
  *   2. text over the limit is refused as footer_complex before jansson
  *      allocates anything;
  *   3. when jansson's first allocation fails, the answer is no_memory, never
  *      a bad footer. (Failures further into a parse are not injected: jansson
- *      2.14 itself can crash on some of them, which is why the reader asks
- *      for the tree's memory before it parses; unit.test_pack_json_cost runs
- *      the reader under address-space limits instead.)
+ *      2.14 itself can crash or garble a value on some of them, which is why
+ *      the reader parses in an arena it allocates first; the counting
+ *      allocator installed here keeps the arena out, and
+ *      unit.test_pack_json_cost and unit.test_spool run the reader under
+ *      address-space limits and failing allocations instead.)
  */
 #include <errno.h>
 #include <malloc.h>
@@ -25,7 +28,7 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static size_t live_bytes;
-static size_t peak_bytes;
+static size_t total_bytes; /* freed blocks included: what the reader's arena must hold */
 static size_t allocations;
 static long fail_after = -1;
 
@@ -40,7 +43,7 @@ static void *counting_malloc(size_t n) {
   if (p != NULL) {
     allocations++;
     live_bytes += malloc_usable_size(p) + sizeof(size_t);
-    if (live_bytes > peak_bytes) peak_bytes = live_bytes;
+    total_bytes += malloc_usable_size(p) + sizeof(size_t);
   }
   return p;
 }
@@ -69,11 +72,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   cs_pack_error err;
   if (pk_jin_cost(data, size, &estimate, &err) != CS_E_OK) abort(); /* only allocation fails */
   /* 1. jansson's tree of the text as it is (its own refusals of big numbers aside). */
-  live_bytes = peak_bytes = 0;
+  live_bytes = total_bytes = 0;
   json_error_t jerr;
   json_t *root = json_loadb((const char *)data, size, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL,
                             &jerr);
-  if (peak_bytes > estimate) abort();
+  if (total_bytes > estimate) abort();
   json_decref(root);
   if (live_bytes != 0) abort();
   /* 2. over the limit: refused with nothing built. */

@@ -460,7 +460,7 @@ static void test_footer_cost_bound(void **state) {
   const char *worst[] = {"{}", "[]", "{\"a\":[]}", "[[[[[]]]]]", "0", "\"\""};
   for (size_t i = 0; i < sizeof worst / sizeof worst[0]; i++) {
     cs_pack_error err = footer_of_records(CS_PACK_RECORDS_MAX, worst[i]);
-    tp_expect(err, CS_PACK_E_FOOTER_COMPLEX, "over the limit of 16 x its length");
+    tp_expect(err, CS_PACK_E_FOOTER_COMPLEX, "over the limit of 20 x its length");
     assert_int_equal(err.offset, 64);
   }
   /* Small footers of the same shapes fit in the slack, and fail on their fields. */

@@ -35,11 +35,12 @@ extern "C" {
 #define CS_PACK_FOOTER_BYTES_MAX (64u * 1024u * 1024u)
 #define CS_PACK_RECORDS_MAX 1000000u
 /*
- * Parsing a footer of L bytes may cost at most FACTOR x L + SLACK bytes of
- * JSON tree (an upper estimate, computed before the tree is built); a footer
- * over it is refused as FOOTER_COMPLEX. Writers' footers cost 7-15 x L.
+ * Parsing a footer of L bytes may take at most FACTOR x L + SLACK bytes of
+ * JSON tree (an upper estimate of all jansson allocates, computed before the
+ * tree is built, and allocated at once as its arena); a footer over it is
+ * refused as FOOTER_COMPLEX. Writers' footers are estimated at 10-18 x L.
  */
-#define CS_PACK_FOOTER_COST_FACTOR 16u
+#define CS_PACK_FOOTER_COST_FACTOR 20u
 #define CS_PACK_FOOTER_COST_SLACK (1024u * 1024u)
 #define CS_PACK_TEXT_BYTES_MAX 512u
 #define CS_PACK_RANK_MAX 32u
@@ -343,7 +344,7 @@ typedef struct cs_pack_footer {
 /*
  * Parses and validates the footer bytes [trailer->footer_offset,
  * +footer_length). Never needs a payload byte. Refuses FOOTER_CRC,
- * FOOTER_COMPLEX (the JSON would cost more than CS_PACK_FOOTER_COST_FACTOR x
+ * FOOTER_COMPLEX (the JSON would take more than CS_PACK_FOOTER_COST_FACTOR x
  * its length + 1 MiB to parse; checked before any tree is built),
  * FOOTER_JSON, KEY_MISSING, FIELD_TYPE, FIELD_RANGE, CODEC,
  * SHAPE_LENGTH, MISMATCH (versions differ from the trailer's),

@@ -41,6 +41,7 @@ typedef struct pk_json_doc {
   size_t number_count;
   size_t number_cap;
   uint64_t cost;        /* the scan's estimate of the tree's bytes */
+  void *arena;          /* the tree's memory when parsed in an arena (pack_json_in.c) */
   uint64_t base_offset; /* object offset of the text's first byte, for messages */
   const char *what;     /* "footer" or "spec", for messages */
 } pk_json_doc;

@@ -4,6 +4,7 @@
  */
 #include <assert.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,24 +14,25 @@
 #define INT64_LIMIT UINT64_C(9223372036854775807)
 
 /*
- * Upper bounds, in bytes, of what jansson 2.14 allocates per token on a
- * 64-bit glibc system, allocator overhead included (measured with a counting
+ * Upper bounds, in bytes, of everything jansson 2.14 allocates per token on
+ * a 64-bit glibc system, blocks it frees again included (the arena below
+ * never reuses one), allocator overhead included: measured with a counting
  * allocator; unit.test_pack_json_cost checks that the estimate stays above
- * what jansson really allocates, for the worst shapes and for writers'
- * footers). An object is its struct and first hash table; a pair its entry,
- * key copy and share of the table's doubling; an element its share of an
- * array's doubling; the longest token is held up to three times by the
- * lexer's buffer while it grows.
+ * it for the worst shapes and for writers' footers, and fuzz_footer_cost on
+ * any bytes. An object is its struct and first hash table; a pair its entry,
+ * key copy and share of the table's doublings; an element its share of an
+ * array's doublings; the longest token is held up to five times by the
+ * lexer's buffer while it doubles, and by its copy.
  */
 enum {
   COST_BASE = 4096,
   COST_OBJECT = 256,
   COST_ARRAY = 160,
-  COST_PAIR = 112,   /* plus the key's length */
+  COST_PAIR = 144,   /* plus the key's length */
   COST_STRING = 80,  /* plus the string's length */
   COST_NUMBER = 32,
-  COST_ELEMENT = 24, /* each value after the first in a container */
-  COST_TOKEN_COPIES = 3,
+  COST_ELEMENT = 40, /* each value after the first in a container */
+  COST_TOKEN_COPIES = 5,
 };
 
 typedef struct scan_state {
@@ -209,8 +211,63 @@ int pk_jin_cost(const uint8_t *text, size_t len, uint64_t *cost, cs_pack_error *
   return rc;
 }
 
-/* Called through a volatile pointer so that no compiler elides the probe's malloc and free. */
-static void *(*volatile probe_malloc)(size_t) = malloc;
+/*
+ * The tree's memory, taken before jansson starts. jansson 2.14 is not safe
+ * when an allocation fails mid-parse: its lexer drops a byte it could not
+ * save (a good footer then reads with a wrong value), an assertion aborts
+ * the process, a failed string ends in a NULL dereference. So the scan's
+ * estimate (which the tests show is at least everything jansson allocates,
+ * freed blocks included) is allocated at once, and jansson's allocations on
+ * this thread are carved from it while it parses. Only that one allocation
+ * can fail, cleanly, before jansson runs; if the arena ever ran out, the
+ * parse is no_memory whatever jansson returned.
+ *
+ * jansson's allocator is process-wide: it is replaced only if it is still
+ * jansson's default (malloc, free), by functions that behave exactly as the
+ * defaults on every thread that is not parsing a footer. A program that
+ * installed its own keeps it; footers are then parsed without the arena, and
+ * an allocation failure there is still reported as no_memory (ENOMEM) but
+ * is exposed to jansson's defects.
+ */
+typedef struct jin_arena {
+  uintptr_t base;
+  size_t size;
+  size_t used;
+  bool ran_out;
+} jin_arena;
+
+static _Thread_local jin_arena *current_arena;
+static bool arena_installed;
+static pthread_once_t arena_once = PTHREAD_ONCE_INIT;
+
+static void *arena_malloc(size_t n) {
+  jin_arena *a = current_arena;
+  if (a == NULL) return malloc(n);
+  size_t need = (n + 15) & ~(size_t)15;
+  if (need < n || need > a->size - a->used) {
+    a->ran_out = true;
+    errno = ENOMEM;
+    return NULL;
+  }
+  void *p = (void *)(a->base + a->used);
+  a->used += need;
+  return p;
+}
+
+static void arena_free(void *p) {
+  jin_arena *a = current_arena;
+  if (a != NULL && (uintptr_t)p >= a->base && (uintptr_t)p - a->base < a->size) return;
+  free(p);
+}
+
+static void arena_install(void) {
+  json_malloc_t m = NULL;
+  json_free_t f = NULL;
+  json_get_alloc_funcs(&m, &f);
+  if (m != malloc || f != free) return;
+  json_set_alloc_funcs(arena_malloc, arena_free);
+  arena_installed = true;
+}
 
 uint64_t pk_jin_cost_limit(size_t len) {
   return (uint64_t)CS_PACK_FOOTER_COST_FACTOR * len + CS_PACK_FOOTER_COST_SLACK;
@@ -237,30 +294,34 @@ int pk_jin_load(const uint8_t *text, size_t len, uint64_t base_offset, const cha
     pk_jin_free(out);
     return rc;
   }
-  /*
-   * jansson 2.14 is not safe when an allocation fails mid-parse (a failed
-   * string allocation can end in a NULL dereference; its lexer also drops
-   * failures of its buffer), so the memory the tree may take is asked for,
-   * untouched, before it starts: where it is not there, the answer is
-   * NO_MEMORY and jansson never runs short.
-   */
-  void *probe = probe_malloc((size_t)s.cost);
-  if (probe == NULL) {
-    pk_buf_free(&s.out);
-    pk_jin_free(out);
-    return pk_fail(err, CS_PACK_E_NO_MEMORY, CS_PACK_NO_RECORD, CS_PACK_NO_OFFSET, "",
-                   "%s: out of memory: parsing %zu bytes of JSON may take %llu bytes", what,
-                   len, (unsigned long long)s.cost);
+  pthread_once(&arena_once, arena_install);
+  jin_arena arena = {.size = (size_t)s.cost};
+  if (arena_installed) {
+    out->arena = malloc(arena.size);
+    if (out->arena == NULL) {
+      pk_buf_free(&s.out);
+      pk_jin_free(out);
+      return pk_fail(err, CS_PACK_E_NO_MEMORY, CS_PACK_NO_RECORD, CS_PACK_NO_OFFSET, "",
+                     "%s: out of memory: parsing %zu bytes of JSON takes up to %llu bytes", what,
+                     len, (unsigned long long)s.cost);
+    }
+    arena.base = (uintptr_t)out->arena;
+    current_arena = &arena;
   }
-  free(probe);
   const char *parse_text = s.rewriting ? (const char *)s.out.data : (const char *)text;
   size_t parse_len = s.rewriting ? s.out.len : len;
   json_error_t jerr;
   errno = 0; /* malloc sets ENOMEM; jansson sometimes reports its failure as a syntax error */
   out->root = json_loadb(parse_text == NULL ? "" : parse_text, parse_len,
                          JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
-  bool short_of_memory = errno == ENOMEM;
+  bool short_of_memory = errno == ENOMEM || arena.ran_out;
+  current_arena = NULL;
   pk_buf_free(&s.out);
+  if (out->root != NULL && short_of_memory) {
+    pk_jin_free(out); /* a tree built past a failed allocation may hold wrong values */
+    return pk_fail(err, CS_PACK_E_NO_MEMORY, CS_PACK_NO_RECORD, CS_PACK_NO_OFFSET, "",
+                   "%s: out of memory while parsing %zu bytes of JSON", what, len);
+  }
   if (out->root == NULL) {
     uint64_t at = base_offset + original_position(out, (uint64_t)(jerr.position < 0 ? 0 : jerr.position));
     pk_jin_free(out);
@@ -281,7 +342,9 @@ int pk_jin_load(const uint8_t *text, size_t len, uint64_t base_offset, const cha
 
 void pk_jin_free(pk_json_doc *doc) {
   assert(doc != NULL);
-  json_decref(doc->root);
+  /* A tree in an arena goes with it: its blocks are never handed to free. */
+  if (doc->arena == NULL) json_decref(doc->root);
+  free(doc->arena);
   free(doc->numbers);
   memset(doc, 0, sizeof *doc);
 }
