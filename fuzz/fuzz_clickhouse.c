@@ -2,12 +2,15 @@
  * libFuzzer target: the ClickHouse adapter's answer parsers. The input is an
  * HTTP status byte pair followed by a body; the body goes through the error
  * parser and the classifier, then through the strict TabSeparated reader at
- * a column count taken from the first byte. Nothing may crash, read out of
- * bounds or return a field outside the buffer. Then the body, as a text
- * value and as the key, goes through the bulk form of a descriptor row
- * (catalog.h) and back through the reader: it must come back byte for byte,
- * or be refused exactly when it holds a NUL, and the text rule every catalog
- * applies at INDEX (cs_catalog_index_text_ok) refuses exactly the same inputs.
+ * a column count taken from the first byte, and each 28-field row through
+ * the descriptor row parser. Nothing may crash, read out of bounds or return
+ * a field outside the buffer, and a row the parser accepts has a key without
+ * NUL. Then the body, as a text value and as the key, goes through the bulk
+ * form of a descriptor row (catalog.h), back through the reader and the
+ * descriptor row parser: every text must come back byte for byte, NUL bytes
+ * included (U+0000 is a valid text character). The row is refused exactly
+ * when the key holds a NUL, and the key rule every catalog applies at INDEX
+ * (cs_catalog_index_keys_ok) refuses exactly the same inputs.
  */
 #include <assert.h>
 #include <stdint.h>
@@ -31,12 +34,13 @@ static void bulk_round_trip(const char *text, size_t len) {
   m->model_id = m->model_revision = m->capture_policy_version = plain;
   m->adapter_revision = len % 2 == 0 ? value : (cs_pack_text){NULL, 0};
   size_t n = cs_catalog_tsv_row(&ref, &rec, 7, NULL, 0);
-  bool has_nul = memchr(text, '\0', len) != NULL || (key_fits && memchr(ref.key, '\0', ref.key_len) != NULL);
-  assert((n == 0) == has_nul);
+  bool key_nul = memchr(ref.key, '\0', ref.key_len) != NULL; /* texts may hold NUL: only the key may not */
+  assert((n == 0) == key_nul);
   cs_index_pack batch = {.ref = &ref, .records = &rec, .record_count = 1};
   char detail[256];
-  assert(cs_catalog_index_text_ok(&batch, 1, detail, sizeof detail) == !has_nul); /* the rule every catalog applies */
-  assert(!has_nul || (strstr(detail, "NUL") != NULL && memchr(detail, '\0', sizeof detail) != NULL));
+  assert(cs_catalog_index_keys_ok(&batch, 1, detail, sizeof detail) == !key_nul); /* the rule every catalog applies */
+  assert(!key_nul || (strstr(detail, "key") != NULL && strstr(detail, "NUL") != NULL &&
+                      memchr(detail, '\0', sizeof detail) != NULL));
   if (n == 0) return;
   char *row = malloc(n);
   if (row == NULL) return;
@@ -47,9 +51,25 @@ static void bulk_round_trip(const char *text, size_t len) {
   assert(cs_clickhouse_tsv_next(&tsv, f, flen, CS_CATALOG_DESCRIPTOR_COLUMN_COUNT) == 1);
   assert(cs_clickhouse_tsv_next(&tsv, f, flen, CS_CATALOG_DESCRIPTOR_COLUMN_COUNT) == 0);
   const int columns[4] = {2, 5, 13, 1}; /* capture_id, run_id, hook_name, key */
-  for (int i = 0; i < (key_fits ? 4 : 3); i++) assert(f[columns[i]] != NULL && flen[columns[i]] == len && memcmp(f[columns[i]], text, len) == 0);
+  for (int i = 0; i < (key_fits ? 4 : 3); i++)
+    assert(f[columns[i]] != NULL && flen[columns[i]] == len && memcmp(f[columns[i]], text, len) == 0);
   assert(len % 2 == 0 ? f[11] != NULL && flen[11] == len : f[11] == NULL);
+  static cs_descriptor_row back;
+  assert(cs_clickhouse_descriptor_row(f, flen, &back) == CS_E_OK); /* as READ_DESCRIPTORS reads it */
+  const cs_pack_text got[3] = {back.record.meta.capture_id, back.record.meta.run_id, back.record.meta.hook_name};
+  for (int i = 0; i < 3; i++) assert(got[i].len == len && memcmp(got[i].bytes, text, len) == 0);
+  assert(strlen(back.key) == ref.key_len && memcmp(back.key, ref.key, ref.key_len) == 0);
   free(row);
+}
+
+/* A 28-field answer row through the descriptor row parser: a row it accepts has a key without NUL, in bounds. */
+static void descriptor_row_check(char **fields, const size_t *lengths) {
+  static cs_descriptor_row row;
+  if (cs_clickhouse_descriptor_row(fields, lengths, &row) != CS_E_OK) return;
+  assert(memchr(row.key, '\0', sizeof row.key) != NULL);
+  assert(strlen(row.key) == lengths[1] && memcmp(row.key, fields[1], lengths[1]) == 0);
+  assert(row.record.meta.capture_id.bytes == fields[2] && row.record.meta.capture_id.len == lengths[2]);
+  assert(row.record.meta.rank <= CS_PACK_RANK_MAX && row.record.meta.dtype < CS_DTYPE_COUNT_);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -78,6 +98,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       uint64_t value = 0;
       (void)cs_clickhouse_parse_u64(fields[i], &value);
     }
+    if (columns == CS_CATALOG_DESCRIPTOR_COLUMN_COUNT) descriptor_row_check(fields, lengths);
   }
   free(copy);
   bulk_round_trip(body, len);

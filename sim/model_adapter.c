@@ -443,45 +443,44 @@ static bool is_named(const model_catalog *m, const cs_uuid *pack_id, uint64_t ve
   return false;
 }
 
-/* The first NUL byte of text[0..len), or SIZE_MAX. */
-static size_t nul_at(const char *text, size_t len) {
-  const char *nul = text == NULL ? NULL : memchr(text, '\0', len);
-  return nul == NULL ? SIZE_MAX : (size_t)(nul - text);
+/* Writes key[0..len) into out[cap] for a message: control bytes (NUL too) as \xNN, at most 96 bytes of it. */
+static void key_quote(const char *key, size_t len, char *out, size_t cap) {
+  static const char hex[] = "0123456789abcdef";
+  size_t n = 0, i = 0;
+  for (; i < len && i < 96 && n + 8 < cap; i++) { /* room for one more byte, "..." and the NUL */
+    unsigned char c = (unsigned char)key[i];
+    if (c >= 0x20 && c != 0x7f) {
+      out[n++] = (char)c;
+      continue;
+    }
+    out[n++] = '\\';
+    out[n++] = 'x';
+    out[n++] = hex[c >> 4];
+    out[n++] = hex[c & 15u];
+  }
+  out[n] = '\0';
+  if (i < len && n + 4 <= cap) memcpy(out + n, "...", 4);
 }
 
 /*
- * catalog.h's text rule, as cs_catalog_index_text_ok words it (the model does
- * not link the adapters): no NUL in a pack's key or in any text of its
- * records. False with res INVALID naming the first offence.
+ * catalog.h's key rule, as cs_catalog_index_keys_ok words it (the model does
+ * not link the adapters): no NUL in a pack's object key. Record texts may
+ * hold U+0000; the model keeps them byte for byte. False with res INVALID
+ * naming the first offence.
  */
-static bool text_rule_ok(const cs_index_pack *packs, uint32_t pack_count, cs_catalog_result *res) {
-  static const char *const names[12] = {"capture_id", "tenant_id", "experiment_id", "run_id", "session_id",
-                                        "request_id", "sequence_id", "model_id", "model_revision",
-                                        "adapter_revision", "capture_policy_version", "hook_name"};
-  char detail[sizeof res->detail], id[CS_UUID_TEXT_LEN + 1];
+static bool key_rule_ok(const cs_index_pack *packs, uint32_t pack_count, cs_catalog_result *res) {
   for (uint32_t i = 0; i < pack_count; i++) {
-    cs_uuid_format(&packs[i].ref->pack_id, id);
-    size_t at = nul_at(packs[i].ref->key, packs[i].ref->key_len);
-    if (at != SIZE_MAX) {
-      snprintf(detail, sizeof detail, "index: pack %s: key holds a NUL byte at byte %zu", id, at);
-      cat_res(res, CS_OUT_INVALID, detail);
-      return false;
-    }
-    for (uint32_t r = 0; r < packs[i].record_count; r++) {
-      const cs_pack_meta *mt = &packs[i].records[r].meta;
-      const cs_pack_text texts[12] = {mt->capture_id, mt->tenant_id, mt->experiment_id, mt->run_id,
-                                      mt->session_id, mt->request_id, mt->sequence_id, mt->model_id,
-                                      mt->model_revision, mt->adapter_revision, mt->capture_policy_version,
-                                      mt->hook_name};
-      for (int t = 0; t < 12; t++) {
-        at = nul_at(texts[t].bytes, texts[t].len);
-        if (at == SIZE_MAX) continue;
-        snprintf(detail, sizeof detail, "index: pack %s record %u: %s holds a NUL byte at byte %zu", id, r, names[t],
-                 at);
-        cat_res(res, CS_OUT_INVALID, detail);
-        return false;
-      }
-    }
+    const cs_pack_ref *ref = packs[i].ref;
+    const char *nul = memchr(ref->key, '\0', ref->key_len);
+    if (nul == NULL) continue;
+    char id[CS_UUID_TEXT_LEN + 1], quoted[128]; /* the sentence fits the detail whole */
+    cs_uuid_format(&ref->pack_id, id);
+    key_quote(ref->key, ref->key_len, quoted, sizeof quoted);
+    res->outcome = CS_OUT_INVALID;
+    res->server_code = 0;
+    snprintf(res->detail, sizeof res->detail, "index: pack %s: key '%s' holds a NUL byte at byte %zu", id, quoted,
+             (size_t)(nul - ref->key));
+    return false;
   }
   return true;
 }
@@ -491,8 +490,10 @@ static int mc_index(void *self, const cs_uuid *lease_id, uint64_t margin_ns, uin
   model_catalog *m = self;
   if (lease_id == NULL || res == NULL || (packs == NULL && pack_count > 0)) return CS_E_INVALID_ARGUMENT;
   for (uint32_t i = 0; i < pack_count; i++)
-    if (packs[i].ref == NULL || (packs[i].records == NULL && packs[i].record_count > 0)) return CS_E_INVALID_ARGUMENT;
-  if (!text_rule_ok(packs, pack_count, res)) return CS_E_OK; /* nothing reaches the model */
+    if (packs[i].ref == NULL || packs[i].ref->key_len >= CS_KEY_MAX ||
+        (packs[i].records == NULL && packs[i].record_count > 0))
+      return CS_E_INVALID_ARGUMENT;
+  if (!key_rule_ok(packs, pack_count, res)) return CS_E_OK; /* nothing reaches the model */
   if (!req_begin(m, CS_OP_CAT_INDEX, lease_id)) return CS_E_FULL;
   if (pack_count > SIM_BATCH_MAX) {
     cat_res(res, CS_OUT_TOO_LARGE, "model: more packs than one batch holds");

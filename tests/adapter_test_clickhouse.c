@@ -645,23 +645,66 @@ static void test_reject_rows(void **state) {
 
 /* ---- refusals and classification ----------------------------------------- */
 
-static void test_nul_refused_before_sending(void **state) {
+/* A NUL in the object key (catalog.h's key rule): INVALID naming the key, and nothing reaches the server. */
+static void test_nul_key_refused_before_sending(void **state) {
   (void)state;
   cs_catalog cat = fresh();
   cs_uuid a = uuid_n(1);
   claim_ok(&cat, &a, 0, 30 * CS_SEC_NS);
   static test_pack p;
   make_pack(&p, 13, "rev-1");
-  p.records[1].meta.run_id.bytes = "a\0b";
-  p.records[1].meta.run_id.len = 3;
+  static const char key[] = "cat/k\0/../other.dmi-pack";
+  assert_int_equal(cs_pack_ref_set_key(&p.ref, key, sizeof key - 1), CS_E_OK);
   cs_index_pack ip = {&p.ref, p.records, 2};
   cs_catalog_result res;
   assert_int_equal(cat.ops->index(cat.self, &a, 0, 1, &ip, 1, &res), CS_E_OK);
   assert_int_equal(res.outcome, CS_OUT_INVALID);
+  if (strstr(res.detail, "key 'cat/k\\x00/../other.dmi-pack' holds a NUL byte at byte 5") == NULL)
+    fail_msg("detail '%s' does not name the key", res.detail);
+  assert_int_equal(rows_of("descriptors", &p.ref.pack_id), 0); /* nothing was sent */
+  assert_int_equal(rows_of("inventory", &p.ref.pack_id), 0);
   publish_ok(&cat, &a, 1, 1);
   bool held = true, rejected = true;
   committed_of(&cat, &p.ref.pack_id, &held, &rejected);
   assert_false(held);
+  cat.ops->close(cat.self);
+}
+
+/*
+ * U+0000 in record texts goes through the rows' TabSeparated body as \0:
+ * the server holds the bytes themselves (hex() of the stored value, not a
+ * backslash and a 0) and READ_DESCRIPTORS hands them back whole, beside a
+ * text that really is a backslash and a 0.
+ */
+static void test_nul_text_round_trip(void **state) {
+  (void)state;
+  cs_catalog cat = fresh();
+  cs_uuid a = uuid_n(1);
+  claim_ok(&cat, &a, 0, 30 * CS_SEC_NS);
+  static test_pack p;
+  make_pack(&p, 14, "rev-1");
+  cs_pack_meta *m0 = &p.records[0].meta, *m1 = &p.records[1].meta;
+  m0->tenant_id = (cs_pack_text){"\0t\0", 3};
+  m0->run_id = (cs_pack_text){"\\0", 2}; /* a backslash and a 0: not a NUL */
+  m1->capture_id = (cs_pack_text){"cap-0\0", 6}; /* cut at the NUL it would be record 0's id */
+  m1->model_revision = (cs_pack_text){"\0", 1};
+  m1->adapter_revision = (cs_pack_text){"\\N\0", 3};
+  index_ok(&cat, &a, 1, &p);
+  publish_ok(&cat, &a, 1, 1);
+  char sql[512], id[CS_UUID_TEXT_LEN + 1];
+  cs_uuid_format(&p.ref.pack_id, id);
+  snprintf(sql, sizeof sql,
+           "SELECT count() FROM %s WHERE pack_id = '%s' AND ((hex(tenant_id) = '007400' AND hex(run_id) = '5C30') OR "
+           "(hex(capture_id) = '6361702D3000' AND hex(model_revision) = '00' AND hex(adapter_revision) = '5C4E00'))",
+           table("descriptors"), id);
+  assert_int_equal(raw_u64(sql), 2); /* record 0 by its tenant and run, record 1 by its revisions */
+  static cs_descriptor_row rows[4];
+  assert_int_equal(read_rows(&cat, 1, &p.ref.pack_id, rows), 2);
+  for (int r = 0; r < 2; r++) {
+    assert_row(&rows[r], &p, r, 1); /* rows come in offset order */
+    assert_text(rows[r].record.meta.tenant_id, p.records[r].meta.tenant_id);
+    assert_text(rows[r].record.meta.run_id, p.records[r].meta.run_id);
+  }
   cat.ops->close(cat.self);
 }
 
@@ -829,7 +872,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_escaping_round_trip),
       cmocka_unit_test(test_index_4096_records_in_one_call),
       cmocka_unit_test(test_reject_rows),
-      cmocka_unit_test(test_nul_refused_before_sending),
+      cmocka_unit_test(test_nul_key_refused_before_sending), cmocka_unit_test(test_nul_text_round_trip),
       cmocka_unit_test(test_too_large),
       cmocka_unit_test(test_server_errors_classified),
       cmocka_unit_test(test_through_tcp_switch),

@@ -97,9 +97,28 @@ static void test_tsv_strict(void **state) {
   assert_int_equal(tsv_rows("1\t2", 2, out), CS_E_PARSE);       /* no final newline */
   assert_int_equal(tsv_rows("1\n", 2, out), CS_E_PARSE);        /* a short row */
   assert_int_equal(tsv_rows("1\t2\t3\n", 2, out), CS_E_PARSE);  /* a long row */
-  assert_int_equal(tsv_rows("a\\0b\t1\n", 2, out), CS_E_PARSE); /* a decoded NUL */
   assert_int_equal(tsv_rows("a\\qb\t1\n", 2, out), CS_E_PARSE); /* an unknown escape */
   assert_int_equal(tsv_rows("a\\", 1, out), CS_E_PARSE);
+}
+
+/* \0 is U+0000 in a field, kept with the field's length; a raw NUL byte (the server escapes it) is not. */
+static void test_tsv_nul(void **state) {
+  (void)state;
+  static char buf[] = "\\0a\\0b\\0\t\\\\0\t\\0\n";
+  cs_clickhouse_tsv tsv = {buf, buf + sizeof buf - 1};
+  char *f[3];
+  size_t len[3];
+  assert_int_equal(cs_clickhouse_tsv_next(&tsv, f, len, 3), 1);
+  assert_int_equal(len[0], 5);
+  assert_memory_equal(f[0], "\0a\0b\0", 6); /* the terminator too */
+  assert_int_equal(len[1], 2);
+  assert_string_equal(f[1], "\\0"); /* an escaped backslash, then a 0 */
+  assert_int_equal(len[2], 1);
+  assert_int_equal(f[2][0], '\0');
+  assert_int_equal(cs_clickhouse_tsv_next(&tsv, f, len, 3), 0);
+  static char raw[] = "a\0b\n";
+  tsv = (cs_clickhouse_tsv){raw, raw + sizeof raw - 1};
+  assert_int_equal(cs_clickhouse_tsv_next(&tsv, f, len, 1), CS_E_PARSE);
 }
 
 static void test_u64_strict(void **state) {
@@ -262,9 +281,13 @@ static void test_bulk_row_refusals(void **state) {
   for (size_t i = 10; i < sizeof row; i++) assert_int_equal(row[i], 'x');
   rec.meta.rank = 0;
   assert_int_equal(cs_catalog_tsv_row(&ref, &rec, 1, row, sizeof row), n - strlen("2,2147483647,0"));
+  row[n - strlen("2,2147483647,0")] = '\0';
   assert_non_null(strstr(row, "\t[]\t"));
   rec.meta.run_id = (cs_pack_text){"a\0b", 3};
-  assert_int_equal(cs_catalog_tsv_row(&ref, &rec, 1, row, sizeof row), 0); /* NUL */
+  size_t with_nul = cs_catalog_tsv_row(&ref, &rec, 1, row, sizeof row - 1);
+  assert_true(with_nul > 0 && with_nul < sizeof row);
+  row[with_nul] = '\0';
+  assert_non_null(strstr(row, "\ta\\0b\t")); /* U+0000 in a text is written \0, not refused */
   record_make(&ref, &rec, NULL, "k");
   assert_int_equal(cs_catalog_tsv_row(&ref, &rec, 1, row, sizeof row), 0); /* absent capture id */
   record_make(&ref, &rec, "c", "k");
@@ -276,6 +299,67 @@ static void test_bulk_row_refusals(void **state) {
   record_make(&ref, &rec, "c", "k");
   ref.key[0] = '\0';
   assert_int_equal(cs_catalog_tsv_row(&ref, &rec, 1, row, sizeof row), 0); /* a NUL in the key */
+}
+
+/* Reads the one row of text (28 columns) through the reader and cs_clickhouse_descriptor_row. */
+static int descriptor_of(char *text, size_t len, cs_descriptor_row *row) {
+  cs_clickhouse_tsv tsv = {text, text + len};
+  char *f[CS_CATALOG_DESCRIPTOR_COLUMN_COUNT];
+  size_t flen[CS_CATALOG_DESCRIPTOR_COLUMN_COUNT];
+  assert_int_equal(cs_clickhouse_tsv_next(&tsv, f, flen, CS_CATALOG_DESCRIPTOR_COLUMN_COUNT), 1);
+  return cs_clickhouse_descriptor_row(f, flen, row);
+}
+
+/*
+ * U+0000 in every text, written by the bulk form and read back as
+ * READ_DESCRIPTORS reads an answer: each text whole. The twins: a NUL in the
+ * key, a number, the dtype or the shape of an answer row is malformed, never
+ * read as the C string before it.
+ */
+static void test_descriptor_row_nul(void **state) {
+  (void)state;
+  cs_pack_ref ref;
+  cs_pack_record rec;
+  record_make(&ref, &rec, "c", "cat/k.dmi-pack");
+  cs_pack_meta *m = &rec.meta;
+  m->capture_id = (cs_pack_text){"\0c", 2};
+  m->tenant_id = (cs_pack_text){"t\0\\0", 4};
+  m->hook_name = (cs_pack_text){"\\N\0", 3};
+  m->adapter_revision = (cs_pack_text){"\0", 1};
+  static char row[4096];
+  size_t n = cs_catalog_tsv_row(&ref, &rec, 42, row, sizeof row);
+  assert_true(n > 0 && n < sizeof row);
+  cs_descriptor_row got;
+  assert_int_equal(descriptor_of(row, n, &got), CS_E_OK);
+  assert_string_equal(got.key, "cat/k.dmi-pack");
+  const cs_pack_meta *g = &got.record.meta;
+  const cs_pack_text gt[12] = {g->capture_id, g->tenant_id, g->experiment_id, g->run_id,
+                               g->session_id, g->request_id, g->sequence_id, g->model_id,
+                               g->model_revision, g->adapter_revision, g->capture_policy_version, g->hook_name};
+  const cs_pack_text wt[12] = {m->capture_id, m->tenant_id, m->experiment_id, m->run_id,
+                               m->session_id, m->request_id, m->sequence_id, m->model_id,
+                               m->model_revision, m->adapter_revision, m->capture_policy_version, m->hook_name};
+  for (int i = 0; i < 12; i++) assert_field(gt[i].bytes, gt[i].len, wt[i]);
+  assert_int_equal(g->dtype, CS_DTYPE_BFLOAT16);
+  assert_true(got.version == 42);
+  static const char *const bad[4][2] = {
+      {"\tcat/k.dmi-pack\t", "\tcat/k\\0.dmi-pack\t"}, /* the key */
+      {"\t4294967295\t18446744073709551615\t", "\t4294967295\t1\\08\t"}, /* step_number */
+      {"\tbfloat16\t", "\tbfloat16\\0\t"},                              /* the dtype */
+      {"\t[2,2147483647,0]\t", "\t[2\\0,2147483647,0]\t"}};             /* the shape */
+  for (int b = 0; b < 4; b++) {
+    n = cs_catalog_tsv_row(&ref, &rec, 42, row, sizeof row);
+    row[n] = '\0';
+    char *at = strstr(row, bad[b][0]);
+    assert_non_null(at);
+    static char edited[4096];
+    size_t head = (size_t)(at - row), old = strlen(bad[b][0]), new_len = strlen(bad[b][1]);
+    memcpy(edited, row, head);
+    memcpy(edited + head, bad[b][1], new_len);
+    memcpy(edited + head + new_len, at + old, n - head - old);
+    size_t edited_len = n - old + new_len;
+    if (descriptor_of(edited, edited_len, &got) != CS_E_PARSE) fail_msg("a NUL in '%s' was read", bad[b][1]);
+  }
 }
 
 /* index_bytes: the rows at the widest version, so no version's rows cost more. */
@@ -292,8 +376,10 @@ static void test_index_bytes(void **state) {
   assert_true(small + 3 * 19 == sum);
   assert_true(cs_catalog_index_bytes(&ref, recs, 0) == 0);
   assert_true(cs_catalog_index_bytes(NULL, recs, 3) == 0);
-  recs[2].meta.hook_name = (cs_pack_text){"\0", 1};
-  assert_true(cs_catalog_index_bytes(&ref, recs, 3) == sum - cs_catalog_tsv_row(&ref, &recs[0], UINT64_MAX, NULL, 0));
+  recs[2].meta.hook_name = (cs_pack_text){"\0\0", 2}; /* costs its escapes: \0\0, 4 bytes */
+  assert_true(cs_catalog_index_bytes(&ref, recs, 3) == sum + 4 - 2); /* it was \t, 2 bytes */
+  assert_int_equal(cs_pack_ref_set_key(&ref, "cat/\0k", 6), CS_E_OK);
+  assert_true(cs_catalog_index_bytes(&ref, recs, 3) == 0); /* a NUL in the key: INDEX refuses the pack */
 }
 
 int main(void) {
@@ -301,7 +387,7 @@ int main(void) {
       cmocka_unit_test(test_error_code), cmocka_unit_test(test_classify),   cmocka_unit_test(test_tsv_strict),
       cmocka_unit_test(test_u64_strict), cmocka_unit_test(test_table_names), cmocka_unit_test(test_url_validated),
       cmocka_unit_test(test_bulk_row_round_trip), cmocka_unit_test(test_bulk_row_refusals),
-      cmocka_unit_test(test_index_bytes),
+      cmocka_unit_test(test_index_bytes), cmocka_unit_test(test_tsv_nul), cmocka_unit_test(test_descriptor_row_nul),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

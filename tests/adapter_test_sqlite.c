@@ -175,15 +175,18 @@ static void sql_beside(const char *path, const char *sql) {
 /* Indexes and publishes a one-record pack with key "cat/ok.dmi-pack" at version 1 under lease_a. */
 static void index_one(cs_catalog *c, cs_pack_ref *ref, cs_pack_record *rec) {
   memset(ref, 0, sizeof *ref);
-  memset(rec, 0, sizeof *rec);
   ref->pack_id.bytes[0] = 0x42;
   ref->record_count = 1;
   assert_int_equal(cs_pack_ref_set_key(ref, "cat/ok.dmi-pack", 15), CS_E_OK);
   cs_pack_meta *m = &rec->meta;
+  cs_pack_meta given = *m; /* the caller's texts stay; the others are "t" */
+  memset(rec, 0, sizeof *rec);
   const char *texts = "t";
   m->capture_id = cs_pack_text_of("c0");
   m->tenant_id = m->experiment_id = m->run_id = m->session_id = m->request_id = cs_pack_text_of(texts);
   m->sequence_id = m->model_id = m->model_revision = m->capture_policy_version = m->hook_name = cs_pack_text_of(texts);
+  if (given.tenant_id.bytes != NULL) m->tenant_id = given.tenant_id;
+  m->adapter_revision = given.adapter_revision;
   m->dtype = CS_DTYPE_FLOAT32;
   cs_catalog_result res;
   assert_int_equal(c->ops->schema_ensure(c->self, &res), CS_E_OK);
@@ -206,34 +209,81 @@ static void read_refused(cs_catalog *c, const cs_pack_ref *ref, const char *what
              count > 0 ? rows[0].key : "", res.detail, what);
 }
 
+/* The one value `select` answers on the catalog's file beside the adapter, as text. */
+static void sql_value(const char *path, const char *select, char *out, size_t cap) {
+  sqlite3 *db = NULL;
+  sqlite3_stmt *st = NULL;
+  assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+  if (sqlite3_prepare_v2(db, select, -1, &st, NULL) != SQLITE_OK) fail_msg("%s: %s", select, sqlite3_errmsg(db));
+  assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+  snprintf(out, cap, "%s", (const char *)sqlite3_column_text(st, 0));
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+}
+
+/* Reads pack ref's one descriptor at watermark 1 into row. */
+static void read_one(cs_catalog *c, const cs_pack_ref *ref, cs_descriptor_row *row) {
+  uint32_t count = 0;
+  cs_catalog_result res;
+  assert_int_equal(c->ops->read_descriptors(c->self, 1, &ref->pack_id, row, 1, &count, &res), CS_E_OK);
+  if (res.outcome != CS_OUT_OK || count != 1)
+    fail_msg("outcome %d, %u rows, detail '%s'", (int)res.outcome, count, res.detail);
+}
+
 /*
  * A row this adapter would never write (another writer's, or an older
  * version's): a key holding a NUL byte, or too long for CS_KEY_MAX, is
- * refused on read, never cut into a different key. So is a text holding a
- * NUL. The clean row reads back first, the twin of each refusal.
+ * refused on read, never cut into a different key; so is a dtype that is one
+ * only up to a NUL. A text holding a NUL is another matter: U+0000 is a
+ * valid text character, so it reads back whole. The clean row reads back
+ * first, the twin of each refusal.
  */
-static void test_foreign_rows_refused(void **state) {
+static void test_foreign_rows(void **state) {
   (void)state;
   cs_catalog *c = catalog_open(&fx);
   assert_non_null(c);
   cs_pack_ref ref;
   cs_pack_record rec;
+  memset(&rec, 0, sizeof rec);
   index_one(c, &ref, &rec);
-  cs_descriptor_row rows[2];
-  uint32_t count = 0;
-  cs_catalog_result res;
-  assert_int_equal(c->ops->read_descriptors(c->self, 1, &ref.pack_id, rows, 2, &count, &res), CS_E_OK);
-  assert_int_equal(res.outcome, CS_OUT_OK);
-  assert_int_equal(count, 1);
-  assert_string_equal(rows[0].key, "cat/ok.dmi-pack");
+  cs_descriptor_row row;
+  read_one(c, &ref, &row);
+  assert_string_equal(row.key, "cat/ok.dmi-pack");
   sql_beside(fx.path, "UPDATE cs_descriptor_v1 SET object_key = CAST(X'6361742F6F6B002E2E2F78' AS TEXT)");
   read_refused(c, &ref, "key holds a NUL byte");
   char sql[CS_KEY_MAX + 128];
   snprintf(sql, sizeof sql, "UPDATE cs_descriptor_v1 SET object_key = '%0*d'", (int)CS_KEY_MAX, 0);
   sql_beside(fx.path, sql);
   read_refused(c, &ref, "key is longer");
-  sql_beside(fx.path, "UPDATE cs_descriptor_v1 SET object_key = 'cat/ok.dmi-pack', tenant_id = CAST(X'610062' AS TEXT)");
-  read_refused(c, &ref, "NUL");
+  sql_beside(fx.path,
+             "UPDATE cs_descriptor_v1 SET object_key = 'cat/ok.dmi-pack', dtype = CAST(X'666C6F61743332007A' AS TEXT)");
+  read_refused(c, &ref, "dtype is unknown"); /* "float32" and a NUL */
+  sql_beside(fx.path, "UPDATE cs_descriptor_v1 SET dtype = 'float32', tenant_id = CAST(X'610062' AS TEXT), "
+                      "hook_name = CAST(X'00' AS TEXT)");
+  read_one(c, &ref, &row);
+  assert_int_equal(row.record.meta.tenant_id.len, 3);
+  assert_memory_equal(row.record.meta.tenant_id.bytes, "a\0b", 3);
+  assert_int_equal(row.record.meta.hook_name.len, 1);
+  assert_int_equal(row.record.meta.hook_name.bytes[0], '\0');
+  catalog_close(c, &fx);
+}
+
+/* INDEX binds every text with its length: SQLite holds each byte, NULs included (read beside the adapter). */
+static void test_nul_text_stored_whole(void **state) {
+  (void)state;
+  cs_catalog *c = catalog_open(&fx);
+  assert_non_null(c);
+  cs_pack_ref ref;
+  cs_pack_record rec;
+  memset(&rec, 0, sizeof rec);
+  rec.meta.tenant_id = (cs_pack_text){"\0a\0b\0", 5};
+  rec.meta.adapter_revision = (cs_pack_text){"\0", 1};
+  index_one(c, &ref, &rec);
+  char hex[64];
+  sql_value(fx.path, "SELECT hex(tenant_id) || '/' || typeof(tenant_id) FROM cs_descriptor_v1", hex, sizeof hex);
+  assert_string_equal(hex, "0061006200/text");
+  sql_value(fx.path, "SELECT hex(adapter_revision) FROM cs_descriptor_v1", hex, sizeof hex);
+  assert_string_equal(hex, "00");
   catalog_close(c, &fx);
 }
 
@@ -257,7 +307,8 @@ int main(void) {
                                          .ctx = &fx};
   int failed = conformance_catalog_run_backend("sqlite catalog", &backend);
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_two_connections), cmocka_unit_test(test_open_refused),
-                                     cmocka_unit_test(test_claim_race), cmocka_unit_test(test_foreign_rows_refused)};
+                                     cmocka_unit_test(test_claim_race), cmocka_unit_test(test_foreign_rows),
+                                     cmocka_unit_test(test_nul_text_stored_whole)};
   failed += cmocka_run_group_tests_name("sqlite only", tests, NULL, NULL);
   if (failed == 0) rmdir(fx.dir);
   return failed == 0 ? 0 : 1;

@@ -500,8 +500,9 @@ static void test_stale_index_invisible(void **state) {
   assert_true(held);
 }
 
-/* INDEX of one batch that must be refused: CS_E_OK, outcome INVALID, a detail naming the NUL byte and the field. */
-static void index_refused(cs_catalog *c, uint64_t version, test_pack *const *packs, uint32_t count, const char *field) {
+/* INDEX of one batch that must be refused: CS_E_OK, outcome INVALID, a detail naming NUL, the key and the pack. */
+static void index_key_refused(cs_catalog *c, uint64_t version, test_pack *const *packs, uint32_t count,
+                              const test_pack *culprit) {
   cs_index_pack batch[4];
   assert_true(count <= 4);
   for (uint32_t i = 0; i < count; i++)
@@ -509,50 +510,143 @@ static void index_refused(cs_catalog *c, uint64_t version, test_pack *const *pac
   cs_catalog_result res;
   memset(&res, 0, sizeof res);
   assert_int_equal(c->ops->index(c->self, &lease_a, MARGIN_NS, version, batch, count, &res), CS_E_OK);
-  if (res.outcome != CS_OUT_INVALID || strstr(res.detail, "NUL") == NULL || strstr(res.detail, field) == NULL)
-    fail_msg("%s: a NUL byte in %s answered outcome %d, detail '%s' (want INVALID naming NUL and %s)", c->ops->name,
-             field, (int)res.outcome, res.detail, field);
+  char id[CS_UUID_TEXT_LEN + 1];
+  cs_uuid_format(&culprit->ref.pack_id, id);
+  if (res.outcome != CS_OUT_INVALID || strstr(res.detail, "NUL") == NULL || strstr(res.detail, "key") == NULL ||
+      strstr(res.detail, id) == NULL)
+    fail_msg("%s: a NUL byte in a key answered outcome %d, detail '%s' (want INVALID naming NUL, the key and %s)",
+             c->ops->name, (int)res.outcome, res.detail, id);
 }
 
 /*
- * One contract for text at INDEX (catalog.h): a NUL byte in a pack's object
- * key or in any text of its records is refused by every catalog alike,
- * before anything lands: the whole batch is INVALID and its detail names the
- * field. A catalog that stored it would hand a reader a different key (SQLite
- * cut it at the NUL) or could not carry it at all (ClickHouse).
+ * A pack's object key names an object in the store and a row in every
+ * catalog: a NUL byte in it is refused by every catalog alike at INDEX
+ * (catalog.h), before anything lands. The whole batch is INVALID and its
+ * detail names the key and its pack. A catalog that stored it would hand a
+ * reader a different key (SQLite cut it at the NUL).
  */
-static void test_nul_refused(void **state) {
+static void test_nul_key_refused(void **state) {
   cs_catalog *c = *state;
-  test_pack key_nul, text_nul, clean;
+  test_pack key_nul, clean;
   pack_make(&key_nul, 10, 1);
-  pack_make(&text_nul, 11, 1);
   pack_make(&clean, 12, 1);
   static const char key[] = "cat/v1/pack-10\0/../other.dmi-pack"; /* cut at the NUL it names another key */
   assert_int_equal(cs_pack_ref_set_key(&key_nul.ref, key, sizeof key - 1), CS_E_OK);
-  static const char id[] = "11-c1\0hidden";
-  text_nul.records[1].meta.capture_id = (cs_pack_text){id, sizeof id - 1};
-  static const char hook[] = "layers\0.3";
-  clean.records[2].meta.hook_name = (cs_pack_text){hook, sizeof hook - 1};
   uint64_t term = acquire(c, &lease_a, TTL_LONG_NS);
-  test_pack *b_key[] = {&key_nul}, *b_text[] = {&text_nul}, *b_hook[] = {&clean}, *b_mixed[] = {&text_nul, &key_nul};
-  index_refused(c, 1, b_key, 1, "key");
-  index_refused(c, 1, b_text, 1, "capture_id");
-  index_refused(c, 1, b_hook, 1, "hook_name");
-  index_refused(c, 1, b_mixed, 2, "capture_id");
+  test_pack *b_key[] = {&key_nul}, *b_mixed[] = {&clean, &key_nul}, *b_clean[] = {&clean};
+  index_key_refused(c, 1, b_key, 1, &key_nul);
+  index_key_refused(c, 1, b_mixed, 2, &key_nul); /* a clean pack first: the whole batch is refused */
   publish(c, &lease_a, MARGIN_NS, 1, term);
   cs_descriptor_row rows[8];
-  const test_pack *all[] = {&key_nul, &text_nul, &clean};
-  for (int i = 0; i < 3; i++) {
+  const test_pack *all[] = {&key_nul, &clean};
+  for (int i = 0; i < 2; i++) {
     bool held = true, rejected = true;
     committed_one(c, &all[i]->ref.pack_id, &held, &rejected);
     assert_false(held); /* nothing of a refused batch landed */
     assert_int_equal(descriptors_at(c, INT64_MAX, all[i], rows), 0);
   }
-  clean.records[2].meta.hook_name = cs_pack_text_of("layers.3.mlp");
-  index_packs(c, &lease_a, MARGIN_NS, 2, b_hook, 1); /* the same pack, clean: indexed whole */
+  index_packs(c, &lease_a, MARGIN_NS, 2, b_clean, 1); /* the twin: the clean pack alone is indexed whole */
   publish(c, &lease_a, MARGIN_NS, 2, term);
   assert_int_equal(descriptors_at(c, 2, &clean, rows), 3);
   for (uint32_t i = 0; i < 3; i++) descriptor_check(&rows[i], &clean, 2, 1);
+}
+
+/* The twelve texts of m in column order. */
+static void texts_of(cs_pack_meta *m, cs_pack_text **out) {
+  cs_pack_text *texts[12] = {&m->capture_id, &m->tenant_id, &m->experiment_id, &m->run_id,
+                             &m->session_id, &m->request_id, &m->sequence_id, &m->model_id,
+                             &m->model_revision, &m->adapter_revision, &m->capture_policy_version, &m->hook_name};
+  memcpy(out, texts, sizeof texts);
+}
+
+/* A pack whose every text holds U+0000: record 0 at the start, record 1 in the middle, record 2 at the end. */
+typedef struct nul_pack {
+  test_pack p;
+  char bytes[3][12][32];
+} nul_pack;
+
+static void nul_pack_make(nul_pack *n, uint8_t tag) {
+  static const char *const names[12] = {"cap", "tenant", "exp", "run", "session", "req", "seq", "model", "rev",
+                                        "adapter", "policy", "hook"};
+  pack_make(&n->p, tag, 1);
+  for (uint32_t r = 0; r < 3; r++) {
+    cs_pack_text *texts[12];
+    texts_of(&n->p.records[r].meta, texts);
+    for (int t = 0; t < 12; t++) {
+      size_t len = strlen(names[t]), at = r == 0 ? 0 : r == 1 ? len / 2 : len;
+      char *b = n->bytes[r][t];
+      memcpy(b, names[t], at);
+      b[at] = '\0';
+      memcpy(b + at + 1, names[t] + at, len - at);
+      *texts[t] = (cs_pack_text){b, len + 1};
+    }
+  }
+  /* Capture ids that are one id cut at the NUL ("cap"): a catalog that cut them would merge two rows. */
+  n->p.records[1].meta.capture_id = (cs_pack_text){"cap\0-1", 6};
+  n->p.records[2].meta.capture_id = (cs_pack_text){"cap\0", 4};
+  /* A lone NUL is not NULL (\N), and an escaped backslash before a 0 is not a NUL (\\0 against \0). */
+  n->p.records[1].meta.adapter_revision = (cs_pack_text){"\0", 1};
+  n->p.records[0].meta.hook_name = (cs_pack_text){"\0\\0", 3};
+  n->p.records[1].meta.hook_name = (cs_pack_text){"\\0\0\\N", 5};
+  n->p.records[2].meta.hook_name = (cs_pack_text){"\\N\0", 3};
+}
+
+/* Row's twelve texts and its key, byte for byte against record r of p. */
+static void nul_row_check(const cs_descriptor_row *row, test_pack *p, uint32_t r, const char *backend) {
+  cs_pack_meta got = row->record.meta;
+  cs_pack_text *g[12], *w[12];
+  texts_of(&got, g);
+  texts_of(&p->records[r].meta, w);
+  assert_string_equal(row->key, p->ref.key);
+  for (int t = 0; t < 12; t++) {
+    if (g[t]->bytes != NULL && g[t]->len == w[t]->len && memcmp(g[t]->bytes, w[t]->bytes, w[t]->len) == 0) continue;
+    fail_msg("%s: record %u text %d came back %zu bytes, not the %zu written", backend, r, t,
+             g[t]->bytes == NULL ? 0 : g[t]->len, w[t]->len);
+  }
+  assert_int_equal(got.layer_number, p->records[r].meta.layer_number);
+  assert_int_equal(row->record.offset, p->records[r].offset);
+  assert_int_equal(row->record.crc32, p->records[r].crc32);
+}
+
+/*
+ * The pack format allows U+0000 in every text (docs/format.md §3) and DMI's
+ * writer writes it: a record whose texts hold NUL bytes (at the start, in
+ * the middle, at the end, alone) is indexed like any other and reads back
+ * byte for byte from every catalog, one row per capture id even where two
+ * ids differ only after a NUL.
+ */
+static void test_nul_in_text_kept(void **state) {
+  cs_catalog *c = *state;
+  static nul_pack n;
+  nul_pack_make(&n, 11);
+  uint64_t term = acquire(c, &lease_a, TTL_LONG_NS);
+  cs_index_pack ip = {.ref = &n.p.ref, .records = n.p.records, .record_count = 3};
+  cs_catalog_result res;
+  memset(&res, 0, sizeof res);
+  assert_int_equal(c->ops->index(c->self, &lease_a, MARGIN_NS, 1, &ip, 1, &res), CS_E_OK);
+  if (res.outcome != CS_OUT_OK)
+    fail_msg("%s: texts holding NUL answered outcome %d, detail '%s' (want OK)", c->ops->name, (int)res.outcome,
+             res.detail);
+  publish(c, &lease_a, MARGIN_NS, 1, term);
+  cs_descriptor_row rows[8];
+  assert_int_equal(descriptors_at(c, 1, &n.p, rows), 3);
+  bool seen[3] = {false, false, false};
+  for (uint32_t i = 0; i < 3; i++) {
+    const cs_pack_text *id = &rows[i].record.meta.capture_id;
+    uint32_t r = 3;
+    for (uint32_t k = 0; k < 3; k++) {
+      const cs_pack_text *want = &n.p.records[k].meta.capture_id;
+      if (id->bytes != NULL && id->len == want->len && memcmp(id->bytes, want->bytes, want->len) == 0) r = k;
+    }
+    if (r == 3 || seen[r]) fail_msg("%s: row %u's capture id (%zu bytes) is none of the three written", c->ops->name, i,
+                                    id->len);
+    seen[r] = true;
+    nul_row_check(&rows[i], &n.p, r, c->ops->name);
+  }
+  bool held = false, rejected = true;
+  committed_one(c, &n.p.ref.pack_id, &held, &rejected);
+  assert_true(held);
+  assert_false(rejected);
 }
 
 static void test_watermark(void **state) {
@@ -585,7 +679,8 @@ int conformance_catalog_run_backend(const char *group, const conformance_catalog
       cmocka_unit_test_setup_teardown(test_descriptors, setup, teardown),
       cmocka_unit_test_setup_teardown(test_stale_index_invisible, setup, teardown),
       cmocka_unit_test_setup_teardown(test_watermark, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_nul_refused, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_nul_key_refused, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_nul_in_text_kept, setup, teardown),
   };
   return _cmocka_run_group_tests(group, tests, sizeof tests / sizeof tests[0], NULL, NULL);
 }

@@ -83,11 +83,12 @@ typedef struct cs_catalog {
  * The bulk form of descriptor rows (src/adapters/catalog_util.c): one
  * TabSeparated line per record, the columns in CS_CATALOG_DESCRIPTOR_COLUMNS
  * order. Text is escaped as ClickHouse's TabSeparated input reads it
- * (backslash, tab, newline and carriage return as \\ \t \n \r), an absent
- * adapter_revision is \N, the shape is [d0,d1,...]. A NUL byte in any text
- * or the key, any other absent text, an unknown dtype or a rank over
- * CS_PACK_RANK_MAX is refused. The ClickHouse adapter sends INDEX's
- * descriptor rows in this form; its size is what a pack costs an INDEX.
+ * (backslash, tab, newline, carriage return and NUL as \\ \t \n \r \0), an
+ * absent adapter_revision is \N, the shape is [d0,d1,...]. A NUL byte in the
+ * key (the key rule, cs_catalog_index_keys_ok), any other absent text, an
+ * unknown dtype or a rank over CS_PACK_RANK_MAX is refused. The ClickHouse
+ * adapter sends INDEX's descriptor rows in this form; its size is what a
+ * pack costs an INDEX.
  */
 #define CS_CATALOG_DESCRIPTOR_COLUMNS                                                                          \
   "pack_id, key, capture_id, tenant_id, experiment_id, run_id, session_id, request_id, sequence_id, model_id,"   \
@@ -114,18 +115,21 @@ size_t cs_catalog_tsv_row(const cs_pack_ref *ref, const cs_pack_record *rec, uin
 uint64_t cs_catalog_index_bytes(const cs_pack_ref *ref, const cs_pack_record *records, uint32_t record_count);
 
 /*
- * The text rule of INDEX, the same for every catalog: no NUL byte in a
- * pack's object key or in any text of its records (SQLite would store it and
- * read the key back cut at the NUL; ClickHouse's TabSeparated cannot carry
- * it). Every adapter checks the whole batch before it sends anything and
- * answers a batch that breaks the rule CS_E_OK with outcome CS_OUT_INVALID
- * and this detail. Returns true when the batch is clean; false with detail
- * naming the first offence ("index: pack <id>: key holds a NUL byte at byte
- * 14", "index: pack <id> record 1: capture_id holds a NUL byte at byte 5").
- * The simulator's model applies the same rule on its own (it does not link
- * the adapters).
+ * The key rule of INDEX, the same for every catalog: no NUL byte in a pack's
+ * object key. The key names an object in the store and is a C string there
+ * (cs_store_key_check); SQLite would store it and a reader that cut it at
+ * the NUL would get another key. Record texts are not held to it: U+0000 is
+ * a valid text character (docs/format.md) and every catalog keeps it byte
+ * for byte. Every adapter checks the whole batch before it sends anything
+ * and answers a batch that breaks the rule CS_E_OK with outcome
+ * CS_OUT_INVALID and this detail. Each ref's key_len must be under
+ * CS_KEY_MAX (the adapters answer CS_E_INVALID_ARGUMENT otherwise). Returns
+ * true when every key is clean; false with detail naming the first offence,
+ * the key quoted with control bytes as \xNN ("index: pack <id>: key
+ * 'cat/a\x00b.dmi-pack' holds a NUL byte at byte 5"). The simulator's model
+ * applies the same rule on its own (it does not link the adapters).
  */
-bool cs_catalog_index_text_ok(const cs_index_pack *packs, uint32_t pack_count, char *detail, size_t detail_size);
+bool cs_catalog_index_keys_ok(const cs_index_pack *packs, uint32_t pack_count, char *detail, size_t detail_size);
 
 #ifdef __cplusplus
 }

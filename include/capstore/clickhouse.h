@@ -8,11 +8,12 @@
  * descriptor rows as the body of an unfenced INSERT ... FORMAT TabSeparated
  * (catalog.h's bulk form; no statement size limit applies to them), then the
  * fenced inventory statement. Every value is validated (ids are canonical
- * UUIDs) or escaped before it is sent; a text value holding NUL is refused
- * (outcome INVALID, nothing sent). The adapter never retries. A transport
- * failure is REFUSED only when libcurl wrote no request byte (connect
- * refused, TLS handshake or certificate verification failed); otherwise it
- * is UNKNOWN: the statement may have applied.
+ * UUIDs) or escaped before it is sent; a record text may hold U+0000 (sent
+ * as \0, read back whole), an object key holding NUL is refused (catalog.h's
+ * key rule: outcome INVALID, nothing sent). The adapter never retries. A
+ * transport failure is REFUSED only when libcurl wrote no request byte
+ * (connect refused, TLS handshake or certificate verification failed);
+ * otherwise it is UNKNOWN: the statement may have applied.
  */
 #ifndef CAPSTORE_CLICKHOUSE_H
 #define CAPSTORE_CLICKHOUSE_H
@@ -72,8 +73,11 @@ cs_outcome cs_clickhouse_classify(long http_status, const char *body, size_t len
 
 /*
  * A strict TabSeparated reader over a mutable buffer: fields are unescaped in
- * place and NUL-terminated. A decoded NUL, an unknown escape, a short or long
- * row or a missing final newline is CS_E_PARSE.
+ * place and NUL-terminated, their lengths the truth: \0 decodes to a NUL byte
+ * inside a field (U+0000 in a text), so a caller that reads a field as a C
+ * string must first check it holds none. A raw NUL byte (the server escapes
+ * it), an unknown escape, a short or long row or a missing final newline is
+ * CS_E_PARSE.
  */
 typedef struct cs_clickhouse_tsv {
   char *cur;
@@ -85,6 +89,16 @@ int cs_clickhouse_tsv_next(cs_clickhouse_tsv *tsv, char **fields, size_t *length
 
 /* Strict unsigned decimal (no sign, no spaces, no overflow): CS_E_OK or CS_E_PARSE. */
 int cs_clickhouse_parse_u64(const char *text, uint64_t *out);
+
+/*
+ * Fills row from the CS_CATALOG_DESCRIPTOR_COLUMN_COUNT fields of one row of
+ * a READ_DESCRIPTORS answer, as cs_clickhouse_tsv_next gives them: the twelve
+ * texts point into the fields, whole by their lengths (a NUL inside kept);
+ * every other field (pack id, key, numbers, dtype, shape) must hold no NUL,
+ * the key must fit CS_KEY_MAX, only adapter_revision may be \N. Returns
+ * CS_E_OK or CS_E_PARSE.
+ */
+int cs_clickhouse_descriptor_row(char **fields, const size_t *lengths, cs_descriptor_row *row);
 
 #ifdef __cplusplus
 }

@@ -1,7 +1,7 @@
 /*
  * Backend-neutral catalog helpers (include/capstore/catalog.h): the bulk form
  * of descriptor rows (TabSeparated), what a pack's rows cost in it, and the
- * text rule every catalog applies at INDEX.
+ * key rule every catalog applies at INDEX.
  */
 #include <assert.h>
 #include <stdint.h>
@@ -36,6 +36,7 @@ static void put_u64(tsv_out *o, uint64_t value) {
 /* The escape of a byte TabSeparated input must not see raw, or NULL for the others. */
 static const char *escape_of(char c) {
   switch (c) {
+  case '\0': return "\\0"; /* U+0000 is a valid text character (docs/format.md) */
   case '\\': return "\\\\";
   case '\t': return "\\t";
   case '\n': return "\\n";
@@ -44,13 +45,12 @@ static const char *escape_of(char c) {
   }
 }
 
-/* Escaped text; false on a NUL byte. */
-static bool put_text(tsv_out *o, const char *text, size_t len) {
+/* Escaped text, a NUL byte as \0 (ClickHouse reads it back as one). */
+static void put_text(tsv_out *o, const char *text, size_t len) {
   size_t start = 0;
   for (size_t i = 0; i < len; i++) {
     unsigned char c = (unsigned char)text[i];
     if (c > '\r' && c != '\\') continue; /* the common case: nothing to look at */
-    if (c == '\0') return false;
     const char *esc = escape_of((char)c);
     if (esc == NULL) continue;
     put(o, text + start, i - start);
@@ -58,7 +58,6 @@ static bool put_text(tsv_out *o, const char *text, size_t len) {
     start = i + 1;
   }
   put(o, text + start, len - start);
-  return true;
 }
 
 /* The twelve text columns after pack_id and key; only adapter_revision (9) may be absent. */
@@ -68,9 +67,12 @@ static bool put_texts(tsv_out *o, const cs_pack_meta *m) {
                                   m->model_revision, m->adapter_revision, m->capture_policy_version, m->hook_name};
   for (int i = 0; i < 12; i++) {
     if (texts[i].bytes == NULL && i != 9) return false;
-    if (texts[i].bytes == NULL) put(o, "\\N\t", 3);
-    else if (!put_text(o, texts[i].bytes, texts[i].len)) return false;
-    else put(o, "\t", 1);
+    if (texts[i].bytes == NULL) {
+      put(o, "\\N\t", 3);
+      continue;
+    }
+    put_text(o, texts[i].bytes, texts[i].len);
+    put(o, "\t", 1);
   }
   return true;
 }
@@ -93,7 +95,8 @@ size_t cs_catalog_tsv_row(const cs_pack_ref *ref, const cs_pack_record *rec, uin
   cs_uuid_format(&ref->pack_id, id);
   put(&o, id, CS_UUID_TEXT_LEN);
   put(&o, "\t", 1);
-  if (!put_text(&o, ref->key, ref->key_len)) return 0;
+  if (memchr(ref->key, '\0', ref->key_len) != NULL) return 0; /* the key rule (cs_catalog_index_keys_ok) */
+  put_text(&o, ref->key, ref->key_len);
   put(&o, "\t", 1);
   if (!put_texts(&o, m)) return 0;
   if (m->layer_number < 0) put(&o, "-", 1);
@@ -123,50 +126,43 @@ uint64_t cs_catalog_index_bytes(const cs_pack_ref *ref, const cs_pack_record *re
   return bytes;
 }
 
-/* The record texts in column order, with their column names. */
-#define RECORD_TEXT_COUNT 12
-static const char *const RECORD_TEXT_NAMES[RECORD_TEXT_COUNT] = {
-    "capture_id", "tenant_id", "experiment_id", "run_id", "session_id", "request_id", "sequence_id", "model_id",
-    "model_revision", "adapter_revision", "capture_policy_version", "hook_name"};
+/* Longest part of a key a refusal quotes; the rest is "...". */
+#define KEY_QUOTE_MAX 96u
 
-/* The index of text's first NUL byte, or SIZE_MAX when it holds none (or is absent). */
-static size_t nul_at(const char *text, size_t len) {
-  const char *nul = text == NULL ? NULL : memchr(text, '\0', len);
-  return nul == NULL ? SIZE_MAX : (size_t)(nul - text);
-}
-
-/* The first record text of rec holding a NUL: its column index with *at, or -1. */
-static int record_nul(const cs_pack_meta *m, size_t *at) {
-  const cs_pack_text texts[RECORD_TEXT_COUNT] = {m->capture_id, m->tenant_id, m->experiment_id, m->run_id,
-                                                 m->session_id, m->request_id, m->sequence_id, m->model_id,
-                                                 m->model_revision, m->adapter_revision, m->capture_policy_version,
-                                                 m->hook_name};
-  for (int i = 0; i < RECORD_TEXT_COUNT; i++) {
-    *at = nul_at(texts[i].bytes, texts[i].len);
-    if (*at != SIZE_MAX) return i;
+/* Writes key[0..len) into out[cap] for a message: control bytes (NUL too) as \xNN, cut to fit. */
+static void key_quote(const char *key, size_t len, char *out, size_t cap) {
+  static const char hex[] = "0123456789abcdef";
+  assert(cap > 8);
+  size_t n = 0, i = 0;
+  for (; i < len && i < KEY_QUOTE_MAX && n + 8 < cap; i++) { /* room for one more byte, "..." and the NUL */
+    unsigned char c = (unsigned char)key[i];
+    if (c >= 0x20 && c != 0x7f) {
+      out[n++] = (char)c;
+      continue;
+    }
+    out[n++] = '\\';
+    out[n++] = 'x';
+    out[n++] = hex[c >> 4];
+    out[n++] = hex[c & 15u];
   }
-  return -1;
+  out[n] = '\0';
+  if (i < len && n + 4 <= cap) memcpy(out + n, "...", 4);
 }
 
-bool cs_catalog_index_text_ok(const cs_index_pack *packs, uint32_t pack_count, char *detail, size_t detail_size) {
+bool cs_catalog_index_keys_ok(const cs_index_pack *packs, uint32_t pack_count, char *detail, size_t detail_size) {
   assert(packs != NULL || pack_count == 0);
+  assert(detail != NULL && detail_size > 0);
   for (uint32_t i = 0; i < pack_count; i++) {
     const cs_pack_ref *ref = packs[i].ref;
-    assert(ref != NULL && (packs[i].records != NULL || packs[i].record_count == 0));
-    char id[CS_UUID_TEXT_LEN + 1];
+    assert(ref != NULL && ref->key_len < CS_KEY_MAX);
+    const char *nul = memchr(ref->key, '\0', ref->key_len);
+    if (nul == NULL) continue;
+    char id[CS_UUID_TEXT_LEN + 1], quoted[128]; /* the sentence fits 256 bytes whole */
     cs_uuid_format(&ref->pack_id, id);
-    size_t at = nul_at(ref->key, ref->key_len);
-    if (at != SIZE_MAX) {
-      snprintf(detail, detail_size, "index: pack %s: key holds a NUL byte at byte %zu", id, at);
-      return false;
-    }
-    for (uint32_t r = 0; r < packs[i].record_count; r++) {
-      int column = record_nul(&packs[i].records[r].meta, &at);
-      if (column < 0) continue;
-      snprintf(detail, detail_size, "index: pack %s record %u: %s holds a NUL byte at byte %zu", id, r,
-               RECORD_TEXT_NAMES[column], at);
-      return false;
-    }
+    key_quote(ref->key, ref->key_len, quoted, sizeof quoted);
+    snprintf(detail, detail_size, "index: pack %s: key '%s' holds a NUL byte at byte %zu", id, quoted,
+             (size_t)(nul - ref->key));
+    return false;
   }
   return true;
 }

@@ -221,7 +221,8 @@ static int tsv_unescape_char(char c, char *out) {
   case 'f': *out = '\f'; return CS_E_OK;
   case '\\': *out = '\\'; return CS_E_OK;
   case '\'': *out = '\''; return CS_E_OK;
-  default: return CS_E_PARSE; /* \0 included: our values never hold NUL */
+  case '0': *out = '\0'; return CS_E_OK; /* U+0000 in a text: the caller has the field's length */
+  default: return CS_E_PARSE;
   }
 }
 
@@ -238,7 +239,7 @@ static int tsv_field(cs_clickhouse_tsv *tsv, char **field, size_t *length, char 
   }
   for (; p < tsv->end; p++) {
     if (*p == '\t' || *p == '\n') break;
-    if (*p == '\0') return CS_E_PARSE;
+    if (*p == '\0') return CS_E_PARSE; /* the server writes a NUL as \0, never raw */
     if (*p != '\\') {
       *w++ = *p;
       continue;
@@ -569,6 +570,12 @@ static int ch_schema_ensure(void *self, cs_catalog_result *res) {
   return CS_E_OK;
 }
 
+/*
+ * A field that is not free text (a number, an id, a key): present and free
+ * of NUL bytes, so the C-string parsers below see all of it ("1\02" is not 1).
+ */
+static bool field_plain(const char *field, size_t len) { return field != NULL && memchr(field, '\0', len) == NULL; }
+
 /* Reads exactly one row of `count` unsigned integers. */
 static bool answer_u64_row(ch_adapter *ch, uint64_t *values, uint32_t count) {
   char *fields[CH_FIELDS_MAX];
@@ -578,7 +585,7 @@ static bool answer_u64_row(ch_adapter *ch, uint64_t *values, uint32_t count) {
   cs_clickhouse_tsv tsv = {ch->answer.bytes, ch->answer.bytes + ch->answer.len};
   if (cs_clickhouse_tsv_next(&tsv, fields, lengths, count) != 1) return false;
   for (uint32_t i = 0; i < count; i++)
-    if (fields[i] == NULL || cs_clickhouse_parse_u64(fields[i], &values[i]) != CS_E_OK) return false;
+    if (!field_plain(fields[i], lengths[i]) || cs_clickhouse_parse_u64(fields[i], &values[i]) != CS_E_OK) return false;
   return cs_clickhouse_tsv_next(&tsv, fields, lengths, count) == 0;
 }
 
@@ -783,17 +790,17 @@ static int ch_index(void *self, const cs_uuid *lease_id, uint64_t margin_ns, uin
   int err = index_validate(packs, pack_count);
   if (err != CS_E_OK) return err;
   memset(res, 0, sizeof *res);
-  if (!cs_catalog_index_text_ok(packs, pack_count, res->detail, sizeof res->detail)) {
-    res->outcome = CS_OUT_INVALID; /* catalog.h's text rule: nothing sent */
+  if (!cs_catalog_index_keys_ok(packs, pack_count, res->detail, sizeof res->detail)) {
+    res->outcome = CS_OUT_INVALID; /* catalog.h's key rule: nothing sent */
     return CS_E_OK;
   }
   if (!q_inventory(ch, packs, pack_count, version, lease_id, margin_ns))
-    return refuse_content(res, "index: key holds a NUL byte"); /* never: the text rule ran first */
+    return refuse_content(res, "index: key holds a NUL byte"); /* never: the key rule ran first */
   if (query_too_large(ch, res)) return CS_E_OK;
   ch_rows rows = {.packs = packs, .pack_count = pack_count, .version = version, .stage = &ch->stage};
   uint64_t row_count = 0;
   if (!rows_measure(&rows, &row_count))
-    return refuse_content(res, "index: a descriptor value is refused (NUL byte, absent text or bad dtype)");
+    return refuse_content(res, "index: a descriptor value is refused (absent text, bad dtype or rank)");
   if (row_count > 0) {
     ch_send_rows(ch, &rows, res);
     if (res->outcome != CS_OUT_OK) return CS_E_OK; /* the inventory must never exist without its descriptors */
@@ -854,8 +861,8 @@ static int ch_reject(void *self, const cs_uuid *lease_id, uint64_t margin_ns, co
 
 /* ---- reads: committed, descriptors --------------------------------------- */
 
-static bool parse_bool(const char *text, bool *out) {
-  if (text == NULL || text[1] != '\0' || (text[0] != '0' && text[0] != '1')) return false;
+static bool parse_bool(const char *text, size_t len, bool *out) {
+  if (text == NULL || len != 1 || (text[0] != '0' && text[0] != '1')) return false;
   *out = text[0] == '1';
   return true;
 }
@@ -892,7 +899,7 @@ static int ch_committed(void *self, const cs_uuid *ids, uint32_t count, bool *he
     cs_uuid id;
     if (cs_clickhouse_tsv_next(&tsv, f, len, 3) != 1 || f[0] == NULL || len[0] != CS_UUID_TEXT_LEN ||
         cs_uuid_parse(f[0], len[0], &id) != CS_E_OK || !cs_uuid_equal(&id, &ids[i]) ||
-        !parse_bool(f[1], &held[i]) || !parse_bool(f[2], &rejected[i])) {
+        !parse_bool(f[1], len[1], &held[i]) || !parse_bool(f[2], len[2], &rejected[i])) {
       answer_malformed(res, "committed: malformed answer");
       return CS_E_OK;
     }
@@ -941,13 +948,13 @@ static cs_pack_text text_of(const char *field, size_t len) {
   return t;
 }
 
-/* Fills one descriptor row from the 28 fields of CS_CATALOG_DESCRIPTOR_COLUMNS. */
-static int descriptor_row(char **f, const size_t *len, cs_descriptor_row *row) {
+int cs_clickhouse_descriptor_row(char **f, const size_t *len, cs_descriptor_row *row) {
   memset(row, 0, sizeof *row);
   cs_pack_meta *m = &row->record.meta;
-  if (f[0] == NULL || len[0] != CS_UUID_TEXT_LEN || cs_uuid_parse(f[0], len[0], &row->pack_id) != CS_E_OK)
-    return CS_E_PARSE;
-  if (f[1] == NULL || len[1] >= CS_KEY_MAX) return CS_E_PARSE;
+  for (uint32_t i = 0; i < CS_CATALOG_DESCRIPTOR_COLUMN_COUNT; i++)
+    if ((i < 2 || i >= 14) && !field_plain(f[i], len[i])) return CS_E_PARSE; /* only the twelve texts hold NUL */
+  if (len[0] != CS_UUID_TEXT_LEN || cs_uuid_parse(f[0], len[0], &row->pack_id) != CS_E_OK) return CS_E_PARSE;
+  if (len[1] >= CS_KEY_MAX) return CS_E_PARSE;
   memcpy(row->key, f[1], len[1] + 1);
   cs_pack_text *texts[12] = {&m->capture_id, &m->tenant_id, &m->experiment_id, &m->run_id,
                              &m->session_id, &m->request_id, &m->sequence_id, &m->model_id,
@@ -1008,7 +1015,9 @@ static int ch_read_descriptors(void *self, uint64_t watermark, const cs_uuid *pa
     if (got == 0) return CS_E_OK;
     if (got < 0) break;
     if (*count == capacity) return CS_E_NO_MEMORY;
-    if (descriptor_row(f, len, &rows[*count]) != CS_E_OK || !cs_uuid_equal(&rows[*count].pack_id, pack_id)) break;
+    if (cs_clickhouse_descriptor_row(f, len, &rows[*count]) != CS_E_OK ||
+        !cs_uuid_equal(&rows[*count].pack_id, pack_id))
+      break;
     (*count)++;
   }
   *count = 0;

@@ -337,9 +337,11 @@ static int sc_index(void *self, const cs_uuid *lease_id, uint64_t margin_ns, uin
       version > (uint64_t)INT64_MAX)
     return CS_E_INVALID_ARGUMENT;
   for (uint32_t i = 0; i < pack_count; i++)
-    if (packs[i].ref == NULL || (packs[i].records == NULL && packs[i].record_count > 0)) return CS_E_INVALID_ARGUMENT;
-  if (!cs_catalog_index_text_ok(packs, pack_count, res->detail, sizeof res->detail)) {
-    res->outcome = CS_OUT_INVALID; /* nothing sent: a NUL would come back cut (catalog.h) */
+    if (packs[i].ref == NULL || packs[i].ref->key_len >= CS_KEY_MAX ||
+        (packs[i].records == NULL && packs[i].record_count > 0))
+      return CS_E_INVALID_ARGUMENT;
+  if (!cs_catalog_index_keys_ok(packs, pack_count, res->detail, sizeof res->detail)) {
+    res->outcome = CS_OUT_INVALID; /* nothing stored: catalog.h's key rule */
     res->server_code = 0;
     return CS_E_OK;
   }
@@ -414,8 +416,9 @@ static const char *key_from_column(sqlite3_stmt *st, int i, char *out, size_t ca
 
 /*
  * Fills one descriptor row from the result columns; its text lives in one
- * block kept until the next read. Returns NULL, or what is wrong with the
- * row (a key or text the adapter never writes: another writer's row).
+ * block kept until the next read, each text whole by its byte count (a NUL
+ * inside is U+0000, kept) and NUL-terminated. Returns NULL, or what is wrong
+ * with the row (a key the adapter never writes: another writer's row).
  */
 static const char *row_from_columns(sqlite_catalog *c, sqlite3_stmt *st, cs_descriptor_row *row) {
   memset(row, 0, sizeof *row);
@@ -429,20 +432,25 @@ static const char *row_from_columns(sqlite_catalog *c, sqlite3_stmt *st, cs_desc
                                       &m->session_id,  &m->request_id,      &m->sequence_id,   &m->model_id,
                                       &m->model_revision, &m->adapter_revision, &m->capture_policy_version,
                                       &m->hook_name};
-  size_t total = 0;
-  for (int i = 0; i < TEXT_FIELDS; i++) total += (size_t)sqlite3_column_bytes(st, 3 + i) + 1;
+  const unsigned char *text[TEXT_FIELDS];
+  size_t len[TEXT_FIELDS], total = 0;
+  for (int i = 0; i < TEXT_FIELDS; i++) { /* the text first, then its byte count, as SQLite asks */
+    bool absent = sqlite3_column_type(st, 3 + i) == SQLITE_NULL;
+    if (absent && i != 9) return "a row's text is NULL"; /* only adapter_revision may be */
+    text[i] = absent ? NULL : sqlite3_column_text(st, 3 + i);
+    if (!absent && text[i] == NULL) return "no memory for a row's text";
+    len[i] = absent ? 0 : (size_t)sqlite3_column_bytes(st, 3 + i);
+    total += len[i] + 1;
+  }
   char *block = malloc(total);
   if (block == NULL) return "no memory for a row's text";
   c->row_text[c->row_text_count++] = block;
   for (int i = 0; i < TEXT_FIELDS; i++) {
-    if (sqlite3_column_type(st, 3 + i) == SQLITE_NULL) continue;
-    const unsigned char *text = sqlite3_column_text(st, 3 + i);
-    size_t len = (size_t)sqlite3_column_bytes(st, 3 + i);
-    if (text == NULL || memchr(text, '\0', len) != NULL) return "a row's text is unreadable or holds a NUL byte";
-    memcpy(block, text, len);
-    block[len] = '\0';
-    *texts[i] = (cs_pack_text){block, len};
-    block += len + 1;
+    if (text[i] == NULL) continue; /* adapter_revision absent */
+    memcpy(block, text[i], len[i]);
+    block[len[i]] = '\0';
+    *texts[i] = (cs_pack_text){block, len[i]};
+    block += len[i] + 1;
   }
   m->layer_number = (int32_t)sqlite3_column_int64(st, 15);
   m->producer_rank = (uint32_t)sqlite3_column_int64(st, 16);
@@ -450,10 +458,8 @@ static const char *row_from_columns(sqlite_catalog *c, sqlite3_stmt *st, cs_desc
   m->token_start = (uint64_t)sqlite3_column_int64(st, 18);
   m->token_end = (uint64_t)sqlite3_column_int64(st, 19);
   m->batch_position = (uint32_t)sqlite3_column_int64(st, 20);
-  const char *dtype = (const char *)sqlite3_column_text(st, 21);
-  m->dtype = CS_DTYPE_COUNT_;
-  for (int d = 0; d < CS_DTYPE_COUNT_ && dtype != NULL; d++)
-    if (strcmp(cs_dtype_name((cs_dtype)d), dtype) == 0) m->dtype = (cs_dtype)d;
+  const char *dtype = (const char *)sqlite3_column_text(st, 21); /* by its byte count: "float32\0x" is none */
+  if (cs_dtype_parse(dtype, (size_t)sqlite3_column_bytes(st, 21), &m->dtype) != CS_E_OK) m->dtype = CS_DTYPE_COUNT_;
   int shape_bytes = sqlite3_column_bytes(st, 22);
   const uint8_t *shape = sqlite3_column_blob(st, 22);
   if (m->dtype == CS_DTYPE_COUNT_) return "a row's dtype is unknown";
