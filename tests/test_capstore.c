@@ -188,6 +188,69 @@ static void test_recovers_spooled_packs(void **state) {
 }
 
 /*
+ * A spooled pack that recovery can neither verify nor quarantine (corrupt,
+ * and a directory already holds its quarantine name) is kept, never shipped,
+ * and shown in the stats (JSON and Prometheus) with the file and why; the
+ * runtime starts and ships the others.
+ */
+static void test_recovery_kept_in_stats(void **state) {
+  (void)state;
+  env e;
+  env_make(&e, "rt_kept");
+  capstore_config cfg = env_config(&e);
+  cs_capture *cap = NULL;
+  char msg[256];
+  cs_capture_config ccfg = cfg.capture;
+  assert_int_equal(cs_capture_open(e.spool, &ccfg, &cap, msg, sizeof msg), CS_E_OK);
+  uint8_t bytes[128];
+  for (uint64_t n = 0; n < 300; n++) {
+    tc_record r;
+    tc_record_make(&r, n, 64);
+    tc_payload(n, bytes, sizeof bytes);
+    assert_int_equal(cs_capture_write(cap, &r.meta, bytes, sizeof bytes, msg, sizeof msg), CS_E_OK);
+  }
+  assert_int_equal(cs_capture_close(cap, CS_NEVER, msg, sizeof msg), CS_E_OK);
+  cs_capture_free(cap);
+  cs_spool_entry entries[8];
+  size_t count = 0;
+  cs_spool *spool = NULL;
+  assert_int_equal(cs_spool_open(e.spool, NULL, &spool, msg, sizeof msg), CS_E_OK);
+  assert_int_equal(cs_spool_list(spool, entries, 8, &count), CS_E_OK);
+  cs_spool_close(spool);
+  assert_int_equal(count, 3); /* in name order, which is pack id order: the last holds records 200..299 */
+  char path[900];
+  snprintf(path, sizeof path, "%s/%s", e.spool, entries[2].name);
+  FILE *f = fopen(path, "r+b");
+  assert_non_null(f);
+  assert_int_equal(fseek(f, 100, SEEK_SET), 0); /* a payload byte of the first record */
+  assert_int_equal(fputc(0x5a, f), 0x5a);
+  fclose(f);
+  snprintf(path, sizeof path, "%s/%s.quarantined", e.spool, entries[2].name);
+  assert_int_equal(mkdir(path, 0700), 0);
+  tf_write_file(path, "x", "x", 1); /* rename(pack, non-empty directory) fails */
+
+  capstore *cs = NULL;
+  int rc = capstore_open(&cfg, &cs, msg, sizeof msg);
+  if (rc != CS_E_OK) fail_msg("it did not start: %s", msg);
+  char text[8192];
+  capstore_stats_json(cs, text, sizeof text);
+  if (strstr(text, "\"spool_recovery_kept\":1,") == NULL || strstr(text, entries[2].name) == NULL) {
+    fail_msg("stats: %s", text);
+  }
+  char prom[16384];
+  capstore_stats_prometheus(cs, prom, sizeof prom);
+  assert_non_null(strstr(prom, "\ncapstore_spool_recovery_kept 1\n"));
+  assert_int_equal(capstore_flush(cs, capstore_clock_ns() + 30 * SEC, NULL, msg, sizeof msg), CS_E_OK);
+  tc_seen seen;
+  read_back(&e, 200, &seen);
+  assert_exactly(&seen, 200);
+  capstore_free(cs);
+  snprintf(path, sizeof path, "%s/%s", e.spool, entries[2].name);
+  assert_int_equal(access(path, F_OK), 0); /* still there, for the next start or an operator */
+  tc_remove_all(e.root);
+}
+
+/*
  * Records with large descriptors (eight texts of 512 bytes that escape to six
  * each: 25 KB of footer a record, 74 MB for 3,000 where a footer may hold
  * 64 MiB): the sink seals before a footer passes its bound, so no accepted
@@ -434,6 +497,11 @@ static void test_config_refusals(void **state) {
   REFUSED(c.key_prefix = "abc", "key_prefix must end with '/'");
   REFUSED(c.key_prefix = "", "key_prefix is empty while reconcile is on");
   REFUSED(c.name = "bad name", "name must be");
+  static char long_region[200];
+  memset(long_region, 'r', sizeof long_region - 1);
+  REFUSED((c.store_dir = NULL, c.s3_endpoint = "https://s3.example", c.s3_bucket = "bucket",
+           c.s3_access_key_id = "AKIA", c.s3_secret_access_key = "s", c.s3_region = long_region),
+          "s3_region is 199 bytes; at most 127");
   REFUSED(c.service.lease_ttl_ns = 0, "service.lease_ttl_ns");
   REFUSED(c.service.index_batch_bytes_max = 4096, "service.index_batch_bytes_max");
   REFUSED(c.capture.staging_bytes = 1, "capture.staging_bytes");
@@ -468,6 +536,7 @@ static void test_config_refusals(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_capture_flush_query),
+      cmocka_unit_test(test_recovery_kept_in_stats),
       cmocka_unit_test(test_empty_flush_and_busy_spool),
       cmocka_unit_test(test_close_drains_and_reopen),
       cmocka_unit_test(test_recovers_spooled_packs),

@@ -150,6 +150,8 @@ static int validate_store(const capstore_config *cfg, char *msg, size_t msg_size
     }
     /* The value is never printed: it may be a secret. */
     if (has_control(value)) return rt_refuse(CS_E_CONFIG, msg, msg_size, "%s has a control byte (CR, LF, ...)", fields[i][0]);
+    if (i == 0 && strlen(value) >= RS_S3_REGION_MAX)
+      return rt_refuse(CS_E_CONFIG, msg, msg_size, "s3_region is %zu bytes; at most %d", strlen(value), RS_S3_REGION_MAX - 1);
   }
   return CS_E_OK;
 }

@@ -16,6 +16,8 @@
 #ifndef CAPSTORE_RS_INTERNAL_H
 #define CAPSTORE_RS_INTERNAL_H
 
+#define RS_S3_REGION_MAX 128 /* bytes of an S3 region name, its NUL included */
+
 #include <pthread.h>
 #include <stdatomic.h>
 
@@ -127,7 +129,7 @@ typedef struct rs_runtime {
   /* Copies of the config's strings that came from the environment or defaults. */
   char name[72];
   char key_prefix[CS_KEY_MAX];
-  char s3_region[128];
+  char s3_region[RS_S3_REGION_MAX];
   char *s3_key_id, *s3_secret, *s3_token;
   char holder[128];
 

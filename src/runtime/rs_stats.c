@@ -57,6 +57,11 @@ static uint32_t metrics_of(const capstore_stats *s, metric *m) {
   M("bytes_sealed", "bytes of the packs sealed", true, c->bytes_sealed);
   M("spool_bytes", "spool quota in use", false, c->sink.spool_bytes);
   M("spool_packs", "packs in the spool", false, c->sink.spool_packs);
+  M("spool_recovery_quarantined", "packs the spool check at open found corrupt and quarantined", false,
+    c->recovery.quarantined);
+  M("spool_recovery_kept", "ready packs the spool check at open kept unsettled (unreadable, out of memory, or corrupt "
+    "with the quarantine refused): never shipped, checked again at the next open", false, c->recovery.kept);
+  M("spool_recovery_kept_bytes", "bytes of those packs, counted against the quota", false, c->recovery.kept_bytes);
   M("packs_spooled", "packs the service knows of", true, v->spooled);
   M("packs_uploaded", "verified uploads", true, v->uploaded);
   M("packs_indexed", "packs confirmed in the catalog", true, v->indexed);
@@ -106,6 +111,8 @@ size_t capstore_stats_json(capstore *cs, char *buf, size_t size) {
   put_json_text(&o, s.service.last_error);
   put(&o, ",\"engine_last_error\":");
   put_json_text(&o, s.engine_last_error);
+  put(&o, ",\"spool_recovery_problem\":");
+  put_json_text(&o, s.capture.recovery.problem);
   put(&o, "}");
   if (size > 0 && o.len >= size) buf[size - 1] = '\0';
   return o.len;
