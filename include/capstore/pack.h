@@ -170,6 +170,15 @@ typedef struct cs_pack_error {
 const char *cs_pack_error_kind_name(cs_pack_error_kind kind);
 
 /*
+ * Whether a refusal of this kind is a verdict on the bytes (corrupt,
+ * unsupported, over a limit: a pack that will never read) rather than on the
+ * process (NO_MEMORY) or a misuse of the library (ARGUMENT, STATE, WRITE,
+ * PAYLOAD_LENGTH). Only a verdict may quarantine or set a pack aside; any
+ * kind added later is a verdict unless listed here.
+ */
+bool cs_pack_error_is_verdict(cs_pack_error_kind kind);
+
+/*
  * Checks one descriptor against the format's ranges for a payload of
  * decoded_length bytes. Returns CS_E_OK or CS_E_INVALID_ARGUMENT with kind
  * FIELD_RANGE or SHAPE_LENGTH naming the field.

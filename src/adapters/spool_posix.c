@@ -1079,30 +1079,12 @@ typedef struct check_file {
 } check_file;
 
 /*
- * True when a pack library error is a verdict on the bytes. Out of memory
- * (the parser's tree, the verifier's state) says nothing about them, nor do
- * the kinds of a misused writer or reader; every reader refusal does.
- */
-static bool pack_error_is_verdict(cs_pack_error_kind kind) {
-  switch (kind) {
-  case CS_PACK_OK:
-  case CS_PACK_E_ARGUMENT:
-  case CS_PACK_E_STATE:
-  case CS_PACK_E_NO_MEMORY:
-  case CS_PACK_E_WRITE:
-  case CS_PACK_E_PAYLOAD_LENGTH:
-  case CS_PACK_E_KIND_COUNT_: return false;
-  default: return true;
-  }
-}
-
-/*
  * A failure of the pack library on c: CS_E_CORRUPT (a refusal of the bytes)
  * or, for no verdict, CS_E_NO_MEMORY (out of memory) or CS_E_STATE; the kind
  * and the library's message in spool->error.
  */
 static int check_refuse(cs_spool *spool, const check_file *c, const cs_pack_error *err) {
-  int code = pack_error_is_verdict(err->kind) ? CS_E_CORRUPT
+  int code = cs_pack_error_is_verdict(err->kind) ? CS_E_CORRUPT
              : err->kind == CS_PACK_E_NO_MEMORY ? CS_E_NO_MEMORY
                                                 : CS_E_STATE;
   return spool_fail(spool, code, "%s: %s: %s", c->name, cs_pack_error_kind_name(err->kind), err->message);

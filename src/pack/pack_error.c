@@ -50,6 +50,19 @@ const char *cs_pack_error_kind_name(cs_pack_error_kind kind) {
   return kind_names[kind];
 }
 
+bool cs_pack_error_is_verdict(cs_pack_error_kind kind) {
+  switch (kind) {
+  case CS_PACK_OK:
+  case CS_PACK_E_ARGUMENT:
+  case CS_PACK_E_STATE:
+  case CS_PACK_E_NO_MEMORY:
+  case CS_PACK_E_WRITE:
+  case CS_PACK_E_PAYLOAD_LENGTH:
+  case CS_PACK_E_KIND_COUNT_: return false;
+  default: return true;
+  }
+}
+
 int pk_code(cs_pack_error_kind kind) {
   switch (kind) {
   case CS_PACK_OK: return CS_E_OK;

@@ -190,7 +190,8 @@ static int footer_read(footer_source *src, uint64_t size, cs_pack_footer *footer
     int parsed = cs_pack_footer_parse(&trailer, bytes, trailer.footer_length, footer, &err);
     if (parsed != CS_E_OK) snprintf(msg, msg_size, "footer: %.120s", err.message);
     /* Short of memory is the process's state, not the pack's: retried, never set aside. */
-    if (parsed != CS_E_OK) rc = parsed == CS_E_NO_MEMORY ? CS_E_NO_MEMORY : CS_E_CORRUPT;
+    if (parsed != CS_E_OK && cs_pack_error_is_verdict(err.kind)) rc = CS_E_CORRUPT;
+    else if (parsed != CS_E_OK) rc = err.kind == CS_PACK_E_NO_MEMORY ? CS_E_NO_MEMORY : CS_E_IO;
   }
   free(bytes);
   if (footer_len != NULL) *footer_len = trailer.footer_length;
