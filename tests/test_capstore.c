@@ -473,13 +473,16 @@ static void test_config_refusals(void **state) {
   REFUSED((c.store_dir = NULL, c.s3_endpoint = "localhost:9000"), "s3_endpoint needs an explicit scheme");
   REFUSED((c.store_dir = NULL, c.s3_endpoint = "ftp://x"), "s3_endpoint needs an explicit scheme");
   REFUSED((c.store_dir = NULL, c.s3_endpoint = "http://127.0.0.1:9000", c.s3_bucket = "bkt"),
-          "s3_endpoint uses http://");
+          "s3_endpoint uses http://, which sends the access key id, session token and data in clear: set "
+          "s3_allow_insecure to allow it"); /* names the option the operator must set */
   REFUSED((c.store_dir = NULL, c.s3_endpoint = "https://127.0.0.1:9000", c.s3_bucket = "bkt",
            c.s3_access_key_id = "AKIA", c.s3_secret_access_key = "s", c.s3_region = "us-east-1\r\nX-Evil: 1"),
           "s3_region has a control byte");
   REFUSED((c.sqlite_path = NULL, c.clickhouse_url = "localhost:8123"), "clickhouse_url needs an explicit scheme");
   REFUSED((c.sqlite_path = NULL, c.clickhouse_url = "ftp://x"), "clickhouse_url needs an explicit scheme");
-  REFUSED((c.sqlite_path = NULL, c.clickhouse_url = "http://127.0.0.1:8123/"), "clickhouse_url uses http://");
+  REFUSED((c.sqlite_path = NULL, c.clickhouse_url = "http://127.0.0.1:8123/"),
+          "clickhouse_url uses http://, which sends the user and password in clear: set clickhouse_allow_insecure "
+          "to allow it");
   REFUSED(c.clickhouse_url = "https://h:8443/", "exactly one of sqlite_path and clickhouse_url");
   REFUSED((c.sqlite_path = NULL, c.clickhouse_url = "https://h:8443/", c.clickhouse_database = "db;DROP"),
           "clickhouse_database must be");

@@ -120,6 +120,19 @@ static const char *or_env(const char *value, const char *variable) {
   return value != NULL ? value : getenv(variable);
 }
 
+/*
+ * cs_endpoint_validate, with its http:// refusal naming the option the
+ * operator sets to allow it (the core knows no option names) and what
+ * would travel in clear.
+ */
+static int endpoint_check(const char *field, const char *url, bool allow_insecure, const char *option,
+                          const char *in_clear, char *msg, size_t msg_size) {
+  int rc = cs_endpoint_validate(field, url, allow_insecure, msg, msg_size);
+  if (rc == CS_E_OK || allow_insecure || strncmp(url, "http://", 7) != 0) return rc;
+  return rt_refuse(CS_E_CONFIG, msg, msg_size, "%s uses http://, which sends %s in clear: set %s to allow it", field,
+                   in_clear, option);
+}
+
 static int validate_store(const capstore_config *cfg, char *msg, size_t msg_size) {
   bool dir = cfg->store_dir != NULL, s3 = cfg->s3_endpoint != NULL;
   if (dir == s3) return rt_refuse(CS_E_CONFIG, msg, msg_size, "store: set exactly one of store_dir and s3_endpoint");
@@ -127,7 +140,8 @@ static int validate_store(const capstore_config *cfg, char *msg, size_t msg_size
     if (cfg->store_dir[0] == '\0') return rt_refuse(CS_E_CONFIG, msg, msg_size, "store_dir is empty");
     return CS_E_OK;
   }
-  int rc = cs_endpoint_validate("s3_endpoint", cfg->s3_endpoint, cfg->s3_allow_insecure, msg, msg_size);
+  int rc = endpoint_check("s3_endpoint", cfg->s3_endpoint, cfg->s3_allow_insecure, "s3_allow_insecure",
+                          "the access key id, session token and data", msg, msg_size);
   if (rc != CS_E_OK) return rc;
   const char *path = strchr(strstr(cfg->s3_endpoint, "://") + 3, '/');
   if (strpbrk(cfg->s3_endpoint, "?#") != NULL || (path != NULL && strcmp(path, "/") != 0))
@@ -163,7 +177,8 @@ static int validate_catalog(const capstore_config *cfg, char *msg, size_t msg_si
     if (cfg->sqlite_path[0] == '\0') return rt_refuse(CS_E_CONFIG, msg, msg_size, "sqlite_path is empty");
     return CS_E_OK;
   }
-  int rc = cs_endpoint_validate("clickhouse_url", cfg->clickhouse_url, cfg->clickhouse_allow_insecure, msg, msg_size);
+  int rc = endpoint_check("clickhouse_url", cfg->clickhouse_url, cfg->clickhouse_allow_insecure,
+                          "clickhouse_allow_insecure", "the user and password", msg, msg_size);
   if (rc != CS_E_OK) return rc;
   if (cfg->clickhouse_user != NULL && (cfg->clickhouse_user[0] == '\0' || has_control(cfg->clickhouse_user)))
     return rt_refuse(CS_E_CONFIG, msg, msg_size, "clickhouse_user must be non-empty without control bytes");
