@@ -15,12 +15,22 @@
  *   an object under a key with a ".." segment is left out of the page, named.
  * - A LIST answer of 4 MiB costs a logarithmic number of reallocations, not
  *   one per piece curl hands over (realloc is wrapped: -Wl,--wrap=realloc).
+ * - A transport failure is REFUSED only when no request byte left: a request
+ *   taken on a kept-alive connection that then died, whose retry by libcurl
+ *   was refused (or failed its TLS handshake), is UNKNOWN for every
+ *   primitive; a refused connect, a TLS handshake against a plain peer and a
+ *   certificate no CA signed stay REFUSED (peers of their own, below).
  */
+#define _GNU_SOURCE /* memmem */
 #include "capstore/s3.h"
 #include "capstore/sigv4.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <openssl/evp.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+#include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -458,6 +468,377 @@ static void test_answer_buffer_grows_geometrically(void **state) {
   free(body);
 }
 
+/* ---- Transport failures: whether the request may have reached the server ---- */
+
+/*
+ * Peers of their own (a listener and a thread each), beside the scripted
+ * server, which must keep listening:
+ *   vanish  answers a first request on a kept-alive connection, reads the
+ *           second one whole, then stops listening and closes the
+ *           connection without an answer: libcurl retries the request on a
+ *           fresh connection, which is refused;
+ *   plain   a plain HTTP peer on an https:// endpoint: the TLS handshake
+ *           fails; the peer keeps what it received;
+ *   tls     a TLS peer with a self-signed certificate: a client that
+ *           verifies fails the handshake; one that does not (tls_verify_off)
+ *           gets vanish over TLS, except that the retry's connection is
+ *           accepted by a plain peer, so its handshake fails.
+ */
+typedef enum peer_mode { PEER_VANISH, PEER_PLAIN, PEER_TLS } peer_mode;
+
+typedef struct peer {
+  peer_mode mode;
+  int listen_fd;
+  uint16_t port;
+  pthread_t thread;
+  char *heads[2]; /* vanish: the requests read, the first answered, the second not */
+  uint32_t requests;
+  uint8_t received[4096]; /* plain: the raw bytes that arrived */
+  size_t received_len;
+  SSL_CTX *tls;           /* tls: the peer's certificate and key */
+  bool handshake_ok;      /* tls: the first handshake completed */
+} peer;
+
+static int peer_accept(peer *p) {
+  struct pollfd pfd = {.fd = p->listen_fd, .events = POLLIN};
+  if (poll(&pfd, 1, 10000) != 1) return -1;
+  return accept(p->listen_fd, NULL, NULL);
+}
+
+/* Answers the first request (keep-alive), takes the second whole, then vanishes: nobody listens, no answer. */
+static void peer_vanish(peer *p, int fd) {
+  static const char ok[] = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
+  p->heads[0] = read_request(fd);
+  if (p->heads[0] == NULL || send(fd, ok, sizeof ok - 1, MSG_NOSIGNAL) != (ssize_t)(sizeof ok - 1)) return;
+  p->requests = 1;
+  p->heads[1] = read_request(fd);
+  if (p->heads[1] == NULL) return;
+  p->requests = 2;
+  close(p->listen_fd); /* before the connection: the retry's connect must find nobody */
+  p->listen_fd = -1;
+}
+
+/* Keeps what arrives until 300 ms pass in silence, then answers as HTTP would. */
+static void peer_plain(peer *p, int fd) {
+  struct pollfd pfd = {.fd = fd, .events = POLLIN};
+  while (p->received_len < sizeof p->received && poll(&pfd, 1, 300) == 1) {
+    ssize_t n = recv(fd, p->received + p->received_len, sizeof p->received - p->received_len, 0);
+    if (n <= 0) break;
+    p->received_len += (size_t)n;
+  }
+  static const char bad[] = "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+  (void)!send(fd, bad, sizeof bad - 1, MSG_NOSIGNAL);
+}
+
+/* A request head over TLS (HEAD requests only: no body), as a heap string; NULL when the client closed first. */
+static char *tls_read_head(SSL *ssl) {
+  size_t cap = 8192, len = 0;
+  char *buf = calloc(1, cap);
+  while (buf != NULL && len + 1 < cap) {
+    int n = SSL_read(ssl, buf + len, (int)(cap - 1 - len));
+    if (n <= 0) break;
+    len += (size_t)n;
+    if (strstr(buf, "\r\n\r\n") != NULL) return buf;
+  }
+  free(buf);
+  return NULL;
+}
+
+/* Vanish over TLS: the retry's fresh connection then meets a plain peer, so its handshake fails. */
+static void peer_tls(peer *p, int fd) {
+  static const char ok[] = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
+  SSL *ssl = SSL_new(p->tls);
+  assert_non_null(ssl);
+  SSL_set_fd(ssl, fd);
+  p->handshake_ok = SSL_accept(ssl) == 1;
+  if (p->handshake_ok && (p->heads[0] = tls_read_head(ssl)) != NULL &&
+      SSL_write(ssl, ok, (int)sizeof ok - 1) == (int)sizeof ok - 1) {
+    p->requests = 1;
+    p->heads[1] = tls_read_head(ssl);
+    p->requests += p->heads[1] != NULL;
+  }
+  SSL_free(ssl);
+  close(fd);
+  if (p->requests < 2) return;
+  int retry = peer_accept(p);
+  if (retry < 0) return;
+  peer_plain(p, retry);
+  close(retry);
+}
+
+static void *peer_main(void *arg) {
+  peer *p = arg;
+  int fd = peer_accept(p);
+  if (fd < 0) return NULL;
+  if (p->mode == PEER_TLS) {
+    peer_tls(p, fd);
+    return NULL;
+  }
+  if (p->mode == PEER_VANISH) peer_vanish(p, fd);
+  else peer_plain(p, fd);
+  close(fd);
+  return NULL;
+}
+
+/* A self-signed P-256 certificate for 127.0.0.1, made in memory. */
+static SSL_CTX *tls_self_signed(void) {
+  EVP_PKEY *key = EVP_EC_gen("P-256");
+  X509 *cert = X509_new();
+  SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+  assert_non_null(key);
+  assert_non_null(cert);
+  assert_non_null(ctx);
+  X509_set_version(cert, 2);
+  ASN1_INTEGER_set(X509_get_serialNumber(cert), 1);
+  X509_gmtime_adj(X509_getm_notBefore(cert), -60);
+  X509_gmtime_adj(X509_getm_notAfter(cert), 3600);
+  X509_set_pubkey(cert, key);
+  X509_NAME *name = X509_get_subject_name(cert);
+  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, (const unsigned char *)"127.0.0.1", -1, -1, 0);
+  X509_set_issuer_name(cert, name);
+  assert_true(X509_sign(cert, key, EVP_sha256()) > 0);
+  assert_int_equal(SSL_CTX_use_certificate(ctx, cert), 1);
+  assert_int_equal(SSL_CTX_use_PrivateKey(ctx, key), 1);
+  X509_free(cert);
+  EVP_PKEY_free(key);
+  return ctx;
+}
+
+static void peer_start(peer *p, peer_mode mode) {
+  memset(p, 0, sizeof *p);
+  p->mode = mode;
+  p->listen_fd = socket(AF_INET, SOCK_STREAM, 0);
+  assert_true(p->listen_fd >= 0);
+  struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t len = sizeof addr;
+  assert_int_equal(bind(p->listen_fd, (struct sockaddr *)&addr, sizeof addr), 0);
+  assert_int_equal(listen(p->listen_fd, 4), 0);
+  assert_int_equal(getsockname(p->listen_fd, (struct sockaddr *)&addr, &len), 0);
+  p->port = ntohs(addr.sin_port);
+  if (mode == PEER_TLS) p->tls = tls_self_signed();
+  assert_int_equal(pthread_create(&p->thread, NULL, peer_main, p), 0);
+}
+
+/* Waits for the peer's thread: what it received may be read then, until peer_free. */
+static void peer_stop(peer *p) {
+  pthread_join(p->thread, NULL);
+  if (p->listen_fd >= 0) close(p->listen_fd);
+  p->listen_fd = -1;
+}
+
+static void peer_free(peer *p) {
+  free(p->heads[0]);
+  free(p->heads[1]);
+  SSL_CTX_free(p->tls);
+}
+
+/* A port nobody listens on: bound, never listened, let go. */
+static uint16_t port_refusing(void) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  assert_true(fd >= 0);
+  struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t len = sizeof addr;
+  assert_int_equal(bind(fd, (struct sockaddr *)&addr, sizeof addr), 0);
+  assert_int_equal(getsockname(fd, (struct sockaddr *)&addr, &len), 0);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+static void open_store_at(const char *scheme, uint16_t port, bool tls_verify_off, cs_store *out) {
+  char endpoint[64];
+  snprintf(endpoint, sizeof endpoint, "%s://127.0.0.1:%u", scheme, (unsigned)port);
+  cs_s3_config cfg = {.endpoint = endpoint, .bucket = "bkt", .region = "wire-region", .access_key_id = KEY_ID,
+                      .secret_access_key = SECRET, .allow_insecure = strcmp(scheme, "http") == 0,
+                      .tls_verify_off = tls_verify_off, .connect_timeout_ms = 2000, .request_timeout_ms = 10000};
+  char msg[256];
+  int rc = cs_s3_open(&cfg, out, msg, sizeof msg);
+  if (rc != CS_E_OK) fail_msg("cs_s3_open: %s", msg);
+}
+
+static const char *const op_methods[] = {[CS_STORE_PUT] = "PUT", [CS_STORE_HEAD] = "HEAD", [CS_STORE_GET] = "GET",
+                                         [CS_STORE_LIST] = "GET", [CS_STORE_DEL] = "DELETE"};
+static const char *const op_names[] = {[CS_STORE_PUT] = "PUT", [CS_STORE_HEAD] = "HEAD", [CS_STORE_GET] = "GET",
+                                       [CS_STORE_LIST] = "LIST", [CS_STORE_DEL] = "DELETE"};
+
+static char transport_buf[64];
+static char transport_keys[4][CS_KEY_MAX];
+static cs_list_page transport_page;
+
+/* A request of op with every field it needs (a 4 KiB PUT body, a ranged GET, a LIST page). */
+static cs_store_request request_of(cs_store_op op) {
+  static char body[4096];
+  memset(body, 'b', sizeof body);
+  memset(&transport_page, 0, sizeof transport_page);
+  transport_page.keys = transport_keys;
+  transport_page.key_capacity = 4;
+  cs_store_request req = {.op = op, .key = op == CS_STORE_LIST ? "v1/" : "v1/k.dmi-pack"};
+  if (op == CS_STORE_PUT) req.bytes = body, req.len = sizeof body;
+  if (op == CS_STORE_GET) {
+    req.has_range = true;
+    req.range = (cs_range){.offset = 0, .length = sizeof transport_buf};
+    req.buf = transport_buf;
+    req.cap = sizeof transport_buf;
+  }
+  if (op == CS_STORE_LIST) req.token = "", req.max_keys = 4, req.page = &transport_page;
+  return req;
+}
+
+/* Carries out req: the synchronous primitive, or cs_store_start and cs_store_reap. */
+static void request_drive(cs_store *store, cs_store_request *req, bool async) {
+  if (!async) {
+    cs_store_request_run(store, req);
+    return;
+  }
+  assert_int_equal(cs_store_start(store, req), CS_E_OK);
+  cs_store_request *done = NULL;
+  for (int i = 0; i < 200 && done == NULL; i++) assert_true(cs_store_reap(store, 100, &done) >= 0);
+  assert_ptr_equal(done, req);
+}
+
+/*
+ * The issue: a request written on a kept-alive connection that then died,
+ * retried by libcurl on a fresh connection that was refused, came back
+ * REFUSED ("connect refused, nothing sent"), though the server had it whole
+ * and may have applied it. It is UNKNOWN (CS_S3_TRANSPORT_LOST).
+ */
+static bool sent_then_refused(cs_store_op op, bool async) {
+  peer p;
+  peer_start(&p, PEER_VANISH);
+  cs_store store;
+  open_store_at("http", p.port, false, &store);
+  cs_store_request first = request_of(CS_STORE_HEAD);
+  request_drive(&store, &first, false);
+  assert_int_equal(first.rc, CS_E_OK);
+  assert_int_equal(first.res.outcome, CS_OUT_OK);
+  cs_store_request req = request_of(op);
+  request_drive(&store, &req, async);
+  store.ops->close(store.self);
+  peer_stop(&p);
+  print_message("%s (%s) sent, then refused: outcome %s, detail '%s'\n", op_names[op], async ? "async" : "sync",
+                cs_outcome_name(req.res.outcome), req.res.detail);
+  assert_int_equal(p.requests, 2); /* the request reached the peer */
+  size_t method_len = strlen(op_methods[op]);
+  assert_memory_equal(p.heads[1], op_methods[op], method_len);
+  assert_int_equal(p.heads[1][method_len], ' ');
+  assert_int_equal(req.rc, CS_E_OK);
+  assert_int_equal(req.res.http_status, 0);
+  peer_free(&p);
+  if (req.res.outcome == CS_OUT_UNKNOWN && strstr(req.res.detail, "may have reached the server") != NULL) return true;
+  print_error("%s (%s): want unknown, the request may have reached the server\n", op_names[op],
+              async ? "async" : "sync");
+  return false;
+}
+
+static const cs_store_op every_op[] = {CS_STORE_PUT, CS_STORE_HEAD, CS_STORE_GET, CS_STORE_LIST, CS_STORE_DEL};
+
+static void test_sent_then_refused_is_unknown(void **state) {
+  (void)state;
+  unsigned wrong = 0;
+  for (size_t i = 0; i < sizeof every_op / sizeof every_op[0]; i++) {
+    wrong += !sent_then_refused(every_op[i], false);
+    wrong += !sent_then_refused(every_op[i], true);
+  }
+  if (wrong > 0) fail_msg("%u of 10 requests that reached the server came back as never sent", wrong);
+}
+
+/* The twin: nobody listening from the start: nothing was sent, so nothing applied: REFUSED. */
+static void test_refused_connect_is_refused(void **state) {
+  (void)state;
+  cs_store store;
+  open_store_at("http", port_refusing(), false, &store);
+  for (size_t i = 0; i < sizeof every_op / sizeof every_op[0]; i++) {
+    for (int async = 0; async < 2; async++) {
+      cs_store_request req = request_of(every_op[i]);
+      request_drive(&store, &req, async);
+      assert_int_equal(req.rc, CS_E_OK);
+      if (req.res.outcome != CS_OUT_REFUSED || strstr(req.res.detail, "nothing was sent") == NULL)
+        fail_msg("%s: outcome %s, detail '%s': want refused, nothing was sent", op_names[every_op[i]],
+                 cs_outcome_name(req.res.outcome), req.res.detail);
+    }
+  }
+  store.ops->close(store.self);
+}
+
+/* An https endpoint served by a plain HTTP peer: the handshake fails before any request: REFUSED, naming TLS. */
+static void test_tls_handshake_failed_is_refused(void **state) {
+  (void)state;
+  const cs_store_op ops[] = {CS_STORE_PUT, CS_STORE_HEAD};
+  for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+    peer p;
+    peer_start(&p, PEER_PLAIN);
+    cs_store store;
+    open_store_at("https", p.port, false, &store);
+    cs_store_request req = request_of(ops[i]);
+    request_drive(&store, &req, false);
+    store.ops->close(store.self);
+    peer_stop(&p);
+    peer_free(&p);
+    print_message("%s over TLS to a plain peer: outcome %s, detail '%s'\n", op_names[ops[i]],
+                  cs_outcome_name(req.res.outcome), req.res.detail);
+    assert_int_equal(req.rc, CS_E_OK);
+    if (req.res.outcome != CS_OUT_REFUSED || strstr(req.res.detail, "TLS failed, nothing was sent") == NULL)
+      fail_msg("%s: outcome %s, detail '%s': want refused, TLS failed, nothing was sent", op_names[ops[i]],
+               cs_outcome_name(req.res.outcome), req.res.detail);
+    /* What arrived is a ClientHello (a TLS handshake record), never the request or its signature. */
+    assert_true(p.received_len > 0);
+    assert_int_equal(p.received[0], 0x16);
+    assert_null(memmem(p.received, p.received_len, "AWS4-HMAC-SHA256", 16));
+    assert_null(memmem(p.received, p.received_len, "v1/k", 4));
+  }
+}
+
+/* A certificate no CA signed, verified (the default): the handshake fails, nothing was sent: REFUSED. */
+static void test_certificate_refused(void **state) {
+  (void)state;
+  peer p;
+  peer_start(&p, PEER_TLS);
+  cs_store store;
+  open_store_at("https", p.port, false, &store);
+  cs_store_request req = request_of(CS_STORE_HEAD);
+  request_drive(&store, &req, false);
+  store.ops->close(store.self);
+  peer_stop(&p);
+  peer_free(&p);
+  print_message("HEAD to a self-signed peer: outcome %s, detail '%s'\n", cs_outcome_name(req.res.outcome),
+                req.res.detail);
+  assert_false(p.handshake_ok);
+  assert_int_equal(p.requests, 0);
+  if (req.res.outcome != CS_OUT_REFUSED || strstr(req.res.detail, "TLS failed, nothing was sent") == NULL ||
+      strstr(req.res.detail, "certificate") == NULL)
+    fail_msg("outcome %s, detail '%s': want refused, TLS failed, nothing was sent, naming the certificate",
+             cs_outcome_name(req.res.outcome), req.res.detail);
+}
+
+/*
+ * A HEAD taken on a kept-alive TLS connection that then died; libcurl's retry
+ * failed its handshake (CURLE_SSL_CONNECT_ERROR, REFUSED before the fix): the
+ * request reached the server, so UNKNOWN.
+ */
+static void test_sent_then_tls_failed_is_unknown(void **state) {
+  (void)state;
+  peer p;
+  peer_start(&p, PEER_TLS);
+  cs_store store;
+  open_store_at("https", p.port, true, &store);
+  cs_store_request first = request_of(CS_STORE_HEAD);
+  request_drive(&store, &first, false);
+  assert_int_equal(first.res.outcome, CS_OUT_OK);
+  cs_store_request req = request_of(CS_STORE_HEAD);
+  request_drive(&store, &req, false);
+  store.ops->close(store.self);
+  peer_stop(&p);
+  peer_free(&p);
+  print_message("HEAD sent over TLS, then the retry's handshake failed: outcome %s, detail '%s'\n",
+                cs_outcome_name(req.res.outcome), req.res.detail);
+  assert_true(p.handshake_ok);
+  assert_int_equal(p.requests, 2); /* the request reached the peer */
+  assert_true(p.received_len > 0);
+  assert_int_equal(p.received[0], 0x16); /* the retry: a ClientHello, met by a plain peer */
+  if (req.res.outcome != CS_OUT_UNKNOWN || strstr(req.res.detail, "may have reached the server") == NULL)
+    fail_msg("outcome %s, detail '%s': want unknown, the request may have reached the server",
+             cs_outcome_name(req.res.outcome), req.res.detail);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_long_session_tokens),
@@ -465,6 +846,11 @@ int main(void) {
       cmocka_unit_test(test_path_sent_as_signed),
       cmocka_unit_test(test_list_answer_outside_prefix_refused),
       cmocka_unit_test(test_answer_buffer_grows_geometrically),
+      cmocka_unit_test(test_sent_then_refused_is_unknown),
+      cmocka_unit_test(test_refused_connect_is_refused),
+      cmocka_unit_test(test_tls_handshake_failed_is_refused),
+      cmocka_unit_test(test_certificate_refused),
+      cmocka_unit_test(test_sent_then_tls_failed_is_unknown),
   };
   return cmocka_run_group_tests(tests, server_start, server_stop);
 }

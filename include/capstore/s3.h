@@ -53,12 +53,18 @@ typedef struct cs_s3_config {
  */
 int cs_s3_open(const cs_s3_config *cfg, cs_store *store, char *msg, size_t msg_size);
 
-/* What the transport said when there was no HTTP answer. */
+/*
+ * What the transport said when there was no HTTP answer. REFUSED is decided
+ * by whether libcurl wrote a request byte (CURLINFO_REQUEST_SIZE), never by
+ * its error code alone: libcurl resends a request whose kept-alive
+ * connection died on a fresh connection, and a refused connect or failed
+ * TLS handshake there comes after a request the server may have applied.
+ */
 typedef enum cs_s3_transport {
   CS_S3_TRANSPORT_OK = 0,  /* an HTTP status came back */
-  CS_S3_TRANSPORT_REFUSED, /* connect refused/reset, nothing sent */
+  CS_S3_TRANSPORT_REFUSED, /* no request byte written (connect refused, TLS failed, reset first): not applied */
   CS_S3_TRANSPORT_TIMEOUT, /* connect, low-speed or whole-request timeout */
-  CS_S3_TRANSPORT_LOST,    /* sent, then reset or no answer */
+  CS_S3_TRANSPORT_LOST,    /* a request byte left (on any attempt), then reset or no answer: may have applied */
 } cs_s3_transport;
 
 /* The outcome of one answer; error_code is the S3 <Code> ("" or NULL when none). */

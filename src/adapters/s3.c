@@ -253,15 +253,49 @@ static struct curl_slist *call_sign(s3_store *s, s3_call *c, int *err) {
   return list;
 }
 
+/* TLS failures before a connection carried any request: the handshake or the peer's certificate. */
+static bool tls_setup_failed(CURLcode cc) {
+  switch (cc) {
+  case CURLE_SSL_CONNECT_ERROR:
+  case CURLE_PEER_FAILED_VERIFICATION: /* CURLE_SSL_CACERT is the same code */
+  case CURLE_SSL_CERTPROBLEM:
+  case CURLE_SSL_CIPHER:
+  case CURLE_SSL_CACERT_BADFILE:
+  case CURLE_SSL_CRL_BADFILE:
+  case CURLE_SSL_ISSUER_ERROR:
+  case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+  case CURLE_SSL_INVALIDCERTSTATUS:
+  case CURLE_SSL_CLIENTCERT:
+  case CURLE_SSL_ENGINE_NOTFOUND:
+  case CURLE_SSL_ENGINE_SETFAILED:
+  case CURLE_SSL_ENGINE_INITFAILED: return true;
+  default: return false;
+  }
+}
+
+/*
+ * What the transport said. REFUSED only when libcurl wrote no request byte
+ * (CURLINFO_REQUEST_SIZE is 0), whatever the code: libcurl retries a request
+ * whose kept-alive connection died on a fresh connection, and counts the
+ * bytes of every attempt, so a refused connect or failed handshake on that
+ * retry (CURLE_COULDNT_CONNECT, CURLE_SSL_CONNECT_ERROR) comes after a
+ * request the server may have applied: LOST then. A size libcurl cannot
+ * tell is LOST too.
+ */
 static cs_s3_transport transport_of(CURLcode cc, CURL *easy) {
   if (cc == CURLE_OK) return CS_S3_TRANSPORT_OK;
   if (cc == CURLE_OPERATION_TIMEDOUT) return CS_S3_TRANSPORT_TIMEOUT;
-  if (cc == CURLE_COULDNT_CONNECT || cc == CURLE_COULDNT_RESOLVE_HOST || cc == CURLE_SSL_CONNECT_ERROR) {
-    return CS_S3_TRANSPORT_REFUSED;
+  long sent = -1;
+  if (curl_easy_getinfo(easy, CURLINFO_REQUEST_SIZE, &sent) != CURLE_OK) sent = -1;
+  return sent == 0 ? CS_S3_TRANSPORT_REFUSED : CS_S3_TRANSPORT_LOST;
+}
+
+/* What a transport failure means for the request, put first in the detail (curl's words may be cut). */
+static const char *transport_meaning(cs_s3_transport transport, CURLcode cc) {
+  if (transport == CS_S3_TRANSPORT_REFUSED) {
+    return tls_setup_failed(cc) ? "TLS failed, nothing was sent: " : "nothing was sent: ";
   }
-  long sent = 0;
-  curl_easy_getinfo(easy, CURLINFO_REQUEST_SIZE, &sent);
-  return sent > 0 ? CS_S3_TRANSPORT_LOST : CS_S3_TRANSPORT_REFUSED;
+  return transport == CS_S3_TRANSPORT_LOST ? "the request may have reached the server: " : "";
 }
 
 static void easy_setup(s3_store *s, s3_call *c, CURL *easy, const char *url, struct curl_slist *headers) {
@@ -348,7 +382,9 @@ static void call_classify(s3_call *c, CURLcode cc, cs_store_result *res) {
   curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &status);
   cs_s3_transport transport = c->overflow ? CS_S3_TRANSPORT_OK : transport_of(cc, c->easy);
   if (transport != CS_S3_TRANSPORT_OK) {
-    result_set(res, cs_s3_classify(transport, 0, NULL), 0, c->curl_error[0] ? c->curl_error : curl_easy_strerror(cc));
+    result_set(res, cs_s3_classify(transport, 0, NULL), 0, NULL);
+    snprintf(res->detail, sizeof res->detail, "%s%.200s", transport_meaning(transport, cc),
+             c->curl_error[0] ? c->curl_error : curl_easy_strerror(cc));
     return;
   }
   c->status = status;

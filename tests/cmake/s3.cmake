@@ -30,9 +30,10 @@ if(TARGET fuzz_s3_xml)
 endif()
 
 # The S3 adapter against a scripted HTTP server in the test: long session tokens, dot segments,
-# LIST answers naming keys outside the prefix, the answer buffer's growth (realloc wrapped, counted).
+# LIST answers naming keys outside the prefix, the answer buffer's growth (realloc wrapped, counted),
+# transport failures (peers that vanish after a request, refuse TLS or serve a self-signed certificate).
 add_executable(adapter_test_s3_wire ${CMAKE_CURRENT_SOURCE_DIR}/adapter_test_s3_wire.c)
-target_link_libraries(adapter_test_s3_wire PRIVATE capstore_runtime PkgConfig::CMOCKA Threads::Threads)
+target_link_libraries(adapter_test_s3_wire PRIVATE capstore_runtime PkgConfig::CMOCKA OpenSSL::SSL Threads::Threads)
 target_link_options(adapter_test_s3_wire PRIVATE -Wl,--wrap=realloc)
 add_test(NAME adapter.s3_wire COMMAND adapter_test_s3_wire)
 set_tests_properties(adapter.s3_wire PROPERTIES LABELS adapters TIMEOUT 60)
