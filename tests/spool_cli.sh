@@ -17,7 +17,12 @@ failures=0
 holder=
 
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-cleanup() { [[ -n $holder ]] && kill "$holder" 2>/dev/null; wait 2>/dev/null; }
+unreadable_root=
+cleanup() {
+  [[ -n $holder ]] && kill "$holder" 2>/dev/null
+  wait 2>/dev/null
+  [[ -n $unreadable_root ]] && rm -rf "$unreadable_root"
+}
 trap cleanup EXIT
 
 # Runs capstore spool ARGS; keeps stdout, stderr and the exit status.
@@ -144,9 +149,19 @@ expect_out "no reason recorded" "list with a FIFO reason"
 # checked as nobody with one pack handed to root.
 as_user=()
 unreadable_dir="$work/unreadable"
+u_fixture=$fixture
+u_capstore=$capstore
 if [[ $(id -u) == 0 ]]; then
   if command -v setpriv >/dev/null && id nobody >/dev/null 2>&1; then
     as_user=(setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups)
+    # nobody may not be able to reach the build tree (a clone under a 0700
+    # directory): the spool and copies of both programs go where it can.
+    unreadable_root=$(mktemp -d /tmp/capstore-spool-cli.XXXXXX)
+    chmod 0755 "$unreadable_root"
+    unreadable_dir="$unreadable_root/unreadable"
+    u_fixture="$unreadable_root/spool_cli_fixture"
+    u_capstore="$unreadable_root/capstore"
+    cp "$fixture" "$u_fixture" && cp "$capstore" "$u_capstore" && chmod 0755 "$u_fixture" "$u_capstore"
     mkdir -p "$unreadable_dir" && chown nobody "$unreadable_dir"
   else
     unreadable_dir=
@@ -154,13 +169,13 @@ if [[ $(id -u) == 0 ]]; then
   fi
 fi
 if [[ -n $unreadable_dir ]]; then
-  "${as_user[@]}" "$fixture" make "$unreadable_dir/spool" || fail "the fixture could not make the spool as ${as_user[*]:-$(id -un)}"
+  "${as_user[@]}" "$u_fixture" make "$unreadable_dir/spool" || fail "the fixture could not make the spool as ${as_user[*]:-$(id -un)}"
   mapfile -t upacks < <(cd "$unreadable_dir/spool" && ls -- *.dmi-pack.ready)
   locked=${upacks[0]}
   if [[ $(id -u) == 0 ]]; then chown root:root "$unreadable_dir/spool/$locked"; fi
   chmod 0600 "$unreadable_dir/spool/$locked"
   [[ $(id -u) == 0 ]] || chmod 0000 "$unreadable_dir/spool/$locked"
-  "${as_user[@]}" "$capstore" spool check "$unreadable_dir/spool" >"$work/out" 2>"$work/err"
+  "${as_user[@]}" "$u_capstore" spool check "$unreadable_dir/spool" >"$work/out" 2>"$work/err"
   status=$?
   out=$(cat "$work/out")
   err=$(cat "$work/err")
@@ -174,7 +189,7 @@ if [[ -n $unreadable_dir ]]; then
   expect_err "Permission denied" "check with an unreadable pack"
   [[ -e $unreadable_dir/spool/$locked && ! -e $unreadable_dir/spool/$locked.quarantined ]] ||
     fail "check moved the unreadable pack"
-  "${as_user[@]}" "$fixture" reopen "$unreadable_dir/spool" >"$work/out" 2>"$work/err"
+  "${as_user[@]}" "$u_fixture" reopen "$unreadable_dir/spool" >"$work/out" 2>"$work/err"
   status=$?
   out=$(cat "$work/out")
   err=$(cat "$work/err")
