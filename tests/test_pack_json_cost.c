@@ -146,6 +146,41 @@ static void test_estimate_bounds_long_tokens(void **state) {
   free(text);
 }
 
+/* Objects of many long keys: jansson holds each key twice (the lexer's string, the pair's copy). */
+static void test_estimate_bounds_long_keys(void **state) {
+  (void)state;
+  const size_t key_lengths[] = {1, 40, 66, 200, 1006, 5000};
+  for (size_t k = 0; k < sizeof key_lengths / sizeof key_lengths[0]; k++) {
+    size_t key_len = key_lengths[k];
+    size_t count = 2000000 / (key_len + 16) + 1;
+    size_t cap = count * (key_len + 24) + 16;
+    char *text = malloc(cap);
+    size_t len = 0;
+    text[len++] = '{';
+    for (size_t i = 0; i < count; i++) {
+      if (i > 0) text[len++] = ',';
+      int n = snprintf(text + len, cap - len, "\"%zu", i);
+      len += (size_t)n;
+      size_t pad = key_len > (size_t)(n - 1) ? key_len - (size_t)(n - 1) : 0;
+      memset(text + len, 'k', pad);
+      len += pad;
+      memcpy(text + len, "\":1", 3);
+      len += 3;
+    }
+    text[len++] = '}';
+    uint64_t estimate = 0;
+    size_t total = 0;
+    measure(text, len, &estimate, &total);
+    print_message("%zu keys of %zu bytes: jansson %.2f x, estimate %.2f x\n", count, key_len,
+                  (double)total / (double)len, (double)estimate / (double)len);
+    if (total > estimate) {
+      fail_msg("keys of %zu bytes: jansson allocated %zu bytes, over the estimate %llu", key_len,
+               total, (unsigned long long)estimate);
+    }
+    free(text);
+  }
+}
+
 /* A writer's footer of count records with the given metadata text and rank. */
 static tp_bytes writer_pack(uint32_t count, const char *word, uint32_t rank) {
   tp_bytes out = {0};
@@ -199,6 +234,67 @@ static void test_writer_footers_fit(void **state) {
   }
 }
 
+/*
+ * A program that installs its own jansson allocator after capstore's first
+ * parse keeps it, and the footers parsed after that are freed through it
+ * (before: the reader kept treating them as arena trees and leaked them all).
+ */
+static void test_allocator_replaced_after_first_parse(void **state) {
+  (void)state;
+  tp_bytes p = writer_pack(50, "word", 2);
+  fflush(NULL);
+  pid_t child = fork();
+  assert_true(child >= 0);
+  if (child == 0) {
+    json_set_alloc_funcs(malloc, free); /* jansson's defaults: the reader installs its arena */
+    cs_pack_error err;
+    if (cs_pack_verify_buffer(p.data, p.len, NULL, &err) != CS_E_OK) _exit(2);
+    json_set_alloc_funcs(counting_malloc, counting_free);
+    live_bytes = peak_bytes = total_bytes = 0;
+    for (int i = 0; i < 3; i++) {
+      if (cs_pack_verify_buffer(p.data, p.len, NULL, &err) != CS_E_OK) _exit(3);
+    }
+    if (total_bytes == 0) _exit(4); /* the program's allocator was not used */
+    _exit(live_bytes == 0 ? 0 : 5);  /* every block it gave was given back */
+  }
+  int status = 0;
+  assert_int_equal(waitpid(child, &status, 0), child);
+  assert_true(WIFEXITED(status));
+  if (WEXITSTATUS(status) != 0) fail_msg("child exit %d (4: allocator unused, 5: leaked)", WEXITSTATUS(status));
+  tp_free(&p);
+}
+
+/*
+ * An arena that falls short (capped here; the estimate is tested never to)
+ * spills to malloc: the footer still reads right, and its tree is freed
+ * block by block, the arena's blocks passed over.
+ */
+static void test_arena_spill(void **state) {
+  (void)state;
+  tp_bytes p = writer_pack(300, "word", 2);
+  fflush(NULL);
+  pid_t child = fork();
+  assert_true(child >= 0);
+  if (child == 0) {
+    json_set_alloc_funcs(malloc, free); /* the reader's arena, not this test's counter */
+    pk_jin_arena_cap_for_tests = 4096;
+    cs_pack_error err;
+    if (cs_pack_verify_buffer(p.data, p.len, NULL, &err) != CS_E_OK) _exit(2);
+    struct mallinfo2 before = mallinfo2();
+    for (int i = 0; i < 200; i++) {
+      if (cs_pack_verify_buffer(p.data, p.len, NULL, &err) != CS_E_OK) _exit(3);
+    }
+    struct mallinfo2 after = mallinfo2();
+    /* 200 leaked trees would hold megabytes; a freed one nothing */
+    _exit(after.uordblks <= before.uordblks + 65536 ? 0 : 4);
+  }
+  int status = 0;
+  assert_int_equal(waitpid(child, &status, 0), child);
+  assert_true(WIFEXITED(status));
+  if (WEXITSTATUS(status) != 0) fail_msg("child exit %d (2, 3: refused, 4: leaked)", WEXITSTATUS(status));
+  tp_free(&p);
+}
+
 /* jansson's first allocation failing: it says nothing; the reader says no_memory. */
 static void test_failed_allocation_is_no_memory(void **state) {
   (void)state;
@@ -237,7 +333,7 @@ static void test_memory_limit_is_not_corruption(void **state) {
   tp_bytes p = writer_pack(8000, "a", 1);
   int outcomes[3] = {0};
   malloc_trim(0); /* free heap memory would be parsed into without the limit seeing it */
-  for (uint64_t extra_mb = 4; extra_mb <= 68; extra_mb += 6) {
+  for (uint64_t extra_mb = 4; extra_mb <= 124; extra_mb += 8) {
     fflush(NULL);
     pid_t child = fork();
     assert_true(child >= 0);
@@ -273,8 +369,12 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       /* First, while the heap holds little free memory the limit would not see. */
       cmocka_unit_test(test_memory_limit_is_not_corruption),
+      /* Also before any parse in this process: its child must be the first to parse. */
+      cmocka_unit_test(test_allocator_replaced_after_first_parse),
+      cmocka_unit_test(test_arena_spill),
       cmocka_unit_test(test_estimate_bounds_worst_shapes),
       cmocka_unit_test(test_estimate_bounds_long_tokens),
+      cmocka_unit_test(test_estimate_bounds_long_keys),
       cmocka_unit_test(test_writer_footers_fit),
       cmocka_unit_test(test_failed_allocation_is_no_memory),
   };

@@ -38,7 +38,7 @@ extern "C" {
  * Parsing a footer of L bytes may take at most FACTOR x L + SLACK bytes of
  * JSON tree (an upper estimate of all jansson allocates, computed before the
  * tree is built, and allocated at once as its arena); a footer over it is
- * refused as FOOTER_COMPLEX. Writers' footers are estimated at 10-18 x L.
+ * refused as FOOTER_COMPLEX. Writers' footers are estimated at 11-19 x L.
  */
 #define CS_PACK_FOOTER_COST_FACTOR 20u
 #define CS_PACK_FOOTER_COST_SLACK (1024u * 1024u)

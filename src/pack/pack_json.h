@@ -42,6 +42,8 @@ typedef struct pk_json_doc {
   size_t number_cap;
   uint64_t cost;        /* the scan's estimate of the tree's bytes */
   void *arena;          /* the tree's memory when parsed in an arena (pack_json_in.c) */
+  size_t arena_size;
+  bool arena_spilled;   /* the arena fell short: some of the tree's blocks are malloc's */
   uint64_t base_offset; /* object offset of the text's first byte, for messages */
   const char *what;     /* "footer" or "spec", for messages */
 } pk_json_doc;
@@ -53,6 +55,9 @@ typedef struct pk_jin_ctx {
   const char *path;    /* "footer" or "footer records[3]" */
   bool ignore_unknown; /* footers: keys the format does not define are ignored */
 } pk_jin_ctx;
+
+/* Tests only: a nonzero value caps the arena, so a parse spills past it. */
+PK_HIDDEN extern size_t pk_jin_arena_cap_for_tests;
 
 /* The scan's estimate of the bytes jansson's tree of text would take. */
 PK_HIDDEN int pk_jin_cost(const uint8_t *text, size_t len, uint64_t *cost, cs_pack_error *err);

@@ -22,7 +22,8 @@
  * any bytes. An object is its struct and first hash table; a pair its entry,
  * key copy and share of the table's doublings; an element its share of an
  * array's doublings; the longest token is held up to five times by the
- * lexer's buffer while it doubles, and by its copy.
+ * lexer's buffer while it doubles, and by its copy. A key is held twice: the
+ * string the lexer hands over, and the pair's own copy.
  */
 enum {
   COST_BASE = 4096,
@@ -33,6 +34,7 @@ enum {
   COST_NUMBER = 32,
   COST_ELEMENT = 40, /* each value after the first in a container */
   COST_TOKEN_COPIES = 5,
+  COST_PLACEHOLDER = 120, /* outside jansson: a side-table entry, with its array's growth */
 };
 
 typedef struct scan_state {
@@ -41,8 +43,10 @@ typedef struct scan_state {
   pk_buf out;        /* the rewritten text, begun at the first placeholder */
   size_t copied;     /* bytes of in already copied into out */
   bool rewriting;
-  uint64_t cost;     /* estimated bytes of the tree */
+  uint64_t cost;     /* estimated bytes jansson allocates: the arena */
+  uint64_t other;    /* the scan's own: the side table and the rewritten text */
   size_t longest;    /* the longest string or number token */
+  size_t last_body;  /* the length of the last string, a key if ':' follows */
 } scan_state;
 
 static bool is_number_char(uint8_t c) {
@@ -166,6 +170,7 @@ static int prescan(scan_state *s, pk_json_doc *doc, cs_pack_error *err) {
       while (end < s->len && s->in[end] != '"') end += s->in[end] == '\\' ? 2 : 1;
       size_t body = (end < s->len ? end : s->len) - i - 1;
       s->cost += COST_STRING + body;
+      s->last_body = body;
       note_token(s, body);
       i = end + 1;
     } else if (c == '-' || is_digit(c)) {
@@ -177,10 +182,10 @@ static int prescan(scan_state *s, pk_json_doc *doc, cs_pack_error *err) {
       note_token(s, end - i);
       i = end;
     } else {
-      /* A key was counted as a string: ':' turns it into a pair. */
+      /* A key was counted as a string: ':' turns it into a pair, with its second copy. */
       if (c == '{') s->cost += COST_OBJECT;
       else if (c == '[') s->cost += COST_ARRAY;
-      else if (c == ':') s->cost += COST_PAIR - COST_STRING;
+      else if (c == ':') s->cost += COST_PAIR - COST_STRING + s->last_body + s->last_body / 4;
       else if (c == ',') s->cost += COST_ELEMENT;
       i++;
     }
@@ -188,6 +193,8 @@ static int prescan(scan_state *s, pk_json_doc *doc, cs_pack_error *err) {
   if (s->rewriting) pk_buf_put(&s->out, s->in + s->copied, s->len - s->copied);
   if (s->out.failed) return no_memory(doc, err);
   s->cost += COST_BASE + (uint64_t)COST_TOKEN_COPIES * s->longest;
+  /* The rewritten text grew by doubling: its buffer, and the one before it. */
+  s->other = (uint64_t)COST_PLACEHOLDER * doc->number_count + 2u * (uint64_t)s->out.cap;
   return CS_E_OK;
 }
 
@@ -219,25 +226,32 @@ int pk_jin_cost(const uint8_t *text, size_t len, uint64_t *cost, cs_pack_error *
  * estimate (which the tests show is at least everything jansson allocates,
  * freed blocks included) is allocated at once, and jansson's allocations on
  * this thread are carved from it while it parses. Only that one allocation
- * can fail, cleanly, before jansson runs; if the arena ever ran out, the
- * parse is no_memory whatever jansson returned.
+ * can fail, cleanly, before jansson runs. Should the estimate ever fall
+ * short, the rest of the parse spills to malloc (a correct tree, somewhat
+ * over the bound: the tests exist so that it does not happen), and the tree
+ * is then freed block by block; any allocation that failed (ENOMEM) makes the
+ * parse no_memory whatever jansson returned.
  *
  * jansson's allocator is process-wide: it is replaced only if it is still
  * jansson's default (malloc, free), by functions that behave exactly as the
- * defaults on every thread that is not parsing a footer. A program that
- * installed its own keeps it; footers are then parsed without the arena, and
- * an allocation failure there is still reported as no_memory (ENOMEM) but
- * is exposed to jansson's defects.
+ * defaults on every thread that is not parsing a footer, and a parse uses
+ * the arena only while they are still installed. A program that installed
+ * its own (before or after) keeps it; footers are then parsed without the
+ * arena, and an allocation failure there is still reported as no_memory
+ * (ENOMEM) but is exposed to jansson's defects. Installing writes jansson's
+ * two global function pointers once, at the first parse: a program that
+ * parses JSON with jansson on other threads at that very moment races with
+ * it (as it would with any json_set_alloc_funcs call).
  */
 typedef struct jin_arena {
   uintptr_t base;
   size_t size;
   size_t used;
-  bool ran_out;
+  bool spilled; /* blocks past the arena came from malloc */
 } jin_arena;
 
 static _Thread_local jin_arena *current_arena;
-static bool arena_installed;
+size_t pk_jin_arena_cap_for_tests;
 static pthread_once_t arena_once = PTHREAD_ONCE_INIT;
 
 static void *arena_malloc(size_t n) {
@@ -245,9 +259,8 @@ static void *arena_malloc(size_t n) {
   if (a == NULL) return malloc(n);
   size_t need = (n + 15) & ~(size_t)15;
   if (need < n || need > a->size - a->used) {
-    a->ran_out = true;
-    errno = ENOMEM;
-    return NULL;
+    a->spilled = true;
+    return malloc(n);
   }
   void *p = (void *)(a->base + a->used);
   a->used += need;
@@ -264,9 +277,16 @@ static void arena_install(void) {
   json_malloc_t m = NULL;
   json_free_t f = NULL;
   json_get_alloc_funcs(&m, &f);
-  if (m != malloc || f != free) return;
-  json_set_alloc_funcs(arena_malloc, arena_free);
-  arena_installed = true;
+  if (m == malloc && f == free) json_set_alloc_funcs(arena_malloc, arena_free);
+}
+
+/* Whether jansson allocates through the arena functions now. */
+static bool arena_in_use(void) {
+  pthread_once(&arena_once, arena_install);
+  json_malloc_t m = NULL;
+  json_free_t f = NULL;
+  json_get_alloc_funcs(&m, &f);
+  return m == arena_malloc && f == arena_free;
 }
 
 uint64_t pk_jin_cost_limit(size_t len) {
@@ -282,11 +302,11 @@ int pk_jin_load(const uint8_t *text, size_t len, uint64_t base_offset, const cha
   scan_state s = {.in = text, .len = len};
   int rc = prescan(&s, out, err);
   out->cost = s.cost;
-  if (rc == CS_E_OK && s.cost > pk_jin_cost_limit(len)) {
+  if (rc == CS_E_OK && s.cost + s.other > pk_jin_cost_limit(len)) {
     rc = pk_fail(err, CS_PACK_E_FOOTER_COMPLEX, CS_PACK_NO_RECORD, base_offset, "",
                  "%s: its %zu bytes of JSON would cost about %llu bytes of memory to parse, "
                  "over the limit of %u x its length + %u (too many small values)",
-                 what, len, (unsigned long long)s.cost, CS_PACK_FOOTER_COST_FACTOR,
+                 what, len, (unsigned long long)(s.cost + s.other), CS_PACK_FOOTER_COST_FACTOR,
                  CS_PACK_FOOTER_COST_SLACK);
   }
   if (rc != CS_E_OK) {
@@ -294,9 +314,11 @@ int pk_jin_load(const uint8_t *text, size_t len, uint64_t base_offset, const cha
     pk_jin_free(out);
     return rc;
   }
-  pthread_once(&arena_once, arena_install);
   jin_arena arena = {.size = (size_t)s.cost};
-  if (arena_installed) {
+  if (pk_jin_arena_cap_for_tests != 0 && pk_jin_arena_cap_for_tests < arena.size) {
+    arena.size = pk_jin_arena_cap_for_tests;
+  }
+  if (arena_in_use()) {
     out->arena = malloc(arena.size);
     if (out->arena == NULL) {
       pk_buf_free(&s.out);
@@ -314,8 +336,10 @@ int pk_jin_load(const uint8_t *text, size_t len, uint64_t base_offset, const cha
   errno = 0; /* malloc sets ENOMEM; jansson sometimes reports its failure as a syntax error */
   out->root = json_loadb(parse_text == NULL ? "" : parse_text, parse_len,
                          JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
-  bool short_of_memory = errno == ENOMEM || arena.ran_out;
+  bool short_of_memory = errno == ENOMEM;
   current_arena = NULL;
+  out->arena_size = arena.size;
+  out->arena_spilled = arena.spilled;
   pk_buf_free(&s.out);
   if (out->root != NULL && short_of_memory) {
     pk_jin_free(out); /* a tree built past a failed allocation may hold wrong values */
@@ -342,8 +366,15 @@ int pk_jin_load(const uint8_t *text, size_t len, uint64_t base_offset, const cha
 
 void pk_jin_free(pk_json_doc *doc) {
   assert(doc != NULL);
-  /* A tree in an arena goes with it: its blocks are never handed to free. */
-  if (doc->arena == NULL) json_decref(doc->root);
+  if (doc->arena == NULL) {
+    json_decref(doc->root);
+  } else if (doc->arena_spilled && doc->root != NULL) {
+    /* Some blocks came from malloc: free those, pass over the arena's. */
+    jin_arena arena = {.base = (uintptr_t)doc->arena, .size = doc->arena_size};
+    current_arena = &arena;
+    json_decref(doc->root);
+    current_arena = NULL;
+  } /* else the whole tree is in the arena, and goes with it */
   free(doc->arena);
   free(doc->numbers);
   memset(doc, 0, sizeof *doc);
