@@ -36,10 +36,13 @@ foreach(src ${PACK_UNIT_TESTS})
 endforeach()
 
 # The pack commands against hostile paths: planted links, payload files from
-# outside the spec's directory, FIFOs (tests/pack_cli.sh).
+# outside the spec's directory, FIFOs (tests/pack_cli.sh). The LD_PRELOAD shim
+# makes pack build lose its check-then-open race on purpose.
+add_library(pack_race_shim MODULE ${CMAKE_CURRENT_SOURCE_DIR}/pack_race_shim.c)
+target_link_libraries(pack_race_shim PRIVATE ${CMAKE_DL_LIBS})
 add_test(NAME cli.pack
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/pack_cli.sh $<TARGET_FILE:capstore_cli>
-          ${CMAKE_CURRENT_BINARY_DIR}/pack_cli)
+          ${CMAKE_CURRENT_BINARY_DIR}/pack_cli $<TARGET_FILE:pack_race_shim>)
 set_tests_properties(cli.pack PROPERTIES LABELS "pack;cli" TIMEOUT 120)
 
 # Byte-for-byte compatibility with the Python reference writer (stdlib only).

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # `capstore pack build|verify|info|key` against hostile paths: a planted
 # OUT.tmp link, payload files outside the spec's directory (absolute, `..`,
-# a symbolic link leading out) and FIFOs where a pack should be.
-# Replay: tests/pack_cli.sh CAPSTORE WORKDIR
+# a symbolic link leading out, a payload swapped for a link while the build
+# runs) and FIFOs where a pack should be.
+# Replay: tests/pack_cli.sh CAPSTORE WORKDIR RACE_SHIM (tests/pack_race_shim.c, built)
 set -uo pipefail
 capstore=$(realpath "$1")
 work=$(realpath -m "$2")
+shim=$(realpath "$3")
 rm -rf "$work"
 mkdir -p "$work"
 failures=0
@@ -119,6 +121,92 @@ for command in verify info key; do
   expect_status 1 "$command of a directory"
   expect_err "not a regular file" "$command of a directory"
 done
+
+# ---- a payload swapped for a link between the check and the open, every time -------------
+# tests/pack_race_shim.c renames spec/swap.lnk over spec/p.bin right after
+# pack build's realpath() of p.bin, so the open meets the link. A link leading
+# out is refused and nothing outside is embedded; a link that stays inside
+# (relative or absolute) is read. With and without openat2 (Linux < 5.6).
+# Before the fix the links leading out were embedded ('OUT!' in the pack) and
+# the links inside refused as "changed while it was opened".
+det="$work/race_shim"
+mkdir -p "$det/spec"
+printf 'OUT!' >"$det/secret.bin"
+printf 'IN2!' >"$det/spec/other.bin"
+write_spec "$det/spec/race.json" "p.bin"
+# A sanitizer runtime linked dynamically must allow a library loaded before it.
+asan_options=${ASAN_OPTIONS-}
+export ASAN_OPTIONS=${asan_options:+$asan_options:}verify_asan_link_order=0
+for no_openat2 in "" 1; do
+  for target in ../secret.bin "$det/secret.bin" other.bin "$det/spec/other.bin"; do
+    what="p.bin swapped for a link to $target${no_openat2:+ (no openat2)}"
+    rm -f "$det/spec/p.bin" "$det/spec/swap.lnk" "$det/race.dmi-pack"
+    printf 'in!!' >"$det/spec/p.bin"
+    ln -s "$target" "$det/spec/swap.lnk"
+    LD_PRELOAD=$shim CAPSTORE_RACE_DIR=$det/spec CAPSTORE_RACE_NO_OPENAT2=$no_openat2 \
+      run build "$det/spec/race.json" "$det/race.dmi-pack"
+    [[ -L $det/spec/swap.lnk ]] && fail "$what: the shim never swapped (LD_PRELOAD had no effect)"
+    if [[ $target == *secret.bin ]]; then
+      expect_status 1 "$what"
+      expect_err "payload_file p.bin" "$what"
+      expect_err "outside the spec's directory" "$what"
+      [[ ! -e $det/race.dmi-pack ]] || fail "$what: a pack was written"
+    else
+      expect_status 0 "$what"
+      grep -qaF 'IN2!' "$det/race.dmi-pack" 2>/dev/null || fail "$what: the pack lacks the bytes of $target"
+    fi
+    grep -qaF 'OUT!' "$det/race.dmi-pack" 2>/dev/null && fail "$what: the pack embeds the outside file"
+  done
+done
+ASAN_OPTIONS=$asan_options
+
+# ---- a payload swapped for a link to an outside file while the build runs ---------------
+# The same with luck: a swapper flips spec/p.bin between a regular file
+# inside and a link to ../secret.bin as fast as it can, while pack build runs
+# in a loop with every record naming p.bin (after 1,000 "./" that widen the
+# window between check and open). A build may succeed (every payload 'in!!')
+# or be refused; it must never embed the outside bytes 'OUT!'. Before the fix
+# about 1 build in 50 did on a loaded 2-core machine (the shim test above is
+# the one that fails every time).
+race="$work/race"
+mkdir -p "$race/spec"
+printf 'in!!' >"$race/spec/good.bin"
+printf 'OUT!' >"$race/secret.bin"
+cp "$race/spec/good.bin" "$race/spec/p.bin"
+write_spec "$race/spec/one.json" "$(printf './%.0s' $(seq 1 1000))p.bin"
+records=$(sed -n '/"records"/,$p' "$race/spec/one.json" | sed '1s/.*"records": \[//; $s/\]}$//')
+{
+  printf '{"pack_id": "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b", "created_at_ns": 1, "records": ['
+  for i in $(seq 1 4); do ((i > 1)) && printf ','; printf '%s' "${records/cap-0/cap-$i}"; done
+  printf ']}\n'
+} >"$race/spec/race.json"
+perl -e 'chdir $ARGV[0] or die "chdir: $!";
+         for (;;) { link "good.bin", "f.tmp"; rename "f.tmp", "p.bin";
+                    symlink "../secret.bin", "l.tmp"; rename "l.tmp", "p.bin"; }' "$race/spec" &
+swapper=$!
+trap 'kill $swapper 2>/dev/null' EXIT
+builds=0 built=0 leaked=0 bad_refusals=0
+deadline=$((SECONDS + 3))
+while ((SECONDS < deadline)); do
+  timeout 10 "$capstore" pack build "$race/spec/race.json" "$race/race.dmi-pack" >/dev/null 2>"$race/err"
+  status=$?
+  builds=$((builds + 1))
+  if ((status == 0)); then
+    built=$((built + 1))
+    grep -qaF 'OUT!' "$race/race.dmi-pack" && leaked=$((leaked + 1))
+    rm -f "$race/race.dmi-pack"
+  elif ((status != 1)) || ! grep -qF 'payload_file' "$race/err"; then
+    bad_refusals=$((bad_refusals + 1))
+    cat "$race/err"
+  fi
+done
+kill $swapper
+wait $swapper 2>/dev/null
+trap - EXIT
+echo "race: $builds builds, $built built, $leaked embedded the outside file"
+((leaked == 0)) || fail "$leaked of $builds builds raced with a swapped link embedded the outside file"
+((bad_refusals == 0)) || fail "$bad_refusals raced builds failed without naming the payload_file"
+((builds > built)) || fail "the swapper never made a build refuse (the race did not run)"
 
 if ((failures > 0)); then
   echo "pack_cli: $failures checks failed"

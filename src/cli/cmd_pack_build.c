@@ -11,20 +11,31 @@
  * A spec is untrusted input: its payload files must resolve (symbolic links
  * followed) inside the spec's directory, so a spec cannot embed
  * /home/u/.aws/credentials or ../../secret; --allow-outside-paths lifts that.
+ * The check holds for the file actually opened, whatever is renamed or
+ * swapped for a link meanwhile: the spec's directory is opened once and each
+ * payload is opened beneath it by the kernel (openat2, RESOLVE_BENEATH), or,
+ * where openat2 is missing or refuses an absolute link, opened as a path
+ * only (O_PATH) and read only once /proc/self/fd says where it lies.
  * The pack goes to a temp file beside OUT, created exclusively (never through
  * a planted link) and renamed over OUT only once complete and synced, so OUT
  * never holds a partial pack; a failed build removes the temp file.
  */
-#define _XOPEN_SOURCE 700 /* realpath; before any header */
+#define _GNU_SOURCE /* realpath, O_PATH, syscall; before any header */
+#include <assert.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+#ifdef SYS_openat2
+#include <linux/openat2.h>
+#endif
 
 #include "capstore/pack.h"
 #include "cli.h"
@@ -38,6 +49,7 @@ typedef struct build_ctx {
   bool quiet; /* no messages (the fuzz target) */
   const char *spec_dir; /* with a trailing '/', or "" */
   const char *spec_root; /* the spec's directory, resolved; NULL: payload files may be anywhere */
+  int root_fd; /* the spec's directory, opened once; -1 with spec_root NULL */
   const pk_json_doc *doc;
   cs_pack_writer *writer;
   pk_arena *arena;
@@ -123,12 +135,11 @@ static bool path_inside(const char *resolved, const char *root) {
 
 /*
  * Refuses a payload path that is absolute or resolves (`..` and symbolic
- * links followed) outside the spec's directory; on success *resolved is the
- * path resolved (the caller frees it). Checked before the file is opened, so
- * nothing outside is even opened (a device could act on open).
+ * links followed) outside the spec's directory, naming where it leads.
+ * Checked before the file is opened, so that, unless something is swapped in
+ * meanwhile (open_confined's concern), nothing outside is even opened.
  */
-static int confine_path(build_ctx *b, const char *file, const char *path, char **resolved) {
-  *resolved = NULL;
+static int confine_path(build_ctx *b, const char *file, const char *path) {
   if (file[0] == '/') {
     return spec_error(b, "payload_file %s is an absolute path, outside the spec's directory %s "
                          "(--allow-outside-paths allows it)", file, b->spec_root);
@@ -141,37 +152,98 @@ static int confine_path(build_ctx *b, const char *file, const char *path, char *
     free(real);
     return status;
   }
-  *resolved = real;
+  free(real);
   return CLI_EXIT_OK;
 }
 
-/* The file opened is the one confine_path checked (not swapped in since). */
-static int check_same_file(build_ctx *b, const char *file, const char *resolved, const struct stat *opened) {
-  struct stat st;
-  if (stat(resolved, &st) == 0 && st.st_dev == opened->st_dev && st.st_ino == opened->st_ino) return CLI_EXIT_OK;
-  return spec_error(b, "payload_file %s changed while it was opened; refused", file);
+#define PAYLOAD_OPEN_FLAGS (O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
+
+/*
+ * Opens file beneath the spec's directory; the kernel refuses (EXDEV) any
+ * step out of it: "..", an absolute link, a link leading out. -1 with errno
+ * ENOSYS where openat2 is missing (Linux < 5.6, or a seccomp filter).
+ */
+static int open_beneath(int root_fd, const char *file) {
+#ifdef SYS_openat2
+  struct open_how how = {.flags = PAYLOAD_OPEN_FLAGS, .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS};
+  return (int)syscall(SYS_openat2, root_fd, file, &how, sizeof how);
+#else
+  (void)root_fd;
+  (void)file;
+  errno = ENOSYS;
+  return -1;
+#endif
+}
+
+/*
+ * The fallback: file opened as a path only (O_PATH reads nothing and acts on
+ * no device), kept only if /proc/self/fd says it lies inside the spec's
+ * directory, then opened for reading through that same descriptor. Returns
+ * the descriptor to read, or -1 after reporting.
+ */
+static int open_verified(build_ctx *b, const char *file, const char *path) {
+  int located = openat(b->root_fd, file, O_PATH | O_CLOEXEC);
+  if (located < 0) {
+    spec_error(b, "cannot open payload_file %s: %s", path, strerror(errno));
+    return -1;
+  }
+  char link[64];
+  char where[PATH_MAX];
+  snprintf(link, sizeof link, "/proc/self/fd/%d", located);
+  ssize_t n = readlink(link, where, sizeof where);
+  if (n >= 0 && (size_t)n >= sizeof where) {
+    n = -1;
+    errno = ENAMETOOLONG;
+  }
+  if (n >= 0) where[n] = '\0';
+  int fd = -1;
+  if (n < 0) {
+    spec_error(b, "cannot tell where payload_file %s lies (%s: %s); refused", file, link, strerror(errno));
+  } else if (!path_inside(where, b->spec_root)) {
+    spec_error(b, "payload_file %s resolves to %s, outside the spec's directory %s "
+                  "(--allow-outside-paths allows it)", file, where, b->spec_root);
+  } else if ((fd = open(link, PAYLOAD_OPEN_FLAGS)) < 0) {
+    spec_error(b, "cannot open payload_file %s: %s", path, strerror(errno));
+  }
+  close(located);
+  return fd;
+}
+
+/*
+ * Opens a payload confined to the spec's directory: the path checked first
+ * (a clear message, nothing outside opened), then the file opened so that
+ * what is read lies inside whatever was swapped in between.
+ */
+static int open_confined(build_ctx *b, const char *file, const char *path) {
+  assert(b->spec_root != NULL && b->root_fd >= 0);
+  if (confine_path(b, file, path) != CLI_EXIT_OK) return -1;
+  int fd = open_beneath(b->root_fd, file);
+  if (fd >= 0) return fd;
+  /* EXDEV: a way out, or an absolute link back in; ENOSYS, EPERM: no openat2; EAGAIN: a rename raced. */
+  if (errno == EXDEV || errno == ENOSYS || errno == EPERM || errno == EAGAIN) return open_verified(b, file, path);
+  spec_error(b, "cannot open payload_file %s: %s", path, strerror(errno));
+  return -1;
 }
 
 /* Opens a payload file (a FIFO is refused, not waited on); *fd stays -1 on failure. */
 static int open_payload(build_ctx *b, const char *file, const char *path, int *fd, struct stat *st) {
   *fd = -1;
-  char *resolved = NULL;
-  if (b->spec_root != NULL) {
-    int status = confine_path(b, file, path, &resolved);
-    if (status != CLI_EXIT_OK) return status;
+  int opened = -1;
+  if (b->spec_root == NULL) {
+    opened = open(path, PAYLOAD_OPEN_FLAGS);
+    if (opened < 0) return spec_error(b, "cannot open payload_file %s: %s", path, strerror(errno));
+  } else {
+    opened = open_confined(b, file, path);
+    if (opened < 0) return CLI_EXIT_FAILURE;
   }
   int status = CLI_EXIT_OK;
-  int opened = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-  if (opened < 0 || fstat(opened, st) != 0) {
+  if (fstat(opened, st) != 0) {
     status = spec_error(b, "cannot open payload_file %s: %s", path, strerror(errno));
   } else if (!S_ISREG(st->st_mode)) {
     status = spec_error(b, "payload_file %s is not a regular file", path);
-  } else if (resolved != NULL) {
-    status = check_same_file(b, file, resolved, st);
   }
-  free(resolved);
   if (status == CLI_EXIT_OK) *fd = opened;
-  else if (opened >= 0) close(opened);
+  else close(opened);
   return status;
 }
 
@@ -362,15 +434,17 @@ static int build_from_text(build_ctx *b, const uint8_t *text, size_t len, const 
   return status;
 }
 
-/* The spec's directory, resolved: payload files must lie under it. */
+/* The spec's directory, resolved and opened: payload files must lie under it. */
 static int resolve_root(build_ctx *b, char **root) {
   *root = realpath(b->spec_dir[0] == '\0' ? "." : b->spec_dir, NULL);
   if (*root == NULL) return spec_error(b, "cannot resolve the spec's directory: %s", strerror(errno));
+  b->root_fd = open(*root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (b->root_fd < 0) return spec_error(b, "cannot open the spec's directory %s: %s", *root, strerror(errno));
   return CLI_EXIT_OK;
 }
 
 int cli_pack_build(const char *spec_path, const char *out_path, bool allow_outside_paths) {
-  build_ctx b = {.spec_path = spec_path};
+  build_ctx b = {.spec_path = spec_path, .root_fd = -1};
   uint8_t *text = NULL;
   size_t len = 0;
   int status = read_spec(&b, &text, &len);
@@ -381,6 +455,7 @@ int cli_pack_build(const char *spec_path, const char *out_path, bool allow_outsi
   if (spec_dir != NULL && !allow_outside_paths) status = resolve_root(&b, &root);
   b.spec_root = root;
   if (status == CLI_EXIT_OK) status = build_from_text(&b, text, len, out_path, NULL);
+  if (b.root_fd >= 0) close(b.root_fd);
   free(root);
   free(spec_dir);
   free(text);
@@ -388,11 +463,12 @@ int cli_pack_build(const char *spec_path, const char *out_path, bool allow_outsi
 }
 
 int cli_pack_build_text(const uint8_t *text, size_t len, const char *spec_dir, FILE *out) {
-  build_ctx b = {.spec_path = "spec", .quiet = true, .spec_dir = spec_dir};
+  build_ctx b = {.spec_path = "spec", .quiet = true, .spec_dir = spec_dir, .root_fd = -1};
   char *root = NULL;
   int status = resolve_root(&b, &root);
   b.spec_root = root;
   if (status == CLI_EXIT_OK) status = build_from_text(&b, text, len, NULL, out);
+  if (b.root_fd >= 0) close(b.root_fd);
   free(root);
   return status;
 }
