@@ -121,6 +121,22 @@ for command in verify info key; do
   expect_status 1 "$command of a directory"
   expect_err "not a regular file" "$command of a directory"
 done
+# A spec is read only from a regular file, and only up to a bound: a FIFO
+# used to block build forever, /dev/zero to grow it to about 1 GB.
+for spec in "$work/fifo.dmi-pack" /dev/zero "$work/outside"; do
+  run build "$spec" "$work/from-special.dmi-pack"
+  expect_status 1 "build from $spec"
+  expect_err "$spec" "build from $spec"
+  expect_err "not a regular file" "build from $spec"
+  [[ ! -e $work/from-special.dmi-pack ]] || fail "build from $spec: a pack was written"
+done
+truncate -s $((128 * 1024 * 1024 + 1)) "$work/huge.json"
+run build "$work/huge.json" "$work/huge.dmi-pack"
+expect_status 1 "build from a spec over 128 MiB"
+expect_err "$work/huge.json" "build from a spec over 128 MiB"
+expect_err "134217729 bytes, more than a spec may hold (134217728)" "build from a spec over 128 MiB"
+[[ ! -e $work/huge.dmi-pack ]] || fail "build from a spec over 128 MiB: a pack was written"
+rm -f "$work/huge.json"
 
 # ---- a payload swapped for a link between the check and the open, every time -------------
 # tests/pack_race_shim.c renames spec/swap.lnk over spec/p.bin right after

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #define CLI_EXIT_OK 0
 #define CLI_EXIT_FAILURE 1
@@ -17,6 +18,9 @@
 
 /* capstore pack info|verify|build|key ... (cmd_pack.c) */
 int cli_pack_main(int argc, char **argv);
+
+/* What a file that is not a regular one is, for messages: "a FIFO", "a directory", ... (cmd_pack.c) */
+const char *cli_file_kind(mode_t mode);
 
 /* capstore spool list|check|sweep DIR (cmd_spool.c) */
 int cli_spool_main(int argc, char **argv);

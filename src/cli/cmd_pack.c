@@ -64,7 +64,7 @@ static void close_pack(opened_pack *p) {
   p->footer_parsed = false;
 }
 
-static const char *file_kind(mode_t mode) {
+const char *cli_file_kind(mode_t mode) {
   if (S_ISFIFO(mode)) return "a FIFO";
   if (S_ISDIR(mode)) return "a directory";
   if (S_ISCHR(mode)) return "a character device";
@@ -86,7 +86,7 @@ static int open_pack(const char *command, const char *path, opened_pack *p) {
   if (p->fd < 0 || fstat(p->fd, &st) != 0) return report_errno(command, path, "open");
   if (!S_ISREG(st.st_mode)) {
     fprintf(stderr, "capstore pack %s: %s: open: is %s, not a regular file\n", command, path,
-            file_kind(st.st_mode));
+            cli_file_kind(st.st_mode));
     return CLI_EXIT_FAILURE;
   }
   p->size = (uint64_t)st.st_size;

@@ -332,23 +332,68 @@ static int build_into(build_ctx *b, FILE *out) {
   return status;
 }
 
+/*
+ * The most a spec may hold: a footer's worth of metadata and as much again of
+ * payload_hex (larger payloads belong in payload_file).
+ */
+#define SPEC_BYTES_MAX ((uint64_t)CS_PACK_FOOTER_BYTES_MAX + 64u * 1024u * 1024u)
+
+/* Reads exactly len bytes of fd into text; 0, or -1 with errno set (EIO: it shrank, EFBIG: it grew). */
+static int read_exactly(int fd, uint8_t *text, size_t len) {
+  size_t got = 0;
+  while (got < len) {
+    ssize_t n = read(fd, text + got, len - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      if (n == 0) errno = EIO;
+      return -1;
+    }
+    got += (size_t)n;
+  }
+  uint8_t extra;
+  ssize_t n = read(fd, &extra, 1);
+  if (n == 0) return 0;
+  if (n > 0) errno = EFBIG;
+  return -1;
+}
+
+/*
+ * Opens the spec: only a regular file is read (the open never waits:
+ * O_NONBLOCK, as a FIFO without a writer would block it forever), and only
+ * one of at most SPEC_BYTES_MAX bytes. *size is its size.
+ */
+static int open_spec(build_ctx *b, int *fd, uint64_t *size) {
+  *fd = open(b->spec_path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  struct stat st;
+  if (*fd < 0 || fstat(*fd, &st) != 0) return spec_error(b, "cannot open: %s", strerror(errno));
+  if (!S_ISREG(st.st_mode)) return spec_error(b, "is %s, not a regular file", cli_file_kind(st.st_mode));
+  *size = (uint64_t)st.st_size;
+  if (*size > SPEC_BYTES_MAX) {
+    return spec_error(b, "the spec is %llu bytes, more than a spec may hold (%llu); "
+                         "put large payloads in payload_file", (unsigned long long)*size,
+                      (unsigned long long)SPEC_BYTES_MAX);
+  }
+  return CLI_EXIT_OK;
+}
+
 /* Reads the whole spec file into *text (NUL-terminated). */
 static int read_spec(build_ctx *b, uint8_t **text, size_t *len) {
-  FILE *f = fopen(b->spec_path, "rb");
-  if (f == NULL) return spec_error(b, "cannot open: %s", strerror(errno));
-  pk_buf buf = {0};
-  uint8_t chunk[4096];
-  size_t n = 0;
-  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) pk_buf_put(&buf, chunk, n);
-  bool ok = !ferror(f) && !buf.failed;
-  fclose(f);
-  pk_buf_put(&buf, "", 1);
-  if (!ok || buf.failed) {
-    pk_buf_free(&buf);
-    return spec_error(b, "%s", "cannot read the spec");
+  int fd = -1;
+  uint64_t size = 0;
+  int status = open_spec(b, &fd, &size);
+  uint8_t *bytes = status == CLI_EXIT_OK ? malloc((size_t)size + 1) : NULL;
+  if (status == CLI_EXIT_OK && bytes == NULL) status = spec_error(b, "%s", "out of memory");
+  if (status == CLI_EXIT_OK && read_exactly(fd, bytes, (size_t)size) != 0) {
+    status = spec_error(b, "cannot read the spec: %s", errno == EFBIG ? "it grew while it was read" : strerror(errno));
   }
-  *text = buf.data;
-  *len = buf.len - 1;
+  if (fd >= 0) close(fd);
+  if (status != CLI_EXIT_OK) {
+    free(bytes);
+    return status;
+  }
+  bytes[size] = '\0';
+  *text = bytes;
+  *len = (size_t)size;
   return CLI_EXIT_OK;
 }
 
