@@ -106,7 +106,7 @@ static cs_pack_meta bench_meta(char *id, size_t id_size, uint64_t n, uint64_t le
   m.rank = 2;
   m.shape[0] = 1;
   m.shape[1] = (uint32_t)(length / 4);
-  m.captured_at_ns = n;
+  m.captured_at_ns = UINT64_C(1764547200000000000) + n; /* 2025-12-01: the key is dated by it */
   return m;
 }
 

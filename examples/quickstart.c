@@ -1,9 +1,18 @@
 /* Captures 1,000 tensors, flushes, and finds them in the catalog: no server (a dirstore and SQLite). */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "capstore/capstore.h"
+
+/* The wall clock in nanoseconds since 1970 (UTC): when a record was captured; its pack's key is dated by it. */
+static uint64_t wall_clock_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 int main(void) {
   capstore_config cfg;
@@ -25,6 +34,7 @@ int main(void) {
                       .token_end = (uint64_t)n + 1, .dtype = CS_DTYPE_BFLOAT16, .rank = 2, .shape = {1, 896}};
     snprintf(id, sizeof id, "quickstart-%ld-%d", (long)getpid(), n); /* this run's records */
     m.capture_id = cs_pack_text_of(id);
+    m.captured_at_ns = wall_clock_ns();
     hidden[0] = (uint16_t)n;
     if (capstore_write(cs, &m, hidden, sizeof hidden, msg, sizeof msg) != CS_E_OK) return fprintf(stderr, "%s\n", msg), 1;
   }
