@@ -338,6 +338,64 @@ static void test_long_session_token(void **state) {
   free(token);
 }
 
+/* Puts each of keys[0..count) (under the case's prefix) and lists prefix "<case>/sub": the page and result. */
+static cs_store_result put_and_list(cs_store *s, const char *const *keys, size_t count, const char *sub,
+                                    cs_list_page *page) {
+  cs_store_result res;
+  for (size_t i = 0; i < count; i++) {
+    assert_int_equal(s->ops->put(s->self, keys[i], "x", 1, NULL, false, &res), CS_E_OK);
+    assert_int_equal(res.outcome, CS_OUT_OK);
+  }
+  assert_int_equal(s->ops->list(s->self, sub, "", page->key_capacity, page, &res), CS_E_OK);
+  return res;
+}
+
+static bool page_has(const cs_list_page *page, const char *key) {
+  for (uint32_t i = 0; i < page->key_count; i++) {
+    if (strcmp(page->keys[i], key) == 0) return true;
+  }
+  return false;
+}
+
+/*
+ * Every LIST asks for encoding-type=url (a key XML 1.0 cannot hold). s3rver
+ * 4.0.4 ignores the parameter and answers plain keys without <EncodingType>,
+ * which the adapter reads as they are: keys holding '%', '+' and ' ' come
+ * back exactly as written (they would be decoded wrongly were the answer
+ * taken as encoded). Two known differences of s3rver are asserted and
+ * printed (docs/s3.md): a key holding U+0001 goes into its XML raw, so that
+ * page is refused as invalid XML (S3 would encode it, as asked); a key
+ * holding '&' is escaped twice ("&amp;amp;"), so it lists as "&amp;".
+ */
+static void test_list_keys_as_written(void **state) {
+  cs_store *s = *state;
+  static const char *const keys[] = {"lit/a%41", "lit/b+c", "lit/c d", "lit/e%2Bf%"};
+  char(*got)[CS_KEY_MAX] = calloc(8, CS_KEY_MAX);
+  assert_non_null(got);
+  cs_list_page page = {.keys = got, .key_capacity = 8};
+  cs_store_result res = put_and_list(s, keys, 4, "lit/", &page);
+  if (res.outcome != CS_OUT_OK) fail_msg("LIST: %s: %s", cs_outcome_name(res.outcome), res.detail);
+  assert_int_equal(page.key_count, 4);
+  for (size_t i = 0; i < 4; i++) {
+    if (!page_has(&page, keys[i])) fail_msg("'%s' did not list as written", keys[i]);
+  }
+  static const char *const control[] = {"ctl/a\001b"};
+  res = put_and_list(s, control, 1, "ctl/", &page);
+  printf("s3rver LIST of a key holding U+0001: %s: %s\n", cs_outcome_name(res.outcome), res.detail);
+  assert_int_equal(res.outcome, CS_OUT_INVALID);
+  assert_non_null(strstr(res.detail, "invalid XML"));
+  assert_int_equal(page.key_count, 0);
+  assert_int_equal(s->ops->del(s->self, control[0], &res), CS_E_OK);
+  static const char *const amp[] = {"amp/g&h"};
+  res = put_and_list(s, amp, 1, "amp/", &page);
+  assert_int_equal(res.outcome, CS_OUT_OK);
+  assert_int_equal(page.key_count, 1);
+  printf("s3rver LIST of 'amp/g&h': '%s'\n", got[0]);
+  assert_string_equal(got[0], "amp/g&amp;h");
+  assert_int_equal(s->ops->del(s->self, amp[0], &res), CS_E_OK);
+  free(got);
+}
+
 static int setup(void **state) {
   *state = open_fresh(NULL);
   return *state ? 0 : -1;
@@ -361,6 +419,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test_setup_teardown(test_list_path_order, setup, teardown),
       cmocka_unit_test_setup_teardown(test_wrong_secret_forbidden, setup, teardown),
       cmocka_unit_test_setup_teardown(test_long_session_token, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_list_keys_as_written, setup, teardown),
   };
   int live_failed = cmocka_run_group_tests_name("s3rver_live", live_tests, NULL, NULL);
   static const conformance_store_expect s3rver_does = {false, false, false}; /* docs/s3.md */

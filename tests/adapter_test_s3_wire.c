@@ -13,6 +13,8 @@
  * - A LIST answer naming a key outside the prefix asked for (or an empty
  *   one) is refused whole (CS_OUT_INVALID, the key named), never passed up;
  *   an object under a key with a ".." segment is left out of the page, named.
+ * - Every LIST asks for encoding-type=url inside its signature, and an
+ *   encoded answer's keys are decoded before they are checked.
  * - A LIST answer of 4 MiB costs a logarithmic number of reallocations, not
  *   one per piece curl hands over (realloc is wrapped: -Wl,--wrap=realloc).
  * - A transport failure is REFUSED only when no request byte left: a request
@@ -434,7 +436,9 @@ static void test_list_answer_outside_prefix_refused(void **state) {
   assert_int_equal(res.outcome, CS_OUT_OK);
   assert_int_equal(page.key_count, 1);
   assert_string_equal(page.keys[0], "cat/a");
-  assert_non_null(strstr(res.detail, "left out 1 listed key with a '.' or '..' segment, first 'cat/../other/x"));
+  assert_string_equal(res.detail, "left out 1 listed key capstore cannot hold, first: key 'cat/../other/x.dmi-pack' "
+                                  "has a '..' segment (keys are sent as written; HTTP and file systems would resolve "
+                                  "it)");
   /* The twin: keys under the prefix pass. */
   res = list_answered("cat/", "<ListBucketResult><Contents><Key>cat/a</Key></Contents><Contents><Key>cat/..b</Key>"
                       "</Contents></ListBucketResult>", &page);
@@ -442,6 +446,61 @@ static void test_list_answer_outside_prefix_refused(void **state) {
   assert_int_equal(page.key_count, 2);
   assert_string_equal(page.keys[1], "cat/..b");
   assert_string_equal(res.detail, "");
+}
+
+/*
+ * Every LIST asks for encoding-type=url, inside the signature (the canonical
+ * query is sorted: continuation-token, encoding-type, list-type, max-keys,
+ * prefix), so that S3 can name a key XML 1.0 cannot hold (U+0001 came back as
+ * "&#x1;" and failed the whole page). The encoded answer is decoded: %01,
+ * %2F, %25, "+" (a space) and %2B; a key that decodes to a dot segment is
+ * left out, named decoded; one that decodes outside the prefix is refused.
+ */
+static void test_list_asks_url_encoding(void **state) {
+  (void)state;
+  static const char body[] =
+      "<ListBucketResult><Name>bkt</Name><Prefix>cat%2F</Prefix><KeyCount>4</KeyCount>"
+      "<EncodingType>url</EncodingType><IsTruncated>true</IsTruncated>"
+      "<Contents><Key>cat/a%01b.dmi-pack</Key></Contents><Contents><Key>cat%2Fc+d%2Be</Key></Contents>"
+      "<Contents><Key>cat/100%25</Key></Contents><Contents><Key>cat/%2E%2E/other/x</Key></Contents>"
+      "<NextContinuationToken>1ue/Gcx+LPR=</NextContinuationToken></ListBucketResult>";
+  cs_store store;
+  open_store(NULL, &store);
+  script(200, body, sizeof body - 1);
+  cs_list_page page = {.keys = list_keys, .key_capacity = 8};
+  cs_store_result res;
+  assert_int_equal(store.ops->list(store.self, "cat/", "tok/en+=", 8, &page, &res), CS_E_OK);
+  assert_int_equal(server_count(), 1);
+  char *target = head_target(server.heads[0]);
+  assert_string_equal(target, "/bkt?continuation-token=tok%2Fen%2B%3D&encoding-type=url&list-type=2&max-keys=8"
+                              "&prefix=cat%2F");
+  free(target);
+  assert_signature_verifies(server.heads[0]);
+  assert_int_equal(res.outcome, CS_OUT_OK);
+  assert_int_equal(page.key_count, 3);
+  assert_string_equal(page.keys[0], "cat/a\001b.dmi-pack");
+  assert_string_equal(page.keys[1], "cat/c d+e");
+  assert_string_equal(page.keys[2], "cat/100%");
+  assert_string_equal(page.next_token, "1ue/Gcx+LPR=");
+  assert_string_equal(res.detail, "left out 1 listed key capstore cannot hold, first: key 'cat/../other/x' has a '..' "
+                                  "segment (keys are sent as written; HTTP and file systems would resolve it)");
+  /* The first page (no token) and a LIST of everything (no prefix) ask for it too, and verify. */
+  static const char empty[] = "<ListBucketResult><IsTruncated>false</IsTruncated></ListBucketResult>";
+  script(200, empty, sizeof empty - 1);
+  assert_int_equal(store.ops->list(store.self, "", "", 8, &page, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_OK);
+  assert_int_equal(server_count(), 1);
+  target = head_target(server.heads[0]);
+  assert_string_equal(target, "/bkt?encoding-type=url&list-type=2&max-keys=8");
+  free(target);
+  assert_signature_verifies(server.heads[0]);
+  store.ops->close(store.self);
+  /* Refused twins: a key decoding outside the prefix, and an encoding that is not one. */
+  list_refused("cat/", "<ListBucketResult><EncodingType>url</EncodingType><Contents><Key>cat/a</Key></Contents>"
+               "<Contents><Key>cat%2F..%2F..%2Fdog%2Fx</Key></Contents><Contents><Key>dog%2Fx</Key></Contents>"
+               "</ListBucketResult>", "listed key 'dog/x' is not under the prefix asked for");
+  list_refused("cat/", "<ListBucketResult><EncodingType>url</EncodingType><Contents><Key>cat/%G1</Key></Contents>"
+               "</ListBucketResult>", "listed key 'cat/%G1' is not url-encoded: a '%' without two hex digits");
 }
 
 /* ---- The answer buffer ---- */
@@ -845,6 +904,7 @@ int main(void) {
       cmocka_unit_test(test_dot_segments_refused),
       cmocka_unit_test(test_path_sent_as_signed),
       cmocka_unit_test(test_list_answer_outside_prefix_refused),
+      cmocka_unit_test(test_list_asks_url_encoding),
       cmocka_unit_test(test_answer_buffer_grows_geometrically),
       cmocka_unit_test(test_sent_then_refused_is_unknown),
       cmocka_unit_test(test_refused_connect_is_refused),

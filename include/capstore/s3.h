@@ -81,13 +81,21 @@ int cs_s3_parse_error(const char *body, size_t len, char *code, size_t code_size
 /*
  * Parses a ListObjectsV2 answer to a LIST of prefix (NULL or "": all) into
  * page (keys up to key_capacity, the continuation token when truncated).
- * Returns CS_E_OK, or CS_E_PARSE / CS_E_TOO_LARGE with a sentence in detail:
- * malformed XML, a DOCTYPE, nesting deeper than 16, a key or token of
- * CS_KEY_MAX bytes or more, more keys than key_capacity, IsTruncated without
- * a token, a key not under prefix, an empty key (the key named). A refused
- * answer leaves no key in page. A key S3 may hold but cs_store_key_check
- * refuses (a "." or ".." segment) is left out of the page: CS_E_OK, with
- * detail saying how many and naming the first ("" when none was).
+ * The adapter asks for encoding-type=url: an answer saying
+ * <EncodingType>url</EncodingType> (anywhere in it; the body is read twice)
+ * has each key percent-decoded ("%XX" a byte, "+" a space) before it is
+ * checked; an answer without one (s3rver) is read as plain keys. The
+ * continuation token is never decoded. Returns CS_E_OK, or CS_E_PARSE /
+ * CS_E_TOO_LARGE with a sentence in detail: malformed XML, a DOCTYPE,
+ * nesting deeper than 16, a token of CS_KEY_MAX bytes or more, more keys
+ * than key_capacity, IsTruncated without a token, an EncodingType other
+ * than url, and (the key named) a key with a '%' not followed by two hex
+ * digits, a key not under prefix once decoded, an empty key. A refused
+ * answer leaves no key in page. A key S3 may hold but capstore cannot (of
+ * CS_KEY_MAX bytes or more, holding a NUL once decoded, or refused by
+ * cs_store_key_check: a "." or ".." segment) is left out of the page:
+ * CS_E_OK, with detail saying how many and naming the first and why ("" when
+ * none was).
  */
 int cs_s3_parse_list(const char *body, size_t len, const char *prefix, cs_list_page *page, char *detail,
                      size_t detail_size);

@@ -511,8 +511,9 @@ static void get_finish(s3_call *c, cs_store_request *req) {
 
 /*
  * A 2xx LIST answer that does not parse, or names a key outside the prefix
- * asked for, is refused whole; keys left out of the page (a dot segment) are
- * noted in the detail of an OK answer.
+ * asked for (once url-decoded), is refused whole; keys left out of the page
+ * (a dot segment, a NUL, 1,024 bytes or more) are noted in the detail of an
+ * OK answer.
  */
 static void list_finish(s3_call *c, cs_store_request *req) {
   if (req->res.outcome != CS_OUT_OK) return;
@@ -667,8 +668,14 @@ static int prepare_list(s3_store *s, s3_call *c, cs_store_request *req) {
   snprintf(c->path, sizeof c->path, "/%s", s->bucket);
   char max_text[16];
   snprintf(max_text, sizeof max_text, "%" PRIu32, max_keys);
-  /* Written in sorted order, as the signer would sort them anyway. */
+  /*
+   * Written in sorted order, as the signer would sort them anyway. Keys come
+   * url-encoded: XML 1.0 cannot hold some bytes a key may (U+0001 arrives as
+   * "&#x1;", which fails the whole page); cs_s3_parse_list decodes them when
+   * the answer says <EncodingType>url</EncodingType>.
+   */
   bool ok = !(token && token[0]) || query_param(c->query, sizeof c->query, "continuation-token", token);
+  ok = ok && query_param(c->query, sizeof c->query, "encoding-type", "url");
   ok = ok && query_param(c->query, sizeof c->query, "list-type", "2");
   ok = ok && query_param(c->query, sizeof c->query, "max-keys", max_text);
   ok = ok && (!(prefix && prefix[0]) || query_param(c->query, sizeof c->query, "prefix", prefix));

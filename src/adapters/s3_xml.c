@@ -14,7 +14,11 @@
 #include <string.h>
 
 #define XML_DEPTH_MAX 16u
-#define XML_TEXT_MAX CS_KEY_MAX
+/* An element's text: a url-encoded key of CS_KEY_MAX - 1 bytes is 3 characters a byte. */
+#define XML_TEXT_MAX (3u * CS_KEY_MAX + 1u)
+/* Bytes of a key a message quotes, each up to 4 characters (\xNN), then "...". */
+#define QUOTE_BYTES_MAX 80u
+#define QUOTE_SIZE (QUOTE_BYTES_MAX * 4u + 4u)
 
 cs_outcome cs_s3_classify(cs_s3_transport transport, uint32_t http_status, const char *error_code) {
   if (transport == CS_S3_TRANSPORT_REFUSED) return CS_OUT_REFUSED;
@@ -47,11 +51,15 @@ typedef struct xml_walk {
   int err;
   char detail[256];
   /* XML_LIST */
+  bool scan;                /* the first pass: only <EncodingType> is read */
+  bool url_encoded;         /* the answer said <EncodingType>url</EncodingType> (the first pass found it) */
   cs_list_page *page;
   const char *prefix; /* every key must start with it */
   size_t prefix_len;
-  uint32_t left_out;        /* listed keys the store rule refuses, not on the page */
-  char left_out_first[84];  /* the first of them, for the note */
+  char key[XML_TEXT_MAX];   /* the listed key, decoded; it may hold NULs (key_len says) */
+  size_t key_len;
+  uint32_t left_out;        /* listed keys capstore cannot hold, not on the page */
+  char left_out_first[QUOTE_SIZE + 64]; /* the first of them and why, for the note */
   bool truncated;
   /* XML_ERROR */
   char *code;
@@ -112,61 +120,160 @@ static void XMLCALL on_text(void *ud, const XML_Char *s, int len) {
   w->text[w->text_len] = '\0';
 }
 
-/* Up to 80 bytes of text for a message, control bytes shown as '?'. */
-static void text_quote(const char *text, char out[84]) {
-  size_t n = 0;
-  for (; text[n] != '\0' && n < 80; n++) {
-    unsigned char c = (unsigned char)text[n];
-    out[n] = c < 0x20 || c == 0x7f ? '?' : (char)c;
+/* key[0..len) for a message: control bytes (NUL too) as \xNN, at most QUOTE_BYTES_MAX bytes, then "...". */
+static void key_quote(const char *key, size_t len, char out[QUOTE_SIZE]) {
+  static const char hex[] = "0123456789abcdef";
+  size_t n = 0, i = 0;
+  for (; i < len && i < QUOTE_BYTES_MAX; i++) {
+    unsigned char c = (unsigned char)key[i];
+    if (c >= 0x20 && c != 0x7f) {
+      out[n++] = (char)c;
+      continue;
+    }
+    out[n++] = '\\';
+    out[n++] = 'x';
+    out[n++] = hex[c >> 4];
+    out[n++] = hex[c & 15u];
   }
-  out[n] = '\0';
-  if (text[n] != '\0') memcpy(out + n, "...", 4);
+  assert(n + 4 <= QUOTE_SIZE);
+  memcpy(out + n, i < len ? "..." : "", i < len ? 4 : 1);
+}
+
+static int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
 }
 
 /*
- * Whether the listed key in w->text goes on the page. A key the answer may
- * not name (not under the prefix asked for, empty, holding a NUL) means the
- * server is wrong: the whole answer is refused with the key named, and no key
- * is passed up. A key S3 may hold but the store rule refuses (a "." or ".."
- * segment: cs_store_key_check) is left out and counted, so such an object
- * under the prefix cannot stop a walk of it at its page.
+ * Decodes S3's url encoding of text[0..len) into out (len + 1 bytes, NUL
+ * after the key): "%XX" is the byte 0xXX, "+" a space (S3 writes a space as
+ * "+" and a plus as "%2B"; botocore reads keys with unquote_plus), any other
+ * byte itself. cut: text is the head of a longer key, so an escape cut off
+ * at its end is dropped. Returns the length decoded, which may hold NULs, or
+ * -1 at a '%' not followed by two hex digits.
  */
-static bool list_key_keep(xml_walk *w) {
-  char quoted[84];
-  text_quote(w->text, quoted);
-  if (strlen(w->text) != w->text_len || w->text_len == 0) {
-    walk_fail(w, CS_E_PARSE, "a listed key is empty or holds a NUL byte: '%s'", quoted);
+static long url_decode(const char *text, size_t len, bool cut, char *out) {
+  size_t n = 0;
+  for (size_t i = 0; i < len; i++) {
+    if (text[i] == '+') {
+      out[n++] = ' ';
+      continue;
+    }
+    if (text[i] != '%') {
+      out[n++] = text[i];
+      continue;
+    }
+    if (cut && len - i < 3) break;
+    int hi = i + 1 < len ? hex_digit(text[i + 1]) : -1;
+    int lo = i + 2 < len ? hex_digit(text[i + 2]) : -1;
+    if (hi < 0 || lo < 0) return -1;
+    out[n++] = (char)(hi << 4 | lo);
+    i += 2;
+  }
+  assert(n <= len);
+  out[n] = '\0';
+  return (long)n;
+}
+
+/* The listed key in w->text, decoded where the answer is url-encoded, into w->key; false (w failed) when it is not. */
+static bool list_key_read(xml_walk *w) {
+  if (!w->url_encoded) {
+    memcpy(w->key, w->text, w->text_len + 1);
+    w->key_len = w->text_len;
+    return true;
+  }
+  long n = url_decode(w->text, w->text_len, w->text_overflow, w->key);
+  if (n >= 0) {
+    w->key_len = (size_t)n;
+    return true;
+  }
+  char quoted[QUOTE_SIZE];
+  key_quote(w->text, w->text_len, quoted);
+  walk_fail(w, CS_E_PARSE, "listed key '%s' is not url-encoded: a '%%' without two hex digits", quoted);
+  return false;
+}
+
+/*
+ * Whether the listed key in w->key cannot be held in a page: it is
+ * CS_KEY_MAX bytes or longer (S3 allows 1,024), holds a NUL, or the store
+ * rule refuses it (cs_store_key_check: a "." or ".." segment). Such a key is
+ * counted, and the first one's sentence kept in w->left_out_first.
+ */
+static bool list_key_unholdable(xml_walk *w) {
+  char why[sizeof w->left_out_first];
+  char quoted[QUOTE_SIZE];
+  key_quote(w->key, w->key_len, quoted);
+  if (w->text_overflow || w->key_len >= CS_KEY_MAX) {
+    snprintf(why, sizeof why, "key '%s' is CS_KEY_MAX (%u) bytes or longer", quoted, CS_KEY_MAX);
+  } else if (memchr(w->key, '\0', w->key_len) != NULL) {
+    snprintf(why, sizeof why, "key '%s' holds a NUL byte", quoted);
+  } else if (cs_store_key_check(w->key, false, why, sizeof why) == CS_E_OK) {
     return false;
   }
-  if (strncmp(w->text, w->prefix, w->prefix_len) != 0) {
+  if (w->left_out++ == 0) memcpy(w->left_out_first, why, sizeof why);
+  return true;
+}
+
+/*
+ * Whether the listed key in w->text goes on the page, decoded (w->key). A
+ * key the answer may not name (not url-encoded as the answer says, empty,
+ * not under the prefix asked for) means the server is wrong: the whole
+ * answer is refused with the key named, and no key is passed up. A key S3
+ * may hold but capstore cannot (list_key_unholdable) is left out and
+ * counted, so such an object under the prefix cannot stop a walk of it at
+ * its page.
+ */
+static bool list_key_keep(xml_walk *w) {
+  if (!list_key_read(w)) return false;
+  if (w->key_len == 0) {
+    walk_fail(w, CS_E_PARSE, "a listed key is empty");
+    return false;
+  }
+  char quoted[QUOTE_SIZE];
+  key_quote(w->key, w->key_len, quoted);
+  if (w->key_len < w->prefix_len || memcmp(w->key, w->prefix, w->prefix_len) != 0) {
     walk_fail(w, CS_E_PARSE, "listed key '%s' is not under the prefix asked for", quoted);
     return false;
   }
-  if (cs_store_key_check(w->text, false, NULL, 0) == CS_E_OK) return true;
-  if (w->left_out++ == 0) memcpy(w->left_out_first, quoted, sizeof quoted);
-  return false;
+  return !list_key_unholdable(w);
+}
+
+/* The first pass: whether the answer's keys are url-encoded (an encoding capstore cannot read is refused). */
+static void list_scan_end(xml_walk *w) {
+  if (!at(w, 2, "EncodingType")) return;
+  if (strcmp(w->text, "url") == 0 && !w->text_overflow) {
+    w->url_encoded = true;
+    return;
+  }
+  char quoted[QUOTE_SIZE];
+  key_quote(w->text, w->text_len, quoted);
+  walk_fail(w, CS_E_PARSE, "EncodingType '%s' is not url, the one capstore asks for", quoted);
 }
 
 static void list_end(xml_walk *w) {
   cs_list_page *page = w->page;
+  if (w->scan) {
+    list_scan_end(w);
+    return;
+  }
   bool key = w->depth == 3 && strcmp(w->names[1], "Contents") == 0 && strcmp(w->names[2], "Key") == 0;
   if (key) {
-    if (w->text_overflow) {
-      walk_fail(w, CS_E_TOO_LARGE, "a key of %u bytes or more", CS_KEY_MAX);
-      return;
-    }
     if (page->key_count == page->key_capacity) {
       walk_fail(w, CS_E_TOO_LARGE, "more than the %u keys asked for", page->key_capacity);
       return;
     }
     if (!list_key_keep(w)) return;
-    memcpy(page->keys[page->key_count], w->text, w->text_len + 1);
+    assert(w->key_len < CS_KEY_MAX && strlen(w->key) == w->key_len);
+    memcpy(page->keys[page->key_count], w->key, w->key_len + 1);
     page->key_count++;
     return;
   }
+  /* The token is not url-encoded (ListObjectsV2 encodes Delimiter, Prefix, Key and StartAfter). */
   if (at(w, 2, "NextContinuationToken")) {
-    if (w->text_overflow) {
-      walk_fail(w, CS_E_TOO_LARGE, "a continuation token too long");
+    if (w->text_overflow || w->text_len >= CS_KEY_MAX) {
+      walk_fail(w, CS_E_TOO_LARGE, "a continuation token of %u bytes or more", CS_KEY_MAX);
       return;
     }
     memcpy(page->next_token, w->text, w->text_len + 1);
@@ -244,29 +351,48 @@ int cs_s3_parse_error(const char *body, size_t len, char *code, size_t code_size
   return walk_run(&w, body, len);
 }
 
+/* The note on keys left out of an accepted page, cut to fit ("..." at its end then). */
+static void left_out_note(xml_walk *w) {
+  int n = snprintf(w->detail, sizeof w->detail, "left out %u listed key%s capstore cannot hold, first: %s",
+                   w->left_out, w->left_out == 1 ? "" : "s", w->left_out_first);
+  if (n >= (int)sizeof w->detail) memcpy(w->detail + sizeof w->detail - 4, "...", 4);
+}
+
+static void list_walk_init(xml_walk *w, bool scan, bool url_encoded, const char *prefix, cs_list_page *page) {
+  memset(w, 0, sizeof *w);
+  w->kind = XML_LIST;
+  w->scan = scan;
+  w->url_encoded = url_encoded;
+  w->page = page;
+  w->prefix = prefix ? prefix : "";
+  w->prefix_len = strlen(w->prefix);
+}
+
+/*
+ * Two passes over the body: the first finds whether the keys are
+ * url-encoded (<EncodingType> may come after them), the second reads them.
+ */
 int cs_s3_parse_list(const char *body, size_t len, const char *prefix, cs_list_page *page, char *detail,
                      size_t detail_size) {
   assert(page && (page->keys || page->key_capacity == 0));
   assert(detail || detail_size == 0);
   page->key_count = 0;
   page->next_token[0] = '\0';
+  static_assert(XML_TEXT_MAX >= 3u * (CS_KEY_MAX - 1u) + 1u, "an encoded key of CS_KEY_MAX - 1 bytes fits");
   xml_walk w;
-  memset(&w, 0, sizeof w);
-  w.kind = XML_LIST;
-  w.page = page;
-  w.prefix = prefix ? prefix : "";
-  w.prefix_len = strlen(w.prefix);
+  list_walk_init(&w, true, false, prefix, page);
   int rc = walk_run(&w, body, len);
+  if (rc == CS_E_OK) {
+    list_walk_init(&w, false, w.url_encoded, prefix, page);
+    rc = walk_run(&w, body, len);
+  }
   if (rc == CS_E_OK && w.truncated && page->next_token[0] == '\0') {
     rc = CS_E_PARSE;
     snprintf(w.detail, sizeof w.detail, "IsTruncated without a NextContinuationToken");
   }
   if (rc == CS_E_OK && !w.truncated) page->next_token[0] = '\0';
   if (rc != CS_E_OK) page->key_count = 0;
-  if (rc == CS_E_OK && w.left_out > 0) {
-    snprintf(w.detail, sizeof w.detail, "left out %u listed key%s with a '.' or '..' segment, first '%s'", w.left_out,
-             w.left_out == 1 ? "" : "s", w.left_out_first);
-  }
+  if (rc == CS_E_OK && w.left_out > 0) left_out_note(&w);
   if (detail_size) snprintf(detail, detail_size, "%s", w.detail);
   return rc;
 }
