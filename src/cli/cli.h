@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
-#include <sys/types.h>
+#include <sys/stat.h>
 
 #define CLI_EXIT_OK 0
 #define CLI_EXIT_FAILURE 1
@@ -19,8 +19,15 @@
 /* capstore pack info|verify|build|key ... (cmd_pack.c) */
 int cli_pack_main(int argc, char **argv);
 
-/* What a file that is not a regular one is, for messages: "a FIFO", "a directory", ... (cmd_pack.c) */
-const char *cli_file_kind(mode_t mode);
+/* What a file that is not a regular one is, for messages: "a FIFO", "a directory", ... */
+static inline const char *cli_file_kind(mode_t mode) {
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "of another kind";
+}
 
 /* capstore spool list|check|sweep DIR (cmd_spool.c) */
 int cli_spool_main(int argc, char **argv);

@@ -64,15 +64,6 @@ static void close_pack(opened_pack *p) {
   p->footer_parsed = false;
 }
 
-const char *cli_file_kind(mode_t mode) {
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISSOCK(mode)) return "a socket";
-  return "of another kind";
-}
-
 /*
  * Trailer, then footer, then header: everything but the payloads. Only a
  * regular file is read: the open never waits (O_NONBLOCK: a FIFO without a
