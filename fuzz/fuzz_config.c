@@ -6,7 +6,9 @@
  * CS_E_CONFIG with a NUL-terminated message that never quotes the secret,
  * and what it accepts keeps the rules later code relies on: a key prefix
  * empty or ending in '/' without '.' or '..' segments, an endpoint with an
- * explicit scheme and no path.
+ * explicit scheme and no path, whose host is a name without brackets and at
+ * most one ':' or one IPv6 literal in brackets ("[::1]"), and whose port,
+ * if any, is 1..65535.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -16,6 +18,39 @@
 #include "capstore/capstore.h"
 
 #define FIELDS 9
+
+/* Aborts unless text[0..len) is empty or ":" and a decimal 1..65535. */
+static void check_port(const char *text, size_t len) {
+  if (len == 0) return;
+  if (text[0] != ':' || len < 2 || len > 6) abort();
+  unsigned long port = 0;
+  for (size_t i = 1; i < len; i++) {
+    if (text[i] < '0' || text[i] > '9') abort();
+    port = port * 10 + (unsigned long)(text[i] - '0');
+  }
+  if (port < 1 || port > 65535) abort();
+}
+
+/* Aborts unless the accepted url's host is a plain name or one bracketed IPv6 literal, then a valid port. */
+static void check_host(const char *url) {
+  const char *scheme_end = strstr(url, "://");
+  if (scheme_end == NULL) abort();
+  const char *host = scheme_end + 3;
+  size_t len = strcspn(host, "/?#");
+  if (len == 0) abort();
+  if (host[0] != '[') {
+    if (memchr(host, '[', len) != NULL || memchr(host, ']', len) != NULL) abort();
+    const char *colon = memchr(host, ':', len);
+    if (colon == host) abort();
+    if (colon == NULL) return;
+    check_port(colon, len - (size_t)(colon - host));
+    return;
+  }
+  const char *close = memchr(host, ']', len);
+  if (close == NULL || close == host + 1 || memchr(host, ':', (size_t)(close - host)) == NULL) abort();
+  if (strspn(host + 1, "0123456789abcdefABCDEF:.") != (size_t)(close - host) - 1) abort();
+  check_port(close + 1, len - (size_t)(close - host) - 1);
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -72,7 +107,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (host == NULL) abort();
     const char *path = strchr(host + 3, '/');
     if (path != NULL && strcmp(path, "/") != 0) abort();
+    check_host(cfg.s3_endpoint);
   }
+  if (rc == CS_E_OK && ch) check_host(cfg.clickhouse_url);
   free(text);
   return 0;
 }

@@ -61,12 +61,39 @@ static void test_host_and_port(void **state) {
   accepts("https://host:1", false);
 }
 
+/* IPv6 literals in brackets (RFC 3986): the host is "[...]", the port after ']'. */
+static void test_ipv6_in_brackets(void **state) {
+  (void)state;
+  accepts("https://[::1]:8123/", false);
+  accepts("https://[::1]", false);
+  accepts("https://[::1]/", false);
+  accepts("http://[2001:db8::42]:9000", true);
+  accepts("https://[2001:DB8:0:0:8:800:200C:417A]:443/", false);
+  accepts("https://[::ffff:192.0.2.1]:65535", false);
+  refuses("https://[::1:8123/", true, "without its closing ']'");
+  refuses("https://[::1", true, "without its closing ']'");
+  refuses("https://[]:8123", true, "empty IPv6 address");
+  refuses("https://[::1]:0", true, "port outside 1..65535");
+  refuses("https://[::1]:65536", true, "port outside 1..65535");
+  refuses("https://[::1]:", true, "port outside 1..65535");
+  refuses("https://[::1]x", true, "something other than :port after ']'");
+  refuses("https://[::1]]:80", true, "something other than :port after ']'");
+  refuses("https://[::g]:80", true, "malformed IPv6 address");
+  refuses("https://[fe80::1%25eth0]:80", true, "malformed IPv6 address");
+  refuses("https://[1234]:80", true, "malformed IPv6 address");
+  refuses("https://[1111:2222:3333:4444:5555:6666:7777:8888:9999:aaaa]", true, "malformed IPv6 address");
+  refuses("https://::1:8123/", true, "IPv6 address without brackets");
+  refuses("https://host]:80", true, "'[' or ']' outside");
+  refuses("https://ho[st:80", true, "'[' or ']' outside");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_https_accepted),
       cmocka_unit_test(test_http_only_when_insecure_allowed),
       cmocka_unit_test(test_scheme_is_explicit),
       cmocka_unit_test(test_host_and_port),
+      cmocka_unit_test(test_ipv6_in_brackets),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

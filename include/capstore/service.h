@@ -64,7 +64,8 @@ int cs_service_config_validate(const cs_service_config *cfg, char *msg, size_t m
 /*
  * Validates an endpoint URL for the adapters' configuration: an explicit
  * scheme, https:// always, http:// only when allow_insecure, a non-empty host
- * (no spaces, no userinfo), an optional port 1..65535. Returns CS_E_OK or
+ * (no spaces, no userinfo; an IPv6 address in brackets, "[::1]"), an
+ * optional port 1..65535. Returns CS_E_OK or
  * CS_E_CONFIG with msg naming field and what is wrong.
  */
 int cs_endpoint_validate(const char *field, const char *url, bool allow_insecure, char *msg, size_t msg_size);

@@ -88,6 +88,52 @@ static bool port_ok(const char *text, size_t len) {
   return port >= 1 && port <= 65535;
 }
 
+#define IPV6_TEXT_MAX 45 /* "ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255" */
+
+static bool ipv6_char(char c) {
+  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F') || c == ':' || c == '.';
+}
+
+/*
+ * What is wrong with host[0..len), an IPv6 literal in brackets and an
+ * optional ":port" after it (RFC 3986: "[::1]:8123"); NULL when nothing.
+ * The literal is held to hex digits, ':' and '.' (no zone identifier).
+ */
+static const char *ipv6_host_problem(const char *host, size_t len) {
+  assert(len > 0 && host[0] == '[');
+  const char *close = memchr(host, ']', len);
+  if (close == NULL) return "has an IPv6 address without its closing ']'";
+  size_t text_len = (size_t)(close - host) - 1;
+  if (text_len == 0) return "has an empty IPv6 address in brackets";
+  bool colon = false, other = false;
+  for (size_t i = 1; i <= text_len; i++) {
+    other = other || !ipv6_char(host[i]);
+    colon = colon || host[i] == ':';
+  }
+  if (!colon || other || text_len > IPV6_TEXT_MAX) {
+    return "has a malformed IPv6 address in brackets (hex digits, ':' and '.' only)";
+  }
+  size_t rest = len - (size_t)(close - host) - 1;
+  assert(rest < len);
+  if (rest > 0 && close[1] != ':') return "has something other than :port after ']'";
+  return port_ok(close + 1, rest) ? NULL : "has a port outside 1..65535";
+}
+
+/* The same for a host name or IPv4 address and an optional ":port". */
+static const char *name_host_problem(const char *host, size_t len) {
+  assert(len > 0 && host[0] != '[');
+  if (memchr(host, '[', len) != NULL || memchr(host, ']', len) != NULL) {
+    return "has a '[' or ']' outside an IPv6 address in brackets";
+  }
+  const char *colon = memchr(host, ':', len);
+  size_t name_len = colon == NULL ? len : (size_t)(colon - host);
+  if (colon != NULL && memchr(colon + 1, ':', len - name_len - 1) != NULL) {
+    return "has an IPv6 address without brackets (write https://[address]:port/)";
+  }
+  if (name_len == 0) return "has no host name";
+  return port_ok(host + name_len, len - name_len) ? NULL : "has a port outside 1..65535";
+}
+
 int cs_endpoint_validate(const char *field, const char *url, bool allow_insecure, char *msg, size_t msg_size) {
   if (msg != NULL && msg_size > 0) msg[0] = '\0';
   if (field == NULL) field = "endpoint";
@@ -104,10 +150,8 @@ int cs_endpoint_validate(const char *field, const char *url, bool allow_insecure
     unsigned char c = (unsigned char)host[i];
     NEED(c > 0x20 && c < 0x7f && c != '@', field, "has a space, a control byte or userinfo in its host");
   }
-  const char *colon = memchr(host, ':', host_len);
-  size_t name_len = colon == NULL ? host_len : (size_t)(colon - host);
-  NEED(name_len > 0, field, "has no host name");
-  NEED(port_ok(host + name_len, host_len - name_len), field, "has a port outside 1..65535");
+  const char *problem = host[0] == '[' ? ipv6_host_problem(host, host_len) : name_host_problem(host, host_len);
+  NEED(problem == NULL, field, problem);
   return CS_E_OK;
 }
 
