@@ -384,7 +384,8 @@ static int read_spec(build_ctx *b, uint8_t **text, size_t *len) {
   uint8_t *bytes = status == CLI_EXIT_OK ? malloc((size_t)size + 1) : NULL;
   if (status == CLI_EXIT_OK && bytes == NULL) status = spec_error(b, "%s", "out of memory");
   if (status == CLI_EXIT_OK && read_exactly(fd, bytes, (size_t)size) != 0) {
-    status = spec_error(b, "cannot read the spec: %s", errno == EFBIG ? "it grew while it was read" : strerror(errno));
+    const char *why = errno == EFBIG ? "it grew while it was read" : strerror(errno);
+    status = spec_error(b, "cannot read the spec: %s", why);
   }
   if (fd >= 0) close(fd);
   if (status != CLI_EXIT_OK) {
