@@ -200,8 +200,8 @@ static void test_list_url_encoded(void **state) {
 static void test_list_url_refused(void **state) {
   (void)state;
   const char *bodies[] = {
-      "<ListBucketResult><EncodingType>url</EncodingType><Contents><Key>cat/a</Key></Contents>"
-      "<Contents><Key>cat/b%4</Key></Contents></ListBucketResult>",
+      ("<ListBucketResult><EncodingType>url</EncodingType><Contents><Key>cat/a</Key></Contents>"
+       "<Contents><Key>cat/b%4</Key></Contents></ListBucketResult>"),
       "<ListBucketResult><Contents><Key>cat/b%zz1</Key></Contents><EncodingType>url</EncodingType></ListBucketResult>",
       "<ListBucketResult><EncodingType>url</EncodingType><Contents><Key>cat/%</Key></Contents></ListBucketResult>",
       "<ListBucketResult><EncodingType>url</EncodingType><Contents><Key>dog%2Fx</Key></Contents></ListBucketResult>",
