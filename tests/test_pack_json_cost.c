@@ -143,6 +143,19 @@ static void test_estimate_bounds_long_tokens(void **state) {
   }
   measure(text, 4000, &estimate, &peak);
   assert_true(peak <= estimate);
+  /* A long bare word: jansson's lexer keeps every letter before it refuses the token. */
+  text[0] = '[';
+  memset(text + 1, 'n', n);
+  text[n + 1] = ']';
+  cs_pack_error err;
+  assert_int_equal(pk_jin_cost((const uint8_t *)text, n + 2, &estimate, &err), CS_E_OK);
+  live_bytes = peak_bytes = total_bytes = 0;
+  json_error_t jerr;
+  assert_null(json_loadb(text, n + 2, 0, &jerr)); /* an invalid token, after the lexer held it all */
+  if (total_bytes > estimate) {
+    fail_msg("a bare word of %zu bytes: jansson allocated %zu bytes, over the estimate %llu", n, total_bytes,
+             (unsigned long long)estimate);
+  }
   free(text);
 }
 

@@ -181,6 +181,13 @@ static int prescan(scan_state *s, pk_json_doc *doc, cs_pack_error *err) {
       s->cost += COST_NUMBER;
       note_token(s, end - i);
       i = end;
+    } else if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) {
+      /* A bare word: jansson's lexer keeps all of it (true, false, null, or an invalid token). */
+      size_t end = i + 1;
+      while (end < s->len && ((s->in[end] >= 'a' && s->in[end] <= 'z') || (s->in[end] >= 'A' && s->in[end] <= 'Z')))
+        end++;
+      note_token(s, end - i);
+      i = end;
     } else {
       /* A key was counted as a string: ':' turns it into a pair, with its second copy. */
       if (c == '{') s->cost += COST_OBJECT;
