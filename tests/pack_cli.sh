@@ -174,6 +174,32 @@ for no_openat2 in "" 1; do
     grep -qaF 'OUT!' "$det/race.dmi-pack" 2>/dev/null && fail "$what: the pack embeds the outside file"
   done
 done
+
+# ---- the spec's directory swapped between reading the spec and confining payloads -------
+# job is a link to real/ (the spec, and a decoy credentials file); once pack
+# build has opened job/spec.json the shim renames a prepared link over job,
+# pointing it at secret/ (another credentials file). Payloads must stay
+# confined to the directory the spec was read from: the decoy is embedded,
+# the secret never. Before the fix the secret was (an outside review did it
+# by luck in 175 of 3,000 builds).
+dsw="$work/race_dir"
+mkdir -p "$dsw/real" "$dsw/secret"
+printf 'in!!' >"$dsw/real/credentials"
+printf 'OUT!' >"$dsw/secret/credentials"
+write_spec "$dsw/real/spec.json" "credentials"
+for no_openat2 in "" 1; do
+  what="the spec's directory swapped after the spec was read${no_openat2:+ (no openat2)}"
+  rm -f "$dsw/job" "$dsw/swap" "$dsw/out.dmi-pack"
+  ln -s real "$dsw/job"
+  ln -s secret "$dsw/swap"
+  LD_PRELOAD=$shim CAPSTORE_RACE_SPEC_SWAP="$dsw/swap:$dsw/job" CAPSTORE_RACE_NO_OPENAT2=$no_openat2 \
+    run build "$dsw/job/spec.json" "$dsw/out.dmi-pack"
+  [[ -L $dsw/swap ]] && fail "$what: the shim never swapped (LD_PRELOAD had no effect)"
+  grep -qaF 'OUT!' "$dsw/out.dmi-pack" 2>/dev/null && fail "$what: the pack embeds the other directory's file"
+  if [[ $status == 0 ]]; then
+    grep -qaF 'in!!' "$dsw/out.dmi-pack" || fail "$what: the pack lacks the spec directory's file"
+  fi
+done
 ASAN_OPTIONS=$asan_options
 
 # ---- a payload swapped for a link to an outside file while the build runs ---------------

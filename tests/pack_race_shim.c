@@ -10,6 +10,12 @@
  *                              check and the open, without luck.
  *   CAPSTORE_RACE_NO_OPENAT2=1 syscall(SYS_openat2, ...) fails with ENOSYS,
  *                              as on Linux < 5.6 or under a seccomp filter.
+ *   CAPSTORE_RACE_SPEC_SWAP=FROM:TO
+ *                              once a file named spec.json has been opened
+ *                              (open or openat), renames FROM over TO: what
+ *                              an attacker swapping a directory above the
+ *                              spec does between reading the spec and
+ *                              confining its payloads, without luck.
  */
 #define _GNU_SOURCE /* RTLD_NEXT */
 #include <dlfcn.h>
@@ -23,6 +29,43 @@
 
 char *realpath(const char *path, char *resolved);
 long syscall(long number, ...);
+int open(const char *path, int flags, ...);
+int openat(int dir, const char *path, int flags, ...);
+
+static void swap_after_spec(const char *path) {
+  const char *swap = getenv("CAPSTORE_RACE_SPEC_SWAP");
+  const char *slash = strrchr(path, '/');
+  if (swap == NULL || strcmp(slash == NULL ? path : slash + 1, "spec.json") != 0) return;
+  const char *colon = strchr(swap, ':');
+  if (colon == NULL) return;
+  char from[4096];
+  snprintf(from, sizeof from, "%.*s", (int)(colon - swap), swap);
+  int saved = errno;
+  rename(from, colon + 1); /* fails once FROM is gone: the swap happens once */
+  errno = saved;
+}
+
+int open(const char *path, int flags, ...) {
+  int (*real)(const char *, int, ...) = (int (*)(const char *, int, ...))dlsym(RTLD_NEXT, "open");
+  va_list args;
+  va_start(args, flags);
+  int mode = va_arg(args, int);
+  va_end(args);
+  int fd = real(path, flags, mode);
+  if (fd >= 0) swap_after_spec(path);
+  return fd;
+}
+
+int openat(int dir, const char *path, int flags, ...) {
+  int (*real)(int, const char *, int, ...) = (int (*)(int, const char *, int, ...))dlsym(RTLD_NEXT, "openat");
+  va_list args;
+  va_start(args, flags);
+  int mode = va_arg(args, int);
+  va_end(args);
+  int fd = real(dir, path, flags, mode);
+  if (fd >= 0) swap_after_spec(path);
+  return fd;
+}
 
 static void swap_in_link(const char *path) {
   const char *dir = getenv("CAPSTORE_RACE_DIR");

@@ -49,7 +49,7 @@ typedef struct build_ctx {
   bool quiet; /* no messages (the fuzz target) */
   const char *spec_dir; /* with a trailing '/', or "" */
   const char *spec_root; /* the spec's directory, resolved; NULL: payload files may be anywhere */
-  int root_fd; /* the spec's directory, opened once; -1 with spec_root NULL */
+  int root_fd; /* the spec's directory, opened once: the spec is read from it, payloads confined to it */
   const pk_json_doc *doc;
   cs_pack_writer *writer;
   pk_arena *arena;
@@ -363,7 +363,10 @@ static int read_exactly(int fd, uint8_t *text, size_t len) {
  * one of at most SPEC_BYTES_MAX bytes. *size is its size.
  */
 static int open_spec(build_ctx *b, int *fd, uint64_t *size) {
-  *fd = open(b->spec_path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  /* Read from the directory payloads are confined to: root_fd, opened before. */
+  const char *slash = strrchr(b->spec_path, '/');
+  const char *name = slash == NULL ? b->spec_path : slash + 1;
+  *fd = openat(b->root_fd, name, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   struct stat st;
   if (*fd < 0 || fstat(*fd, &st) != 0) return spec_error(b, "cannot open: %s", strerror(errno));
   if (!S_ISREG(st.st_mode)) return spec_error(b, "is %s, not a regular file", cli_file_kind(st.st_mode));
@@ -480,12 +483,33 @@ static int build_from_text(build_ctx *b, const uint8_t *text, size_t len, const 
   return status;
 }
 
-/* The spec's directory, resolved and opened: payload files must lie under it. */
+/*
+ * The spec's directory, opened once: the spec is read from it and payload
+ * files are confined to it, so swapping a directory above it between the
+ * two cannot point them at different places.
+ */
+static int open_spec_dir(build_ctx *b) {
+  const char *dir = b->spec_dir[0] == '\0' ? "." : b->spec_dir;
+  b->root_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (b->root_fd < 0) return spec_error(b, "cannot open the spec's directory %s: %s", dir, strerror(errno));
+  return CLI_EXIT_OK;
+}
+
+/* Where the opened directory lies: payload files must lie under it. */
 static int resolve_root(build_ctx *b, char **root) {
-  *root = realpath(b->spec_dir[0] == '\0' ? "." : b->spec_dir, NULL);
-  if (*root == NULL) return spec_error(b, "cannot resolve the spec's directory: %s", strerror(errno));
-  b->root_fd = open(*root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (b->root_fd < 0) return spec_error(b, "cannot open the spec's directory %s: %s", *root, strerror(errno));
+  char link[64];
+  snprintf(link, sizeof link, "/proc/self/fd/%d", b->root_fd);
+  *root = realpath(link, NULL);
+  struct stat opened, named;
+  if (*root == NULL) {
+    /* No /proc: the directory's name, if it is still the one opened. */
+    *root = realpath(b->spec_dir[0] == '\0' ? "." : b->spec_dir, NULL);
+    if (*root == NULL) return spec_error(b, "cannot resolve the spec's directory: %s", strerror(errno));
+    if (fstat(b->root_fd, &opened) != 0 || stat(*root, &named) != 0 || opened.st_dev != named.st_dev ||
+        opened.st_ino != named.st_ino) {
+      return spec_error(b, "the spec's directory %s changed while it was opened; refused", *root);
+    }
+  }
   return CLI_EXIT_OK;
 }
 
@@ -493,12 +517,18 @@ int cli_pack_build(const char *spec_path, const char *out_path, bool allow_outsi
   build_ctx b = {.spec_path = spec_path, .root_fd = -1};
   uint8_t *text = NULL;
   size_t len = 0;
-  int status = read_spec(&b, &text, &len);
-  if (status != CLI_EXIT_OK) return status;
   char *spec_dir = directory_of(spec_path);
-  char *root = NULL;
+  if (spec_dir == NULL) return spec_error(&b, "%s", "out of memory");
   b.spec_dir = spec_dir;
-  if (spec_dir != NULL && !allow_outside_paths) status = resolve_root(&b, &root);
+  int status = open_spec_dir(&b);
+  if (status == CLI_EXIT_OK) status = read_spec(&b, &text, &len);
+  if (status != CLI_EXIT_OK) {
+    if (b.root_fd >= 0) close(b.root_fd);
+    free(spec_dir);
+    return status;
+  }
+  char *root = NULL;
+  if (!allow_outside_paths) status = resolve_root(&b, &root);
   b.spec_root = root;
   if (status == CLI_EXIT_OK) status = build_from_text(&b, text, len, out_path, NULL);
   if (b.root_fd >= 0) close(b.root_fd);
@@ -511,7 +541,8 @@ int cli_pack_build(const char *spec_path, const char *out_path, bool allow_outsi
 int cli_pack_build_text(const uint8_t *text, size_t len, const char *spec_dir, FILE *out) {
   build_ctx b = {.spec_path = "spec", .quiet = true, .spec_dir = spec_dir, .root_fd = -1};
   char *root = NULL;
-  int status = resolve_root(&b, &root);
+  int status = open_spec_dir(&b);
+  if (status == CLI_EXIT_OK) status = resolve_root(&b, &root);
   b.spec_root = root;
   if (status == CLI_EXIT_OK) status = build_from_text(&b, text, len, NULL, out);
   if (b.root_fd >= 0) close(b.root_fd);
