@@ -443,25 +443,6 @@ static bool is_named(const model_catalog *m, const cs_uuid *pack_id, uint64_t ve
   return false;
 }
 
-/* Writes key[0..len) into out[cap] for a message: control bytes (NUL too) as \xNN, at most 96 bytes of it. */
-static void key_quote(const char *key, size_t len, char *out, size_t cap) {
-  static const char hex[] = "0123456789abcdef";
-  size_t n = 0, i = 0;
-  for (; i < len && i < 96 && n + 8 < cap; i++) { /* room for one more byte, "..." and the NUL */
-    unsigned char c = (unsigned char)key[i];
-    if (c >= 0x20 && c != 0x7f) {
-      out[n++] = (char)c;
-      continue;
-    }
-    out[n++] = '\\';
-    out[n++] = 'x';
-    out[n++] = hex[c >> 4];
-    out[n++] = hex[c & 15u];
-  }
-  out[n] = '\0';
-  if (i < len && n + 4 <= cap) memcpy(out + n, "...", 4);
-}
-
 /*
  * catalog.h's key rule, as cs_catalog_index_keys_ok words it (the model does
  * not link the adapters): no NUL in a pack's object key. Record texts may
@@ -475,7 +456,7 @@ static bool key_rule_ok(const cs_index_pack *packs, uint32_t pack_count, cs_cata
     if (nul == NULL) continue;
     char id[CS_UUID_TEXT_LEN + 1], quoted[128]; /* the sentence fits the detail whole */
     cs_uuid_format(&ref->pack_id, id);
-    key_quote(ref->key, ref->key_len, quoted, sizeof quoted);
+    cs_quote_bytes(ref->key, ref->key_len, 96, quoted, sizeof quoted);
     res->outcome = CS_OUT_INVALID;
     res->server_code = 0;
     snprintf(res->detail, sizeof res->detail, "index: pack %s: key '%s' holds a NUL byte at byte %zu", id, quoted,

@@ -305,6 +305,25 @@ static void test_prng_below_large_bounds(void **state) {
   }
 }
 
+/* Bytes from outside, quoted for a message: control bytes as \xNN, cut with "..." to fit. */
+static void test_quote_bytes(void **state) {
+  (void)state;
+  char out[64];
+  cs_quote_bytes("cat/a\x01" "b\0c\x7f", 10, 96, out, sizeof out);
+  assert_string_equal(out, "cat/a\\x01b\\x00c\\x7f");
+  cs_quote_bytes("abcdefghij", 10, 4, out, sizeof out);
+  assert_string_equal(out, "abcd...");
+  cs_quote_bytes("", 0, 96, out, sizeof out);
+  assert_string_equal(out, "");
+  char small[8];
+  cs_quote_bytes("abcdefghij", 10, 96, small, sizeof small);
+  assert_string_equal(small, "...");
+  char tight[12];
+  cs_quote_bytes("\x01\x02\x03\x04", 4, 96, tight, sizeof tight);
+  assert_true(strlen(tight) < sizeof tight);
+  assert_string_equal(tight, "\\x01...");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_uuid_parse_canonical),
@@ -324,6 +343,7 @@ int main(void) {
       cmocka_unit_test(test_prng_split_is_deterministic_and_independent),
       cmocka_unit_test(test_prng_below_bounds),
       cmocka_unit_test(test_prng_below_large_bounds),
+      cmocka_unit_test(test_quote_bytes),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -54,6 +54,14 @@ typedef enum cs_err {
 const char *cs_strerror(int err);
 
 /*
+ * Writes at most max_bytes of bytes[0..len) into out (cap bytes, at least 8)
+ * for a message: control bytes, DEL and NUL as \xNN, then "..." when cut
+ * (by max_bytes or by cap). Always NUL-terminated. Keys and names from
+ * outside are shown this way, so a message never carries a raw control byte.
+ */
+void cs_quote_bytes(const char *bytes, size_t len, size_t max_bytes, char *out, size_t cap);
+
+/*
  * The closed set of outcomes a primitive request can end with. Adapters
  * classify every answer (or its absence) into exactly one of these.
  */

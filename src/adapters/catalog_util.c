@@ -127,27 +127,6 @@ uint64_t cs_catalog_index_bytes(const cs_pack_ref *ref, const cs_pack_record *re
 }
 
 /* Longest part of a key a refusal quotes; the rest is "...". */
-#define KEY_QUOTE_MAX 96u
-
-/* Writes key[0..len) into out[cap] for a message: control bytes (NUL too) as \xNN, cut to fit. */
-static void key_quote(const char *key, size_t len, char *out, size_t cap) {
-  static const char hex[] = "0123456789abcdef";
-  assert(cap > 8);
-  size_t n = 0, i = 0;
-  for (; i < len && i < KEY_QUOTE_MAX && n + 8 < cap; i++) { /* room for one more byte, "..." and the NUL */
-    unsigned char c = (unsigned char)key[i];
-    if (c >= 0x20 && c != 0x7f) {
-      out[n++] = (char)c;
-      continue;
-    }
-    out[n++] = '\\';
-    out[n++] = 'x';
-    out[n++] = hex[c >> 4];
-    out[n++] = hex[c & 15u];
-  }
-  out[n] = '\0';
-  if (i < len && n + 4 <= cap) memcpy(out + n, "...", 4);
-}
 
 bool cs_catalog_index_keys_ok(const cs_index_pack *packs, uint32_t pack_count, char *detail, size_t detail_size) {
   assert(packs != NULL || pack_count == 0);
@@ -159,7 +138,7 @@ bool cs_catalog_index_keys_ok(const cs_index_pack *packs, uint32_t pack_count, c
     if (nul == NULL) continue;
     char id[CS_UUID_TEXT_LEN + 1], quoted[128]; /* the sentence fits 256 bytes whole */
     cs_uuid_format(&ref->pack_id, id);
-    key_quote(ref->key, ref->key_len, quoted, sizeof quoted);
+    cs_quote_bytes(ref->key, ref->key_len, 96, quoted, sizeof quoted);
     snprintf(detail, detail_size, "index: pack %s: key '%s' holds a NUL byte at byte %zu", id, quoted,
              (size_t)(nul - ref->key));
     return false;

@@ -18,7 +18,7 @@
 #define XML_TEXT_MAX (3u * CS_KEY_MAX + 1u)
 /* Bytes of a key a message quotes, each up to 4 characters (\xNN), then "...". */
 #define QUOTE_BYTES_MAX 80u
-#define QUOTE_SIZE (QUOTE_BYTES_MAX * 4u + 4u)
+#define QUOTE_SIZE (QUOTE_BYTES_MAX * 4u + 8u)
 
 cs_outcome cs_s3_classify(cs_s3_transport transport, uint32_t http_status, const char *error_code) {
   if (transport == CS_S3_TRANSPORT_REFUSED) return CS_OUT_REFUSED;
@@ -120,25 +120,6 @@ static void XMLCALL on_text(void *ud, const XML_Char *s, int len) {
   w->text[w->text_len] = '\0';
 }
 
-/* key[0..len) for a message: control bytes (NUL too) as \xNN, at most QUOTE_BYTES_MAX bytes, then "...". */
-static void key_quote(const char *key, size_t len, char out[QUOTE_SIZE]) {
-  static const char hex[] = "0123456789abcdef";
-  size_t n = 0, i = 0;
-  for (; i < len && i < QUOTE_BYTES_MAX; i++) {
-    unsigned char c = (unsigned char)key[i];
-    if (c >= 0x20 && c != 0x7f) {
-      out[n++] = (char)c;
-      continue;
-    }
-    out[n++] = '\\';
-    out[n++] = 'x';
-    out[n++] = hex[c >> 4];
-    out[n++] = hex[c & 15u];
-  }
-  assert(n + 4 <= QUOTE_SIZE);
-  memcpy(out + n, i < len ? "..." : "", i < len ? 4 : 1);
-}
-
 static int hex_digit(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -190,7 +171,7 @@ static bool list_key_read(xml_walk *w) {
     return true;
   }
   char quoted[QUOTE_SIZE];
-  key_quote(w->text, w->text_len, quoted);
+  cs_quote_bytes(w->text, w->text_len, QUOTE_BYTES_MAX, quoted, sizeof quoted);
   walk_fail(w, CS_E_PARSE, "listed key '%s' is not url-encoded: a '%%' without two hex digits", quoted);
   return false;
 }
@@ -204,7 +185,7 @@ static bool list_key_read(xml_walk *w) {
 static bool list_key_unholdable(xml_walk *w) {
   char why[sizeof w->left_out_first];
   char quoted[QUOTE_SIZE];
-  key_quote(w->key, w->key_len, quoted);
+  cs_quote_bytes(w->key, w->key_len, QUOTE_BYTES_MAX, quoted, sizeof quoted);
   if (w->text_overflow || w->key_len >= CS_KEY_MAX) {
     snprintf(why, sizeof why, "key '%s' is CS_KEY_MAX (%u) bytes or longer", quoted, CS_KEY_MAX);
   } else if (memchr(w->key, '\0', w->key_len) != NULL) {
@@ -232,7 +213,7 @@ static bool list_key_keep(xml_walk *w) {
     return false;
   }
   char quoted[QUOTE_SIZE];
-  key_quote(w->key, w->key_len, quoted);
+  cs_quote_bytes(w->key, w->key_len, QUOTE_BYTES_MAX, quoted, sizeof quoted);
   if (w->key_len < w->prefix_len || memcmp(w->key, w->prefix, w->prefix_len) != 0) {
     walk_fail(w, CS_E_PARSE, "listed key '%s' is not under the prefix asked for", quoted);
     return false;
@@ -248,7 +229,7 @@ static void list_scan_end(xml_walk *w) {
     return;
   }
   char quoted[QUOTE_SIZE];
-  key_quote(w->text, w->text_len, quoted);
+  cs_quote_bytes(w->text, w->text_len, QUOTE_BYTES_MAX, quoted, sizeof quoted);
   walk_fail(w, CS_E_PARSE, "EncodingType '%s' is not url, the one capstore asks for", quoted);
 }
 

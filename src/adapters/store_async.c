@@ -8,27 +8,9 @@
 
 #include "capstore/store.h"
 
-/* Longest part of a key a refusal quotes; the rest is "...". */
-#define KEY_QUOTE_MAX 120u
+#define KEY_QUOTE_MAX 120u /* bytes of a refused key a message shows */
 
-/* Writes key into out (cap bytes) for a message: control bytes as \xNN, at most KEY_QUOTE_MAX bytes of it. */
-static void key_quote(const char *key, char *out, size_t cap) {
-  static const char hex[] = "0123456789abcdef";
-  size_t n = 0, i = 0;
-  for (; key[i] != '\0' && i < KEY_QUOTE_MAX && n + 5 < cap; i++) {
-    unsigned char c = (unsigned char)key[i];
-    if (c >= 0x20 && c != 0x7f) {
-      out[n++] = (char)c;
-      continue;
-    }
-    out[n++] = '\\';
-    out[n++] = 'x';
-    out[n++] = hex[c >> 4];
-    out[n++] = hex[c & 15u];
-  }
-  out[n] = '\0';
-  if (key[i] != '\0' && n + 4 <= cap) memcpy(out + n, "...", 4);
-}
+/* Longest part of a key a refusal quotes; the rest is "...". */
 
 /*
  * The length (1 or 2) of the first "." or ".." segment of key[0..len), or 0
@@ -65,7 +47,7 @@ int cs_store_key_check(const char *key, bool is_prefix, char *why, size_t why_si
   if (problem == NULL) return CS_E_OK;
   if (why_size > 0) {
     char quoted[KEY_QUOTE_MAX * 4 + 8] = "";
-    if (key != NULL) key_quote(key, quoted, sizeof quoted);
+    if (key != NULL) cs_quote_bytes(key, strlen(key), KEY_QUOTE_MAX, quoted, sizeof quoted);
     snprintf(why, why_size, "%s '%s' %s", is_prefix ? "key prefix" : "key", quoted, problem);
   }
   return CS_E_INVALID_ARGUMENT;

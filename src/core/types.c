@@ -4,6 +4,25 @@
 #include <assert.h>
 #include <string.h>
 
+void cs_quote_bytes(const char *bytes, size_t len, size_t max_bytes, char *out, size_t cap) {
+  static const char hex[] = "0123456789abcdef";
+  assert(out != NULL && cap >= 8 && (bytes != NULL || len == 0));
+  size_t n = 0, i = 0;
+  for (; i < len && i < max_bytes && n + 8 < cap; i++) { /* room for one more byte, "..." and the NUL */
+    unsigned char c = (unsigned char)bytes[i];
+    if (c >= 0x20 && c != 0x7f) {
+      out[n++] = (char)c;
+      continue;
+    }
+    out[n++] = '\\';
+    out[n++] = 'x';
+    out[n++] = hex[c >> 4];
+    out[n++] = hex[c & 15u];
+  }
+  out[n] = '\0';
+  if (i < len) memcpy(out + n, "...", 4);
+}
+
 const char *cs_strerror(int err) {
   switch ((cs_err)err) {
   case CS_E_OK: return "ok";
