@@ -105,24 +105,44 @@ void sim_check_flush_done(sim_world *w, sim_proc *p, const cs_flush_result *res)
     w->counters.flush_expect_failed++;
 }
 
-/* One effective publisher per term; no stale holder's write takes effect. */
-void sim_check_effective_write(sim_world *w, const sim_req *req) {
+/*
+ * One effective publisher per term (a self-check of the model's fence, judged
+ * when the fence is checked): the writer is the sole live claimant of the
+ * head term at that instant. The term is recorded for the landing.
+ */
+void sim_check_fence_passed(sim_world *w, sim_req *req) {
   uint64_t term;
   uint32_t holder = sim_catalog_holder(w, sim_catalog_now(w), &term);
-  /*
-   * A write whose fence passed before its holder's release lands within the
-   * margin, while the tombstone still keeps everyone else out: it counts at
-   * the term the holder released.
-   */
-  const sim_claim *last = w->claim_count > 0 ? &w->claims[w->claim_count - 1] : NULL;
-  if (holder == SIM_NONE && last != NULL && last->released && cs_uuid_equal(&last->lease_id, &req->lease_id) &&
-      last->expires_ns > sim_catalog_now(w) && last->term > 0) {
-    holder = req->proc;
-    term = last->term - 1;
-  }
   if (holder != req->proc)
-    sim_bail(w, SIM_EXIT_SAFETY, "p%u's %s took effect while p%d holds term %" PRIu64, req->proc,
+    sim_bail(w, SIM_EXIT_SAFETY, "p%u's %s passed its fence while p%d holds term %" PRIu64, req->proc,
              cs_op_name(req->op), holder == SIM_NONE ? -1 : (int)holder, term);
+  req->fence_term = term;
+}
+
+/*
+ * The rows of a write land after its fence (up to apply_delay): no claim of
+ * anyone else may have reached a newer term by then (the fence margin covers
+ * the delay; the writer's own renewal or release tombstone may). A claim that
+ * landed late at the same term (claims_concurrent: its claimant read the head
+ * before the writer's claim landed) contests the term but cannot make its
+ * claimant a writer: that claimant reads back two claims. The seeds 20001939
+ * and 20025544 of issue 13 were such landings, judged against the holder at
+ * landing time (none, the term being contested) instead of at the fence.
+ * A write counts at the newest term of its own lease (renewals move it on).
+ * Writes that take effect never go back in term, and one term has one writer.
+ */
+void sim_check_effective_write(sim_world *w, const sim_req *req) {
+  uint64_t term = req->fence_term;
+  for (uint32_t i = w->claim_count; i > 0 && w->claims[i - 1].term > req->fence_term; i--) {
+    const sim_claim *claim = &w->claims[i - 1];
+    if (!cs_uuid_equal(&claim->lease_id, &req->lease_id))
+      sim_bail(w, SIM_EXIT_SAFETY, "p%u's %s of term %" PRIu64 " took effect after p%u claimed term %" PRIu64,
+               req->proc, cs_op_name(req->op), req->fence_term, claim->proc, claim->term);
+    if (claim->term > term) term = claim->term; /* its own renewal or release: the write counts there */
+  }
+  uint64_t head;
+  if (sim_catalog_holder(w, sim_catalog_now(w), &head) == SIM_NONE && head == req->fence_term)
+    w->counters.landed_in_contest++;
   if (term < w->last_holder_term)
     sim_bail(w, SIM_EXIT_SAFETY, "a write at term %" PRIu64 " took effect after one at term %" PRIu64, term,
              w->last_holder_term);

@@ -305,8 +305,11 @@ static void claim_append(sim_world *w, const sim_req *req, uint64_t term, uint64
  * claimant. With catalog_claims_concurrent (ClickHouse: the claim is one
  * INSERT ... SELECT that reads the head and appends) a second claim at the
  * same base, within SIM_CONTEST_WINDOW_NS of one that landed on a base free
- * for anyone, read the same head and lands too: two claims at one term, and
- * neither is sole (no fenced write passes until a later term).
+ * for anyone, read the same head and lands too: two claims at one term. The
+ * late claimant always reads back two claims; the first may have read back
+ * "sole" before the late claim landed, and its fenced writes pass until then
+ * (rows of one already past its fence may land after it: still the only
+ * writer of that term, sim_check_effective_write).
  */
 static void catalog_claim(sim_world *w, sim_req *req) {
   req->outcome = CS_OUT_OK;
@@ -404,6 +407,7 @@ static void catalog_index(sim_world *w, sim_req *req) {
     w->counters.orphan_index_writes++;
     return;
   }
+  sim_check_fence_passed(w, req);
   req->land_pending = true; /* the fence passed now; the inventory rows land a little later */
 }
 
@@ -425,6 +429,7 @@ static void catalog_publish(sim_world *w, sim_req *req) {
     w->counters.fenced_refused++;
     return;
   }
+  sim_check_fence_passed(w, req);
   req->land_pending = true;
 }
 
@@ -450,6 +455,7 @@ static void catalog_reject(sim_world *w, sim_req *req) {
     w->counters.fenced_refused++;
     return;
   }
+  sim_check_fence_passed(w, req);
   req->land_pending = true;
 }
 

@@ -83,6 +83,7 @@ typedef struct sim_req {
   bool rows_landed;           /* INDEX: its descriptor rows landed (unfenced, at arrival) */
   bool inventory_landed;      /* INDEX: its inventory rows landed (fenced): the rows are named */
   bool reply_after_land;      /* the answer leaves once the rows landed (or the fence refused) */
+  uint64_t fence_term;        /* fenced writes: the head term its fence passed at */
   uint64_t reply_half_ns;     /* the answer's way back */
   cs_uuid lease_id;
   uint64_t term;
@@ -256,6 +257,7 @@ typedef struct sim_counters {
   uint64_t holder_changes;
   uint64_t fenced_refused;
   uint64_t contested_terms;
+  uint64_t landed_in_contest;   /* fenced writes whose rows landed after a late claim contested their term */
   uint64_t index_foreign;
   uint64_t orphan_index_writes; /* INDEXes whose descriptor rows landed and inventory did not */
   uint64_t cycles_during_fault;
@@ -361,6 +363,7 @@ uint64_t sim_catalog_now(const sim_world *w);
 /* checker.c */
 void sim_check_removal(sim_world *w, sim_proc *p, uint32_t pack);
 void sim_check_flush_done(sim_world *w, sim_proc *p, const cs_flush_result *res);
+void sim_check_fence_passed(sim_world *w, sim_req *req);
 void sim_check_effective_write(sim_world *w, const sim_req *req);
 void sim_check_publish(sim_world *w, const sim_req *req);
 void sim_check_claim(sim_world *w, uint32_t proc, uint64_t term);

@@ -5,6 +5,12 @@ set(CAPSTORE_SIM_SEEDS 2000 CACHE STRING "Swarm seeds run by ctest")
 add_test(NAME sim.seeds COMMAND capstore-sim --seeds ${CAPSTORE_SIM_SEEDS} --quiet)
 set_tests_properties(sim.seeds PROPERTIES LABELS sim TIMEOUT 1200)
 
+# A window of seeds derived from the commit (printed, so a failure replays).
+add_test(NAME sim.seeds_commit
+         COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/sim_commit_seeds.sh $<TARGET_FILE:capstore-sim> ${CMAKE_SOURCE_DIR}
+                 ${CAPSTORE_SIM_SEEDS})
+set_tests_properties(sim.seeds_commit PROPERTIES LABELS sim TIMEOUT 1200)
+
 file(GLOB SIM_PLANS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/faults/plans/*.plan)
 foreach(plan ${SIM_PLANS})
   get_filename_component(name ${plan} NAME_WE)

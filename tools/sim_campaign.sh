@@ -1,0 +1,67 @@
+#!/bin/sh
+# A swarm campaign: N seeds from FIRST on all cores, in chunks, reporting every
+# failure with the one line that replays it.
+#
+#   tools/sim_campaign.sh [-j JOBS] [-c CHUNK] [-b CAPSTORE_SIM] N FIRST [-- SIM_OPTIONS...]
+#
+# JOBS defaults to the number of cores, CHUNK to 10000 seeds, the simulator to
+# build/capstore-sim. SIM_OPTIONS go to every run (e.g. --profile all, --without
+# KIND). Prints one line per finished chunk, then every failure (FAIL and replay
+# lines), the totals and the wall time. Exits 0 only when every seed passed.
+set -eu
+jobs=$(nproc 2>/dev/null || echo 2)
+chunk=10000
+sim=build/capstore-sim
+while getopts j:c:b: opt; do
+  case $opt in
+  j) jobs=$OPTARG ;;
+  c) chunk=$OPTARG ;;
+  b) sim=$OPTARG ;;
+  *) echo "usage: $0 [-j JOBS] [-c CHUNK] [-b CAPSTORE_SIM] N FIRST [-- SIM_OPTIONS...]" >&2; exit 2 ;;
+  esac
+done
+shift $((OPTIND - 1))
+[ $# -ge 2 ] || { echo "usage: $0 [-j JOBS] [-c CHUNK] [-b CAPSTORE_SIM] N FIRST [-- SIM_OPTIONS...]" >&2; exit 2; }
+n=$1 first=$2
+shift 2
+[ "${1:-}" = "--" ] && shift
+case "$n$first$jobs$chunk" in *[!0-9]*) echo "$0: N, FIRST, JOBS and CHUNK are unsigned integers" >&2; exit 2 ;; esac
+[ "$n" -gt 0 ] && [ "$jobs" -gt 0 ] && [ "$chunk" -gt 0 ] || { echo "$0: N, JOBS and CHUNK must be positive" >&2; exit 2; }
+[ -x "$sim" ] || { echo "$0: no simulator at $sim (build it, or give -b)" >&2; exit 2; }
+
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+start=$(date +%s)
+# One line per chunk: its first seed and its count.
+s=$first left=$n
+while [ "$left" -gt 0 ]; do
+  c=$chunk; [ "$left" -lt "$c" ] && c=$left
+  echo "$s $c"
+  s=$((s + c)) left=$((left - c))
+done > "$dir/chunks"
+echo "campaign: $n seeds from $first ($(wc -l < "$dir/chunks") chunks of up to $chunk) on $jobs jobs: $sim $*"
+simopts="$*"
+export sim dir simopts
+# xargs runs the chunks JOBS at a time (the chunk's first seed and count are
+# the two arguments); each writes its own log.
+xargs -P "$jobs" -L 1 sh -c '
+  out="$dir/chunk.$1"
+  # shellcheck disable=SC2086 # the options are words
+  "$sim" --seeds "$2" --first "$1" --quiet $simopts > "$out" 2>&1 || true
+  echo "chunk $1+$2: $(grep -o "[0-9]* passed, [0-9]* failed" "$out" || echo "no summary (the simulator died)")"
+' chunk < "$dir/chunks" | sort -t' ' -k2 -n
+end=$(date +%s)
+passed=0 failed=0 broken=0
+for f in "$dir"/chunk.*; do
+  line=$(grep -o "[0-9]* passed, [0-9]* failed" "$f" || true)
+  if [ -z "$line" ]; then broken=$((broken + 1)); echo "chunk ${f##*.}: no summary"; tail -5 "$f"; continue; fi
+  p=${line%% passed*}; q=${line#*passed, }; q=${q%% failed}
+  passed=$((passed + p)) failed=$((failed + q))
+done
+if [ "$failed" -gt 0 ]; then
+  echo "failures:"
+  cat "$dir"/chunk.* | grep -E '^(FAIL|replay:)' || true
+fi
+secs=$((end - start)); [ "$secs" -gt 0 ] || secs=1
+echo "campaign: $passed passed, $failed failed of $n seeds from $first in ${secs} s ($((n * 60 / secs)) seeds per minute)"
+[ "$failed" -eq 0 ] && [ "$broken" -eq 0 ]
