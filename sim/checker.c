@@ -59,6 +59,11 @@ static void flush_rejected(sim_world *w, const sim_proc *p, const cs_flush_resul
     w->counters.rejected_reported++;
     if (pack == SIM_NONE) continue;
     sim_pack *sp = &w->packs[pack];
+    if (!sp->poison_large && !sp->poison_invalid && !sim_catalog_refuses_alone(w, pack)) {
+      char id[CS_UUID_TEXT_LEN + 1];
+      sim_bail(w, SIM_EXIT_SAFETY, "flush %" PRIu64 " of p%u named healthy pack %s as set aside", res->flush_id,
+               p->index, pack_name(w, pack, id));
+    }
     if (!cs_uuid_equal(&sp->reporter, &p->lease_id)) {
       sp->reporter = p->lease_id;
       sp->reported = 0;
@@ -96,10 +101,21 @@ void sim_check_flush_done(sim_world *w, sim_proc *p, const cs_flush_result *res)
   if (res->drained) {
     w->counters.flush_drained++;
     flush_honest(w, p, rec, res);
+    /* Drained also means nothing is owed to the catalog, sealed before the call or not. */
+    cs_service_usage u;
+    cs_service_usage_get(p->svc, &u);
+    if (u.owed_used != 0)
+      sim_bail(w, SIM_EXIT_SAFETY, "flush %" PRIu64 " of p%u said drained while it owes %u packs to the catalog",
+               res->flush_id, p->index, u.owed_used);
   } else {
     w->counters.flush_not_drained++;
   }
   flush_rejected(w, p, res);
+  /* Every pack set aside before the call is reported by this answer or an earlier one (6.3). */
+  p->reported_total += res->rejected_count;
+  if (res->err != CS_E_CLOSED && p->reported_total < rec->set_aside_at_call)
+    sim_bail(w, SIM_EXIT_SAFETY, "flush %" PRIu64 " of p%u: %" PRIu64 " packs were set aside before the call, its"
+             " answers reported %" PRIu64, res->flush_id, p->index, rec->set_aside_at_call, p->reported_total);
   if ((rec->expect == CS_PLAN_EXPECT_DRAINED && !res->drained) ||
       (rec->expect == CS_PLAN_EXPECT_NOT_DRAINED && res->drained))
     w->counters.flush_expect_failed++;
@@ -204,6 +220,42 @@ void sim_check_backoff(sim_world *w, sim_proc *p) {
     sim_bail(w, SIM_EXIT_SAFETY, "p%u got more than 100 failed answers within one second: it does not back off", p->index);
 }
 
+/* A claim of this lease that is live at the catalog's clock. */
+static bool claim_live(const sim_world *w, const cs_uuid *lease_id) {
+  uint64_t now = sim_catalog_now(w);
+  for (uint32_t i = w->claim_count; i > 0; i--) {
+    const sim_claim *c = &w->claims[i - 1];
+    if (c->expires_ns <= now && c->term + 2 < w->claims[w->claim_count - 1].term) break;
+    if (!c->released && c->expires_ns > now && cs_uuid_equal(&c->lease_id, lease_id)) return true;
+  }
+  return false;
+}
+
+/*
+ * Right after a proc's cores ran: its snapshot tells the truth (6.11), and
+ * its view of its lease is conservative (6.7, "Timing assumptions" below): a
+ * service that says it holds the lease has a claim live at the catalog.
+ */
+void sim_check_proc(sim_world *w, const sim_proc *p) {
+  if (p->svc == NULL || !p->alive) return;
+  uint32_t i = p->index;
+  cs_snapshot snap;
+  cs_service_snapshot(p->svc, sim_local_now(w, p), &snap);
+  if (snap.reconcile_head_errors < p->forbidden_heads)
+    sim_bail(w, SIM_EXIT_SAFETY, "p%u got %" PRIu64 " forbidden reconcile HEADs but counts %" PRIu64 " HEAD errors",
+             i, p->forbidden_heads, snap.reconcile_head_errors);
+  /* The snapshot tells the truth (6.11): every failed reconcile HEAD is counted, every split too. */
+  if (snap.reconcile_head_errors != p->failed_heads)
+    sim_bail(w, SIM_EXIT_SAFETY, "p%u's reconcile HEADs failed %" PRIu64 " times but its snapshot counts %" PRIu64
+             " HEAD errors", i, p->failed_heads, snap.reconcile_head_errors);
+  if (snap.batch_splits != p->splits_seen)
+    sim_bail(w, SIM_EXIT_SAFETY, "p%u's catalog refused %" PRIu64 " batches of several packs but its snapshot counts %"
+             PRIu64 " splits", i, p->splits_seen, snap.batch_splits);
+  if (snap.lease_state == CS_LEASE_HELD && !claim_live(w, &p->lease_id))
+    sim_bail(w, SIM_EXIT_SAFETY, "p%u says it holds the lease (term %" PRIu64 "), but no claim of it is live at the catalog",
+             p->index, snap.lease_term);
+}
+
 /* Bounded memory: every table within its bound, at most one cycle's uploads owed. */
 void sim_check_step(sim_world *w) {
   for (uint32_t i = 0; i < w->proc_count; i++) {
@@ -216,13 +268,6 @@ void sim_check_step(sim_world *w) {
                u.owed_max);
     if (u.packs_used > u.packs_max || u.inflight_used > u.inflight_max || u.flush_used > u.flush_max)
       sim_bail(w, SIM_EXIT_SAFETY, "p%u exceeded a service table bound", i);
-    if (p->forbidden_heads > 0) {
-      cs_snapshot snap;
-      cs_service_snapshot(p->svc, 0, &snap);
-      if (snap.reconcile_head_errors < p->forbidden_heads)
-        sim_bail(w, SIM_EXIT_SAFETY, "p%u got %" PRIu64 " forbidden reconcile HEADs but counts %" PRIu64 " HEAD errors",
-                 i, p->forbidden_heads, snap.reconcile_head_errors);
-    }
   }
 }
 
@@ -270,4 +315,171 @@ bool sim_check_drained(sim_world *w, char *why, size_t why_size) {
     next[sp->proc] = sp->capture_first + sp->ref.record_count;
   }
   return true;
+}
+
+/* ---- what a service sends and is told (DESIGN.md 6.1, 6.2, 6.5, 6.8, 6.11) ---- */
+
+void sim_check_service_start(sim_world *w, sim_proc *p) {
+  (void)w;
+  p->failed_heads = 0;
+  p->reported_total = 0;
+  p->split_bound = 0;
+  p->splits_seen = 0;
+}
+
+/* An id that may enter a catalog query: a pack's, or one a canonical pack key in the store names. */
+static bool id_validated(const sim_world *w, const cs_uuid *id) {
+  if (sim_truth_of(w, id) != SIM_NONE) return true;
+  char text[CS_UUID_TEXT_LEN + 1];
+  cs_uuid_format(id, text);
+  char name[CS_UUID_TEXT_LEN + 16];
+  int n = snprintf(name, sizeof name, "/%s.dmi-pack", text);
+  for (uint32_t i = 0; i < w->object_count; i++) {
+    const cs_pack_ref *r = &w->objects[i].ref;
+    if (r->key_len >= (uint32_t)n && memcmp(r->key + r->key_len - (uint32_t)n, name, (size_t)n) == 0) return true;
+  }
+  return false;
+}
+
+static void check_ids(sim_world *w, const sim_proc *p, const cs_action *act) {
+  for (uint32_t i = 0; i < act->count; i++) {
+    const cs_uuid *id = act->op == CS_OP_CAT_INDEX ? &act->packs[i]->pack_id : &act->ids[i];
+    if (id_validated(w, id)) continue;
+    char text[CS_UUID_TEXT_LEN + 1];
+    sim_bail(w, SIM_EXIT_SAFETY, "p%u sent %s with id %s, which no pack and no canonical key in the store names",
+             p->index, cs_op_name(act->op), (cs_uuid_format(id, text), text));
+  }
+}
+
+/* Every INDEX batch: within the byte budget, halved after a refusal, of packs verified by a HEAD. */
+static void check_index(sim_world *w, sim_proc *p, const cs_action *act, const sim_req *req) {
+  char id[CS_UUID_TEXT_LEN + 1];
+  if (act->count == 0) sim_bail(w, SIM_EXIT_SAFETY, "p%u sent an empty INDEX", p->index);
+  cs_snapshot snap;
+  if (p->split_bound != 0) cs_service_snapshot(p->svc, 0, &snap);
+  if (p->split_bound != 0 && snap.cycles == p->split_cycle && act->count > p->split_bound)
+    sim_bail(w, SIM_EXIT_SAFETY, "p%u sent an INDEX of %u packs right after a batch was refused (halves: at most %u)",
+             p->index, act->count, p->split_bound);
+  p->split_bound = 0;
+  uint64_t bytes = 0;
+  for (uint32_t i = 0; i < act->count; i++) {
+    bytes += act->packs[i]->index_bytes;
+    uint32_t pack = req->packs[i];
+    if (pack == SIM_NONE) continue;
+    if (w->packs[pack].verified_gen[p->index] != p->svc_gen)
+      sim_bail(w, SIM_EXIT_SAFETY, "p%u indexed pack %s without a HEAD showing its size and checksum", p->index,
+               pack_name(w, pack, id));
+    if (w->packs[pack].too_large_gen[p->index] == p->svc_gen)
+      sim_bail(w, SIM_EXIT_SAFETY, "p%u sent pack %s again after the catalog refused it alone as too large",
+               p->index, pack_name(w, pack, id));
+  }
+  if (bytes > p->svc_cfg.index_batch_bytes_max)
+    sim_bail(w, SIM_EXIT_SAFETY, "p%u sent an INDEX batch of %" PRIu64 " bytes, over its budget of %" PRIu64, p->index,
+             bytes, p->svc_cfg.index_batch_bytes_max);
+}
+
+/*
+ * Request volume within a bound the configuration sets (6.5, 6.7): lease
+ * requests (head, claim, read-back, release) come from timers of TTL/3, the
+ * contest wait (a TTL) and the failure backoff. Per TTL: at most
+ * SIM_LEASE_OPS_PER_TTL, whatever the catalog does. A timer in the wrong unit
+ * (milliseconds for nanoseconds) sends thousands.
+ */
+#define SIM_LEASE_OPS_PER_TTL 64u
+
+static void check_volume(sim_world *w, sim_proc *p, cs_op op) {
+  if (op != CS_OP_CAT_HEAD && op != CS_OP_CAT_CLAIM && op != CS_OP_CAT_READ_CLAIMS && op != CS_OP_CAT_RELEASE) return;
+  if (w->now_ns >= p->lease_ops_bucket_start_ns + p->svc_cfg.lease_ttl_ns) {
+    p->lease_ops_bucket_start_ns = w->now_ns;
+    p->lease_ops_bucket = 0;
+  }
+  if (++p->lease_ops_bucket > SIM_LEASE_OPS_PER_TTL)
+    sim_bail(w, SIM_EXIT_SAFETY, "p%u sent more than %u lease requests within one lease TTL (%.1f s)", p->index,
+             SIM_LEASE_OPS_PER_TTL, (double)p->svc_cfg.lease_ttl_ns / 1e9);
+  if (p->lease_ops_bucket > w->lease_ops_max_seen) w->lease_ops_max_seen = p->lease_ops_bucket;
+}
+
+void sim_check_send(sim_world *w, sim_proc *p, const cs_action *act, const sim_req *req) {
+  char id[CS_UUID_TEXT_LEN + 1];
+  check_volume(w, p, act->op);
+  switch (act->op) {
+  case CS_OP_STORE_PUT:
+  case CS_OP_STORE_HEAD: {
+    if (strncmp(act->pack->key, w->prefix, strlen(w->prefix)) != 0)
+      sim_bail(w, SIM_EXIT_SAFETY, "p%u sent %s for key %s, outside its catalog's prefix %s", p->index,
+               cs_op_name(act->op), act->pack->key, w->prefix);
+    uint32_t pack = sim_truth_of(w, &act->pack->pack_id);
+    if (pack == SIM_NONE) return;
+    if (act->op == CS_OP_STORE_PUT && w->packs[pack].verified_gen[p->index] == p->svc_gen && in_store(w, pack))
+      sim_bail(w, SIM_EXIT_SAFETY, "p%u sent pack %s again after a HEAD showed it uploaded", p->index,
+               pack_name(w, pack, id));
+    if (act->op == CS_OP_STORE_HEAD && act->head_only && w->packs[pack].held_gen[p->index] == p->svc_gen)
+      sim_bail(w, SIM_EXIT_SAFETY, "p%u's reconcile HEADed pack %s after the catalog said it holds it", p->index,
+               pack_name(w, pack, id));
+    return;
+  }
+  case CS_OP_CAT_INDEX:
+    check_ids(w, p, act);
+    check_index(w, p, act, req);
+    return;
+  case CS_OP_CAT_COMMITTED:
+  case CS_OP_CAT_REJECT: check_ids(w, p, act); return;
+  default: return;
+  }
+}
+
+static bool head_shows(const sim_pack *sp, const cs_event *ev) {
+  return ev->outcome == CS_OUT_OK && ev->head.is_pack && ev->head.size_bytes == sp->ref.size_bytes &&
+         memcmp(ev->head.sha256, sp->ref.sha256, 32) == 0;
+}
+
+void sim_check_reply(sim_world *w, sim_proc *p, const sim_req *req, const cs_event *ev) {
+  (void)w;
+  switch (req->op) {
+  case CS_OP_STORE_HEAD: {
+    /* Every failed reconcile HEAD, of any kind, must be counted as a HEAD error (6.8). */
+    if (req->head_only && ev->outcome != CS_OUT_OK && ev->outcome != CS_OUT_NOT_FOUND) p->failed_heads++;
+    uint32_t pack = sim_truth_of(w, &req->ref.pack_id);
+    if (pack != SIM_NONE) w->packs[pack].verified_gen[p->index] = head_shows(&w->packs[pack], ev) ? p->svc_gen : 0;
+    return;
+  }
+  case CS_OP_CAT_COMMITTED:
+    if (ev->outcome != CS_OUT_OK) return;
+    for (uint32_t i = 0; i < req->count; i++)
+      if (req->packs[i] != SIM_NONE && ev->held[i]) w->packs[req->packs[i]].held_gen[p->index] = p->svc_gen;
+    return;
+  case CS_OP_CAT_INDEX:
+    if (ev->outcome != CS_OUT_TOO_LARGE && ev->outcome != CS_OUT_INVALID) return;
+    if (req->count > 1) {
+      cs_snapshot snap;
+      cs_service_snapshot(p->svc, 0, &snap);
+      p->split_bound = (req->count + 1) / 2;
+      p->split_cycle = snap.cycles;
+      p->splits_seen++;
+    } else if (ev->outcome == CS_OUT_TOO_LARGE && req->packs[0] != SIM_NONE) {
+      w->packs[req->packs[0]].too_large_gen[p->index] = p->svc_gen;
+    }
+    return;
+  default: return;
+  }
+}
+
+/*
+ * An engine flush that reports success promises every record admitted before
+ * the call: the records then still in the sink are in packs that are now
+ * visible (an uploader's: uploaded), or set aside as poison (6.6).
+ */
+void sim_check_engine_report(sim_world *w, sim_proc *p, const cs_engine_action *act) {
+  if (act->opkind != CS_ENGINE_OP_FLUSH || act->err != CS_E_OK) return;
+  uint64_t low = p->engine_flush_low, mark = p->engine_flush_mark, covered = 0;
+  for (uint32_t i = 0; i < w->pack_count && low < mark; i++) {
+    const sim_pack *sp = &w->packs[i];
+    if (sp->proc != p->index || sp->capture_first >= mark || sp->capture_first + sp->ref.record_count <= low) continue;
+    bool done = sp->durable && (handed_off(w, p, i) || sp->poison_large || sp->poison_invalid);
+    if (done) covered += sp->ref.record_count;
+  }
+  if (low < mark && covered < mark - low)
+    sim_bail(w, SIM_EXIT_SAFETY, "p%u's engine flush reported success, but %" PRIu64 " of the %" PRIu64
+             " records in its sink at the call are not %s", p->index, mark - low - covered, mark - low,
+             p->kind == PROC_UPLOADER ? "uploaded" : "visible");
 }

@@ -214,6 +214,7 @@ static void deliver_reply(sim_world *w, sim_proc *p, sim_req *req) {
   hash_u64(w, (uint64_t)req->op << 32 | (uint64_t)ev.outcome);
   if (cs_outcome_is_outage(ev.outcome)) sim_check_backoff(w, p);
   if (req->head_only && ev.outcome == CS_OUT_FORBIDDEN) p->forbidden_heads++;
+  sim_check_reply(w, p, req, &ev);
   int rc = cs_service_on_event(p->svc, sim_local_now(w, p), &ev);
   if (rc != CS_E_OK) sim_bail(w, SIM_EXIT_CRASH, "proc %u: completion refused: %s", p->index, cs_strerror(rc));
 }
@@ -406,6 +407,7 @@ static void send_request(sim_world *w, sim_proc *p, const cs_action *act) {
       req->packs[i] = sim_truth_of(w, id);
     }
   }
+  sim_check_send(w, p, act, req);
   net_send(w, p, index);
   bool fenced = act->op == CS_OP_CAT_INDEX || act->op == CS_OP_CAT_PUBLISH || act->op == CS_OP_CAT_REJECT;
   if (fenced && p->pause_on_write_ns != 0) {
@@ -502,6 +504,9 @@ static uint64_t service_flush(sim_world *w, sim_proc *p, uint64_t deadline_local
                          .deadline_local_ns = deadline_local, .boundary_order = w->sealed_order,
                          .expect = expect};
   w->counters.flush_calls++;
+  cs_snapshot snap;
+  cs_service_snapshot(p->svc, 0, &snap);
+  rec->set_aside_at_call = snap.set_aside;
   cs_event ev = {.kind = CS_EV_FLUSH, .id = rec->id, .deadline_ns = deadline_local};
   int rc = cs_service_on_event(p->svc, sim_local_now(w, p), &ev);
   if (rc != CS_E_OK) sim_bail(w, SIM_EXIT_CRASH, "flush refused: %s", cs_strerror(rc));
@@ -565,6 +570,7 @@ static void service_start(sim_world *w, sim_proc *p) {
   if (rc != CS_E_OK) sim_bail(w, SIM_EXIT_CRASH, "service init: %s", msg);
   p->svc_started = true;
   p->forbidden_heads = 0;
+  sim_check_service_start(w, p);
   uint64_t local = sim_local_now(w, p);
   cs_event start = {.kind = CS_EV_START};
   cs_service_on_event(p->svc, local, &start);
@@ -650,6 +656,7 @@ static void exec_engine_action(sim_world *w, sim_proc *p, const cs_engine_action
     fprintf(w->opts->out, "%12.6f p%u  engine %s err=%d\n", (double)w->now_ns / 1e9, p->index,
             cs_engine_step_name(act->step), act->err);
   if (act->step == CS_STEP_REPORT) {
+    sim_check_engine_report(w, p, act);
     if (act->opkind == CS_ENGINE_OP_CLOSE) w->counters.close_done++;
     if (act->opkind == CS_ENGINE_OP_REPLACE) w->counters.replace_done++;
     if (act->err != CS_E_OK) w->counters.engine_failures++;
@@ -733,6 +740,7 @@ void sim_proc_pump(sim_world *w, sim_proc *p) {
     if (!progress) break;
   }
   sim_check_step(w);
+  sim_check_proc(w, p);
   schedule_wake(w, p);
 }
 
@@ -843,6 +851,14 @@ void sim_engine_start(sim_world *w, sim_proc *p, cs_engine_opkind op, uint64_t a
   if (op == CS_ENGINE_OP_REPLACE) rc = cs_engine_replace(&p->engine, local, arg_ns);
   if (op == CS_ENGINE_OP_FLUSH) rc = cs_engine_flush(&p->engine, local, local + arg_ns);
   if (rc == CS_E_OK) p->engine_op = op;
+  if (rc == CS_E_OK && op == CS_ENGINE_OP_FLUSH) {
+    p->engine_flush_mark = p->next_capture_id;
+    p->engine_flush_low = p->next_capture_id;
+    for (uint32_t i = 0; i < SIM_PENDING_PACKS; i++)
+      if (p->pending[i].used && !p->pending[i].sealing && p->pending[i].records > 0 &&
+          p->pending[i].capture_first < p->engine_flush_low)
+        p->engine_flush_low = p->pending[i].capture_first;
+  }
   sim_proc_pump(w, p);
 }
 

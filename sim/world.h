@@ -40,6 +40,10 @@ typedef struct sim_pack {
   uint32_t puts;          /* PUTs applied by the store */
   uint32_t reported;      /* times a flush of reporter named it as set aside */
   cs_uuid reporter;       /* lease id of the service that last reported it */
+  /* What each proc's current service was told (svc_gen, 0 = nothing): the checker's memory. */
+  uint32_t verified_gen[SIM_PROCS_MAX];  /* a HEAD showed its size and checksum */
+  uint32_t held_gen[SIM_PROCS_MAX];      /* a committed-ids answer said the catalog holds it */
+  uint32_t too_large_gen[SIM_PROCS_MAX]; /* an INDEX of it alone was refused as too large */
 } sim_pack;
 
 typedef struct sim_object {
@@ -132,6 +136,7 @@ typedef struct sim_flush_call {
   uint64_t boundary_order;
   uint32_t expect;     /* cs_plan_flush_expect */
   bool from_engine;
+  uint64_t set_aside_at_call; /* the service's set-aside count when the flush was called */
 } sim_flush_rec;
 
 typedef struct sim_proc {
@@ -187,6 +192,15 @@ typedef struct sim_proc {
   uint64_t fail_bucket_start_ns;
   uint32_t fail_bucket_count;
   uint64_t forbidden_heads; /* reconcile HEADs answered 403 to the current service */
+  uint64_t failed_heads;    /* reconcile HEADs that failed in any way (not OK, not 404) */
+  uint64_t reported_total;  /* set-aside packs the current service's flushes reported */
+  uint32_t split_bound;     /* after a batch refused as too large: the next INDEX holds at most this many */
+  uint64_t split_cycle;     /* the service's cycle count when split_bound was set: it holds in that cycle */
+  uint64_t splits_seen;     /* multi-pack batches the catalog refused (too large or invalid): splits */
+  uint64_t engine_flush_mark; /* next_capture_id when the engine flush in progress was called */
+  uint64_t engine_flush_low;  /* the first record then still in the sink (unsealed) */
+  uint64_t lease_ops_bucket_start_ns; /* the request-volume bound on lease requests (one TTL) */
+  uint32_t lease_ops_bucket;
   /* Wake-up bookkeeping. */
   uint64_t wake_at_ns;
   uint32_t spins;           /* consecutive quiet pumps with a deadline already due */
@@ -310,6 +324,7 @@ typedef struct sim_world {
   uint64_t apply_delay_max_ns; /* rows land up to this long after the fence check */
   uint64_t last_holder_term;
   uint32_t last_holder_proc;
+  uint32_t lease_ops_max_seen; /* the most lease requests a proc sent within one TTL */
   uint32_t effective_term_proc[64]; /* proc with effective writes, by term % 64 */
   uint64_t effective_term[64];
   /* Network. */
@@ -368,6 +383,11 @@ void sim_check_effective_write(sim_world *w, const sim_req *req);
 void sim_check_publish(sim_world *w, const sim_req *req);
 void sim_check_claim(sim_world *w, uint32_t proc, uint64_t term);
 void sim_check_step(sim_world *w);
+void sim_check_proc(sim_world *w, const sim_proc *p);
+void sim_check_send(sim_world *w, sim_proc *p, const cs_action *act, const sim_req *req);
+void sim_check_reply(sim_world *w, sim_proc *p, const sim_req *req, const cs_event *ev);
+void sim_check_engine_report(sim_world *w, sim_proc *p, const cs_engine_action *act);
+void sim_check_service_start(sim_world *w, sim_proc *p);
 void sim_check_backoff(sim_world *w, sim_proc *p);
 bool sim_check_drained(sim_world *w, char *why, size_t why_size);
 uint64_t sim_visible_records(const sim_world *w);
