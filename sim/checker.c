@@ -299,10 +299,22 @@ bool sim_check_drained(sim_world *w, char *why, size_t why_size) {
     if (w->procs[i].kind != PROC_RIVAL && !proc_drained(w, &w->procs[i], why, why_size)) return false;
   for (uint32_t i = 0; i < w->pack_count; i++) {
     const sim_pack *sp = &w->packs[i];
-    if (!sp->durable || sp->poison_large || sp->poison_invalid || sim_catalog_committed(w, i)) continue;
+    if (!sp->durable || sp->poison_large || sp->poison_invalid || sim_catalog_refuses_alone(w, i) ||
+        sim_catalog_committed(w, i))
+      continue;
     char id[CS_UUID_TEXT_LEN + 1];
     snprintf(why, why_size, "pack %s of p%u is durable but not visible%s", pack_name(w, i, id), sp->proc,
              sp->removed ? " (and gone from its spool)" : "");
+    return false;
+  }
+  /* Every poison pack in the store is recorded as rejected in the catalog (6.3). */
+  for (uint32_t i = 0; i < w->pack_count; i++) {
+    const sim_pack *sp = &w->packs[i];
+    bool poison = sp->poison_large || sp->poison_invalid || sim_catalog_refuses_alone(w, i);
+    if (!sp->durable || !poison || sp->rejected || !in_store(w, i)) continue;
+    char id[CS_UUID_TEXT_LEN + 1];
+    snprintf(why, why_size, "poison pack %s of p%u is in the store but not recorded as rejected", pack_name(w, i, id),
+             sp->proc);
     return false;
   }
   /* No duplicates: a proc's packs are created in capture order, so visible ranges must not overlap. */

@@ -885,7 +885,7 @@ static void window_end(sim_world *w, uint32_t i) {
   if (!win->active || w->now_ns < win->until_ns) return;
   win->active = false;
   if (win->catalog && win->mode == CS_PLAN_MODE_TOO_LARGE)
-    w->catalog_insert_bytes_max = w->base_svc.index_batch_bytes_max;
+    w->catalog_insert_bytes_max = w->catalog_insert_bytes_server;
   for (uint32_t k = 0; k < w->proc_count; k++) sim_proc_pump(w, &w->procs[k]);
 }
 
@@ -964,7 +964,7 @@ static void liveness_begin(sim_world *w) {
   w->liveness = true;
   if (w->opts->trace) fprintf(w->opts->out, "%12.6f     LIVENESS: faults healed\n", (double)w->now_ns / 1e9);
   for (uint32_t i = 0; i < SIM_WINDOWS_MAX; i++) w->windows[i].active = false;
-  w->catalog_insert_bytes_max = w->base_svc.index_batch_bytes_max;
+  w->catalog_insert_bytes_max = w->catalog_insert_bytes_server;
   for (uint32_t i = 0; i < w->proc_count; i++) {
     sim_proc *p = &w->procs[i];
     p->capturing = false;
@@ -1258,6 +1258,8 @@ static void world_setup(sim_world *w) {
     }
     w->catalog_insert_bytes_max = w->catalog_insert_bytes_max == 0 ? w->base_svc.index_batch_bytes_max : w->catalog_insert_bytes_max;
   }
+  /* What healing restores: a plan's statement limit is the server's configuration, not a fault. */
+  w->catalog_insert_bytes_server = w->opts->plan != NULL ? w->catalog_insert_bytes_max : w->base_svc.index_batch_bytes_max;
   /*
    * The fence margin must cover the rows' landing delay and one tick of the
    * catalog's clock (after the plan's settings, which may set either): between

@@ -320,6 +320,7 @@ typedef struct sim_world {
   uint64_t watermark;
   uint64_t watermark_sent_ns; /* when the publish that set the watermark was sent */
   uint64_t catalog_insert_bytes_max; /* the server's statement limit, which INDEX's inventory part meets */
+  uint64_t catalog_insert_bytes_server; /* the limit without faults (what healing restores) */
   uint64_t fence_margin_ns;
   uint64_t apply_delay_max_ns; /* rows land up to this long after the fence check */
   uint64_t last_holder_term;

@@ -244,13 +244,21 @@ static void flush_result_fill(cs_service *svc, const flush_entry *fl, cs_flush_r
   res->flush_id = fl->id;
   res->missing_packs = flush_missing(svc, fl->boundary_seq);
   res->owed_packs = cs_svc_owed_count(svc);
+#if CAPSTORE_MUTANT == 26 /* drained while packs are still owed to the catalog */
+  res->drained = res->missing_packs == 0;
+#else
   res->drained = res->missing_packs == 0 && res->owed_packs == 0;
+#endif
   res->err = res->drained ? CS_E_OK : CS_E_TIMEOUT;
   res->rejected_count = svc->rejected_unnamed;
   svc->rejected_unnamed = 0;
   for (uint32_t k = 0; k < svc->cfg.rejected_max; k++) {
     rejected_entry *rej = &svc->rejected[k];
     if (rej->seq == 0 || rej->reported) continue;
+#if CAPSTORE_MUTANT == 18 /* a set-aside pack is marked reported without being reported */
+    rej->reported = true;
+    continue;
+#endif
     res->rejected_count++;
     if (res->rejected_named < CS_FLUSH_REJECTED_MAX) {
       res->rejected[res->rejected_named++] = rej->pack_id;

@@ -91,6 +91,9 @@ static bool upload_issue(cs_service *svc, uint64_t now_ns, cs_action *out) {
 }
 
 static bool head_matches(const pack_slot *slot, const cs_event *ev) {
+#if CAPSTORE_MUTANT == 23 /* an upload verified by its size alone */
+  return ev->head.is_pack && ev->head.size_bytes == slot->ref.size_bytes;
+#endif
   return ev->head.is_pack && ev->head.size_bytes == slot->ref.size_bytes &&
          sha_equal(ev->head.sha256, slot->ref.sha256);
 }
@@ -122,6 +125,12 @@ static void upload_on_done(cs_service *svc, pack_slot *slot, const cs_event *ev)
     slot->upload = UPLOAD_VERIFY;
     return;
   }
+#if CAPSTORE_MUTANT == 24 /* an object already there with our checksum is sent again */
+  if (ev->outcome == CS_OUT_OK && head_matches(slot, ev) && step == UPLOAD_HEAD_FIRST) {
+    slot->upload = UPLOAD_PUT;
+    return;
+  }
+#endif
   if (ev->outcome == CS_OUT_OK && head_matches(slot, ev)) {
     upload_verified(svc, slot);
     return;
@@ -181,7 +190,11 @@ static void batches_build(cs_service *svc) {
     uint64_t bytes = 0;
     while (first + count < svc->work_count) {
       uint64_t b = svc->slots[svc->work[first + count]].ref.index_bytes;
+#if CAPSTORE_MUTANT == 15 /* a batch may end one pack over the byte budget */
+      if (count > 0 && bytes > svc->cfg.index_batch_bytes_max) break;
+#else
       if (count > 0 && bytes + b > svc->cfg.index_batch_bytes_max) break;
+#endif
       bytes += b;
       count++;
     }
@@ -255,14 +268,24 @@ static bool index_issue(cs_service *svc, uint64_t now_ns, cs_action *out) {
 
 /* Halves the top batch; the first half ends up on top. */
 static void batch_split(cs_service *svc, batch_range top) {
+#if CAPSTORE_MUTANT == 16 /* a refused batch loses one pack at a time instead of being halved */
+  uint32_t half = top.count - 1;
+#else
   uint32_t half = top.count / 2;
+#endif
   batches_push(svc, top.first + half, top.count - half);
   batches_push(svc, top.first, half);
+#if CAPSTORE_MUTANT != 27 /* mutant 27: the snapshot does not count splits */
   svc->stats.batch_splits++;
+#endif
 }
 
 static void index_refused_one(cs_service *svc, pack_slot *slot, cs_outcome outcome) {
+#if CAPSTORE_MUTANT == 17 /* a pack refused alone as too large is retried like a content refusal */
+  if (outcome == CS_OUT_COUNT_) {
+#else
   if (outcome == CS_OUT_TOO_LARGE) {
+#endif
     cs_svc_set_aside(svc, slot, "catalog refused it as too large");
     return;
   }
@@ -418,6 +441,9 @@ static bool reject_issue(cs_service *svc, uint64_t now_ns, cs_action *out, cs_op
 }
 
 static bool reject_wanted(const cs_service *svc, uint64_t now_ns) {
+#if CAPSTORE_MUTANT == 29 /* set-aside packs are never recorded as rejected in the catalog */
+  return false && now_ns;
+#endif
   return cs_svc_is_publisher(svc) && cs_svc_lease_usable(svc, now_ns) && cs_svc_rejected_unrecorded(svc) > 0;
 }
 

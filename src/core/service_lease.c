@@ -183,8 +183,16 @@ static void on_read(cs_service *svc, uint64_t now_ns, const cs_event *ev) {
   svc->lease = CS_LEASE_HELD;
   svc->lease_renewing = false;
   svc->lease_term = svc->lease_base_term + 1;
+#if CAPSTORE_MUTANT == 28 /* the holder counts its TTL from the answer, without the guard */
+  svc->lease_expires_ns = now_ns + svc->cfg.lease_ttl_ns;
+#else
   svc->lease_expires_ns = svc->lease_claim_sent_ns + svc->cfg.lease_ttl_ns - svc->cfg.lease_guard_ns;
+#endif
+#if CAPSTORE_MUTANT == 25 /* the renewal timer in the wrong unit (TTL/3 read as microseconds) */
+  svc->lease_next_ns = svc->lease_claim_sent_ns + svc->cfg.lease_ttl_ns / 3000;
+#else
   svc->lease_next_ns = svc->lease_claim_sent_ns + svc->cfg.lease_ttl_ns / 3;
+#endif
   if (renewal) {
     svc->stats.lease_renewals++;
   } else if (svc->next_version <= svc->lease_watermark) {

@@ -126,7 +126,12 @@ static bool key_segment_odd(const char *key, size_t len) {
 static void page_add(cs_service *svc, const char *key) {
   size_t len = strnlen(key, CS_KEY_MAX);
   cs_uuid id;
+#if CAPSTORE_MUTANT == 20 /* a key that names no pack id is looked up anyway (a zero id) */
+  if (cs_key_pack_id(key, len, &id) != CS_E_OK) memset(&id, 0, sizeof id);
+  if (len >= CS_KEY_MAX || key_segment_odd(key, len)) {
+#else
   if (len >= CS_KEY_MAX || key_segment_odd(key, len) || cs_key_pack_id(key, len, &id) != CS_E_OK) {
+#endif
     svc->stats.reconcile_skipped++;
     return;
   }
@@ -190,6 +195,9 @@ void cs_svc_recon_committed_on_done(cs_service *svc, const cs_event *ev) {
   }
   for (uint32_t i = 0; i < svc->page_count; i++) {
     bool known = ev->held[i] || (ev->rejected != NULL && ev->rejected[i]);
+#if CAPSTORE_MUTANT == 21 /* reconcile HEADs every key of the page, held or not */
+    known = known && ev->rejected != NULL && ev->rejected[i];
+#endif
     svc->page[i].state = known ? PAGE_HELD : PAGE_CANDIDATE;
   }
   svc->page_checked = true;
@@ -246,7 +254,11 @@ void cs_svc_recon_head_on_done(cs_service *svc, const request *req, const cs_eve
   svc->stats.reconcile_skipped++;
   return;
 #endif
+#if CAPSTORE_MUTANT == 19 /* only a refusal counts as a HEAD error; a HEAD that timed out or failed does not */
+  if (!cs_outcome_is_outage(ev->outcome)) svc->stats.reconcile_head_errors++;
+#else
   svc->stats.reconcile_head_errors++;
+#endif
   cs_svc_set_error(svc, "reconcile HEAD", entry->ref.key, ev->outcome);
   if (cs_outcome_is_outage(ev->outcome)) {
     entry->state = PAGE_CANDIDATE;
