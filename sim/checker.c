@@ -495,3 +495,42 @@ void sim_check_engine_report(sim_world *w, sim_proc *p, const cs_engine_action *
              " records in its sink at the call are not %s", p->index, mark - low - covered, mark - low,
              p->kind == PROC_UPLOADER ? "uploaded" : "visible");
 }
+
+/* ---- the sink's contract (DESIGN.md 2, 4): seal policy, quota, nothing dropped silently ---- */
+
+/* After every admit: the quota holds and every answer that was not an admission is counted. */
+void sim_check_admit(sim_world *w, const sim_proc *p, int rc, uint64_t first_try_local_ns) {
+  uint64_t waited = sim_local_now(w, p) - first_try_local_ns;
+  if (rc == CS_E_WOULD_BLOCK && waited > p->sink_cfg.block_max_ns)
+    sim_bail(w, SIM_EXIT_SAFETY, "p%u's sink still blocks a record %.3f s after its first try (at most %.3f s)",
+             p->index, (double)waited / 1e9, (double)p->sink_cfg.block_max_ns / 1e9);
+  cs_sink_stats st;
+  cs_sink_stats_get(&p->sink, &st);
+  /* Sealed packs count at their size on disk: their records' bytes plus the format's overhead. */
+  uint64_t overhead = (uint64_t)st.spool_packs * (256u + 64u * (uint64_t)p->sink_cfg.pack_records_max);
+  if (st.spool_bytes > p->sink_cfg.spool_bytes_max + overhead || st.spool_packs > p->sink_cfg.spool_packs_max)
+    sim_bail(w, SIM_EXIT_SAFETY, "p%u's sink holds %" PRIu64 " bytes in %u packs, over its quota (%" PRIu64 " bytes, %u packs)",
+             p->index, st.spool_bytes, st.spool_packs, p->sink_cfg.spool_bytes_max, p->sink_cfg.spool_packs_max);
+  if (st.refused_full + st.refused_sealing + st.refused_closed != p->sink_refused || st.would_block != p->sink_blocked)
+    sim_bail(w, SIM_EXIT_SAFETY, "p%u's sink refused %" PRIu64 " records and blocked %" PRIu64 " but counts %" PRIu64
+             " and %" PRIu64, p->index, p->sink_refused, p->sink_blocked,
+             st.refused_full + st.refused_sealing + st.refused_closed, st.would_block);
+}
+
+/* A pack is sealed by its record count, its bytes and its linger, whichever comes first. */
+void sim_check_sink_seal(sim_world *w, const sim_proc *p, const sim_pending_pack *pp) {
+  const cs_sink_config *cfg = &p->sink_cfg;
+  if (pp->records > cfg->pack_records_max)
+    sim_bail(w, SIM_EXIT_SAFETY, "p%u sealed a pack of %u records, over its limit of %u", p->index, pp->records,
+             cfg->pack_records_max);
+  if (pp->records > 1 && pp->bytes > cfg->pack_bytes_max)
+    sim_bail(w, SIM_EXIT_SAFETY, "p%u sealed a pack of %" PRIu64 " bytes, over its limit of %" PRIu64, p->index, pp->bytes,
+             cfg->pack_bytes_max);
+  uint64_t waited = sim_local_now(w, p) - pp->first_local_ns;
+  bool paused = p->last_pause_end_ns != 0 && p->last_pause_end_local_ns >= pp->first_local_ns; /* frozen, not late */
+  bool slots_busy = p->seals_full_local_ns >= pp->first_local_ns; /* the disk is behind: the seal waits */
+  if (waited > cfg->linger_ns + SIM_LINGER_SLACK_NS && !p->seal_asked && !paused && !slots_busy)
+    sim_bail(w, SIM_EXIT_SAFETY, "p%u sealed a pack %.3f s after its first record, past its linger of %.3f s", p->index,
+             (double)waited / 1e9, (double)cfg->linger_ns / 1e9);
+  if (waited > w->linger_over_max_ns + cfg->linger_ns) w->linger_over_max_ns = waited - cfg->linger_ns;
+}

@@ -282,7 +282,15 @@ static uint32_t pack_create(sim_world *w, sim_proc *p, uint32_t records, uint64_
   return index;
 }
 
+/* When every seal slot of the sink is busy, its linger seals wait: the checker excuses them. */
+static void seals_full_note(sim_world *w, sim_proc *p) {
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < SIM_PENDING_PACKS; i++) n += p->pending[i].used && p->pending[i].sealing;
+  if (n >= CS_SINK_SEALS_MAX) p->seals_full_local_ns = sim_local_now(w, p);
+}
+
 static void seal_ack(sim_world *w, sim_proc *p, uint32_t file, int err) {
+  seals_full_note(w, p);
   sim_file *f = &p->files[file];
   sim_pack *pack = &w->packs[f->pack];
   uint64_t seq = 0;
@@ -346,7 +354,9 @@ static void exec_sink_seal(sim_world *w, sim_proc *p, const cs_sink_action *act)
   if (act->record_count != pp->records)
     sim_bail(w, SIM_EXIT_SAFETY, "proc %u: sink sealed pack %" PRIu64 " with %u records, %u were admitted",
              p->index, act->pack_seq, act->record_count, pp->records);
+  sim_check_sink_seal(w, p, pp);
   pp->sealing = true;
+  seals_full_note(w, p);
   uint32_t pack = pack_create(w, p, pp->records, pp->bytes, 256u + 96u * pp->records);
   w->packs[pack].capture_first = pp->capture_first;
   uint32_t file = file_alloc(w, p);
@@ -592,6 +602,16 @@ static void sweep_open(sim_world *w, sim_proc *p) {
   memset(p->pending, 0, sizeof p->pending);
 }
 
+/* The pack's seal is still in flight (its acknowledgement will count it). */
+static bool still_sealing(const sim_world *w, const sim_proc *p, uint32_t pack) {
+  const sim_pack *sp = &w->packs[pack];
+  for (uint32_t i = 0; i < SIM_PENDING_PACKS; i++)
+    if (p->pending[i].used && p->pending[i].sealing && p->pending[i].capture_first == sp->capture_first &&
+        p->pending[i].records == sp->ref.record_count)
+      return true;
+  return false;
+}
+
 static void sink_open(sim_world *w, sim_proc *p) {
   /* A sink that was asked to seal but was late may still finish in the background. */
   if (p->sink_open && !p->sink_closed && !p->seal_asked)
@@ -605,13 +625,17 @@ static void sink_open(sim_world *w, sim_proc *p) {
     if (p->pending[i].used && !p->pending[i].sealing) p->pending[i].used = false;
   for (uint32_t i = 0; i < SIM_PENDING_PACKS; i++)
     if (p->pending[i].used) p->pending[i].seq = 0; /* old numbering: never matched by seq again */
+  /* Ready packs count against the new sink's quota; one still sealing counts when its seal ends (seal_ack). */
   for (uint32_t i = 0; i < SIM_FILES_MAX; i++)
-    if (p->files[i].state == FILE_READY) cs_sink_on_recovered(&p->sink, w->packs[p->files[i].pack].ref.size_bytes);
+    if (p->files[i].state == FILE_READY && !still_sealing(w, p, p->files[i].pack))
+      cs_sink_on_recovered(&p->sink, w->packs[p->files[i].pack].ref.size_bytes);
   p->sink_open = true;
   p->sink_closed = false;
   p->seal_asked = false;
   p->capturing = p->workload && !w->liveness;
   p->capture_retry_first_local = 0;
+  p->sink_refused = 0;
+  p->sink_blocked = 0;
   if (p->capturing) sim_schedule(w, w->now_ns + w->capture_interval_ns, EV_CAPTURE, p->index, 0, 0);
 }
 
@@ -768,6 +792,9 @@ static void capture(sim_world *w, sim_proc *p) {
   uint64_t seq = 0;
   int rc = cs_sink_admit(&p->sink, local, bytes, first, &seq);
   uint64_t next = w->now_ns + rand_range(&w->prng_workload, 1, 2 * w->capture_interval_ns);
+  if (rc == CS_E_WOULD_BLOCK) p->sink_blocked++;
+  else if (rc != CS_E_OK) p->sink_refused++;
+  sim_check_admit(w, p, rc, first);
   if (rc == CS_E_WOULD_BLOCK) {
     p->capture_retry_first_local = first;
     p->capture_retry_bytes = bytes;
@@ -776,7 +803,7 @@ static void capture(sim_world *w, sim_proc *p) {
     p->capture_retry_first_local = 0;
     if (rc == CS_E_OK) {
       sim_pending_pack *pp = pending_for(w, p, seq);
-      if (pp->records == 0) pp->capture_first = p->next_capture_id;
+      if (pp->records == 0) pp->capture_first = p->next_capture_id, pp->first_local_ns = local;
       if (pp->capture_first + pp->records != p->next_capture_id)
         sim_bail(w, SIM_EXIT_CRASH, "proc %u: records of pack %" PRIu64 " interleave", p->index, seq);
       pp->records++;

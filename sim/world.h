@@ -22,6 +22,8 @@
 #define SIM_PENDING_PACKS 16u
 #define SIM_FLUSHES_MAX 16u
 #define SIM_NONE UINT32_MAX
+/* A seal may come this much after the linger: the pump runs at the deadline, give or take a tick. */
+#define SIM_LINGER_SLACK_NS (50u * CS_MS_NS)
 
 typedef enum proc_kind { PROC_PUBLISHER = 1, PROC_UPLOADER, PROC_RIVAL } proc_kind;
 
@@ -126,6 +128,7 @@ typedef struct sim_pending_pack {
   uint64_t capture_first;
   uint32_t records;
   uint64_t bytes;
+  uint64_t first_local_ns; /* when its first record was admitted (the linger clock) */
 } sim_pending_pack;
 
 typedef struct sim_flush_call {
@@ -181,6 +184,9 @@ typedef struct sim_proc {
   bool workload;
   uint64_t capture_retry_first_local; /* 0 when no record is waiting */
   uint64_t capture_retry_bytes;
+  uint64_t sink_refused;    /* admits the current sink answered with a refusal (not would-block) */
+  uint64_t sink_blocked;    /* admits it answered would-block */
+  uint64_t seals_full_local_ns; /* last time every seal slot of the sink was busy */
   /* Flushes issued to the service. */
   sim_flush_rec flushes[SIM_FLUSHES_MAX];
   uint64_t next_flush_id;
@@ -325,7 +331,8 @@ typedef struct sim_world {
   uint64_t apply_delay_max_ns; /* rows land up to this long after the fence check */
   uint64_t last_holder_term;
   uint32_t last_holder_proc;
-  uint32_t lease_ops_max_seen; /* the most lease requests a proc sent within one TTL */
+  uint32_t lease_ops_max_seen;
+  uint64_t linger_over_max_ns; /* the most lease requests a proc sent within one TTL */
   uint32_t effective_term_proc[64]; /* proc with effective writes, by term % 64 */
   uint64_t effective_term[64];
   /* Network. */
@@ -389,6 +396,8 @@ void sim_check_send(sim_world *w, sim_proc *p, const cs_action *act, const sim_r
 void sim_check_reply(sim_world *w, sim_proc *p, const sim_req *req, const cs_event *ev);
 void sim_check_engine_report(sim_world *w, sim_proc *p, const cs_engine_action *act);
 void sim_check_service_start(sim_world *w, sim_proc *p);
+void sim_check_admit(sim_world *w, const sim_proc *p, int rc, uint64_t first_try_local_ns);
+void sim_check_sink_seal(sim_world *w, const sim_proc *p, const sim_pending_pack *pp);
 void sim_check_backoff(sim_world *w, sim_proc *p);
 bool sim_check_drained(sim_world *w, char *why, size_t why_size);
 uint64_t sim_visible_records(const sim_world *w);

@@ -161,6 +161,9 @@ static void sink_seal_or_defer(cs_sink *sink, cs_seal_reason reason) {
 static uint64_t sink_linger_deadline(const cs_sink *sink) {
   assert(sink->open_seq != 0);
   assert(sink->cfg.linger_ns >= CS_MS_NS);
+#if CAPSTORE_MUTANT == 31 /* the linger doubled */
+  return add_saturating(sink->open_first_ns, 2 * sink->cfg.linger_ns);
+#endif
   return add_saturating(sink->open_first_ns, sink->cfg.linger_ns);
 }
 
@@ -223,7 +226,11 @@ static admit_plan sink_admit_plan(const cs_sink *sink, uint64_t record_bytes, ui
   assert(sink->open_records < sink->cfg.pack_records_max);
   assert(sink->open_footer_bytes <= sink->cfg.pack_footer_bytes_max);
   admit_plan plan = {0};
+#if CAPSTORE_MUTANT == 30 /* a pack grows past its byte limit: the record that overflows it joins it */
+  plan.seal_before = sink->open_seq != 0 && (sink->open_bytes > sink->cfg.pack_bytes_max ||
+#else
   plan.seal_before = sink->open_seq != 0 && (record_bytes > sink->cfg.pack_bytes_max - sink->open_bytes ||
+#endif
                                              footer_bytes > sink->cfg.pack_footer_bytes_max - sink->open_footer_bytes);
   plan.new_pack = sink->open_seq == 0 || plan.seal_before;
   uint32_t records_after = plan.new_pack ? 1u : sink->open_records + 1u;
@@ -241,7 +248,11 @@ static admit_room sink_admit_room(const cs_sink *sink, uint64_t record_bytes, co
   uint64_t spool_bytes = sink_spool_bytes(sink);
   uint64_t packs_after = (uint64_t)sink_spool_packs(sink) + (plan->new_pack ? 1u : 0u);
   uint32_t seals_after = sink->seals_count + (plan->seal_before ? 1u : 0u) + (plan->seal_after ? 1u : 0u);
+#if CAPSTORE_MUTANT == 32 /* the pack quota admits one pack more */
+  if (packs_after > sink->cfg.spool_packs_max + 1) return ADMIT_QUOTA;
+#else
   if (packs_after > sink->cfg.spool_packs_max) return ADMIT_QUOTA;
+#endif
   if (spool_bytes > sink->cfg.spool_bytes_max) return ADMIT_QUOTA;
   if (record_bytes > sink->cfg.spool_bytes_max - spool_bytes) return ADMIT_QUOTA;
   return seals_after <= CS_SINK_SEALS_MAX ? ADMIT_FITS : ADMIT_SEALS;
@@ -256,6 +267,9 @@ static int sink_refuse_full(cs_sink *sink, uint64_t now_ns, uint64_t first_try_n
   assert(first_try_ns <= now_ns && room != ADMIT_FITS);
   assert(sink->cfg.full_policy == CS_FULL_BLOCK || sink->cfg.full_policy == CS_FULL_REFUSE);
   uint64_t give_up_ns = add_saturating(first_try_ns, sink->cfg.block_max_ns);
+#if CAPSTORE_MUTANT == 34 /* a producer blocked without a bound */
+  give_up_ns = CS_NEVER;
+#endif
   if (sink->cfg.full_policy == CS_FULL_BLOCK && now_ns < give_up_ns) {
     sink->stats.would_block++;
     return CS_E_WOULD_BLOCK;
@@ -264,7 +278,9 @@ static int sink_refuse_full(cs_sink *sink, uint64_t now_ns, uint64_t first_try_n
     sink->stats.refused_sealing++;
     return CS_E_FULL;
   }
+#if CAPSTORE_MUTANT != 33 /* mutant 33: a refusal for the quota is not counted */
   sink->stats.refused_full++;
+#endif
   return CS_E_SPOOL_FULL;
 }
 
