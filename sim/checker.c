@@ -111,6 +111,10 @@ void sim_check_flush_done(sim_world *w, sim_proc *p, const cs_flush_result *res)
     w->counters.flush_not_drained++;
   }
   flush_rejected(w, p, res);
+  /* An answer that is not drained says what is missing. */
+  if (!res->drained && res->err == CS_E_TIMEOUT && res->missing_packs + res->owed_packs == 0)
+    sim_bail(w, SIM_EXIT_SAFETY, "flush %" PRIu64 " of p%u was not drained but names nothing missing or owed",
+             res->flush_id, p->index);
   /* Every pack set aside before the call is reported by this answer or an earlier one (6.3). */
   p->reported_total += res->rejected_count;
   if (res->err != CS_E_CLOSED && p->reported_total < rec->set_aside_at_call)
@@ -332,11 +336,12 @@ bool sim_check_drained(sim_world *w, char *why, size_t why_size) {
 /* ---- what a service sends and is told (DESIGN.md 6.1, 6.2, 6.5, 6.8, 6.11) ---- */
 
 void sim_check_service_start(sim_world *w, sim_proc *p) {
-  (void)w;
   p->failed_heads = 0;
   p->reported_total = 0;
   p->split_bound = 0;
   p->splits_seen = 0;
+  p->list_bucket = 0; /* a new service reconciles at start: a new pass */
+  p->list_bucket_start_ns = w->now_ns;
 }
 
 /* An id that may enter a catalog query: a pack's, or one a canonical pack key in the store names. */
@@ -411,6 +416,40 @@ static void check_volume(sim_world *w, sim_proc *p, cs_op op) {
   if (p->lease_ops_bucket > w->lease_ops_max_seen) w->lease_ops_max_seen = p->lease_ops_bucket;
 }
 
+/* A pack refused for its content is set aside only after index_attempts_max refusals (6.2). */
+static void check_reject(sim_world *w, const sim_proc *p, const sim_req *req) {
+  for (uint32_t i = 0; i < req->count; i++) {
+    if (req->packs[i] == SIM_NONE) continue;
+    const sim_pack *sp = &w->packs[req->packs[i]];
+    if (!sp->poison_invalid || sp->poison_large || sim_catalog_refuses_alone(w, req->packs[i])) continue;
+    uint32_t refusals = sp->invalid_gen[p->index] == p->svc_gen ? sp->invalid_count[p->index] : 0;
+    if (refusals < p->svc_cfg.index_attempts_max) {
+      char id[CS_UUID_TEXT_LEN + 1];
+      sim_bail(w, SIM_EXIT_SAFETY, "p%u set pack %s aside after %u content refusals (index_attempts_max %u)", p->index,
+               pack_name(w, req->packs[i], id), refusals, p->svc_cfg.index_attempts_max);
+    }
+  }
+}
+
+/*
+ * Reconcile pages listed per interval: one pass (a page per list_page_max
+ * keys in the store, and the last; failed LISTs are retried with backoff and
+ * not counted here). The interval in the wrong unit lists the bucket a
+ * thousand times over.
+ */
+static void check_list_volume(sim_world *w, sim_proc *p) {
+  uint64_t window = p->svc_cfg.reconcile_interval_ns != 0 ? p->svc_cfg.reconcile_interval_ns : p->svc_cfg.backoff_cap_ns;
+  if (w->now_ns >= p->list_bucket_start_ns + window) {
+    p->list_bucket_start_ns = w->now_ns;
+    p->list_bucket = 0;
+  }
+  uint32_t bound = 4 * (w->object_count / p->svc_cfg.list_page_max + 2) + 16;
+  if (++p->list_bucket > bound)
+    sim_bail(w, SIM_EXIT_SAFETY, "p%u sent more than %u reconcile LISTs within one reconcile interval (%.1f s, %u objects)",
+             p->index, bound, (double)window / 1e9, w->object_count);
+  if (p->list_bucket > w->list_max_seen) w->list_max_seen = p->list_bucket;
+}
+
 void sim_check_send(sim_world *w, sim_proc *p, const cs_action *act, const sim_req *req) {
   char id[CS_UUID_TEXT_LEN + 1];
   check_volume(w, p, act->op);
@@ -434,8 +473,11 @@ void sim_check_send(sim_world *w, sim_proc *p, const cs_action *act, const sim_r
     check_ids(w, p, act);
     check_index(w, p, act, req);
     return;
-  case CS_OP_CAT_COMMITTED:
-  case CS_OP_CAT_REJECT: check_ids(w, p, act); return;
+  case CS_OP_CAT_COMMITTED: check_ids(w, p, act); return;
+  case CS_OP_CAT_REJECT:
+    check_ids(w, p, act);
+    check_reject(w, p, req);
+    return;
   default: return;
   }
 }
@@ -446,8 +488,10 @@ static bool head_shows(const sim_pack *sp, const cs_event *ev) {
 }
 
 void sim_check_reply(sim_world *w, sim_proc *p, const sim_req *req, const cs_event *ev) {
-  (void)w;
   switch (req->op) {
+  case CS_OP_STORE_LIST:
+    if (ev->outcome == CS_OUT_OK) check_list_volume(w, p);
+    return;
   case CS_OP_STORE_HEAD: {
     /* Every failed reconcile HEAD, of any kind, must be counted as a HEAD error (6.8). */
     if (req->head_only && ev->outcome != CS_OUT_OK && ev->outcome != CS_OUT_NOT_FOUND) p->failed_heads++;
@@ -470,6 +514,10 @@ void sim_check_reply(sim_world *w, sim_proc *p, const sim_req *req, const cs_eve
       p->splits_seen++;
     } else if (ev->outcome == CS_OUT_TOO_LARGE && req->packs[0] != SIM_NONE) {
       w->packs[req->packs[0]].too_large_gen[p->index] = p->svc_gen;
+    } else if (req->packs[0] != SIM_NONE) {
+      sim_pack *sp = &w->packs[req->packs[0]];
+      if (sp->invalid_gen[p->index] != p->svc_gen) sp->invalid_gen[p->index] = p->svc_gen, sp->invalid_count[p->index] = 0;
+      sp->invalid_count[p->index]++;
     }
     return;
   default: return;
@@ -482,6 +530,22 @@ void sim_check_reply(sim_world *w, sim_proc *p, const sim_req *req, const cs_eve
  * visible (an uploader's: uploaded), or set aside as poison (6.6).
  */
 void sim_check_engine_report(sim_world *w, sim_proc *p, const cs_engine_action *act) {
+  if (act->opkind == CS_ENGINE_OP_CLOSE || act->opkind == CS_ENGINE_OP_REPLACE) {
+    /*
+     * Close (and replace) answer within their budget, plus the stop (requests
+     * in flight end within one request timeout) and the release (one request):
+     * two request timeouts (6.9).
+     */
+    uint64_t took = sim_local_now(w, p) - p->engine_op_started_local;
+    uint64_t limit = p->engine_op_budget_ns + 2 * p->svc_cfg.request_timeout_ns;
+    bool paused = p->last_pause_end_ns != 0 && p->last_pause_end_local_ns >= p->engine_op_started_local;
+    if (took > limit && !paused)
+      sim_bail(w, SIM_EXIT_SAFETY, "p%u's %s took %.3f s, past its budget of %.3f s", p->index,
+               act->opkind == CS_ENGINE_OP_CLOSE ? "close" : "replace", (double)took / 1e9,
+               (double)p->engine_op_budget_ns / 1e9);
+    if (took > p->engine_op_budget_ns && took - p->engine_op_budget_ns > w->close_over_max_ns)
+      w->close_over_max_ns = took - p->engine_op_budget_ns;
+  }
   if (act->opkind != CS_ENGINE_OP_FLUSH || act->err != CS_E_OK) return;
   uint64_t low = p->engine_flush_low, mark = p->engine_flush_mark, covered = 0;
   for (uint32_t i = 0; i < w->pack_count && low < mark; i++) {

@@ -877,7 +877,7 @@ void sim_engine_start(sim_world *w, sim_proc *p, cs_engine_opkind op, uint64_t a
   if (op == CS_ENGINE_OP_CLOSE) rc = cs_engine_close(&p->engine, local, arg_ns);
   if (op == CS_ENGINE_OP_REPLACE) rc = cs_engine_replace(&p->engine, local, arg_ns);
   if (op == CS_ENGINE_OP_FLUSH) rc = cs_engine_flush(&p->engine, local, local + arg_ns);
-  if (rc == CS_E_OK) p->engine_op = op;
+  if (rc == CS_E_OK) p->engine_op = op, p->engine_op_started_local = local, p->engine_op_budget_ns = arg_ns;
   if (rc == CS_E_OK && op == CS_ENGINE_OP_FLUSH) {
     p->engine_flush_mark = p->next_capture_id;
     p->engine_flush_low = p->next_capture_id;

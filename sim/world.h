@@ -46,6 +46,8 @@ typedef struct sim_pack {
   uint32_t verified_gen[SIM_PROCS_MAX];  /* a HEAD showed its size and checksum */
   uint32_t held_gen[SIM_PROCS_MAX];      /* a committed-ids answer said the catalog holds it */
   uint32_t too_large_gen[SIM_PROCS_MAX]; /* an INDEX of it alone was refused as too large */
+  uint32_t invalid_gen[SIM_PROCS_MAX];   /* ... refused for its content, invalid_count times */
+  uint32_t invalid_count[SIM_PROCS_MAX];
 } sim_pack;
 
 typedef struct sim_object {
@@ -207,6 +209,9 @@ typedef struct sim_proc {
   uint64_t engine_flush_low;  /* the first record then still in the sink (unsealed) */
   uint64_t lease_ops_bucket_start_ns; /* the request-volume bound on lease requests (one TTL) */
   uint32_t lease_ops_bucket;
+  uint64_t list_bucket_start_ns; /* the request-volume bound on reconcile LISTs (one interval) */
+  uint32_t list_bucket;
+  uint64_t engine_op_budget_ns;  /* close or replace in progress: its budget */
   /* Wake-up bookkeeping. */
   uint64_t wake_at_ns;
   uint32_t spins;           /* consecutive quiet pumps with a deadline already due */
@@ -332,6 +337,8 @@ typedef struct sim_world {
   uint64_t last_holder_term;
   uint32_t last_holder_proc;
   uint32_t lease_ops_max_seen;
+  uint32_t list_max_seen;
+  uint64_t close_over_max_ns;
   uint64_t linger_over_max_ns; /* the most lease requests a proc sent within one TTL */
   uint32_t effective_term_proc[64]; /* proc with effective writes, by term % 64 */
   uint64_t effective_term[64];

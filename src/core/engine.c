@@ -285,6 +285,9 @@ int cs_engine_flush(cs_engine *engine, uint64_t now_ns, uint64_t deadline_ns) {
 }
 
 int cs_engine_close(cs_engine *engine, uint64_t now_ns, uint64_t budget_ns) {
+#if CAPSTORE_MUTANT == 37 /* close without its budget */
+  budget_ns = CS_NEVER;
+#endif
   uint64_t end_ns = add_saturating(now_ns, budget_ns);
   int err = engine_begin(engine, CS_ENGINE_OPEN, CS_ENGINE_OP_CLOSE, CS_ENGINE_CLOSING, end_ns);
   if (err != CS_E_OK) return err;
@@ -293,6 +296,9 @@ int cs_engine_close(cs_engine *engine, uint64_t now_ns, uint64_t budget_ns) {
 }
 
 int cs_engine_replace(cs_engine *engine, uint64_t now_ns, uint64_t budget_ns) {
+#if CAPSTORE_MUTANT == 37
+  budget_ns = CS_NEVER;
+#endif
   uint64_t end_ns = add_saturating(now_ns, budget_ns);
   int err = engine_begin(engine, CS_ENGINE_OPEN, CS_ENGINE_OP_REPLACE, CS_ENGINE_REPLACING, end_ns);
   if (err != CS_E_OK) return err;

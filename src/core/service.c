@@ -244,12 +244,20 @@ static void flush_result_fill(cs_service *svc, const flush_entry *fl, cs_flush_r
   res->flush_id = fl->id;
   res->missing_packs = flush_missing(svc, fl->boundary_seq);
   res->owed_packs = cs_svc_owed_count(svc);
+#if CAPSTORE_MUTANT == 36 /* a flush that is not drained does not say what is missing */
+  if (res->missing_packs + res->owed_packs > 0) res->missing_packs = res->owed_packs = 0, res->err = CS_E_TIMEOUT;
+  res->drained = false;
+  if (res->err == CS_E_TIMEOUT) goto rejected;
+#endif
 #if CAPSTORE_MUTANT == 26 /* drained while packs are still owed to the catalog */
   res->drained = res->missing_packs == 0;
 #else
   res->drained = res->missing_packs == 0 && res->owed_packs == 0;
 #endif
   res->err = res->drained ? CS_E_OK : CS_E_TIMEOUT;
+#if CAPSTORE_MUTANT == 36
+rejected:
+#endif
   res->rejected_count = svc->rejected_unnamed;
   svc->rejected_unnamed = 0;
   for (uint32_t k = 0; k < svc->cfg.rejected_max; k++) {

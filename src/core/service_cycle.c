@@ -290,7 +290,11 @@ static void index_refused_one(cs_service *svc, pack_slot *slot, cs_outcome outco
     return;
   }
   slot->attempts++;
+#if CAPSTORE_MUTANT == 35 /* a pack the catalog refuses for its content is set aside one attempt early */
+  if (slot->attempts + 1 >= svc->cfg.index_attempts_max) {
+#else
   if (slot->attempts >= svc->cfg.index_attempts_max) {
+#endif
     cs_svc_set_aside(svc, slot, "catalog refused its content");
     return;
   }

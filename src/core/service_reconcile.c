@@ -23,6 +23,9 @@ static void recon_pass_end(cs_service *svc, uint64_t now_ns) {
   svc->recon_active = false;
   svc->reconcile_due = false;
   uint64_t interval = svc->cfg.reconcile_interval_ns;
+#if CAPSTORE_MUTANT == 38 /* the reconcile interval read in the wrong unit (ms as us) */
+  interval /= 1000;
+#endif
   if (interval == 0 && svc->reconcile_errors) interval = svc->cfg.backoff_cap_ns;
   svc->reconcile_next_ns = interval == 0 ? 0 : (interval > CS_NEVER - 1 - now_ns ? CS_NEVER - 1 : now_ns + interval);
   svc->reconcile_errors = false;
