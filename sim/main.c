@@ -6,7 +6,9 @@
  *   capstore-sim --plan FILE         a hand-written fault plan
  *   options: --trace, --profile swarm|none|all, --without FAULT (repeatable: turn one
  *   drawn fault kind off, to minimise a failure), --minutes M (safety phase),
- *   --quiet, --stop-on-failure
+ *   --quiet, --stop-on-failure, --coverage (after the runs, print the coverage
+ *   marks no run reached; with --verbose every mark's count), --require-coverage
+ *   (--coverage, and exit 8 when a required mark was never reached)
  */
 #include "sim.h"
 
@@ -27,6 +29,9 @@ typedef struct cli {
   bool trace;
   bool quiet;
   bool stop_on_failure;
+  bool coverage;
+  bool require_coverage;
+  bool verbose;
   uint64_t minutes;
   uint32_t without_mask;
   char without_text[256];
@@ -57,7 +62,8 @@ static const char *kind_name(int code) {
 
 static int usage(const char *why) {
   fprintf(stderr, "capstore-sim: %s\nusage: capstore-sim (--seed S | --seeds N [--first S] | --plan FILE)"
-                  " [--profile swarm|none|all] [--without FAULT]... [--minutes M] [--trace] [--quiet] [--stop-on-failure]\n", why);
+                  " [--profile swarm|none|all] [--without FAULT]... [--minutes M] [--trace] [--quiet] [--stop-on-failure]"
+                  " [--coverage [--verbose] | --require-coverage]\n", why);
   return SIM_EXIT_USAGE;
 }
 
@@ -81,6 +87,9 @@ static int parse_args(int argc, char **argv, cli *c) {
     if (strcmp(a, "--trace") == 0) c->trace = true;
     else if (strcmp(a, "--quiet") == 0) c->quiet = true;
     else if (strcmp(a, "--stop-on-failure") == 0) c->stop_on_failure = true;
+    else if (strcmp(a, "--coverage") == 0) c->coverage = true;
+    else if (strcmp(a, "--require-coverage") == 0) c->coverage = c->require_coverage = true;
+    else if (strcmp(a, "--verbose") == 0) c->verbose = true;
     else if (strcmp(a, "--seed") == 0 || strcmp(a, "--first") == 0) {
       if (!parse_u64(v, &c->seed)) return usage("--seed/--first needs an unsigned integer");
       have_seed = true, i++;
@@ -151,12 +160,13 @@ static void arm_crash_note(const cli *c, uint64_t seed) {
   crash_note_len = n < 0 ? 0 : (size_t)n < sizeof crash_note ? (size_t)n : sizeof crash_note - 1;
 }
 
-static int run_one(const cli *c, const cs_plan *plan, uint64_t seed, FILE *out) {
+/* Runs one seed; its coverage marks are added to coverage unless that is NULL. */
+static int run_one(const cli *c, const cs_plan *plan, uint64_t seed, FILE *out, sim_coverage *coverage) {
   arm_crash_note(c, seed);
   fflush(out);
   sim_options opts = {.seed = seed, .profile_name = c->profile, .plan = plan, .plan_path = c->plan_path,
                       .trace = c->trace, .out = out, .duration_ns = c->minutes * 60 * CS_SEC_NS,
-                      .liveness_ns = 300 * CS_SEC_NS, .without_mask = c->without_mask};
+                      .liveness_ns = 300 * CS_SEC_NS, .without_mask = c->without_mask, .coverage = coverage};
   sim_result res;
   sim_run(&opts, &res);
   if (res.exit_code == SIM_EXIT_USAGE) {
@@ -173,6 +183,14 @@ static int run_one(const cli *c, const cs_plan *plan, uint64_t seed, FILE *out) 
   return res.exit_code;
 }
 
+/* Prints the coverage report; a failed run's code comes first, then a required mark never reached. */
+static int coverage_end(const cli *c, const sim_coverage *cov, int rc) {
+  if (cov == NULL) return rc;
+  uint32_t missing = sim_cov_report(cov, c->verbose, stdout);
+  if (rc == SIM_EXIT_OK && c->require_coverage && missing > 0) return SIM_EXIT_COVERAGE;
+  return rc;
+}
+
 int main(int argc, char **argv) {
   cli c;
   signal(SIGABRT, on_fatal_signal);
@@ -183,7 +201,12 @@ int main(int argc, char **argv) {
   static cs_plan plan;
   if (c.plan_path != NULL && (rc = load_plan(c.plan_path, &plan)) != 0) return rc;
   const cs_plan *planp = c.plan_path != NULL ? &plan : NULL;
-  if (!c.many) return run_one(&c, planp, c.seed, stdout);
+  static sim_coverage coverage;
+  sim_coverage *cov = c.coverage ? &coverage : NULL;
+  if (!c.many) {
+    rc = run_one(&c, planp, c.seed, stdout, cov);
+    return rc == SIM_EXIT_USAGE ? rc : coverage_end(&c, cov, rc);
+  }
   FILE *sink = c.quiet ? fopen("/dev/null", "w") : stdout;
   if (sink == NULL) return SIM_EXIT_CRASH;
   struct timespec t0, t1;
@@ -191,9 +214,9 @@ int main(int argc, char **argv) {
   uint64_t failed = 0;
   int first_failure = 0;
   for (uint64_t i = 0; i < c.seeds; i++) {
-    int code = run_one(&c, planp, c.seed + i, sink);
+    int code = run_one(&c, planp, c.seed + i, sink, cov);
     if (code == SIM_EXIT_OK) continue;
-    if (c.quiet) run_one(&c, planp, c.seed + i, stdout); /* print the failure in full */
+    if (c.quiet) run_one(&c, planp, c.seed + i, stdout, NULL); /* print the failure in full */
     failed++;
     if (first_failure == 0) first_failure = code;
     if (c.stop_on_failure) {
@@ -208,5 +231,5 @@ int main(int argc, char **argv) {
           secs > 0 ? (double)c.seeds * 60.0 / secs : 0.0);
   printf("%" PRIu64 " passed, %" PRIu64 " failed\n", c.seeds - failed, failed);
   if (c.quiet) fclose(sink);
-  return first_failure;
+  return coverage_end(&c, cov, first_failure);
 }

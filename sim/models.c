@@ -163,6 +163,7 @@ static void store_list_path(sim_world *w, sim_req *req, uint32_t pos, uint32_t l
     req->keys[at] = index;
     if (req->key_count < limit) req->key_count++;
   }
+  sim_cov_mark(w, SIM_COV_FAULT_LIST_PATH_ORDER);
   if (more && req->key_count > 0) {
     const sim_object *last = &w->objects[req->keys[req->key_count - 1]];
     memcpy(req->next_token, last->ref.key, last->ref.key_len + 1);
@@ -316,9 +317,11 @@ static void catalog_claim(sim_world *w, sim_req *req) {
   uint64_t head = head_term(w);
   if (head == req->term && head_free_for(w, &req->lease_id)) {
     bool free_for_anyone = head_expired(w);
+    sim_cov_claim(w, req);
     sim_check_claim(w, req->proc, req->term + 1);
     claim_append(w, req, req->term + 1, w->base_svc.lease_ttl_ns, false);
     w->contest_term = free_for_anyone ? req->term + 1 : 0;
+    if (free_for_anyone && w->catalog_claims_concurrent) sim_cov_mark(w, SIM_COV_FAULT_CLAIMS_CONCURRENT);
     w->contest_until_ns = w->now_ns + SIM_CONTEST_WINDOW_NS;
     return;
   }
@@ -326,6 +329,7 @@ static void catalog_claim(sim_world *w, sim_req *req) {
       w->now_ns < w->contest_until_ns && !cs_uuid_equal(&w->claims[w->claim_count - 1].lease_id, &req->lease_id)) {
     claim_append(w, req, head, w->base_svc.lease_ttl_ns, false);
     w->counters.contested_terms++;
+    sim_cov_mark(w, SIM_COV_SIT_CONTESTED_TERM);
   }
 }
 
@@ -391,6 +395,7 @@ static void catalog_index(sim_world *w, sim_req *req) {
   }
   if (bytes > w->catalog_insert_bytes_max) {
     req->outcome = CS_OUT_TOO_LARGE; /* measured before any row was sent */
+    sim_cov_fault(w, F_CATALOG_TOO_LARGE);
     return;
   }
   if (invalid) {
@@ -400,11 +405,13 @@ static void catalog_index(sim_world *w, sim_req *req) {
   req->rows_landed = true; /* unfenced: a stale holder's rows land too, named by nothing */
   if (index_cut_between(w, req)) {
     w->counters.orphan_index_writes++;
+    sim_cov_mark(w, SIM_COV_SIT_ORPHAN_INDEX_CUT);
     return;
   }
   if (!fence_passes(w, &req->lease_id)) {
     w->counters.fenced_refused++;
     w->counters.orphan_index_writes++;
+    sim_cov_mark(w, SIM_COV_SIT_FENCE_REFUSED_INDEX);
     return;
   }
   sim_check_fence_passed(w, req);
@@ -427,6 +434,7 @@ static void catalog_publish(sim_world *w, sim_req *req) {
   req->outcome = CS_OUT_OK;
   if (!fence_passes(w, &req->lease_id)) {
     w->counters.fenced_refused++;
+    sim_cov_mark(w, SIM_COV_SIT_FENCE_REFUSED_PUBLISH);
     return;
   }
   sim_check_fence_passed(w, req);
@@ -453,6 +461,7 @@ static void catalog_reject(sim_world *w, sim_req *req) {
   req->outcome = CS_OUT_OK;
   if (!fence_passes(w, &req->lease_id)) {
     w->counters.fenced_refused++;
+    sim_cov_mark(w, SIM_COV_SIT_FENCE_REFUSED_REJECT);
     return;
   }
   sim_check_fence_passed(w, req);
@@ -496,6 +505,7 @@ bool sim_catalog_committed(const sim_world *w, uint32_t pack) {
 
 void sim_catalog_apply(sim_world *w, sim_req *req) {
   req->applied = true;
+  sim_cov_catalog(w);
   switch (req->op) {
   case CS_OP_CAT_HEAD:
     req->cat_head.head_term = head_term(w);
@@ -509,8 +519,12 @@ void sim_catalog_apply(sim_world *w, sim_req *req) {
   case CS_OP_CAT_RELEASE:
     req->outcome = CS_OUT_OK;
     if (head_term(w) == req->term && head_free_for(w, &req->lease_id) && w->claim_count > 0 &&
-        cs_uuid_equal(&w->claims[w->claim_count - 1].lease_id, &req->lease_id))
+        cs_uuid_equal(&w->claims[w->claim_count - 1].lease_id, &req->lease_id)) {
       claim_append(w, req, req->term + 1, w->fence_margin_ns, true); /* free for others after the margin */
+      sim_cov_mark(w, SIM_COV_SIT_RELEASE_APPLIED);
+    } else {
+      sim_cov_mark(w, SIM_COV_SIT_RELEASE_NOOP);
+    }
     return;
   case CS_OP_CAT_INDEX: catalog_index(w, req); return;
   case CS_OP_CAT_PUBLISH: catalog_publish(w, req); return;

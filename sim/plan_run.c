@@ -205,6 +205,7 @@ static bool error_names_head(const sim_world *w) {
   if (strcmp(n, name) == 0) return *out = sum_snapshot(w, offsetof(cs_snapshot, field), offsetof(sim_proc, fold)), true
 
 bool sim_plan_counter(const sim_world *w, const char *n, uint64_t *out) {
+  if (sim_cov_counter(w, n, out)) return true; /* cov_NAME: the run's count of coverage mark NAME */
   SNAP("cycles", cycles, cycles_total);
   SNAP("cycles_failed", cycles_failed, cycles_failed_total);
   SNAP("indexed", indexed, indexed_total);

@@ -10,6 +10,7 @@
 #include "capstore/engine.h"
 #include "capstore/service.h"
 #include "capstore/sink.h"
+#include "coverage.h"
 #include "plan.h"
 
 #include <stdio.h>
@@ -23,6 +24,7 @@ enum {
   SIM_EXIT_LIVENESS = 5, /* did not drain after faults healed */
   SIM_EXIT_PLAN = 6,     /* a plan's expectation did not hold */
   SIM_EXIT_MODEL = 7,    /* a simulator table bound was hit: the harness's limit, not a finding */
+  SIM_EXIT_COVERAGE = 8, /* --require-coverage: a required coverage mark was never reached */
 };
 
 /* ---- the swarm profile -------------------------------------------------- */
@@ -88,6 +90,7 @@ typedef struct sim_options {
   uint64_t liveness_ns;     /* liveness bound */
   uint32_t without_mask;    /* fault kinds forced off after the draw (for minimising); also
                                SIM_WITHOUT_LIST_PATH_ORDER */
+  sim_coverage *coverage;   /* NULL, or where the run adds its coverage marks */
 } sim_options;
 
 typedef struct sim_result {

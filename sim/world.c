@@ -151,6 +151,7 @@ static void net_send(sim_world *w, sim_proc *p, uint32_t index) {
   sim_req *req = &w->reqs[index];
   const sim_fault_window *win = window_for(w, req->to_catalog);
   cs_plan_mode mode = win != NULL ? win->mode : random_mode(w, req->to_catalog);
+  sim_cov_send(w, req, mode);
   if (req->to_catalog && mode != CS_PLAN_MODE_NONE && mode != CS_PLAN_MODE_TOO_LARGE)
     mark_catalog_unhealthy(w, win != NULL ? win->until_ns : w->now_ns);
   uint64_t latency = rand_range(&w->prng_net, 500000, 3000000);
@@ -215,6 +216,7 @@ static void deliver_reply(sim_world *w, sim_proc *p, sim_req *req) {
   if (cs_outcome_is_outage(ev.outcome)) sim_check_backoff(w, p);
   if (req->head_only && ev.outcome == CS_OUT_FORBIDDEN) p->forbidden_heads++;
   sim_check_reply(w, p, req, &ev);
+  sim_cov_reply(w, req, &ev);
   int rc = cs_service_on_event(p->svc, sim_local_now(w, p), &ev);
   if (rc != CS_E_OK) sim_bail(w, SIM_EXIT_CRASH, "proc %u: completion refused: %s", p->index, cs_strerror(rc));
 }
@@ -314,6 +316,7 @@ static void seal_ack(sim_world *w, sim_proc *p, uint32_t file, int err) {
   pack->sealed_order = ++w->sealed_order;
   cs_event ev = {.kind = CS_EV_SEALED, .pack = &pack->ref};
   int rc = cs_service_on_event(p->svc, sim_local_now(w, p), &ev);
+  sim_cov_sealed(w, f->pack, seq, rc);
   /* A seal that outlived its service stays ready in the spool; the next start recovers it. */
   if (rc != CS_E_OK && rc != CS_E_CLOSED)
     sim_bail(w, SIM_EXIT_CRASH, "proc %u: SEALED refused: %s", p->index, cs_strerror(rc));
@@ -326,6 +329,7 @@ static void seal_step(sim_world *w, sim_proc *p, uint32_t file, uint64_t stage) 
   const sim_profile *pr = &w->profile;
   if (stage == 1) {
     if (!w->liveness && pr->on[F_DISK_FULL] && chance(&w->prng_storage, pr->rate_permille[F_DISK_FULL] / 8)) {
+      sim_cov_fault(w, F_DISK_FULL);
       seal_ack(w, p, file, CS_E_IO); /* ENOSPC on write */
       return;
     }
@@ -383,6 +387,7 @@ void sim_seal_direct(sim_world *w, sim_proc *p, const cs_plan_step *step) {
     sp->sealed_order = ++w->sealed_order;
     cs_event ev = {.kind = CS_EV_SEALED, .pack = &sp->ref};
     int rc = cs_service_on_event(p->svc, sim_local_now(w, p), &ev);
+    sim_cov_sealed(w, pack, 1, rc);
     if (rc != CS_E_OK) sim_bail(w, SIM_EXIT_CRASH, "plan seal refused: %s", cs_strerror(rc));
   }
   sim_proc_pump(w, p);
@@ -424,6 +429,7 @@ static void send_request(sim_world *w, sim_proc *p, const cs_action *act) {
     /* A pause between deciding to write and the bytes leaving: the write arrives late. */
     uint64_t d = p->pause_on_write_ns;
     p->pause_on_write_ns = 0;
+    sim_cov_mark(w, SIM_COV_SIT_PAUSE_AFTER_WRITE);
     proc_pause(w, p, d);
   }
 }
@@ -456,6 +462,7 @@ static void spool_done(sim_world *w, sim_proc *p, uint64_t action_id, uint64_t b
     if (p->sink_open) cs_sink_on_removed(&p->sink, w->packs[pack].ref.size_bytes);
   }
   if (!current) return; /* the file operation happened; its service was abandoned */
+  sim_cov_mark(w, file != SIM_NONE ? SIM_COV_OUT_SPOOL_OK : SIM_COV_OUT_SPOOL_NOT_FOUND);
   cs_event ev = {.kind = CS_EV_DONE, .id = action_id,
                  .outcome = file != SIM_NONE ? CS_OUT_OK : CS_OUT_NOT_FOUND};
   int rc = cs_service_on_event(p->svc, sim_local_now(w, p), &ev);
@@ -471,6 +478,7 @@ static sim_flush_rec *flush_rec(sim_proc *p, uint64_t id) {
 static void on_flush_done(sim_world *w, sim_proc *p, const cs_action *act) {
   sim_check_flush_done(w, p, &act->flush);
   sim_flush_rec *rec = flush_rec(p, act->flush.flush_id);
+  sim_cov_flush_done(w, p, rec, &act->flush);
   if (rec != NULL) rec->used = false;
   if ((p->step == CS_STEP_FLUSH_SERVICE || p->step == CS_STEP_DRAIN_SERVICE) &&
       p->step_flush_id == act->flush.flush_id) {
@@ -486,6 +494,7 @@ static void exec_service_action(sim_world *w, sim_proc *p, const cs_action *act)
     fprintf(w->opts->out, "%12.6f p%u  %s id=%" PRIu64 " term=%" PRIu64 " v=%" PRIu64 " n=%u\n",
             (double)w->now_ns / 1e9, p->index, cs_op_name(act->op), act->id, act->term, act->version,
             act->count);
+  sim_cov_action(w, p, act);
   switch (act->op) {
   case CS_OP_SPOOL_REMOVE:
   case CS_OP_SPOOL_QUARANTINE: spool_op(w, p, act); return;
@@ -534,6 +543,7 @@ static void engine_step_done(sim_world *w, sim_proc *p, cs_engine_step step, int
 
 static void exec_sink_action(sim_world *w, sim_proc *p, const cs_sink_action *act) {
   hash_u64(w, (uint64_t)act->op << 56 | act->pack_seq);
+  sim_cov_sink_action(w, act);
   switch (act->op) {
   case CS_SINK_SEAL: exec_sink_seal(w, p, act); return;
   case CS_SINK_FLUSHED: engine_step_done(w, p, CS_STEP_FLUSH_SINK, act->err); return;
@@ -567,6 +577,7 @@ static void service_start(sim_world *w, sim_proc *p) {
      but it must at least have been told to stop. */
   if (p->svc != NULL && !cs_service_stopped(p->svc) && p->svc_started && !p->svc_stop_sent)
     sim_bail(w, SIM_EXIT_SAFETY, "proc %u: a new service started while the old one was never stopped", p->index);
+  sim_cov_service_start(w, p);
   stats_fold(p);
   p->svc_gen++;
   p->svc_stop_sent = false;
@@ -589,6 +600,7 @@ static void service_start(sim_world *w, sim_proc *p) {
     sim_pack *pack = &w->packs[p->files[i].pack];
     pack->sealed_order = ++w->sealed_order;
     cs_event ev = {.kind = CS_EV_SEALED, .pack = &pack->ref, .recovered = true};
+    sim_cov_recovered(w, p->files[i].pack);
     rc = cs_service_on_event(p->svc, local, &ev);
     if (rc != CS_E_OK) sim_bail(w, SIM_EXIT_CRASH, "recovery SEALED refused: %s", cs_strerror(rc));
   }
@@ -597,6 +609,7 @@ static void service_start(sim_world *w, sim_proc *p) {
 static void sweep_open(sim_world *w, sim_proc *p) {
   if (p->sink_open && !p->sink_closed)
     sim_bail(w, SIM_EXIT_SAFETY, "proc %u: .open files swept while a sink writes", p->index);
+  sim_cov_sweep(w, p);
   for (uint32_t i = 0; i < SIM_FILES_MAX; i++)
     if (p->files[i].state == FILE_OPEN) p->files[i].state = FILE_FREE;
   memset(p->pending, 0, sizeof p->pending);
@@ -679,6 +692,7 @@ static void exec_engine_action(sim_world *w, sim_proc *p, const cs_engine_action
   if (w->opts->trace)
     fprintf(w->opts->out, "%12.6f p%u  engine %s err=%d\n", (double)w->now_ns / 1e9, p->index,
             cs_engine_step_name(act->step), act->err);
+  sim_cov_engine_action(w, act);
   if (act->step == CS_STEP_REPORT) {
     sim_check_engine_report(w, p, act);
     if (act->opkind == CS_ENGINE_OP_CLOSE) w->counters.close_done++;
@@ -765,6 +779,7 @@ void sim_proc_pump(sim_world *w, sim_proc *p) {
   }
   sim_check_step(w);
   sim_check_proc(w, p);
+  sim_cov_observe(w, p);
   schedule_wake(w, p);
 }
 
@@ -791,6 +806,7 @@ static void capture(sim_world *w, sim_proc *p) {
   uint64_t first = p->capture_retry_first_local != 0 ? p->capture_retry_first_local : local;
   uint64_t seq = 0;
   int rc = cs_sink_admit(&p->sink, local, bytes, first, &seq);
+  sim_cov_admit(w, p, rc);
   uint64_t next = w->now_ns + rand_range(&w->prng_workload, 1, 2 * w->capture_interval_ns);
   if (rc == CS_E_WOULD_BLOCK) p->sink_blocked++;
   else if (rc != CS_E_OK) p->sink_refused++;
@@ -837,11 +853,15 @@ void sim_proc_crash(sim_world *w, sim_proc *p) {
   memset(p->pending, 0, sizeof p->pending);
   memset(p->flushes, 0, sizeof p->flushes);
   w->counters.crashes++;
+  sim_cov_crash(w);
   bool torn = w->profile.on[F_TORN_WRITES];
   for (uint32_t i = 0; i < SIM_FILES_MAX; i++) {
     sim_file *f = &p->files[i];
     /* A ready name whose directory entry was never fsynced may vanish. */
-    if (f->state == FILE_READY && !f->linked && (torn || chance(&w->prng_storage, 500))) f->state = FILE_OPEN;
+    if (f->state == FILE_READY && !f->linked && (torn || chance(&w->prng_storage, 500))) {
+      f->state = FILE_OPEN;
+      sim_cov_mark(w, torn ? SIM_COV_FAULT_TORN_WRITES : SIM_COV_SIT_READY_NAME_LOST);
+    }
   }
   uint64_t delay = w->liveness ? CS_MS_NS : w->restart_delay_ns / 2 + cs_prng_below(&w->prng_faults, w->restart_delay_ns);
   sim_schedule(w, w->now_ns + delay, EV_RESTART, p->index, 0, 0);
@@ -934,12 +954,15 @@ static void foreign_object(sim_world *w) {
     char text[CS_UUID_TEXT_LEN + 1];
     cs_uuid_format(&id, text);
     n = snprintf(key, sizeof key, "%sv1/tenant=t/date=2026-11-30/session=x/rank=0/%s.dmi-pack", w->prefix, text);
+    sim_cov_mark(w, SIM_COV_SIT_FOREIGN_UUID);
   } else {
     n = snprintf(key, sizeof key, "%sv1/tenant=t/notes-%" PRIu64 ".txt", w->prefix, cs_prng_next(&w->prng_faults) % 1000);
+    sim_cov_mark(w, SIM_COV_SIT_FOREIGN_KEY);
   }
   cs_pack_ref_set_key(&ref, key, (size_t)n);
   ref.size_bytes = 100;
   sim_store_put_object(w, &ref, false, SIM_NONE);
+  sim_cov_fault(w, F_FOREIGN_OBJECTS);
 }
 
 static void random_window(sim_world *w, bool catalog, cs_plan_mode mode, uint64_t max_ns) {
@@ -1112,6 +1135,7 @@ static void dispatch_proc(sim_world *w, const sim_event *ev, sim_proc *p) {
   }
   case EV_RESTART: proc_restart(w, p); return;
   case EV_RESUME:
+    sim_cov_fault(w, F_PAUSE_HOLDER);
     p->last_pause_end_ns = w->now_ns;
     p->last_pause_end_local_ns = sim_local_now(w, p);
     sim_proc_pump(w, p);
@@ -1357,12 +1381,15 @@ void sim_run(const sim_options *opts, sim_result *result) {
   w->result = result;
   w->trace_hash = UINT64_C(0xcbf29ce484222325);
   if (setjmp(w->bail) != 0) {
+    if (opts->coverage != NULL) sim_cov_add(opts->coverage, w->cov.hits, opts->seed);
     result->trace_hash = w->trace_hash;
     result->events = w->events_run;
     result->sim_end_ns = w->now_ns;
     world_free(w);
     return;
   }
+  sim_cov_check_table(w);
+  w->cov.on = opts->coverage != NULL || opts->plan != NULL;
   world_setup(w);
   fprintf(opts->out, "seed=%" PRIu64 " profile: ", opts->seed);
   sim_profile_print(&w->profile, opts->out);
@@ -1380,6 +1407,7 @@ void sim_run(const sim_options *opts, sim_result *result) {
     dispatch(w, &ev);
   }
   if (!w->done) sim_bail(w, SIM_EXIT_LIVENESS, "the world ran out of events before draining");
+  if (opts->coverage != NULL) sim_cov_add(opts->coverage, w->cov.hits, opts->seed);
   result->exit_code = SIM_EXIT_OK;
   result->trace_hash = w->trace_hash;
   result->events = w->events_run;

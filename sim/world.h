@@ -293,6 +293,20 @@ typedef struct sim_counters {
   uint64_t engine_failures;
 } sim_counters;
 
+/* coverage.c: one run's marks, and what it remembers to see a change between steps. */
+typedef struct sim_cov_proc {
+  uint32_t svc_gen;        /* the service the fields below were read from */
+  int lease;               /* its lease state at the last step */
+  uint64_t batch_splits, recon_passes, recon_adopted, recon_head_errors, recon_list_errors, renewals;
+} sim_cov_proc;
+
+typedef struct sim_cov_run {
+  bool on;                 /* counted for --coverage and for plans (their cov_NAME counters) */
+  uint64_t hits[SIM_COV_COUNT_];
+  sim_cov_proc procs[SIM_PROCS_MAX];
+  uint8_t recovered[SIM_PACKS_MAX / 8]; /* packs a service found in its spool at start */
+} sim_cov_run;
+
 typedef struct sim_world {
   const sim_options *opts;
   sim_result *result;
@@ -358,6 +372,7 @@ typedef struct sim_world {
   bool workload;
   sim_counters counters;
   char prefix[64];
+  sim_cov_run cov;
   /* Large tables last: sim_run clears only what comes before them; every entry
      is written in full before it is read. */
   sim_event heap[SIM_EVENTS_MAX];
@@ -408,6 +423,31 @@ void sim_check_sink_seal(sim_world *w, const sim_proc *p, const sim_pending_pack
 void sim_check_backoff(sim_world *w, sim_proc *p);
 bool sim_check_drained(sim_world *w, char *why, size_t why_size);
 uint64_t sim_visible_records(const sim_world *w);
+
+/*
+ * coverage.c: the hooks that count marks. They only read the world and the
+ * cores (no PRNG draw, no event, nothing the trace hash sees).
+ */
+void sim_cov_mark(sim_world *w, sim_cov_id mark);
+void sim_cov_fault(sim_world *w, sim_fault fault);
+void sim_cov_check_table(sim_world *w);
+void sim_cov_observe(sim_world *w, const sim_proc *p);
+void sim_cov_send(sim_world *w, const sim_req *req, cs_plan_mode mode);
+void sim_cov_reply(sim_world *w, const sim_req *req, const cs_event *ev);
+void sim_cov_action(sim_world *w, const sim_proc *p, const cs_action *act);
+void sim_cov_flush_done(sim_world *w, const sim_proc *p, const sim_flush_rec *rec, const cs_flush_result *res);
+void sim_cov_sink_action(sim_world *w, const cs_sink_action *act);
+void sim_cov_engine_action(sim_world *w, const cs_engine_action *act);
+void sim_cov_admit(sim_world *w, const sim_proc *p, int rc);
+void sim_cov_sealed(sim_world *w, uint32_t pack, uint64_t sink_seq, int service_rc);
+void sim_cov_crash(sim_world *w);
+void sim_cov_service_start(sim_world *w, const sim_proc *p);
+void sim_cov_recovered(sim_world *w, uint32_t pack);
+void sim_cov_sweep(sim_world *w, const sim_proc *p);
+void sim_cov_claim(sim_world *w, const sim_req *req);
+void sim_cov_catalog(sim_world *w);
+/* A plan's counter cov_NAME: the run's count of mark NAME. */
+bool sim_cov_counter(const sim_world *w, const char *name, uint64_t *out);
 
 /* plan_run.c */
 int sim_plan_apply_settings(sim_world *w, const cs_plan *plan);
