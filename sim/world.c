@@ -1010,6 +1010,23 @@ static void random_faults(sim_world *w) {
 
 /* ---- phases ------------------------------------------------------------------------ */
 
+/*
+ * The liveness bound grows with the backlog the safety phase left: a cycle
+ * takes cycle_packs_max packs through HEAD, INDEX, PUBLISH and the committed
+ * check, under a second even with every fenced write's rows landing late.
+ * Uploaders that ran for ten minutes against a stalled catalog can leave
+ * thousands of packs for the publisher's reconcile to adopt (seeds 30003772
+ * and 30029176 left 3,600: still draining, not stuck, when 300 s ran out).
+ */
+static uint64_t backlog_allowance(const sim_world *w) {
+  uint64_t backlog = 0;
+  for (uint32_t i = 0; i < w->pack_count; i++) {
+    const sim_pack *sp = &w->packs[i];
+    if (sp->durable && !sp->poison_large && !sp->poison_invalid && !sim_catalog_committed(w, i)) backlog++;
+  }
+  return backlog * CS_SEC_NS / w->base_svc.cycle_packs_max;
+}
+
 static void liveness_begin(sim_world *w) {
   w->liveness = true;
   if (w->opts->trace) fprintf(w->opts->out, "%12.6f     LIVENESS: faults healed\n", (double)w->now_ns / 1e9);
@@ -1034,7 +1051,7 @@ static void liveness_begin(sim_world *w) {
       sim_proc_pump(w, p);
     }
   }
-  w->liveness_end_ns = w->now_ns + w->opts->liveness_ns;
+  w->liveness_end_ns = w->now_ns + w->opts->liveness_ns + backlog_allowance(w);
   sim_schedule(w, w->now_ns + CS_SEC_NS, EV_LIVENESS_CHECK, SIM_NONE, 0, 0);
 }
 
