@@ -82,6 +82,8 @@ typedef enum cs_plan_mode {
   CS_PLAN_MODE_SLOW,      /* ten times the usual latency */
   CS_PLAN_MODE_5XX,
   CS_PLAN_MODE_THROTTLE,
+  CS_PLAN_MODE_OTHER_BYTES, /* store: a PUT keeps other bytes of the same size */
+  CS_PLAN_MODE_VANISH,      /* store: a PUT's object is lost before it is read again */
 } cs_plan_mode;
 
 typedef enum cs_plan_method {

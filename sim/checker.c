@@ -13,12 +13,8 @@ static const char *pack_name(const sim_world *w, uint32_t pack, char out[CS_UUID
   return out;
 }
 
-static bool in_store(const sim_world *w, uint32_t pack) {
-  const sim_pack *sp = &w->packs[pack];
-  uint32_t obj = sim_store_find(w, sp->ref.key, sp->ref.key_len);
-  return obj != SIM_NONE && w->objects[obj].is_pack &&
-         memcmp(w->objects[obj].ref.sha256, sp->ref.sha256, 32) == 0;
-}
+/* The store holds the pack's bytes (its checksum, not only its size), or lost them where no core could tell. */
+static bool in_store(const sim_world *w, uint32_t pack) { return sim_store_holds(w, pack); }
 
 /* Spool removal only after hand-off (DESIGN.md 6.1). */
 void sim_check_removal(sim_world *w, sim_proc *p, uint32_t pack) {
@@ -32,6 +28,9 @@ void sim_check_removal(sim_world *w, sim_proc *p, uint32_t pack) {
   if (!sim_catalog_committed(w, pack))
     sim_bail(w, SIM_EXIT_SAFETY, "publisher p%u removed pack %s from its spool before the catalog held it",
              p->index, pack_name(w, pack, id));
+  if (!in_store(w, pack))
+    sim_bail(w, SIM_EXIT_SAFETY, "publisher p%u removed pack %s from its spool while the store holds other bytes "
+             "(or none) under its key", p->index, pack_name(w, pack, id));
 }
 
 static bool handed_off(const sim_world *w, const sim_proc *p, uint32_t pack) {
@@ -44,7 +43,7 @@ static void flush_honest(sim_world *w, sim_proc *p, const sim_flush_rec *rec, co
     const sim_pack *sp = &w->packs[i];
     if (sp->proc != p->index || !sp->durable || sp->sealed_order == 0 || sp->sealed_order > rec->boundary_order)
       continue;
-    if (sp->poison_large || sp->poison_invalid || sim_catalog_refuses_alone(w, i)) continue;
+    if (sim_pack_may_set_aside(w, i)) continue;
     if (handed_off(w, p, i)) continue;
     char id[CS_UUID_TEXT_LEN + 1];
     sim_bail(w, SIM_EXIT_SAFETY, "flush %" PRIu64 " of p%u said drained but pack %s sealed before it is not %s",
@@ -174,14 +173,15 @@ void sim_check_claim(sim_world *w, uint32_t proc, uint64_t term) {
              proc, head->proc);
 }
 
-/* Failing requests back off: a proc never sees more than 100 outage answers in one second. */
+/* Failing requests back off: never more than backoff_answers_max failed answers in a second (100 by default). */
 void sim_check_backoff(sim_world *w, sim_proc *p) {
   if (w->now_ns >= p->fail_bucket_start_ns + CS_SEC_NS) {
     p->fail_bucket_start_ns = w->now_ns;
     p->fail_bucket_count = 0;
   }
-  if (++p->fail_bucket_count > 100)
-    sim_bail(w, SIM_EXIT_SAFETY, "p%u got more than 100 failed answers within one second: it does not back off", p->index);
+  if (++p->fail_bucket_count > w->backoff_answers_max)
+    sim_bail(w, SIM_EXIT_SAFETY, "p%u got more than %u failed answers within one second: it does not back off", p->index,
+             w->backoff_answers_max);
 }
 
 /* Bounded memory: every table within its bound, at most one cycle's uploads owed. */
@@ -234,8 +234,11 @@ bool sim_check_drained(sim_world *w, char *why, size_t why_size) {
     if (w->procs[i].kind != PROC_RIVAL && !proc_drained(w, &w->procs[i], why, why_size)) return false;
   for (uint32_t i = 0; i < w->pack_count; i++) {
     const sim_pack *sp = &w->packs[i];
-    if (!sp->durable || sp->poison_large || sp->poison_invalid || sim_catalog_committed(w, i)) continue;
     char id[CS_UUID_TEXT_LEN + 1];
+    if (sp->durable && sim_catalog_committed(w, i) && !sim_pack_excused(w, i) && !in_store(w, i))
+      sim_bail(w, SIM_EXIT_SAFETY, "pack %s of p%u is visible but the store holds other bytes (or none) under its key",
+               pack_name(w, i, id), sp->proc);
+    if (!sp->durable || sim_pack_excused(w, i) || sim_catalog_committed(w, i)) continue;
     snprintf(why, why_size, "pack %s of p%u is durable but not visible%s", pack_name(w, i, id), sp->proc,
              sp->removed ? " (and gone from its spool)" : "");
     return false;
