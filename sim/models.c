@@ -343,6 +343,7 @@ void sim_store_apply(sim_world *w, sim_req *req) {
     return;
   }
   case CS_OP_STORE_LIST:
+    w->counters.store_lists++;
     store_list(w, req);
     list_lie(w, req);
     return;

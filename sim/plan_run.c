@@ -162,6 +162,10 @@ void sim_plan_step(sim_world *w, const cs_plan_step *step) {
     for (uint32_t i = 0; i < SIM_WINDOWS_MAX; i++) w->windows[i].until_ns = w->now_ns;
     w->slow_disk_until_ns = w->now_ns;
     return;
+  case CS_PLAN_DISK:
+    w->slow_disk_until_ns = step->for_ns > UINT64_MAX - w->now_ns ? UINT64_MAX : w->now_ns + step->for_ns;
+    return;
+  case CS_PLAN_REOPEN: sim_reopen_request(w, p, 0); return;
   }
   sim_bail(w, SIM_EXIT_CRASH, "plan verb %d", (int)step->verb);
 }
@@ -250,7 +254,7 @@ bool sim_plan_counter(const sim_world *w, const char *n, uint64_t *out) {
       {"watermark", w->watermark},               {"head_error_named", error_names_head(w)},
       {"store_damaged", c->store_damaged},       {"slow_seal_steps", c->slow_seal_steps},
       {"reopen_done", c->reopen_done},           {"sealed_refused", c->sealed_refused},
-      {"set_aside_conflicts", set_aside_conflicts(w)},
+      {"set_aside_conflicts", set_aside_conflicts(w)}, {"store_lists", c->store_lists},
   };
   for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++) {
     if (strcmp(n, plain[i].name) != 0) continue;

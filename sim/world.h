@@ -282,6 +282,7 @@ typedef struct sim_counters {
   uint64_t slow_seal_steps; /* seal or spool steps a slow disk stretched to seconds */
   uint64_t reopen_done;     /* engines opened again on their spool after a close */
   uint64_t sealed_refused;  /* SEALED events the service refused with a full table */
+  uint64_t store_lists;     /* LIST pages the store answered */
 } sim_counters;
 
 typedef struct sim_world {
