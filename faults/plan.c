@@ -56,7 +56,7 @@ typedef struct plan_names {
 } plan_names;
 
 static const char *const mode_names[] = {
-    NULL, "cut", "stall", "unknown", "too-large", "slow", "5xx", "throttle",
+    NULL, "cut", "stall", "unknown", "too-large", "slow", "5xx", "throttle", "other-bytes", "vanish",
 };
 static const char *const method_names[] = {NULL, "HEAD", "PUT", "GET", "LIST", "DELETE"};
 static const char *const flush_expect_names[] = {"any", "drained", "not-drained"};
@@ -65,7 +65,7 @@ static const char *const crash_point_names[] = {"now", "after-upload", "after-in
 static const char *const rival_names[] = {"stop", "start"};
 static const char *const op_names[] = {NULL, "=", "!=", "<", "<=", ">", ">="};
 
-_Static_assert(ARRAY_LEN(mode_names) == CS_PLAN_MODE_THROTTLE + 1, "one name per mode");
+_Static_assert(ARRAY_LEN(mode_names) == CS_PLAN_MODE_VANISH + 1, "one name per mode");
 _Static_assert(ARRAY_LEN(method_names) == CS_PLAN_METHOD_DELETE + 1, "one name per method");
 _Static_assert(ARRAY_LEN(flush_expect_names) == CS_PLAN_EXPECT_NOT_DRAINED + 1, "flush");
 _Static_assert(ARRAY_LEN(crash_point_names) == CS_PLAN_CRASH_BEFORE_REMOVE + 1, "crash");
@@ -147,7 +147,9 @@ typedef enum plan_choice {
    MODE_BIT(CS_PLAN_MODE_TOO_LARGE) | MODE_BIT(CS_PLAN_MODE_SLOW))
 #define STORE_MODES                                                                              \
   (MODE_BIT(CS_PLAN_MODE_CUT) | MODE_BIT(CS_PLAN_MODE_STALL) | MODE_BIT(CS_PLAN_MODE_UNKNOWN) |  \
-   MODE_BIT(CS_PLAN_MODE_5XX) | MODE_BIT(CS_PLAN_MODE_THROTTLE) | MODE_BIT(CS_PLAN_MODE_SLOW))
+   MODE_BIT(CS_PLAN_MODE_5XX) | MODE_BIT(CS_PLAN_MODE_THROTTLE) | MODE_BIT(CS_PLAN_MODE_SLOW) |   \
+   MODE_BIT(CS_PLAN_MODE_OTHER_BYTES) | MODE_BIT(CS_PLAN_MODE_VANISH))
+#define DISK_MODES MODE_BIT(CS_PLAN_MODE_SLOW)
 
 /*
  * One form of an 'at' line: the verb word, then either a fixed form word
@@ -193,6 +195,9 @@ static const plan_form plan_forms[] = {
     {.verb_word = "replace", .name = "replace", .verb = CS_PLAN_REPLACE,
      .keys = KEY_BIT(KEY_BUDGET), .required = KEY_BIT(KEY_BUDGET)},
     {.verb_word = "heal", .name = "heal", .verb = CS_PLAN_HEAL},
+    {.verb_word = "disk", .name = "disk", .verb = CS_PLAN_DISK, .choice = CHOICE_MODE,
+     .choice_bits = DISK_MODES, .keys = KEY_BIT(KEY_FOR), .required = KEY_BIT(KEY_FOR)},
+    {.verb_word = "reopen", .name = "reopen", .verb = CS_PLAN_REOPEN},
 };
 
 /* TIME units, smallest first. A suffix must match one of these whole ("1sm" is no TIME). */
@@ -482,7 +487,7 @@ static void form_full_name(const plan_form *form, const cs_plan_step *step,
                            char out[CHOICES_TEXT_MAX]) {
   assert(form->verb == step->verb);
   if (form->choice == CHOICE_MODE) {
-    assert(step->mode > CS_PLAN_MODE_NONE && step->mode <= CS_PLAN_MODE_THROTTLE);
+    assert(step->mode > CS_PLAN_MODE_NONE && step->mode <= CS_PLAN_MODE_VANISH);
     (void)snprintf(out, CHOICES_TEXT_MAX, "%s %s", form->name, mode_names[step->mode]);
     return;
   }
@@ -491,7 +496,7 @@ static void form_full_name(const plan_form *form, const cs_plan_step *step,
 
 /* Sets the fields that have a default when their key is absent. */
 static void step_defaults(cs_plan_step *step) {
-  assert(step->verb >= CS_PLAN_CATALOG && step->verb <= CS_PLAN_HEAL);
+  assert(step->verb >= CS_PLAN_CATALOG && step->verb <= CS_PLAN_REOPEN);
   step->method = CS_PLAN_METHOD_ANY;
   step->text[0] = '\0';
   step->flush_expect = CS_PLAN_EXPECT_ANY;

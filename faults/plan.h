@@ -12,7 +12,7 @@
  * Verbs, their words and keys (anything else on the line is an error):
  *
  *   at T catalog cut|stall|unknown|too-large|slow  for=D
- *   at T store   cut|stall|unknown|5xx|throttle|slow  for=D
+ *   at T store   cut|stall|unknown|5xx|throttle|slow|other-bytes|vanish  for=D
  *   at T store   status CODE [method=HEAD|PUT|GET|LIST|DELETE] [prefix=TEXT] for=D
  *   at T store   object key=TEXT [foreign]       an object placed in the bucket
  *   at T seal    [count=N] [size=BYTES] [index=BYTES] [records=N]
@@ -23,6 +23,8 @@
  *   at T close   budget=D
  *   at T replace budget=D
  *   at T heal
+ *   at T disk    slow  for=D                     spool seals and removals take seconds
+ *   at T reopen                                   a new engine on the spool once the close is done
  *
  * Counts and sizes are unsigned decimal integers (0 included) that must fit
  * their field; CODE is 100..599; TEXT is 1..CS_PLAN_TEXT_MAX-1 printable
@@ -70,6 +72,8 @@ typedef enum cs_plan_verb {
   CS_PLAN_CLOSE,
   CS_PLAN_REPLACE,
   CS_PLAN_HEAL,
+  CS_PLAN_DISK,   /* the spool's disk: mode (slow) for_ns */
+  CS_PLAN_REOPEN, /* a new engine on the spool of a closed one */
 } cs_plan_verb;
 
 /* CATALOG and STORE fault modes. */
@@ -82,6 +86,8 @@ typedef enum cs_plan_mode {
   CS_PLAN_MODE_SLOW,      /* ten times the usual latency */
   CS_PLAN_MODE_5XX,
   CS_PLAN_MODE_THROTTLE,
+  CS_PLAN_MODE_OTHER_BYTES, /* store: a PUT keeps other bytes of the same size */
+  CS_PLAN_MODE_VANISH,      /* store: a PUT's object is lost before it is read again */
 } cs_plan_mode;
 
 typedef enum cs_plan_method {
@@ -110,8 +116,8 @@ typedef struct cs_plan_step {
   uint32_t line;         /* 1-based line number in the plan text */
   uint64_t at_ns;
   cs_plan_verb verb;
-  cs_plan_mode mode;     /* CATALOG, STORE */
-  uint64_t for_ns;       /* CATALOG, STORE, STORE_STATUS, PAUSE */
+  cs_plan_mode mode;     /* CATALOG, STORE, DISK */
+  uint64_t for_ns;       /* CATALOG, STORE, STORE_STATUS, PAUSE, DISK */
   uint32_t status;       /* STORE_STATUS */
   cs_plan_method method; /* STORE_STATUS */
   char text[CS_PLAN_TEXT_MAX]; /* STORE_STATUS prefix ("" = all), STORE_OBJECT key */

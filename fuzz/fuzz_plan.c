@@ -37,8 +37,8 @@ static char canonical[CANONICAL_MAX];
     }                                                                                            \
   } while (0)
 
-static const char *const mode_words[] = {NULL,   "cut", "stall", "unknown", "too-large",
-                                         "slow", "5xx", "throttle"};
+static const char *const mode_words[] = {NULL,   "cut", "stall",    "unknown",     "too-large",
+                                         "slow", "5xx", "throttle", "other-bytes", "vanish"};
 static const char *const method_words[] = {"", "HEAD", "PUT", "GET", "LIST", "DELETE"};
 static const char *const flush_words[] = {"any", "drained", "not-drained"};
 static const char *const crash_words[] = {"now", "after-upload", "after-index", "before-remove"};
@@ -68,11 +68,11 @@ static void check_text(const char text[CS_PLAN_TEXT_MAX], bool may_be_empty) {
 
 static void check_step(const cs_plan_step *step, uint32_t lines) {
   CHECK(step->line >= 1 && step->line <= lines);
-  CHECK(step->verb >= CS_PLAN_CATALOG && step->verb <= CS_PLAN_HEAL);
+  CHECK(step->verb >= CS_PLAN_CATALOG && step->verb <= CS_PLAN_REOPEN);
   CHECK(strcmp(cs_plan_verb_name(step->verb), "unknown") != 0);
-  CHECK(step->mode <= CS_PLAN_MODE_THROTTLE);
+  CHECK(step->mode <= CS_PLAN_MODE_VANISH);
   CHECK((step->mode != CS_PLAN_MODE_NONE) ==
-        (step->verb == CS_PLAN_CATALOG || step->verb == CS_PLAN_STORE));
+        (step->verb == CS_PLAN_CATALOG || step->verb == CS_PLAN_STORE || step->verb == CS_PLAN_DISK));
   CHECK(step->method <= CS_PLAN_METHOD_DELETE);
   CHECK(step->flush_expect <= CS_PLAN_EXPECT_NOT_DRAINED);
   CHECK(step->crash_point <= CS_PLAN_CRASH_BEFORE_REMOVE);
@@ -81,6 +81,9 @@ static void check_step(const cs_plan_step *step, uint32_t lines) {
   if (step->verb != CS_PLAN_STORE_STATUS) CHECK(step->status == 0);
   if (step->verb == CS_PLAN_CATALOG) CHECK(step->mode != CS_PLAN_MODE_5XX);
   if (step->verb == CS_PLAN_STORE) CHECK(step->mode != CS_PLAN_MODE_TOO_LARGE);
+  if (step->verb == CS_PLAN_CATALOG)
+    CHECK(step->mode != CS_PLAN_MODE_OTHER_BYTES && step->mode != CS_PLAN_MODE_VANISH);
+  if (step->verb == CS_PLAN_DISK) CHECK(step->mode == CS_PLAN_MODE_SLOW);
 }
 
 static void check_plan(const cs_plan *plan, uint32_t lines) {
@@ -124,6 +127,7 @@ static size_t emit_step(size_t len, const cs_plan_step *step) {
   switch (step->verb) {
   case CS_PLAN_CATALOG:
   case CS_PLAN_STORE:
+  case CS_PLAN_DISK:
   case CS_PLAN_PAUSE:
     if (step->mode != CS_PLAN_MODE_NONE) len = emit(len, " %s", mode_words[step->mode]);
     return emit(len, " for=%" PRIu64 "ns\n", step->for_ns);
@@ -145,7 +149,8 @@ static size_t emit_step(size_t len, const cs_plan_step *step) {
   case CS_PLAN_CRASH: return emit(len, " point=%s\n", crash_words[step->crash_point]);
   case CS_PLAN_CLOSE:
   case CS_PLAN_REPLACE: return emit(len, " budget=%" PRIu64 "ns\n", step->deadline_ns);
-  case CS_PLAN_HEAL: return emit(len, "\n");
+  case CS_PLAN_HEAL:
+  case CS_PLAN_REOPEN: return emit(len, "\n");
   }
   CHECK(false);
   return len;

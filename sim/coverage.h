@@ -42,6 +42,12 @@
   X(FAULT_DISK_FULL, "fault_disk_full", "") \
   X(FAULT_UPLOADERS, "fault_uploaders", "") \
   X(FAULT_REPLACE, "fault_replace", "") \
+  X(FAULT_STORE_OTHER_BYTES, "fault_store_other_bytes", "") \
+  X(FAULT_STORE_CHANGES, "fault_store_changes", "") \
+  X(FAULT_SLOW_DISK, "fault_slow_disk", "") \
+  X(FAULT_CLOSE, "fault_close", "") \
+  X(FAULT_CLOSE_STALLED, "fault_close_stalled", "") \
+  X(FAULT_CONFIG_CORNERS, "fault_config_corners", "") \
   X(FAULT_LIST_PATH_ORDER, "fault_list_path_order", "") \
   X(FAULT_CLAIMS_CONCURRENT, "fault_claims_concurrent", "") \
   X(FAULT_CATALOG_CLOCK_S, "fault_catalog_clock_s", "") \

@@ -39,15 +39,21 @@ static uint32_t order_lower_bound(const sim_world *w, const char *key, uint32_t 
   return lo;
 }
 
-uint32_t sim_store_find(const sim_world *w, const char *key, uint32_t key_len) {
+/* The slot holding key, a lost one (gone) included, or SIM_NONE. */
+static uint32_t store_slot_find(const sim_world *w, const char *key, uint32_t key_len) {
   uint32_t pos = order_lower_bound(w, key, key_len);
   if (pos < w->object_count && key_compare(&w->objects[w->order[pos]], key, key_len) == 0)
     return w->order[pos];
   return SIM_NONE;
 }
 
+uint32_t sim_store_find(const sim_world *w, const char *key, uint32_t key_len) {
+  uint32_t found = store_slot_find(w, key, key_len);
+  return found != SIM_NONE && !w->objects[found].gone ? found : SIM_NONE;
+}
+
 void sim_store_put_object(sim_world *w, const cs_pack_ref *ref, bool is_pack, uint32_t pack) {
-  uint32_t found = sim_store_find(w, ref->key, ref->key_len);
+  uint32_t found = store_slot_find(w, ref->key, ref->key_len);
   if (found == SIM_NONE) {
     if (w->object_count >= SIM_OBJECTS_MAX) sim_bail(w, SIM_EXIT_MODEL, "model bound: objects");
     uint32_t pos = order_lower_bound(w, ref->key, ref->key_len);
@@ -58,6 +64,7 @@ void sim_store_put_object(sim_world *w, const cs_pack_ref *ref, bool is_pack, ui
   sim_object *obj = &w->objects[found];
   obj->ref = *ref;
   obj->is_pack = is_pack;
+  obj->gone = false;
   obj->pack = pack;
 }
 
@@ -151,6 +158,7 @@ static void store_list_path(sim_world *w, sim_req *req, uint32_t pos, uint32_t l
     uint32_t index = w->order[pos];
     const char *key = w->objects[index].ref.key;
     if (!prefix_matches(w->prefix, key)) break;
+    if (w->objects[index].gone) continue;
     uint32_t at = req->key_count;
     while (at > 0 && path_compare(key, w->objects[req->keys[at - 1]].ref.key) < 0) at--;
     if (at == limit) {
@@ -189,6 +197,7 @@ static void store_list(sim_world *w, sim_req *req) {
   for (; pos < w->object_count; pos++) {
     const sim_object *obj = &w->objects[w->order[pos]];
     if (!prefix_matches(w->prefix, obj->ref.key)) break;
+    if (obj->gone) continue;
     if (req->key_count == limit) {
       const sim_object *last = &w->objects[req->keys[req->key_count - 1]];
       memcpy(req->next_token, last->ref.key, last->ref.key_len + 1);
@@ -197,6 +206,119 @@ static void store_list(sim_world *w, sim_req *req) {
     req->keys[req->key_count++] = w->order[pos];
   }
   req->outcome = CS_OUT_OK;
+}
+
+/* ---- a store that lies (store_other_bytes, store_changes) --------------- */
+
+static bool faults_chance(sim_world *w, sim_fault fault, uint32_t divisor) {
+  const sim_profile *pr = &w->profile;
+  return !w->liveness && pr->on[fault] && cs_prng_below(&w->prng_faults, 1000) < pr->rate_permille[fault] / divisor;
+}
+
+/*
+ * The store puts other bytes of the same size under the object's key (its
+ * checksum metadata no longer names its pack's bytes), or loses it (HEAD
+ * answers 404, LIST leaves it out, until a PUT brings it back).
+ */
+static void store_damage(sim_world *w, uint32_t index, bool vanish) {
+  sim_object *obj = &w->objects[index];
+  if (vanish) {
+    obj->gone = true;
+  } else {
+    for (int i = 0; i < 32; i += 8) {
+      uint64_t r = cs_prng_next(&w->prng_faults) | 1u; /* odd: the first byte always changes */
+      for (int k = 0; k < 8; k++) obj->ref.sha256[i + k] ^= (uint8_t)(r >> (8 * k));
+    }
+  }
+  if (obj->pack != SIM_NONE) w->packs[obj->pack].damaged_ns = w->now_ns;
+  w->counters.store_damaged++;
+}
+
+/* A plan's store window of other-bytes or vanish, while it lasts. */
+static cs_plan_mode lie_window(const sim_world *w) {
+  for (uint32_t i = 0; i < SIM_WINDOWS_MAX; i++) {
+    const sim_fault_window *win = &w->windows[i];
+    if (!win->active || win->catalog || win->status != 0 || w->now_ns >= win->until_ns) continue;
+    if (win->mode == CS_PLAN_MODE_OTHER_BYTES || win->mode == CS_PLAN_MODE_VANISH) return win->mode;
+  }
+  return CS_PLAN_MODE_NONE;
+}
+
+/*
+ * A PUT the store applied: it may keep other bytes of the same size (a torn
+ * or replaced upload; store_other_bytes), or the object may change or vanish
+ * right after, before the uploader's verifying HEAD (store_changes).
+ */
+static void put_lie(sim_world *w, uint32_t index) {
+  cs_plan_mode mode = lie_window(w);
+  if (mode == CS_PLAN_MODE_NONE && faults_chance(w, F_STORE_OTHER_BYTES, 4)) mode = CS_PLAN_MODE_OTHER_BYTES;
+  if (mode == CS_PLAN_MODE_NONE && faults_chance(w, F_STORE_CHANGES, 8))
+    mode = cs_prng_below(&w->prng_faults, 2) == 0 ? CS_PLAN_MODE_VANISH : CS_PLAN_MODE_OTHER_BYTES;
+  if (mode != CS_PLAN_MODE_NONE) store_damage(w, index, mode == CS_PLAN_MODE_VANISH);
+  if (mode != CS_PLAN_MODE_NONE) sim_cov_fault(w, mode == CS_PLAN_MODE_VANISH ? F_STORE_CHANGES : F_STORE_OTHER_BYTES);
+}
+
+/* A LIST page was answered: one of its packs may change or vanish before reconcile HEADs it. */
+static void list_lie(sim_world *w, const sim_req *req) {
+  if (req->key_count == 0 || !faults_chance(w, F_STORE_CHANGES, 4)) return;
+  uint32_t index = req->keys[cs_prng_below(&w->prng_faults, req->key_count)];
+  if (w->objects[index].is_pack && !w->objects[index].gone) {
+    store_damage(w, index, cs_prng_below(&w->prng_faults, 2) == 0);
+    sim_cov_fault(w, F_STORE_CHANGES);
+  }
+}
+
+/* store_changes on the fault clock: some pack object changes or vanishes, whoever has read it. */
+void sim_store_damage_random(sim_world *w) {
+  for (int tries = 0; tries < 8 && w->object_count > 0; tries++) {
+    uint32_t index = (uint32_t)cs_prng_below(&w->prng_faults, w->object_count);
+    const sim_object *obj = &w->objects[index];
+    if (!obj->is_pack || obj->gone || obj->pack == SIM_NONE) continue;
+    store_damage(w, index, cs_prng_below(&w->prng_faults, 2) == 0);
+    sim_cov_fault(w, F_STORE_CHANGES);
+    return;
+  }
+}
+
+/* A HEAD of a pack's key by the pack's owner: what the owner could learn of the store's lies. */
+static void head_seen(sim_world *w, const sim_req *req, uint32_t found) {
+  uint32_t pack = truth_of(w, &req->ref.pack_id);
+  if (pack == SIM_NONE) return;
+  sim_pack *sp = &w->packs[pack];
+  if (sp->proc != req->proc || sp->ref.key_len != req->ref.key_len ||
+      memcmp(sp->ref.key, req->ref.key, sp->ref.key_len) != 0)
+    return;
+  sp->owner_head_ns = w->now_ns;
+  if (found == SIM_NONE) return;
+  const sim_object *obj = &w->objects[found];
+  if (obj->is_pack && memcmp(obj->ref.sha256, sp->ref.sha256, 32) == 0) sp->owner_right_ns = w->now_ns;
+  else sp->conflict = true; /* other bytes under its key: setting it aside is right */
+}
+
+/* The store lost the pack's bytes after its owner had seen them there, and the owner has not looked since. */
+static bool store_lost(const sim_world *w, uint32_t pack) {
+  const sim_pack *sp = &w->packs[pack];
+  return sp->damaged_ns != 0 && sp->owner_right_ns != 0 && sp->damaged_ns > sp->owner_head_ns;
+}
+
+/* The store holds the pack's own bytes under its key. */
+static bool holds_bytes(const sim_world *w, uint32_t pack) {
+  const sim_pack *sp = &w->packs[pack];
+  uint32_t obj = sim_store_find(w, sp->ref.key, sp->ref.key_len);
+  return obj != SIM_NONE && w->objects[obj].is_pack && memcmp(w->objects[obj].ref.sha256, sp->ref.sha256, 32) == 0;
+}
+
+bool sim_store_holds(const sim_world *w, uint32_t pack) { return holds_bytes(w, pack) || store_lost(w, pack); }
+
+bool sim_pack_may_set_aside(const sim_world *w, uint32_t pack) {
+  const sim_pack *sp = &w->packs[pack];
+  return sp->poison_large || sp->poison_invalid || sp->conflict || sim_catalog_refuses_alone(w, pack);
+}
+
+bool sim_pack_excused(const sim_world *w, uint32_t pack) {
+  const sim_pack *sp = &w->packs[pack];
+  bool lost = store_lost(w, pack) && !holds_bytes(w, pack);
+  return sp->poison_large || sp->poison_invalid || sim_catalog_refuses_alone(w, pack) || sp->conflict || lost;
 }
 
 void sim_store_apply(sim_world *w, sim_req *req) {
@@ -210,11 +332,13 @@ void sim_store_apply(sim_world *w, sim_req *req) {
     uint32_t pack = truth_of(w, &req->ref.pack_id);
     if (pack != SIM_NONE) w->packs[pack].puts++;
     sim_store_put_object(w, &req->ref, true, pack);
+    put_lie(w, sim_store_find(w, req->ref.key, req->ref.key_len));
     req->outcome = CS_OUT_OK;
     return;
   }
   case CS_OP_STORE_HEAD: {
     uint32_t found = sim_store_find(w, req->ref.key, req->ref.key_len);
+    head_seen(w, req, found);
     if (found == SIM_NONE) {
       req->outcome = CS_OUT_NOT_FOUND;
       return;
@@ -223,7 +347,11 @@ void sim_store_apply(sim_world *w, sim_req *req) {
     req->outcome = CS_OUT_OK;
     return;
   }
-  case CS_OP_STORE_LIST: store_list(w, req); return;
+  case CS_OP_STORE_LIST:
+    w->counters.store_lists++;
+    store_list(w, req);
+    list_lie(w, req);
+    return;
   default: sim_bail(w, SIM_EXIT_CRASH, "store got op %s", cs_op_name(req->op));
   }
 }
@@ -365,6 +493,9 @@ static uint64_t inventory_row_bytes(const sim_world *w, uint32_t pack) {
   return SIM_INVENTORY_ROW_BYTES + w->packs[pack].ref.key_len;
 }
 
+/* The smallest statement limit that holds one pack's inventory row (the world's keys are under 128 bytes). */
+uint64_t sim_catalog_statement_floor(void) { return SIM_INVENTORY_FIXED_BYTES + SIM_INVENTORY_ROW_BYTES + 128u; }
+
 /* Only a statement limit below one pack's inventory row (a plan's too_large window) refuses a pack alone. */
 bool sim_catalog_refuses_alone(const sim_world *w, uint32_t pack) {
   return SIM_INVENTORY_FIXED_BYTES + inventory_row_bytes(w, pack) > w->catalog_insert_bytes_max;
@@ -474,7 +605,7 @@ static void land_reject(sim_world *w, sim_req *req) {
     uint32_t pack = req->packs[i];
     if (pack == SIM_NONE) continue;
     sim_pack *sp = &w->packs[pack];
-    if (!sp->poison_large && !sp->poison_invalid && !sim_catalog_refuses_alone(w, pack)) {
+    if (!sim_pack_may_set_aside(w, pack)) {
       char id[CS_UUID_TEXT_LEN + 1];
       cs_uuid_format(&sp->ref.pack_id, id);
       sim_bail(w, SIM_EXIT_SAFETY, "p%u recorded healthy pack %s as rejected", req->proc, id);

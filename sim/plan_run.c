@@ -22,6 +22,7 @@ typedef struct setting_def {
 #define SVCBOOL(name, field) {name, offsetof(sim_world, base_svc) + offsetof(cs_service_config, field), 1}
 #define SINK64(name, field) {name, offsetof(sim_world, base_sink) + offsetof(cs_sink_config, field), 8}
 #define SINK32(name, field) {name, offsetof(sim_world, base_sink) + offsetof(cs_sink_config, field), 4}
+#define ENG64(name, field) {name, offsetof(sim_world, base_engine) + offsetof(cs_engine_config, field), 8}
 
 static const setting_def settings[] = {
     SVC64("lease_ttl", lease_ttl_ns),
@@ -36,10 +37,17 @@ static const setting_def settings[] = {
     SVC64("reconcile_interval", reconcile_interval_ns),
     SVCBOOL("reconcile_at_start", reconcile_at_start),
     SVC32("list_page", list_page_max),
+    SVC32("flush_max", flush_max),
+    SVC32("rejected_max", rejected_max),
     SVC64("request_timeout", request_timeout_ns),
     SINK32("pack_records", pack_records_max),
     SINK64("linger", linger_ns),
     SINK32("sink_spool_packs", spool_packs_max),
+    SINK64("pack_bytes", pack_bytes_max),
+    SINK64("spool_bytes", spool_bytes_max),
+    SINK64("block_max", block_max_ns),
+    ENG64("start_timeout", start_timeout_ns),
+    ENG64("stop_reserve", stop_reserve_ns),
     {"catalog_insert_bytes", offsetof(sim_world, catalog_insert_bytes_max), 8},
     {"capture_interval", offsetof(sim_world, capture_interval_ns), 8},
     {"uploaders", offsetof(sim_world, uploaders), 4},
@@ -152,7 +160,12 @@ void sim_plan_step(sim_world *w, const cs_plan_step *step) {
   case CS_PLAN_REPLACE: sim_engine_start(w, p, CS_ENGINE_OP_REPLACE, step->deadline_ns); return;
   case CS_PLAN_HEAL:
     for (uint32_t i = 0; i < SIM_WINDOWS_MAX; i++) w->windows[i].until_ns = w->now_ns;
+    w->slow_disk_until_ns = w->now_ns;
     return;
+  case CS_PLAN_DISK:
+    w->slow_disk_until_ns = step->for_ns > UINT64_MAX - w->now_ns ? UINT64_MAX : w->now_ns + step->for_ns;
+    return;
+  case CS_PLAN_REOPEN: sim_reopen_request(w, p, 0); return;
   }
   sim_bail(w, SIM_EXIT_CRASH, "plan verb %d", (int)step->verb);
 }
@@ -184,9 +197,20 @@ static uint64_t lost_records(const sim_world *w) {
   uint64_t n = 0;
   for (uint32_t i = 0; i < w->pack_count; i++) {
     const sim_pack *sp = &w->packs[i];
-    if (sp->durable && !sp->poison_large && !sp->poison_invalid && !sim_catalog_committed(w, i))
+    if (sp->durable && !sim_pack_excused(w, i) && !sim_catalog_committed(w, i))
       n += sp->ref.record_count;
   }
+  return n;
+}
+
+/* Packs set aside (quarantined) because their owner saw other bytes under their key. */
+static uint64_t set_aside_conflicts(const sim_world *w) {
+  uint64_t n = 0;
+  for (uint32_t i = 0; i < w->proc_count; i++)
+    for (uint32_t f = 0; f < SIM_FILES_MAX; f++) {
+      const sim_file *file = &w->procs[i].files[f];
+      n += file->state == FILE_QUARANTINED && w->packs[file->pack].conflict;
+    }
   return n;
 }
 
@@ -229,6 +253,9 @@ bool sim_plan_counter(const sim_world *w, const char *n, uint64_t *out) {
       {"puts_max_per_pack", max_puts(w)},        {"packs", w->pack_count},
       {"uploaders", w->uploaders},             {"contested_terms", c->contested_terms},
       {"watermark", w->watermark},               {"head_error_named", error_names_head(w)},
+      {"store_damaged", c->store_damaged},       {"slow_seal_steps", c->slow_seal_steps},
+      {"reopen_done", c->reopen_done},           {"sealed_refused", c->sealed_refused},
+      {"set_aside_conflicts", set_aside_conflicts(w)}, {"store_lists", c->store_lists},
   };
   for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++) {
     if (strcmp(n, plain[i].name) != 0) continue;

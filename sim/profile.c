@@ -8,7 +8,8 @@ static const char *const fault_names[F_COUNT_] = {
     "store_slow",     "store_403_head", "catalog_outage",  "catalog_stall",       "catalog_unknown",
     "catalog_too_large", "rivals",      "pause_holder",    "clock_skew",          "poison_large",
     "poison_invalid", "foreign_objects", "crashes",        "torn_writes",         "disk_full",
-    "uploaders",      "replace",
+    "uploaders",      "replace",        "store_other_bytes", "store_changes",     "slow_disk",
+    "close",          "close_stalled",  "config_corners",
 };
 
 const char *sim_fault_name(sim_fault fault) {

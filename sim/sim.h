@@ -52,6 +52,12 @@ typedef enum sim_fault {
   F_DISK_FULL,
   F_UPLOADERS,
   F_REPLACE,
+  F_STORE_OTHER_BYTES, /* the store keeps other bytes of the same size under a pack's key */
+  F_STORE_CHANGES,     /* objects change or vanish between a read of them and a later one */
+  F_SLOW_DISK,         /* spool seals, fsyncs and removals that take seconds */
+  F_CLOSE,             /* a capture process closes its engine and reopens one on the same spool */
+  F_CLOSE_STALLED,     /* the same, with the store or the catalog stalled at close time */
+  F_CONFIG_CORNERS,    /* one to three config bounds at their minimum or maximum */
   F_COUNT_
 } sim_fault;
 
@@ -62,6 +68,7 @@ typedef enum sim_fault {
 #define SIM_WITHOUT_LIST_PATH_ORDER (1u << 31)
 #define SIM_WITHOUT_CLAIMS_CONCURRENT (1u << 30)
 #define SIM_WITHOUT_CATALOG_CLOCK_S (1u << 29)
+_Static_assert(F_COUNT_ <= 29, "fault kinds and the SIM_WITHOUT_ bits share without_mask");
 
 typedef struct sim_profile {
   bool on[F_COUNT_];

@@ -35,7 +35,7 @@ static const char *ev_name(ev_kind kind) {
   static const char *const names[] = {"?",      "wake",   "arrive",  "reply", "seal_step",
                                       "spool",  "capture", "restart", "plan",  "fault",
                                       "flush",  "phase",  "live_check", "fault_end", "resume",
-                                      "land"};
+                                      "land",   "reopen"};
   return (unsigned)kind < sizeof names / sizeof names[0] ? names[kind] : "?";
 }
 
@@ -90,7 +90,10 @@ static uint64_t true_of_local(const sim_proc *p, uint64_t local_ns) {
   if (local_ns == CS_NEVER) return CS_NEVER;
   __int128 base = (__int128)local_ns - p->skew_ns;
   if (base < 0) return 0;
-  uint64_t t = (uint64_t)(base * 1000000 / (1000000 + p->drift_ppm));
+  __int128 guess = base * 1000000 / (1000000 + p->drift_ppm);
+  /* A deadline centuries away (a bound at its maximum): the run ends long before it. */
+  if (guess > (__int128)(UINT64_MAX / 2)) return UINT64_MAX / 2;
+  uint64_t t = (uint64_t)guess;
   while (local_of(p, t) < local_ns) t++;
   return t;
 }
@@ -100,6 +103,13 @@ static uint64_t rand_range(cs_prng *prng, uint64_t lo, uint64_t hi) {
 }
 
 static bool chance(cs_prng *prng, uint32_t permille) { return cs_prng_below(prng, 1000) < permille; }
+
+/* How long a spool step takes: lo..hi ns, or 0.5 to 5 s while the disk is slow (slow_disk). */
+static uint64_t disk_delay(sim_world *w, uint64_t lo, uint64_t hi) {
+  if (w->now_ns >= w->slow_disk_until_ns) return rand_range(&w->prng_storage, lo, hi);
+  w->counters.slow_seal_steps++;
+  return rand_range(&w->prng_storage, CS_SEC_NS / 2, 5 * CS_SEC_NS);
+}
 
 /* ---- requests on the wire ------------------------------------------------ */
 
@@ -165,6 +175,8 @@ static void net_send(sim_world *w, sim_proc *p, uint32_t index) {
     sim_schedule(w, w->now_ns + CS_MS_NS, EV_REPLY, p->index, index, 0);
     return;
   case CS_PLAN_MODE_STALL:
+    /* The request hangs until its timeout: the catalog is not healthy for its sender before that. */
+    if (req->to_catalog) mark_catalog_unhealthy(w, w->now_ns + timeout);
     req->has_forced = true, req->forced = CS_OUT_TIMEOUT;
     sim_schedule(w, w->now_ns + timeout, EV_REPLY, p->index, index, 0);
     return;
@@ -213,6 +225,9 @@ static void deliver_reply(sim_world *w, sim_proc *p, sim_req *req) {
   ev.key_count = req->key_count;
   ev.next_token = req->next_token;
   hash_u64(w, (uint64_t)req->op << 32 | (uint64_t)ev.outcome);
+  if (w->opts->trace)
+    fprintf(w->opts->out, "%12.6f p%u  %s id=%" PRIu64 " -> %s\n", (double)w->now_ns / 1e9, p->index, cs_op_name(req->op),
+            req->action_id, cs_outcome_name(ev.outcome));
   if (cs_outcome_is_outage(ev.outcome)) sim_check_backoff(w, p);
   if (req->head_only && ev.outcome == CS_OUT_FORBIDDEN) p->forbidden_heads++;
   sim_check_reply(w, p, req, &ev);
@@ -291,6 +306,36 @@ static void seals_full_note(sim_world *w, sim_proc *p) {
   if (n >= CS_SINK_SEALS_MAX) p->seals_full_local_ns = sim_local_now(w, p);
 }
 
+/*
+ * The service's pack table is full: more packs in the spool than it holds (a
+ * bound at its minimum, or seals of a replaced sink landing late). As the
+ * runtime does with the packs beyond the table at start (its backlog,
+ * rs_driver.c), the pack is reported again, as recovered, each time a pack
+ * leaves the spool.
+ */
+static void sealed_refused(sim_world *w, sim_proc *p, uint32_t file) {
+  w->counters.sealed_refused++;
+  p->files[file].backlog = true;
+  if (w->opts->trace)
+    fprintf(w->opts->out, "%12.6f p%u  SEALED refused (table full): pack %u waits in the backlog\n",
+            (double)w->now_ns / 1e9, p->index, p->files[file].pack);
+}
+
+/* A pack left the spool: the first one of the backlog is reported again. */
+static void backlog_next(sim_world *w, sim_proc *p) {
+  for (uint32_t i = 0; i < SIM_FILES_MAX; i++) {
+    sim_file *f = &p->files[i];
+    if (f->state != FILE_READY || !f->backlog || f->removing) continue;
+    sim_pack *pack = &w->packs[f->pack];
+    cs_event ev = {.kind = CS_EV_SEALED, .pack = &pack->ref, .recovered = true};
+    int rc = cs_service_on_event(p->svc, sim_local_now(w, p), &ev);
+    if (rc == CS_E_FULL || rc == CS_E_CLOSED) return;
+    if (rc != CS_E_OK) sim_bail(w, SIM_EXIT_CRASH, "backlog SEALED refused: %s", cs_strerror(rc));
+    f->backlog = false;
+    return;
+  }
+}
+
 static void seal_ack(sim_world *w, sim_proc *p, uint32_t file, int err) {
   seals_full_note(w, p);
   sim_file *f = &p->files[file];
@@ -318,7 +363,8 @@ static void seal_ack(sim_world *w, sim_proc *p, uint32_t file, int err) {
   int rc = cs_service_on_event(p->svc, sim_local_now(w, p), &ev);
   sim_cov_sealed(w, f->pack, seq, rc);
   /* A seal that outlived its service stays ready in the spool; the next start recovers it. */
-  if (rc != CS_E_OK && rc != CS_E_CLOSED)
+  if (rc == CS_E_FULL) sealed_refused(w, p, file);
+  else if (rc != CS_E_OK && rc != CS_E_CLOSED)
     sim_bail(w, SIM_EXIT_CRASH, "proc %u: SEALED refused: %s", p->index, cs_strerror(rc));
 }
 
@@ -334,12 +380,12 @@ static void seal_step(sim_world *w, sim_proc *p, uint32_t file, uint64_t stage) 
       return;
     }
     f->synced = true;
-    sim_schedule(w, w->now_ns + rand_range(&w->prng_storage, 100000, 1000000), EV_SEAL_STEP, p->index, file, 2);
+    sim_schedule(w, w->now_ns + disk_delay(w, 100000, 1000000), EV_SEAL_STEP, p->index, file, 2);
     return;
   }
   if (stage == 2) {
     f->state = FILE_READY;
-    sim_schedule(w, w->now_ns + rand_range(&w->prng_storage, 100000, 2000000), EV_SEAL_STEP, p->index, file, 3);
+    sim_schedule(w, w->now_ns + disk_delay(w, 100000, 2000000), EV_SEAL_STEP, p->index, file, 3);
     return;
   }
   f->linked = true;
@@ -365,7 +411,7 @@ static void exec_sink_seal(sim_world *w, sim_proc *p, const cs_sink_action *act)
   w->packs[pack].capture_first = pp->capture_first;
   uint32_t file = file_alloc(w, p);
   p->files[file] = (sim_file){.state = FILE_OPEN, .pack = pack};
-  uint64_t write_ns = pp->bytes * 5 + rand_range(&w->prng_storage, 200000, 3000000);
+  uint64_t write_ns = pp->bytes * 5 + disk_delay(w, 200000, 3000000);
   sim_schedule(w, w->now_ns + write_ns, EV_SEAL_STEP, p->index, file, 1);
 }
 
@@ -443,11 +489,12 @@ static void spool_op(sim_world *w, sim_proc *p, const cs_action *act) {
     return;
   }
   if (act->op == CS_OP_SPOOL_REMOVE) sim_check_removal(w, p, pack);
-  if (act->op == CS_OP_SPOOL_QUARANTINE && !w->packs[pack].poison_large && !w->packs[pack].poison_invalid &&
-      !sim_catalog_refuses_alone(w, pack))
+  if (act->op == CS_OP_SPOOL_QUARANTINE && !sim_pack_may_set_aside(w, pack))
     sim_bail(w, SIM_EXIT_SAFETY, "proc %u: healthy pack %s set aside (%s)", p->index, act->pack->key,
              act->reason != NULL ? act->reason : "");
-  sim_schedule(w, w->now_ns + rand_range(&w->prng_storage, 50000, 500000), EV_SPOOL_DONE, p->index, act->id,
+  uint32_t file = file_of_pack(p, pack);
+  if (file != SIM_NONE) p->files[file].removing = true;
+  sim_schedule(w, w->now_ns + disk_delay(w, 50000, 500000), EV_SPOOL_DONE, p->index, act->id,
                pack | (uint64_t)(act->op == CS_OP_SPOOL_QUARANTINE) << 32 | (uint64_t)p->svc_gen << 33);
 }
 
@@ -457,6 +504,7 @@ static void spool_done(sim_world *w, sim_proc *p, uint64_t action_id, uint64_t b
   bool current = (uint32_t)(b >> 33) == p->svc_gen;
   uint32_t file = file_of_pack(p, pack);
   if (file != SIM_NONE) {
+    p->files[file].removing = false;
     p->files[file].state = quarantine ? FILE_QUARANTINED : FILE_FREE;
     if (!quarantine) w->packs[pack].removed = true;
     if (p->sink_open) cs_sink_on_removed(&p->sink, w->packs[pack].ref.size_bytes);
@@ -467,6 +515,7 @@ static void spool_done(sim_world *w, sim_proc *p, uint64_t action_id, uint64_t b
                  .outcome = file != SIM_NONE ? CS_OUT_OK : CS_OUT_NOT_FOUND};
   int rc = cs_service_on_event(p->svc, sim_local_now(w, p), &ev);
   if (rc != CS_E_OK) sim_bail(w, SIM_EXIT_CRASH, "spool completion refused: %s", cs_strerror(rc));
+  if (file != SIM_NONE) backlog_next(w, p);
 }
 
 static sim_flush_rec *flush_rec(sim_proc *p, uint64_t id) {
@@ -596,13 +645,16 @@ static void service_start(sim_world *w, sim_proc *p) {
   cs_event start = {.kind = CS_EV_START};
   cs_service_on_event(p->svc, local, &start);
   for (uint32_t i = 0; i < SIM_FILES_MAX; i++) {
-    if (p->files[i].state != FILE_READY) continue;
+    p->files[i].backlog = false;
+    /* The listing runs on the spool lane after the removals queued before it: those packs are gone. */
+    if (p->files[i].state != FILE_READY || p->files[i].removing) continue;
     sim_pack *pack = &w->packs[p->files[i].pack];
     pack->sealed_order = ++w->sealed_order;
     cs_event ev = {.kind = CS_EV_SEALED, .pack = &pack->ref, .recovered = true};
     sim_cov_recovered(w, p->files[i].pack);
     rc = cs_service_on_event(p->svc, local, &ev);
-    if (rc != CS_E_OK) sim_bail(w, SIM_EXIT_CRASH, "recovery SEALED refused: %s", cs_strerror(rc));
+    if (rc == CS_E_FULL) sealed_refused(w, p, i);
+    else if (rc != CS_E_OK) sim_bail(w, SIM_EXIT_CRASH, "recovery SEALED refused: %s", cs_strerror(rc));
   }
 }
 
@@ -613,16 +665,6 @@ static void sweep_open(sim_world *w, sim_proc *p) {
   for (uint32_t i = 0; i < SIM_FILES_MAX; i++)
     if (p->files[i].state == FILE_OPEN) p->files[i].state = FILE_FREE;
   memset(p->pending, 0, sizeof p->pending);
-}
-
-/* The pack's seal is still in flight (its acknowledgement will count it). */
-static bool still_sealing(const sim_world *w, const sim_proc *p, uint32_t pack) {
-  const sim_pack *sp = &w->packs[pack];
-  for (uint32_t i = 0; i < SIM_PENDING_PACKS; i++)
-    if (p->pending[i].used && p->pending[i].sealing && p->pending[i].capture_first == sp->capture_first &&
-        p->pending[i].records == sp->ref.record_count)
-      return true;
-  return false;
 }
 
 static void sink_open(sim_world *w, sim_proc *p) {
@@ -638,10 +680,13 @@ static void sink_open(sim_world *w, sim_proc *p) {
     if (p->pending[i].used && !p->pending[i].sealing) p->pending[i].used = false;
   for (uint32_t i = 0; i < SIM_PENDING_PACKS; i++)
     if (p->pending[i].used) p->pending[i].seq = 0; /* old numbering: never matched by seq again */
-  /* Ready packs count against the new sink's quota; one still sealing counts when its seal ends (seal_ack). */
+  /*
+   * Ready packs count against the new sink's quota. One whose seal is still
+   * in flight counts again when the seal ends (seal_ack): the sink's count
+   * errs high, never low, so its removal never finds it uncounted.
+   */
   for (uint32_t i = 0; i < SIM_FILES_MAX; i++)
-    if (p->files[i].state == FILE_READY && !still_sealing(w, p, p->files[i].pack))
-      cs_sink_on_recovered(&p->sink, w->packs[p->files[i].pack].ref.size_bytes);
+    if (p->files[i].state == FILE_READY) cs_sink_on_recovered(&p->sink, w->packs[p->files[i].pack].ref.size_bytes);
   p->sink_open = true;
   p->sink_closed = false;
   p->seal_asked = false;
@@ -658,7 +703,12 @@ static bool exec_step_now(sim_world *w, sim_proc *p, const cs_engine_action *act
   case CS_STEP_SWEEP_OPEN: sweep_open(w, p); return true;
   case CS_STEP_OPEN_SINK: sink_open(w, p); return true;
   case CS_STEP_STOP_CAPTURE: p->capturing = false; return true;
-  case CS_STEP_FLUSH_SINK: return cs_sink_flush(&p->sink, act->deadline_ns, act->id) != CS_E_OK;
+  case CS_STEP_FLUSH_SINK: {
+    /* A sink that cannot take the flush (closed, or a flush of its own under way) answers with its error. */
+    int rc = p->sink_open ? cs_sink_flush(&p->sink, act->deadline_ns, act->id) : CS_E_CLOSED;
+    if (rc != CS_E_OK) engine_step_done(w, p, CS_STEP_FLUSH_SINK, rc == CS_E_CLOSED ? CS_E_OK : rc);
+    return false;
+  }
   case CS_STEP_SEAL_SINK:
     p->seal_asked = true;
     if (!p->sink_open || p->sink_closed) return true;
@@ -687,6 +737,20 @@ static bool exec_step_now(sim_world *w, sim_proc *p, const cs_engine_action *act
   sim_bail(w, SIM_EXIT_CRASH, "unknown engine step %d", (int)act->step);
 }
 
+/*
+ * A close that reports every step done released the lease (DESIGN.md 6.9):
+ * with the catalog healthy, the closed service no longer holds the head term.
+ * A successor would only wait out the TTL, so nothing else would notice.
+ */
+static void close_released_check(sim_world *w, const sim_proc *p, const cs_engine_action *act) {
+  if (act->err != CS_E_OK || p->kind == PROC_UPLOADER || w->now_ns < w->catalog_unhealthy_until_ns) return;
+  uint64_t term;
+  if (sim_catalog_holder(w, sim_catalog_now(w), &term) == p->index && w->claim_count > 0 &&
+      cs_uuid_equal(&w->claims[w->claim_count - 1].lease_id, &p->lease_id))
+    sim_bail(w, SIM_EXIT_SAFETY, "p%u closed (every step done) but still holds term %" PRIu64 " with the catalog healthy",
+             p->index, term);
+}
+
 static void exec_engine_action(sim_world *w, sim_proc *p, const cs_engine_action *act) {
   hash_u64(w, (uint64_t)act->step << 40 | act->id);
   if (w->opts->trace)
@@ -695,7 +759,10 @@ static void exec_engine_action(sim_world *w, sim_proc *p, const cs_engine_action
   sim_cov_engine_action(w, act);
   if (act->step == CS_STEP_REPORT) {
     sim_check_engine_report(w, p, act);
+    if (act->opkind == CS_ENGINE_OP_CLOSE) close_released_check(w, p, act);
     if (act->opkind == CS_ENGINE_OP_CLOSE) w->counters.close_done++;
+    if (act->opkind == CS_ENGINE_OP_CLOSE && p->reopen_wanted)
+      sim_schedule(w, w->now_ns + (w->liveness ? CS_MS_NS : p->reopen_delay_ns), EV_REOPEN, p->index, 0, 0);
     if (act->opkind == CS_ENGINE_OP_REPLACE) w->counters.replace_done++;
     if (act->err != CS_E_OK) w->counters.engine_failures++;
     p->engine_op = CS_ENGINE_OP_NONE;
@@ -724,6 +791,27 @@ static bool release_check(sim_world *w, sim_proc *p) {
 
 /* ---- the pump: run a proc's cores until they have nothing more to say ---- */
 
+/*
+ * Notes a wake at t; false when one is already pending then. A deadline that
+ * comes back after each short backoff (a lease timer an hour away) would
+ * otherwise queue one wake per cycle.
+ */
+static bool wake_note(sim_proc *p, uint64_t now_ns, uint64_t t) {
+  uint32_t free_slot = SIM_WAKES_MAX;
+  for (uint32_t i = 0; i < SIM_WAKES_MAX; i++) {
+    if (p->wakes[i] == t) return false;
+    /* Past times are free too: a wake deferred by a pause fired later than noted. */
+    if (p->wakes[i] <= now_ns && free_slot == SIM_WAKES_MAX) free_slot = i;
+  }
+  if (free_slot < SIM_WAKES_MAX) p->wakes[free_slot] = t; /* full: scheduled, not noted */
+  return true;
+}
+
+static void wake_forget(sim_proc *p, uint64_t t) {
+  for (uint32_t i = 0; i < SIM_WAKES_MAX; i++)
+    if (p->wakes[i] == t) p->wakes[i] = 0;
+}
+
 static void schedule_wake(sim_world *w, sim_proc *p) {
   uint64_t local = sim_local_now(w, p);
   uint64_t at = cs_engine_next_deadline(&p->engine);
@@ -746,6 +834,7 @@ static void schedule_wake(sim_world *w, sim_proc *p) {
   uint64_t t = at <= local ? w->now_ns + CS_MS_NS : true_of_local(p, at);
   if (p->wake_at_ns > w->now_ns && p->wake_at_ns <= t) return; /* an earlier wake is pending */
   p->wake_at_ns = t;
+  if (!wake_note(p, w->now_ns, t)) return; /* one is pending at that very time */
   sim_schedule(w, t, EV_WAKE, p->index, 0, 0);
 }
 
@@ -805,12 +894,14 @@ static void capture(sim_world *w, sim_proc *p) {
                                                      : rand_range(&w->prng_workload, 256, 16384);
   uint64_t first = p->capture_retry_first_local != 0 ? p->capture_retry_first_local : local;
   uint64_t seq = 0;
+  cs_sink_stats before;
+  cs_sink_stats_get(&p->sink, &before);
   int rc = cs_sink_admit(&p->sink, local, bytes, first, &seq);
   sim_cov_admit(w, p, rc);
   uint64_t next = w->now_ns + rand_range(&w->prng_workload, 1, 2 * w->capture_interval_ns);
   if (rc == CS_E_WOULD_BLOCK) p->sink_blocked++;
   else if (rc != CS_E_OK) p->sink_refused++;
-  sim_check_admit(w, p, rc, first);
+  sim_check_admit(w, p, rc, first, &before, bytes);
   if (rc == CS_E_WOULD_BLOCK) {
     p->capture_retry_first_local = first;
     p->capture_retry_bytes = bytes;
@@ -849,7 +940,9 @@ void sim_proc_crash(sim_world *w, sim_proc *p) {
   p->step = CS_STEP_NONE;
   p->engine_op = CS_ENGINE_OP_NONE;
   p->wake_at_ns = 0;
+  memset(p->wakes, 0, sizeof p->wakes);
   p->pause_on_write_ns = 0;
+  p->reopen_wanted = false;
   memset(p->pending, 0, sizeof p->pending);
   memset(p->flushes, 0, sizeof p->flushes);
   w->counters.crashes++;
@@ -862,6 +955,7 @@ void sim_proc_crash(sim_world *w, sim_proc *p) {
       f->state = FILE_OPEN;
       sim_cov_mark(w, torn ? SIM_COV_FAULT_TORN_WRITES : SIM_COV_SIT_READY_NAME_LOST);
     }
+    f->removing = false; /* a removal under way dies with the process: the rename never happened */
   }
   uint64_t delay = w->liveness ? CS_MS_NS : w->restart_delay_ns / 2 + cs_prng_below(&w->prng_faults, w->restart_delay_ns);
   sim_schedule(w, w->now_ns + delay, EV_RESTART, p->index, 0, 0);
@@ -883,9 +977,37 @@ static void proc_restart(sim_world *w, sim_proc *p) {
   proc_open(w, p);
 }
 
+/*
+ * A new engine opens on the spool of a closed one, in the same process. The
+ * spool's owner lock stays with a sink still sealing after a close that timed
+ * out (the runtime's close waits for those seals), so the open waits for it.
+ */
+static void proc_reopen(sim_world *w, sim_proc *p) {
+  if (!p->alive || !p->reopen_wanted || p->engine.state != CS_ENGINE_CLOSED) return;
+  if (p->sink_open && !p->sink_closed) {
+    sim_schedule(w, w->now_ns + CS_SEC_NS, EV_REOPEN, p->index, 0, 0);
+    return;
+  }
+  p->reopen_wanted = false;
+  w->counters.reopen_done++;
+  if (w->opts->trace) fprintf(w->opts->out, "%12.6f p%u  REOPEN\n", (double)w->now_ns / 1e9, p->index);
+  proc_open(w, p);
+}
+
+void sim_reopen_request(sim_world *w, sim_proc *p, uint64_t delay_ns) {
+  if (!p->alive) return;
+  p->reopen_wanted = true;
+  p->reopen_delay_ns = delay_ns;
+  /* A close still running schedules the reopen at its REPORT. */
+  if (p->engine.state == CS_ENGINE_CLOSED && p->engine_op == CS_ENGINE_OP_NONE)
+    sim_schedule(w, w->now_ns + delay_ns, EV_REOPEN, p->index, 0, 0);
+}
+
 static void proc_pause(sim_world *w, sim_proc *p, uint64_t for_ns) {
   if (!p->alive || p->paused_until_ns > w->now_ns) return;
   p->paused_until_ns = w->now_ns + for_ns;
+  /* A pause ends with the safety phase at the latest: what it defers must not land hours into liveness. */
+  if (p->paused_until_ns > w->safety_end_ns && w->safety_end_ns > w->now_ns) p->paused_until_ns = w->safety_end_ns;
   w->counters.pauses++;
   sim_schedule(w, p->paused_until_ns, EV_RESUME, p->index, 0, 0);
 }
@@ -897,12 +1019,20 @@ void sim_engine_start(sim_world *w, sim_proc *p, cs_engine_opkind op, uint64_t a
   if (op == CS_ENGINE_OP_CLOSE) rc = cs_engine_close(&p->engine, local, arg_ns);
   if (op == CS_ENGINE_OP_REPLACE) rc = cs_engine_replace(&p->engine, local, arg_ns);
   if (op == CS_ENGINE_OP_FLUSH) rc = cs_engine_flush(&p->engine, local, local + arg_ns);
-  if (rc == CS_E_OK) p->engine_op = op, p->engine_op_started_local = local, p->engine_op_budget_ns = arg_ns;
+  if (rc == CS_E_OK)
+    p->engine_op = op, p->engine_op_started_local = local, p->engine_op_budget_ns = arg_ns, p->engine_op_started_ns = w->now_ns;
   if (rc == CS_E_OK && op == CS_ENGINE_OP_FLUSH) {
+    /*
+     * The records then in the sink: its open pack's and its seals' in flight
+     * (the flush waits for both). Seals of a sink this one replaced (seq 0)
+     * are not this sink's: a flush does not wait for them (docs/simulator.md).
+     */
     p->engine_flush_mark = p->next_capture_id;
     p->engine_flush_low = p->next_capture_id;
-    for (uint32_t i = 0; i < SIM_PENDING_PACKS; i++)
-      if (p->pending[i].used && !p->pending[i].sealing && p->pending[i].records > 0 &&
+    cs_sink_stats st;
+    cs_sink_stats_get(&p->sink, &st);
+    for (uint32_t i = 0; p->sink_open && (st.open_records > 0 || st.seals_inflight > 0) && i < SIM_PENDING_PACKS; i++)
+      if (p->pending[i].used && p->pending[i].seq != 0 && p->pending[i].records > 0 &&
           p->pending[i].capture_first < p->engine_flush_low)
         p->engine_flush_low = p->pending[i].capture_first;
   }
@@ -974,6 +1104,32 @@ static void random_window(sim_world *w, bool catalog, cs_plan_mode mode, uint64_
   sim_window_add(w, &win);
 }
 
+/*
+ * A process closes its engine (seal, stop capture, drain within the budget,
+ * stop, release) and opens a new one on the same spool 1 ms to 10 s later.
+ * stalled: the store or the catalog stalls from the close until after its
+ * budget, so the drain, the stop and the release meet requests never answered.
+ */
+static void random_close(sim_world *w, bool stalled) {
+  cs_prng *r = &w->prng_faults;
+  sim_proc *p = &w->procs[cs_prng_below(r, w->proc_count)];
+  if (!p->alive || p->paused_until_ns > w->now_ns || p->engine.state != CS_ENGINE_OPEN ||
+      p->engine_op != CS_ENGINE_OP_NONE)
+    return;
+  uint64_t budget = rand_range(r, CS_SEC_NS, (stalled ? 10 : 20) * CS_SEC_NS);
+  if (stalled) {
+    sim_fault_window win;
+    memset(&win, 0, sizeof win);
+    win.catalog = cs_prng_below(r, 2) == 0;
+    win.mode = CS_PLAN_MODE_STALL;
+    win.until_ns = w->now_ns + budget + rand_range(r, CS_SEC_NS, 20 * CS_SEC_NS);
+    sim_window_add(w, &win);
+  }
+  sim_reopen_request(w, p, rand_range(r, CS_MS_NS, 10 * CS_SEC_NS));
+  sim_engine_start(w, p, CS_ENGINE_OP_CLOSE, budget);
+  sim_cov_fault(w, stalled ? F_CLOSE_STALLED : F_CLOSE);
+}
+
 static void random_faults(sim_world *w) {
   const sim_profile *pr = &w->profile;
   cs_prng *r = &w->prng_faults;
@@ -999,6 +1155,14 @@ static void random_faults(sim_world *w) {
         p->engine_op == CS_ENGINE_OP_NONE)
       sim_engine_start(w, p, CS_ENGINE_OP_REPLACE, rand_range(r, CS_SEC_NS, 20 * CS_SEC_NS));
   }
+  if (pr->on[F_SLOW_DISK] && chance(r, pr->rate_permille[F_SLOW_DISK])) {
+    uint64_t until = w->now_ns + rand_range(r, CS_SEC_NS, 20 * CS_SEC_NS);
+    if (until > w->slow_disk_until_ns) w->slow_disk_until_ns = until;
+    sim_cov_fault(w, F_SLOW_DISK);
+  }
+  if (pr->on[F_STORE_CHANGES] && chance(r, pr->rate_permille[F_STORE_CHANGES])) sim_store_damage_random(w);
+  if (pr->on[F_CLOSE] && chance(r, pr->rate_permille[F_CLOSE])) random_close(w, false);
+  if (pr->on[F_CLOSE_STALLED] && chance(r, pr->rate_permille[F_CLOSE_STALLED])) random_close(w, true);
   if (pr->on[F_PAUSE_HOLDER] && chance(r, pr->rate_permille[F_PAUSE_HOLDER])) {
     uint32_t holder = holder_proc(w);
     uint64_t d = rand_range(r, w->base_svc.lease_ttl_ns / 2, 3 * w->base_svc.lease_ttl_ns);
@@ -1027,15 +1191,30 @@ static uint64_t backlog_allowance(const sim_world *w) {
   return backlog * CS_SEC_NS / w->base_svc.cycle_packs_max;
 }
 
+/*
+ * With config corners drawn: each pack the catalog refuses fails a cycle per
+ * attempt, and a failed cycle may back off as long as the cap (an hour at its
+ * maximum): the liveness bound grows by that much for each one still spooled.
+ */
+static uint64_t poison_wait(const sim_world *w) {
+  if (w->corner_count == 0) return 0;
+  uint64_t n = 0;
+  for (uint32_t i = 0; i < w->pack_count; i++)
+    n += w->packs[i].durable && w->packs[i].poison_invalid && !w->packs[i].rejected;
+  return n * w->base_svc.index_attempts_max * w->base_svc.backoff_cap_ns;
+}
+
 static void liveness_begin(sim_world *w) {
   w->liveness = true;
   if (w->opts->trace) fprintf(w->opts->out, "%12.6f     LIVENESS: faults healed\n", (double)w->now_ns / 1e9);
   for (uint32_t i = 0; i < SIM_WINDOWS_MAX; i++) w->windows[i].active = false;
+  w->slow_disk_until_ns = 0;
   w->catalog_insert_bytes_max = w->catalog_insert_bytes_server;
   for (uint32_t i = 0; i < w->proc_count; i++) {
     sim_proc *p = &w->procs[i];
     p->capturing = false;
-    if (p->paused_until_ns > w->now_ns) {
+    p->pause_on_write_ns = 0; /* a pause armed in the safety phase would strike in this one */
+    if (p->paused_until_ns >= w->now_ns) { /* a swarm pause ends here at the latest */
       p->paused_until_ns = 0;
       p->last_pause_end_ns = w->now_ns;
       p->last_pause_end_local_ns = sim_local_now(w, p);
@@ -1045,13 +1224,15 @@ static void liveness_begin(sim_world *w) {
       sim_proc_crash(w, p);
       continue;
     }
+    if (p->alive && (p->engine.state == CS_ENGINE_CLOSING || p->engine.state == CS_ENGINE_CLOSED))
+      sim_reopen_request(w, p, CS_MS_NS); /* a closed engine's spool is drained by a new one */
     if (!p->alive) proc_restart(w, p);
     else if (p->sink_open && !p->sink_closed) {
       cs_sink_flush(&p->sink, sim_local_now(w, p), 0); /* seal what is open */
       sim_proc_pump(w, p);
     }
   }
-  w->liveness_end_ns = w->now_ns + w->opts->liveness_ns + backlog_allowance(w);
+  w->liveness_end_ns = w->now_ns + w->opts->liveness_ns + w->liveness_extra_ns + poison_wait(w) + backlog_allowance(w);
   sim_schedule(w, w->now_ns + CS_SEC_NS, EV_LIVENESS_CHECK, SIM_NONE, 0, 0);
 }
 
@@ -1163,6 +1344,7 @@ static void dispatch_proc(sim_world *w, const sim_event *ev, sim_proc *p) {
   switch (ev->kind) {
   case EV_WAKE:
     if (p->wake_at_ns == w->now_ns) p->wake_at_ns = 0;
+    wake_forget(p, w->now_ns);
     proc_wake(w, p);
     return;
   case EV_SEAL_STEP:
@@ -1176,6 +1358,7 @@ static void dispatch_proc(sim_world *w, const sim_event *ev, sim_proc *p) {
     return;
   case EV_CAPTURE: capture(w, p); return;
   case EV_FLUSH_CALL: periodic_flush(w, p); return;
+  case EV_REOPEN: proc_reopen(w, p); return;
   default: sim_bail(w, SIM_EXIT_CRASH, "event %s for a proc", ev_name(ev->kind));
   }
 }
@@ -1349,6 +1532,7 @@ static void world_setup(sim_world *w) {
     if (cs_service_config_validate(&up, msg, sizeof msg) == CS_E_CONFIG) w->uploaders = 0; /* refused */
     w->rivals = 0;
   }
+  sim_corners_draw(w); /* after everything that decides the processes, before the config is checked */
   if (cs_service_config_validate(&w->base_svc, msg, sizeof msg) != CS_E_OK) sim_bail(w, SIM_EXIT_USAGE, "config: %s", msg);
   if (w->uploaders > SIM_PROCS_MAX - 1 || w->rivals > SIM_PROCS_MAX - 1 || 1 + w->uploaders + w->rivals > SIM_PROCS_MAX)
     sim_bail(w, SIM_EXIT_USAGE, "at most %u processes: 1 publisher + uploaders + rivals", SIM_PROCS_MAX);
@@ -1416,6 +1600,7 @@ void sim_run(const sim_options *opts, sim_result *result) {
             w->catalog_claims_concurrent && w->catalog_clock_ns > 1 ? "," : "",
             w->catalog_clock_ns > 1 ? "catalog_clock_s" : "");
   fprintf(opts->out, " procs=%u uploaders=%u rivals=%u\n", w->proc_count, w->uploaders, w->rivals);
+  sim_config_print(w, opts->out);
   world_start(w);
   sim_event ev;
   while (!w->done && heap_pop(w, &ev)) {

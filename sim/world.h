@@ -11,19 +11,21 @@
 #include <setjmp.h>
 
 #define SIM_PROCS_MAX 6u
-#define SIM_OBJECTS_MAX 16384u
+#define SIM_OBJECTS_MAX 32768u
 #define SIM_EVENTS_MAX 16384u
 #define SIM_REQS_MAX 256u
-#define SIM_PACKS_MAX 16384u
+#define SIM_PACKS_MAX 32768u
 #define SIM_CLAIMS_MAX 65536u
 #define SIM_PUBLISH_MAX 65536u
-#define SIM_FILES_MAX 128u
-#define SIM_BATCH_MAX 64u
+#define SIM_FILES_MAX 1024u
+#define SIM_BATCH_MAX 256u
 #define SIM_PENDING_PACKS 16u
 #define SIM_FLUSHES_MAX 16u
 #define SIM_NONE UINT32_MAX
 /* A seal may come this much after the linger: the pump runs at the deadline, give or take a tick. */
 #define SIM_LINGER_SLACK_NS (50u * CS_MS_NS)
+#define SIM_CORNERS_MAX 3u
+#define SIM_WAKES_MAX 8u /* config bounds drawn to an edge in one seed */
 
 typedef enum proc_kind { PROC_PUBLISHER = 1, PROC_UPLOADER, PROC_RIVAL } proc_kind;
 
@@ -43,16 +45,24 @@ typedef struct sim_pack {
   uint32_t reported;      /* times a flush of reporter named it as set aside */
   cs_uuid reporter;       /* lease id of the service that last reported it */
   /* What each proc's current service was told (svc_gen, 0 = nothing): the checker's memory. */
-  uint32_t verified_gen[SIM_PROCS_MAX];  /* a HEAD showed its size and checksum */
+  uint32_t verified_gen[SIM_PROCS_MAX];  /* a HEAD showed it as a pack, with this size and checksum: */
+  uint64_t verified_size[SIM_PROCS_MAX];
+  uint64_t verified_sha8[SIM_PROCS_MAX]; /* the checksum's first 8 bytes */
   uint32_t held_gen[SIM_PROCS_MAX];      /* a committed-ids answer said the catalog holds it */
   uint32_t too_large_gen[SIM_PROCS_MAX]; /* an INDEX of it alone was refused as too large */
   uint32_t invalid_gen[SIM_PROCS_MAX];   /* ... refused for its content, invalid_count times */
   uint32_t invalid_count[SIM_PROCS_MAX];
+  /* A store that lies (store_other_bytes, store_changes): what its owner could know. */
+  bool conflict;          /* its owner's HEAD found other bytes under its key: it may be set aside */
+  uint64_t damaged_ns;    /* when the store last put other bytes under its key or lost it (0: never) */
+  uint64_t owner_head_ns; /* when a HEAD of its key by its owner last applied */
+  uint64_t owner_right_ns; /* when such a HEAD last found its own bytes */
 } sim_pack;
 
 typedef struct sim_object {
   cs_pack_ref ref;   /* key, and for packs the metadata */
   bool is_pack;
+  bool gone;         /* lost by the store (store_changes): absent to HEAD and LIST until a PUT */
   uint32_t pack;     /* truth index or SIM_NONE */
 } sim_object;
 
@@ -119,6 +129,8 @@ typedef struct sim_file {
   uint8_t state;
   bool synced;     /* data fsynced */
   bool linked;     /* the ready name is durable (directory fsynced) */
+  bool removing;   /* a removal or quarantine is under way (the spool lane runs it before a new listing) */
+  bool backlog;    /* ready, but the service's table was full when it was reported: reported again later */
   uint32_t pack;   /* truth index */
 } sim_file;
 
@@ -153,6 +165,8 @@ typedef struct sim_proc {
   uint64_t last_pause_end_ns;
   uint64_t last_pause_end_local_ns;
   uint64_t pause_on_write_ns; /* armed: pause this long right after the next fenced write is sent */
+  bool reopen_wanted;         /* a new engine opens on this spool once the close is done */
+  uint64_t reopen_delay_ns;   /* after the close's REPORT */
   int64_t skew_ns;
   int32_t drift_ppm;
   cs_uuid lease_id;
@@ -189,6 +203,7 @@ typedef struct sim_proc {
   uint64_t sink_refused;    /* admits the current sink answered with a refusal (not would-block) */
   uint64_t sink_blocked;    /* admits it answered would-block */
   uint64_t seals_full_local_ns; /* last time every seal slot of the sink was busy */
+  uint64_t engine_op_started_ns; /* true time the close or replace in progress began */
   /* Flushes issued to the service. */
   sim_flush_rec flushes[SIM_FLUSHES_MAX];
   uint64_t next_flush_id;
@@ -214,6 +229,7 @@ typedef struct sim_proc {
   uint64_t engine_op_budget_ns;  /* close or replace in progress: its budget */
   /* Wake-up bookkeeping. */
   uint64_t wake_at_ns;
+  uint64_t wakes[SIM_WAKES_MAX]; /* times of pending wakes (0: free), so one time is scheduled once */
   uint32_t spins;           /* consecutive quiet pumps with a deadline already due */
   /* Stats carried across incarnations. */
   cs_snapshot last_snapshot;
@@ -243,6 +259,7 @@ typedef enum ev_kind {
   EV_FAULT_END,     /* a timed fault ends */
   EV_RESUME,        /* a paused proc resumes */
   EV_LAND,          /* a fenced write's rows land at the catalog */
+  EV_REOPEN,        /* a new engine opens on the spool of a closed one */
 } ev_kind;
 
 typedef struct sim_event {
@@ -291,6 +308,11 @@ typedef struct sim_counters {
   uint64_t replace_done;
   uint64_t close_done;
   uint64_t engine_failures;
+  uint64_t store_damaged;   /* objects the store changed or lost (store_other_bytes, store_changes) */
+  uint64_t slow_seal_steps; /* seal or spool steps a slow disk stretched to seconds */
+  uint64_t reopen_done;     /* engines opened again on their spool after a close */
+  uint64_t sealed_refused;  /* SEALED events the service refused with a full table */
+  uint64_t store_lists;     /* LIST pages the store answered */
 } sim_counters;
 
 /* coverage.c: one run's marks, and what it remembers to see a change between steps. */
@@ -360,6 +382,7 @@ typedef struct sim_world {
   sim_req reqs[SIM_REQS_MAX];
   sim_fault_window windows[SIM_WINDOWS_MAX];
   uint64_t catalog_unhealthy_until_ns;
+  uint64_t slow_disk_until_ns; /* spool steps take seconds until then (slow_disk) */
   /* Config shared by procs. */
   cs_service_config base_svc;
   cs_sink_config base_sink;
@@ -373,6 +396,11 @@ typedef struct sim_world {
   sim_counters counters;
   char prefix[64];
   sim_cov_run cov;
+  uint64_t liveness_extra_ns;           /* config_corners: longer timers need a longer liveness bound */
+  uint32_t backoff_answers_max;         /* failed answers a backing-off process may get in one second */
+  uint32_t corner_count;                /* config_corners: bounds drawn to an edge */
+  uint8_t corners[SIM_CORNERS_MAX];     /* their rows in corners.c's table */
+  bool corner_max[SIM_CORNERS_MAX];     /* at the maximum (else the minimum) */
   /* Large tables last: sim_run clears only what comes before them; every entry
      is written in full before it is read. */
   sim_event heap[SIM_EVENTS_MAX];
@@ -396,9 +424,21 @@ void sim_catalog_apply(sim_world *w, sim_req *req);
 void sim_catalog_land(sim_world *w, sim_req *req);
 bool sim_catalog_committed(const sim_world *w, uint32_t pack);
 bool sim_catalog_refuses_alone(const sim_world *w, uint32_t pack);
+uint64_t sim_catalog_statement_floor(void);
 uint32_t sim_store_find(const sim_world *w, const char *key, uint32_t key_len);
 void sim_store_put_object(sim_world *w, const cs_pack_ref *ref, bool is_pack, uint32_t pack);
 uint32_t sim_truth_of(const sim_world *w, const cs_uuid *id);
+/* store_changes on the fault clock: a pack object in the store changes or vanishes. */
+void sim_store_damage_random(sim_world *w);
+/*
+ * The store holds the pack's own bytes under its key, or lost them after its
+ * owner saw them there and before the owner looked again (no core could tell).
+ */
+bool sim_store_holds(const sim_world *w, uint32_t pack);
+/* Setting the pack aside is right: poison, or its owner saw other bytes under its key. */
+bool sim_pack_may_set_aside(const sim_world *w, uint32_t pack);
+/* The pack need not become visible: poison, a conflict its owner saw, or lost by the store. */
+bool sim_pack_excused(const sim_world *w, uint32_t pack);
 uint32_t sim_catalog_holder(const sim_world *w, uint64_t server_now_ns, uint64_t *term);
 /* The catalog's clock: the world's time at the catalog's resolution. */
 uint64_t sim_catalog_now(const sim_world *w);
@@ -418,7 +458,8 @@ void sim_check_send(sim_world *w, sim_proc *p, const cs_action *act, const sim_r
 void sim_check_reply(sim_world *w, sim_proc *p, const sim_req *req, const cs_event *ev);
 void sim_check_engine_report(sim_world *w, sim_proc *p, const cs_engine_action *act);
 void sim_check_service_start(sim_world *w, sim_proc *p);
-void sim_check_admit(sim_world *w, const sim_proc *p, int rc, uint64_t first_try_local_ns);
+void sim_check_admit(sim_world *w, const sim_proc *p, int rc, uint64_t first_try_local_ns, const cs_sink_stats *before,
+                     uint64_t record_bytes);
 void sim_check_sink_seal(sim_world *w, const sim_proc *p, const sim_pending_pack *pp);
 void sim_check_backoff(sim_world *w, sim_proc *p);
 bool sim_check_drained(sim_world *w, char *why, size_t why_size);
@@ -463,5 +504,13 @@ void sim_proc_crash(sim_world *w, sim_proc *p);
 void sim_engine_start(sim_world *w, sim_proc *p, cs_engine_opkind op, uint64_t arg_ns);
 void sim_flush_call(sim_world *w, sim_proc *p, uint64_t deadline_rel_ns, uint32_t expect);
 void sim_window_add(sim_world *w, const sim_fault_window *win);
+/* A new engine on p's spool once its close is done (a plan's `reopen`, the swarm's close, liveness). */
+void sim_reopen_request(sim_world *w, sim_proc *p, uint64_t delay_ns);
+
+/* corners.c: configuration bounds at their edges (config_corners). */
+/* Draws one to three bounds of the service, sink and engine configs to their minimum or maximum. */
+void sim_corners_draw(sim_world *w);
+/* One line naming the drawn config, the corners marked. */
+void sim_config_print(const sim_world *w, FILE *out);
 
 #endif

@@ -378,7 +378,7 @@ static void test_error_bad_words(void **state) {
                "unknown word '5xx' for verb 'catalog' (cut|stall|unknown|too-large|slow)");
   assert_error("at 1s store too-large for=1s\n", CS_E_PARSE, 1,
                "unknown word 'too-large' for verb 'store' "
-               "(status|object|cut|stall|unknown|slow|5xx|throttle)");
+               "(status|object|cut|stall|unknown|slow|5xx|throttle|other-bytes|vanish)");
   assert_error("at 1s catalog\n", CS_E_PARSE, 1, "verb 'catalog' needs one of");
   assert_error("at 1s rival\n", CS_E_PARSE, 1, "verb 'rival' needs one of stop|start");
   assert_error("at 1s rival begin\n", CS_E_PARSE, 1, "unknown word 'begin' for verb 'rival'");
@@ -668,6 +668,38 @@ static void test_error_keeps_earlier_lines(void **state) {
   assert_int_equal(plan_storage.expect_count, 1);
 }
 
+/* A store that lies, a slow disk and a reopen (issue 13), with their refusals. */
+static void test_store_lies_disk_and_reopen(void **state) {
+  (void)state;
+  assert_parses("at 1s store other-bytes for=2s\nat 1s store vanish for=3s\n"
+                "at 2s disk slow for=4s\nat 3s reopen\n");
+  const cs_plan_step *steps = plan_storage.steps;
+  assert_int_equal(plan_storage.step_count, 4);
+  assert_int_equal(steps[0].verb, CS_PLAN_STORE);
+  assert_int_equal(steps[0].mode, CS_PLAN_MODE_OTHER_BYTES);
+  assert_int_equal(steps[0].for_ns, 2 * CS_SEC_NS);
+  assert_int_equal(steps[1].mode, CS_PLAN_MODE_VANISH);
+  assert_int_equal(steps[1].for_ns, 3 * CS_SEC_NS);
+  assert_int_equal(steps[2].verb, CS_PLAN_DISK);
+  assert_int_equal(steps[2].mode, CS_PLAN_MODE_SLOW);
+  assert_int_equal(steps[2].for_ns, 4 * CS_SEC_NS);
+  assert_int_equal(steps[3].verb, CS_PLAN_REOPEN);
+  assert_int_equal(steps[3].at_ns, 3 * CS_SEC_NS);
+  assert_string_equal(cs_plan_verb_name(CS_PLAN_DISK), "disk");
+  assert_string_equal(cs_plan_verb_name(CS_PLAN_REOPEN), "reopen");
+  /* The store's lies are the store's: the catalog has none, the disk is only slow. */
+  assert_error("at 1s catalog other-bytes for=1s\n", CS_E_PARSE, 1,
+               "unknown word 'other-bytes' for verb 'catalog' (cut|stall|unknown|too-large|slow)");
+  assert_error("at 1s catalog vanish for=1s\n", CS_E_PARSE, 1, "unknown word 'vanish' for verb 'catalog'");
+  assert_error("at 1s disk stall for=1s\n", CS_E_PARSE, 1, "unknown word 'stall' for verb 'disk' (slow)");
+  assert_error("at 1s disk for=1s\n", CS_E_PARSE, 1, "unknown word 'for=1s' for verb 'disk'");
+  assert_error("at 1s disk\n", CS_E_PARSE, 1, "verb 'disk' needs one of slow");
+  assert_error("at 1s disk slow\n", CS_E_PARSE, 1, "'for=' is required for 'disk slow'");
+  assert_error("at 1s store vanish\n", CS_E_PARSE, 1, "'for=' is required for 'store vanish'");
+  assert_error("at 1s reopen budget=1s\n", CS_E_PARSE, 1, "unknown key 'budget' for verb 'reopen'");
+  assert_error("at 1s reopen now\n", CS_E_PARSE, 1, "unexpected word 'now' for verb 'reopen'");
+}
+
 static void test_names_and_expect_holds(void **state) {
   (void)state;
   assert_string_equal(cs_plan_verb_name(CS_PLAN_CATALOG), "catalog");
@@ -718,6 +750,7 @@ int main(void) {
       cmocka_unit_test(test_crlf_and_no_final_newline),
       cmocka_unit_test(test_never_reads_past_len),
       cmocka_unit_test(test_error_unknown_key_names_verb),
+      cmocka_unit_test(test_store_lies_disk_and_reopen),
       cmocka_unit_test(test_error_time_without_unit),
       cmocka_unit_test(test_error_time_order),
       cmocka_unit_test(test_error_missing_required_key),

@@ -42,6 +42,35 @@ static void finish_upload(drv *d, const cs_action *put) {
 
 /* ---- renewal ------------------------------------------------------------ */
 
+/*
+ * REGRESSION (issue 13, swarm config corners): a cycle whose index work
+ * outlasts a renewal still publishes. A renewal continues the holding (its
+ * claim applied only while the head was still our term, so nobody wrote in
+ * between); failing the cycle at every renewal left a cycle longer than
+ * TTL/3 never publishing (capstore-sim --seed 861 and 1429 before the fix).
+ */
+static void test_regression_cycle_spanning_renewal_publishes(void **state) {
+  (void)state;
+  drv *d = publisher();
+  cs_action put = upload_outstanding(d);
+  finish_upload(d, &put);
+  cs_action index = drv_expect(d, CS_OP_CAT_INDEX);
+  assert_int_equal(index.term, 8);
+  d->now = DRV_T0 + d->cfg.lease_ttl_ns / 3;
+  cs_action claim = drv_expect(d, CS_OP_CAT_CLAIM);
+  drv_answer(d, &claim, CS_OUT_OK);
+  cs_action read = drv_expect(d, CS_OP_CAT_READ_CLAIMS);
+  drv_answer_claims(d, &read, 1, true);
+  drv_answer(d, &index, CS_OUT_OK);
+  cs_action publish = drv_expect(d, CS_OP_CAT_PUBLISH);
+  assert_int_equal(publish.version, index.version);
+  assert_int_equal(publish.term, 9); /* the fence names the holder; the write carries the current term */
+  cs_snapshot snap;
+  drv_snap(d, &snap);
+  assert_int_equal(snap.cycles_failed, 0);
+  drv_free(d);
+}
+
 static void test_renewal_at_third_of_ttl_despite_outstanding_upload(void **state) {
   (void)state;
   drv *d = publisher();
@@ -444,6 +473,7 @@ static void test_regression_lease_deadline_not_past_expiry(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_renewal_at_third_of_ttl_despite_outstanding_upload),
+      cmocka_unit_test(test_regression_cycle_spanning_renewal_publishes),
       cmocka_unit_test(test_standby_hands_off_what_the_holder_indexed),
       cmocka_unit_test(test_standby_keeps_what_is_not_indexed_and_backs_off),
       cmocka_unit_test(test_standby_sets_aside_what_the_holder_rejected),

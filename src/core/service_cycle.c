@@ -226,7 +226,7 @@ static bool index_begin(cs_service *svc, uint64_t now_ns) {
   if (svc->work_count == 0) return false;
   batches_build(svc);
   svc->version = svc->next_version++;
-  svc->cycle_term = svc->lease_term;
+  svc->cycle_term = svc->lease_held_from_term;
   svc->indexed_in_cycle = 0;
   svc->publish_sent = false;
   svc->confirm_sent = false;
@@ -235,11 +235,13 @@ static bool index_begin(cs_service *svc, uint64_t now_ns) {
 }
 
 /*
- * The cycle's writes stay valid only under the term its version was chosen
- * in: a lease lost and won back meanwhile may carry a higher watermark.
+ * The cycle's writes stay valid only under the holding its version was
+ * chosen in: a lease lost and won back meanwhile may carry a higher
+ * watermark. Renewals keep the holding; a cycle that outlasts one (more than
+ * TTL/3 of index work) would otherwise fail at every renewal and never publish.
  */
 static bool cycle_lease_ok(const cs_service *svc, uint64_t now_ns) {
-  return cs_svc_lease_usable(svc, now_ns) && svc->lease_term == svc->cycle_term &&
+  return cs_svc_lease_usable(svc, now_ns) && svc->lease_held_from_term == svc->cycle_term &&
          svc->version > svc->lease_watermark;
 }
 

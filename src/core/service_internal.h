@@ -141,7 +141,7 @@ struct cs_service {
   bool publish_sent;        /* this cycle's PUBLISH went out */
   bool confirm_sent;        /* this cycle's COMMITTED check went out */
   uint64_t version;         /* this cycle's index version */
-  uint64_t cycle_term;      /* the lease term the version was chosen under */
+  uint64_t cycle_term;      /* the term our holding began at when the version was chosen */
   uint64_t next_version;
   cs_uuid *ids;             /* COMMITTED ids */
   uint32_t *id_slots;       /* CONFIRM: slot per id */
@@ -168,6 +168,7 @@ struct cs_service {
   lease_step lease_step;   /* the lease request in flight */
   lease_step lease_todo;   /* the lease request to issue next */
   uint64_t lease_term;
+  uint64_t lease_held_from_term; /* the term this holding began at; renewals keep it */
   uint64_t lease_base_term;   /* the claim in flight is at base + 1 */
   uint64_t lease_claim_sent_ns;
   uint64_t lease_expires_ns;  /* our conservative local view */

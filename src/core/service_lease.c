@@ -195,8 +195,13 @@ static void on_read(cs_service *svc, uint64_t now_ns, const cs_event *ev) {
 #endif
   if (renewal) {
     svc->stats.lease_renewals++;
-  } else if (svc->next_version <= svc->lease_watermark) {
-    svc->next_version = svc->lease_watermark + 1;
+  } else {
+    /*
+     * A new holding. A renewal continues the old one: its claim applied only
+     * while the head was still our term, so nobody wrote in between.
+     */
+    svc->lease_held_from_term = svc->lease_term;
+    if (svc->next_version <= svc->lease_watermark) svc->next_version = svc->lease_watermark + 1;
   }
   assert(svc->lease_expires_ns > svc->lease_next_ns);
 }
