@@ -415,21 +415,24 @@ static void check_index(sim_world *w, sim_proc *p, const cs_action *act, const s
  * Request volume within a bound the configuration sets (6.5, 6.7): lease
  * requests (head, claim, read-back, release) come from timers of TTL/3, the
  * contest wait (a TTL) and the failure backoff. Per TTL: at most
- * SIM_LEASE_OPS_PER_TTL, whatever the catalog does. A timer in the wrong unit
- * (milliseconds for nanoseconds) sends thousands.
+ * SIM_LEASE_OPS_PER_TTL plus 16 per backoff cap in it, whatever the catalog
+ * does. A timer in the wrong unit (milliseconds for nanoseconds) sends
+ * thousands.
  */
 #define SIM_LEASE_OPS_PER_TTL 64u
 
 static void check_volume(sim_world *w, sim_proc *p, cs_op op) {
   if (op != CS_OP_CAT_HEAD && op != CS_OP_CAT_CLAIM && op != CS_OP_CAT_READ_CLAIMS && op != CS_OP_CAT_RELEASE) return;
-  uint64_t window = p->svc_cfg.lease_ttl_ns < p->svc_cfg.backoff_cap_ns ? p->svc_cfg.lease_ttl_ns : p->svc_cfg.backoff_cap_ns;
+  uint64_t window = p->svc_cfg.lease_ttl_ns;
+  uint64_t cap = p->svc_cfg.backoff_cap_ns < window ? p->svc_cfg.backoff_cap_ns : window;
+  uint64_t bound = SIM_LEASE_OPS_PER_TTL + 16 * (window / cap); /* retries come at most ~every cap, jittered */
   if (w->now_ns >= p->lease_ops_bucket_start_ns + window) {
     p->lease_ops_bucket_start_ns = w->now_ns;
     p->lease_ops_bucket = 0;
   }
-  if (++p->lease_ops_bucket > SIM_LEASE_OPS_PER_TTL)
-    sim_bail(w, SIM_EXIT_SAFETY, "p%u sent more than %u lease requests within %.1f s (the lease TTL or the backoff cap)",
-             p->index, SIM_LEASE_OPS_PER_TTL, (double)window / 1e9);
+  if (++p->lease_ops_bucket > bound)
+    sim_bail(w, SIM_EXIT_SAFETY, "p%u sent more than %" PRIu64 " lease requests within one lease TTL (%.1f s)", p->index,
+             bound, (double)window / 1e9);
   if (p->lease_ops_bucket > w->lease_ops_max_seen) w->lease_ops_max_seen = p->lease_ops_bucket;
 }
 
