@@ -40,6 +40,7 @@ import argparse
 import concurrent.futures
 import datetime
 import difflib
+import fcntl
 import hashlib
 import json
 import os
@@ -921,6 +922,20 @@ def default_work(root):
 
 def run_all(args, root, mutants, texts):
     work = args.work or default_work(root)
+    os.makedirs(work, exist_ok=True)
+    lock = open(os.path.join(work, "lock"), "w")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        log(args, "waiting for another run on %s" % work)
+        fcntl.flock(lock, fcntl.LOCK_EX)
+    try:
+        return run_locked(args, root, mutants, texts, work)
+    finally:
+        lock.close()
+
+
+def run_locked(args, root, mutants, texts, work):
     files = tree_files(root)
     jobs = max(1, min(args.jobs, len(mutants) or 1))
     workers = [Worker(root, work, i, texts, args) for i in range(jobs)]
@@ -1108,6 +1123,8 @@ def main(argv=None):
     t0 = time.monotonic()
     mutants, equivalent, notes, texts = select(args, root)
     if args.list:
+        for n in notes:
+            print(n, file=sys.stderr)
         for m in mutants:
             print("%s\t%s" % (m.id, m.desc))
             if args.diff:
