@@ -6,8 +6,8 @@
 #
 # JOBS defaults to the number of cores, CHUNK to 10000 seeds, the simulator to
 # build/capstore-sim. SIM_OPTIONS go to every run (e.g. --profile all, --without
-# KIND). Prints one line per finished chunk, then every failure (FAIL and replay
-# lines), the totals and the wall time. Exits 0 only when every seed passed.
+# KIND). Prints one line per chunk as it finishes, then every failure (FAIL and
+# replay lines), the totals and the wall time. Exits 0 only when every seed passed.
 set -eu
 jobs=$(nproc 2>/dev/null || echo 2)
 chunk=10000
@@ -49,7 +49,7 @@ xargs -P "$jobs" -L 1 sh -c '
   # shellcheck disable=SC2086 # the options are words
   "$sim" --seeds "$2" --first "$1" --quiet $simopts > "$out" 2>&1 || true
   echo "chunk $1+$2: $(grep -o "[0-9]* passed, [0-9]* failed" "$out" || echo "no summary (the simulator died)")"
-' chunk < "$dir/chunks" | sort -t' ' -k2 -n
+' chunk < "$dir/chunks"
 end=$(date +%s)
 passed=0 failed=0 broken=0
 for f in "$dir"/chunk.*; do
