@@ -41,6 +41,13 @@ while [ "$left" -gt 0 ]; do
 done > "$dir/chunks"
 echo "campaign: $n seeds from $first ($(wc -l < "$dir/chunks") chunks of up to $chunk) on $jobs jobs: $sim $*"
 simopts="$*"
+# Options the simulator refuses (or options of this script given after N FIRST) fail once, here.
+# shellcheck disable=SC2086
+if ! "$sim" --seeds 1 --first "$first" --quiet $simopts > "$dir/probe" 2>&1 && grep -q '^usage:' "$dir/probe"; then
+  echo "$0: the simulator refuses the options '$simopts' (this script's own options go before N FIRST):" >&2
+  cat "$dir/probe" >&2
+  exit 2
+fi
 export sim dir simopts
 # xargs runs the chunks JOBS at a time (the chunk's first seed and count are
 # the two arguments); each writes its own log.
