@@ -336,6 +336,16 @@ static void backlog_next(sim_world *w, sim_proc *p) {
   }
 }
 
+/* A seal of this pack is still in flight (a sink's, perhaps one this process replaced). */
+static bool seal_in_flight(const sim_world *w, const sim_proc *p, uint32_t pack) {
+  const sim_pack *sp = &w->packs[pack];
+  for (uint32_t i = 0; i < SIM_PENDING_PACKS; i++)
+    if (p->pending[i].used && p->pending[i].sealing && p->pending[i].capture_first == sp->capture_first &&
+        p->pending[i].records == sp->ref.record_count)
+      return true;
+  return false;
+}
+
 static void seal_ack(sim_world *w, sim_proc *p, uint32_t file, int err) {
   seals_full_note(w, p);
   sim_file *f = &p->files[file];
@@ -358,7 +368,15 @@ static void seal_ack(sim_world *w, sim_proc *p, uint32_t file, int err) {
   /* A seal the old sink finished after a replace counts against the new sink's quota. */
   if (seq == 0 || cs_sink_on_sealed(&p->sink, sim_local_now(w, p), seq, pack->ref.size_bytes, CS_E_OK) != CS_E_OK)
     cs_sink_on_recovered(&p->sink, pack->ref.size_bytes);
+  /*
+   * A pack a new service already recovered (its ready name was listed while
+   * the old sink's seal was still in flight) and handed off is being removed:
+   * its seal's end is no news to anyone (a real spool lists a ready file once;
+   * reporting it again would upload it again, seed 40000921).
+   */
+  if (f->removing) return;
   pack->sealed_order = ++w->sealed_order;
+  pack->verified_gen[p->index] = 0; /* reported anew: the service may upload it again (checker) */
   cs_event ev = {.kind = CS_EV_SEALED, .pack = &pack->ref};
   int rc = cs_service_on_event(p->svc, sim_local_now(w, p), &ev);
   sim_cov_sealed(w, f->pack, seq, rc);
@@ -648,6 +666,7 @@ static void service_start(sim_world *w, sim_proc *p) {
     p->files[i].backlog = false;
     /* The listing runs on the spool lane after the removals queued before it: those packs are gone. */
     if (p->files[i].state != FILE_READY || p->files[i].removing) continue;
+    if (seal_in_flight(w, p, p->files[i].pack)) continue; /* its seal's end reports it (seal_ack), once */
     sim_pack *pack = &w->packs[p->files[i].pack];
     pack->sealed_order = ++w->sealed_order;
     cs_event ev = {.kind = CS_EV_SEALED, .pack = &pack->ref, .recovered = true};
@@ -1188,7 +1207,18 @@ static uint64_t backlog_allowance(const sim_world *w) {
     const sim_pack *sp = &w->packs[i];
     if (sp->durable && !sp->poison_large && !sp->poison_invalid && !sim_catalog_committed(w, i)) backlog++;
   }
-  return backlog * CS_SEC_NS / w->base_svc.cycle_packs_max;
+  /*
+   * Poison packs wait for their rejected rows: with the rejected list full
+   * (rejected_max entries waiting for rows) a pass records rejected_max of
+   * them, and the rest wait for the next pass (seed 40001862: rejected_max 2).
+   */
+  uint64_t poison = 0;
+  for (uint32_t i = 0; i < w->pack_count; i++) {
+    const sim_pack *sp = &w->packs[i];
+    poison += sp->durable && (sp->poison_large || sp->poison_invalid) && !sp->rejected;
+  }
+  uint64_t interval = w->base_svc.reconcile_interval_ns != 0 ? w->base_svc.reconcile_interval_ns : 0;
+  return backlog * CS_SEC_NS / w->base_svc.cycle_packs_max + poison * interval / w->base_svc.rejected_max;
 }
 
 /*

@@ -11,10 +11,10 @@
 #include <setjmp.h>
 
 #define SIM_PROCS_MAX 6u
-#define SIM_OBJECTS_MAX 32768u
+#define SIM_OBJECTS_MAX 65536u
 #define SIM_EVENTS_MAX 16384u
 #define SIM_REQS_MAX 256u
-#define SIM_PACKS_MAX 32768u
+#define SIM_PACKS_MAX 65536u
 #define SIM_CLAIMS_MAX 65536u
 #define SIM_PUBLISH_MAX 65536u
 #define SIM_FILES_MAX 1024u
