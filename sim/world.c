@@ -1038,8 +1038,11 @@ void sim_engine_start(sim_world *w, sim_proc *p, cs_engine_opkind op, uint64_t a
   if (op == CS_ENGINE_OP_CLOSE) rc = cs_engine_close(&p->engine, local, arg_ns);
   if (op == CS_ENGINE_OP_REPLACE) rc = cs_engine_replace(&p->engine, local, arg_ns);
   if (op == CS_ENGINE_OP_FLUSH) rc = cs_engine_flush(&p->engine, local, local + arg_ns);
-  if (rc == CS_E_OK)
+  if (rc == CS_E_OK) {
     p->engine_op = op, p->engine_op_started_local = local, p->engine_op_budget_ns = arg_ns, p->engine_op_started_ns = w->now_ns;
+    /* A seal in flight waits for the disk: three steps drawn slow before the close take up to 15 s. */
+    p->engine_op_slow_disk = w->slow_disk_until_ns != 0 && w->slow_disk_until_ns + 15 * CS_SEC_NS >= w->now_ns;
+  }
   if (rc == CS_E_OK && op == CS_ENGINE_OP_FLUSH) {
     /*
      * The records then in the sink: its open pack's and its seals' in flight

@@ -204,6 +204,7 @@ typedef struct sim_proc {
   uint64_t sink_blocked;    /* admits it answered would-block */
   uint64_t seals_full_local_ns; /* last time every seal slot of the sink was busy */
   uint64_t engine_op_started_ns; /* true time the close or replace in progress began */
+  bool engine_op_slow_disk;      /* the disk was slow within 15 s before it began (a seal may wait) */
   /* Flushes issued to the service. */
   sim_flush_rec flushes[SIM_FLUSHES_MAX];
   uint64_t next_flush_id;
