@@ -1346,7 +1346,13 @@ static void dispatch_proc(sim_world *w, const sim_event *ev, sim_proc *p) {
     sim_req *req = &w->reqs[ev->a];
     /* A paused process has not yet written its request to the socket. */
     if (req->incarnation == p->incarnation && p->alive && p->paused_until_ns > w->now_ns) {
+      req->held_by_pause = true;
       sim_schedule(w, p->paused_until_ns, EV_ARRIVE, ev->proc, ev->a, 0);
+      return;
+    }
+    /* One it never wrote dies with it: a process that crashed while paused sends nothing it held. */
+    if (req->held_by_pause && (req->incarnation != p->incarnation || !p->alive)) {
+      req_release(req);
       return;
     }
     if (req->to_catalog) sim_catalog_apply(w, req);

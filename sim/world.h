@@ -101,6 +101,7 @@ typedef struct sim_req {
   bool rows_landed;           /* INDEX: its descriptor rows landed (unfenced, at arrival) */
   bool inventory_landed;      /* INDEX: its inventory rows landed (fenced): the rows are named */
   bool reply_after_land;      /* the answer leaves once the rows landed (or the fence refused) */
+  bool held_by_pause;         /* not yet written to the socket when its process paused */
   uint64_t fence_term;        /* fenced writes: the head term its fence passed at */
   uint64_t reply_half_ns;     /* the answer's way back */
   cs_uuid lease_id;
