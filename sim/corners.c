@@ -229,6 +229,13 @@ static void corners_settle(sim_world *w) {
   if (svc->index_batch_bytes_max == UINT64_MAX) profile_off(w, F_POISON_LARGE);
   /* A pack the catalog refuses is set aside after 1,000 attempts: hours of backoff, past any liveness bound. */
   if (svc->index_attempts_max == 1000) profile_off(w, F_POISON_INVALID);
+  /*
+   * Likewise with every backoff an hour long (base at its maximum): each
+   * refusal fails a cycle and sleeps up to an hour, and a run with dozens of
+   * refused packs drains in days (seed 5011572: 60 simulated hours of
+   * renewals overflowed the claims table).
+   */
+  if (svc->backoff_base_ns >= HOUR_NS) profile_off(w, F_POISON_INVALID);
 }
 
 /*
