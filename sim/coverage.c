@@ -164,7 +164,7 @@ static void quarantine_reason(sim_world *w, const char *reason) {
       {"too large for any index batch", SIM_COV_SIT_SET_ASIDE_BATCH_BYTES},
       {"catalog refused it as too large", SIM_COV_SIT_SET_ASIDE_CATALOG_TOO_LARGE},
       {"catalog refused its content", SIM_COV_SIT_SET_ASIDE_INVALID},
-      {"object in store has other bytes", SIM_COV_SIT_SET_ASIDE_OTHER_BYTES},
+      {"object in store keeps other bytes", SIM_COV_SIT_SET_ASIDE_OTHER_BYTES},
       {"store refused the pack", SIM_COV_SIT_SET_ASIDE_STORE_REFUSED},
       {"rejected by the lease holder", SIM_COV_SIT_SET_ASIDE_BY_HOLDER},
   };

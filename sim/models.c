@@ -292,7 +292,11 @@ static void head_seen(sim_world *w, const sim_req *req, uint32_t found) {
   if (found == SIM_NONE) return;
   const sim_object *obj = &w->objects[found];
   if (obj->is_pack && memcmp(obj->ref.sha256, sp->ref.sha256, 32) == 0) sp->owner_right_ns = w->now_ns;
-  else sp->conflict = true; /* other bytes under its key: setting it aside is right */
+  else { /* other bytes under its key: sent again, set aside only when they stay (6.1) */
+    const sim_proc *p = &w->procs[req->proc];
+    if (sp->mismatch_gen[p->index] != p->svc_gen) sp->mismatch_gen[p->index] = p->svc_gen, sp->mismatch_count[p->index] = 0;
+    if (++sp->mismatch_count[p->index] >= p->svc_cfg.index_attempts_max) sp->conflict = true;
+  }
 }
 
 /* The store lost the pack's bytes after its owner had seen them there, and the owner has not looked since. */

@@ -235,6 +235,7 @@ bool sim_plan_counter(const sim_world *w, const char *n, uint64_t *out) {
   SNAP("indexed", indexed, indexed_total);
   SNAP("set_aside", set_aside, set_aside_total);
   SNAP("batch_splits", batch_splits, splits_total);
+  SNAP("upload_mismatches", upload_mismatches, mismatches_total);
   SNAP("reconcile_skipped", reconcile_skipped, skipped_total);
   SNAP("reconcile_head_errors", reconcile_head_errors, head_errors_total);
   const sim_counters *c = &w->counters;

@@ -327,7 +327,7 @@ static void backlog_next(sim_world *w, sim_proc *p) {
     sim_file *f = &p->files[i];
     if (f->state != FILE_READY || !f->backlog || f->removing) continue;
     sim_pack *pack = &w->packs[f->pack];
-    cs_event ev = {.kind = CS_EV_SEALED, .pack = &pack->ref, .recovered = true};
+    cs_event ev = {.kind = CS_EV_SEALED, .pack = &pack->ref, .recovered = true, .backlog = true};
     int rc = cs_service_on_event(p->svc, sim_local_now(w, p), &ev);
     if (rc == CS_E_FULL || rc == CS_E_CLOSED) return;
     if (rc != CS_E_OK) sim_bail(w, SIM_EXIT_CRASH, "backlog SEALED refused: %s", cs_strerror(rc));
@@ -633,6 +633,7 @@ static void stats_fold(sim_proc *p) {
   p->indexed_total += snap.indexed;
   p->set_aside_total += snap.set_aside;
   p->splits_total += snap.batch_splits;
+  p->mismatches_total += snap.upload_mismatches;
   p->skipped_total += snap.reconcile_skipped;
   p->head_errors_total += snap.reconcile_head_errors;
   if (snap.last_error[0] != '\0') memcpy(p->last_error, snap.last_error, sizeof p->last_error);

@@ -53,7 +53,9 @@ typedef struct sim_pack {
   uint32_t invalid_gen[SIM_PROCS_MAX];   /* ... refused for its content, invalid_count times */
   uint32_t invalid_count[SIM_PROCS_MAX];
   /* A store that lies (store_other_bytes, store_changes): what its owner could know. */
-  bool conflict;          /* its owner's HEAD found other bytes under its key: it may be set aside */
+  uint32_t mismatch_gen[SIM_PROCS_MAX];  /* its owner's service (svc_gen) saw other bytes under its key, */
+  uint32_t mismatch_count[SIM_PROCS_MAX]; /* ... this many times */
+  bool conflict;          /* its owner saw other bytes under its key index_attempts_max times: it may be set aside */
   uint64_t damaged_ns;    /* when the store last put other bytes under its key or lost it (0: never) */
   uint64_t owner_head_ns; /* when a HEAD of its key by its owner last applied */
   uint64_t owner_right_ns; /* when such a HEAD last found its own bytes */
@@ -239,6 +241,7 @@ typedef struct sim_proc {
   uint64_t indexed_total;
   uint64_t set_aside_total;
   uint64_t splits_total;
+  uint64_t mismatches_total;
   uint64_t skipped_total;
   uint64_t head_errors_total;
   uint64_t cycles_failed_total;

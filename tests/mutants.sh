@@ -1,6 +1,6 @@
 #!/bin/sh
 # Each mutant (a core re-introducing one known defect) must be caught within
-# SEEDS swarm seeds or by one of the fault plans; the unmutated simulator
+# SEEDS swarm seeds, by one of the fault plans or by a regression seed (faults/seeds.txt); the unmutated simulator
 # passes the same seeds and plans in sim.seeds and sim.plan.*.
 # usage: mutants.sh BIN_DIR PLAN_DIR SEEDS M1 M2 ...
 set -u
@@ -16,6 +16,13 @@ for m in "$@"; do
   first=$(echo "$out" | sed -n 's/^first failure at seed [0-9]* after \([0-9]*\) seeds$/\1/p')
   [ -n "$first" ] || first="not in $seeds"
   caught_by=""
+  # The regression seeds (faults/seeds.txt, next to the plans) catch it too.
+  for seed in $(sed -e 's/#.*//' "$plans/../seeds.txt" 2>/dev/null | awk 'NF { print $1 }'); do
+    "$sim" --seed "$seed" >/dev/null 2>&1
+    case $? in
+      3|4|5|6) caught_by="$caught_by seed $seed"; break ;;
+    esac
+  done
   for p in "$plans"/*.plan; do
     "$sim" --plan "$p" >/dev/null 2>&1
     rc=$?

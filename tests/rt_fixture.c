@@ -24,10 +24,14 @@
  *   session         reads "capture FIRST COUNT ELEMENTS", "flush MS", "stats", "close" from stdin
  *   dump            prints "id N" for every visible record, then the summary
  *   orphan FIRST COUNT ELEMENTS   PUTs one pack of those records into the store (not indexed)
+ *   tear            for each sealed pack in the spool, PUTs its first half under its key as a plain
+ *        object (no pack metadata): a torn upload, as s3rver keeps one when its sender dies
+ *        mid-body; prints "torn KEY BYTES" for each, then "torn N"
  *   switch TARGET_PORT   a TCP fault switch to 127.0.0.1:TARGET_PORT: prints "port N", then
  *        reads commands from stdin: pass | cut | stall | http METHOD PREFIX STATUS | hold METHOD PREFIX
  *        | stats, answering "ok" (or "stats accepted=.. injected=.. reset=.. held=..")
  */
+#include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -309,6 +313,87 @@ static int cmd_orphan(uint64_t first, uint64_t count, uint32_t elements) {
   return rc == CS_E_OK && res.outcome == CS_OUT_OK ? 0 : 1;
 }
 
+/* The whole file at path (malloc'd into *bytes), or false. */
+static bool read_file(const char *path, uint8_t **bytes, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (f == NULL) return false;
+  bool ok = fseek(f, 0, SEEK_END) == 0;
+  long size = ok ? ftell(f) : -1;
+  ok = size > 0 && fseek(f, 0, SEEK_SET) == 0;
+  *bytes = ok ? malloc((size_t)size) : NULL;
+  ok = *bytes != NULL && fread(*bytes, 1, (size_t)size, f) == (size_t)size;
+  fclose(f);
+  *len = ok ? (size_t)size : 0;
+  return ok;
+}
+
+/* The object key of the pack in bytes (under "<name>/"), or false. */
+static bool pack_key_of(const char *name, const uint8_t *bytes, size_t len, char key[CS_KEY_MAX]) {
+  cs_pack_trailer trailer;
+  cs_pack_footer footer;
+  cs_pack_key_fields fields;
+  cs_pack_error err;
+  if (len < CS_PACK_TRAILER_SIZE || cs_pack_trailer_parse(bytes + len - CS_PACK_TRAILER_SIZE, len, &trailer, &err) != CS_E_OK)
+    return false;
+  if (cs_pack_footer_parse(&trailer, bytes + trailer.footer_offset, (size_t)trailer.footer_length, &footer, &err) != CS_E_OK)
+    return false;
+  char prefix[128];
+  size_t key_len = 0;
+  snprintf(prefix, sizeof prefix, "%s/", name);
+  bool ok = cs_pack_footer_key_fields(&footer, &fields, &err) == CS_E_OK &&
+            cs_pack_object_key(prefix, strlen(prefix), &fields, key, &key_len, &err) == CS_E_OK;
+  cs_pack_footer_free(&footer);
+  return ok;
+}
+
+/* A torn upload of every sealed pack in the spool: its first half, no metadata, under its key. */
+static int cmd_tear(void) {
+  capstore_config cfg;
+  config_from_env(&cfg);
+  cs_store store;
+  char msg[512];
+  if (cfg.spool_dir == NULL || capstore_open_store(&cfg, &store, msg, sizeof msg) != CS_E_OK) {
+    printf("tear open: %s\n", cfg.spool_dir == NULL ? "CAPSTORE_SPOOL is not set" : msg);
+    return 2;
+  }
+  DIR *dir = opendir(cfg.spool_dir);
+  if (dir == NULL) {
+    printf("tear: cannot open %s\n", cfg.spool_dir);
+    cs_store_close(&store);
+    return 2;
+  }
+  static const char suffix[] = ".dmi-pack.ready";
+  int status = 0, torn = 0;
+  struct dirent *ent;
+  while (status == 0 && (ent = readdir(dir)) != NULL) {
+    size_t n = strlen(ent->d_name);
+    if (n <= sizeof suffix - 1 || strcmp(ent->d_name + n - (sizeof suffix - 1), suffix) != 0) continue;
+    char path[4096], key[CS_KEY_MAX];
+    snprintf(path, sizeof path, "%s/%s", cfg.spool_dir, ent->d_name);
+    uint8_t *bytes = NULL;
+    size_t len = 0;
+    if (!read_file(path, &bytes, &len) || !pack_key_of(cfg.name, bytes, len, key)) {
+      printf("tear: cannot read the pack %s\n", path);
+      status = 2;
+    } else {
+      cs_store_result res = {0};
+      int rc = store.ops->put(store.self, key, bytes, len / 2, NULL, false, &res);
+      if (rc != CS_E_OK || res.outcome != CS_OUT_OK) {
+        printf("tear put %s: rc=%s outcome=%s\n", key, cs_strerror(rc), cs_outcome_name(res.outcome));
+        status = 1;
+      } else {
+        printf("torn %s %zu\n", key, len / 2);
+        torn++;
+      }
+    }
+    free(bytes);
+  }
+  closedir(dir);
+  cs_store_close(&store);
+  printf("torn %d\n", torn);
+  return status;
+}
+
 static int cmd_switch(uint16_t target) {
   cs_tcp_switch *sw = NULL;
   if (cs_tcp_switch_start(0, target, &sw) != 0) {
@@ -355,6 +440,7 @@ int main(int argc, char **argv) {
     srand((unsigned)capstore_clock_ns());
     return cmd_orphan(strtoull(argv[2], NULL, 10), strtoull(argv[3], NULL, 10), (uint32_t)strtoul(argv[4], NULL, 10));
   }
+  if (argc == 2 && strcmp(argv[1], "tear") == 0) return cmd_tear();
   if (argc == 3 && strcmp(argv[1], "switch") == 0) return cmd_switch((uint16_t)strtoul(argv[2], NULL, 10));
   fprintf(stderr, "usage: %s capture FIRST COUNT ELEMENTS [FLUSH_MS] [PAUSE_US] | serve SECONDS | check MUST [MAY] | "
                   "switch TARGET_PORT\n", argv[0]);

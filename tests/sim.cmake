@@ -36,6 +36,12 @@ add_test(NAME purity.cores
          COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/purity.sh $<TARGET_FILE:capstore_core> ${CMAKE_SOURCE_DIR}/src/core)
 set_tests_properties(purity.cores PROPERTIES LABELS sim)
 
+# Seeds that once failed (faults/seeds.txt), each replayed.
+add_test(NAME sim.seeds_regression
+         COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/sim_regression_seeds.sh $<TARGET_FILE:capstore-sim>
+                 ${CMAKE_SOURCE_DIR}/faults/seeds.txt)
+set_tests_properties(sim.seeds_regression PROPERTIES LABELS sim TIMEOUT 600)
+
 if(CAPSTORE_MUTANTS AND CAPSTORE_MUTANT STREQUAL "0")
   add_test(NAME sim.mutants
            COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/mutants.sh $<TARGET_FILE_DIR:capstore-sim>

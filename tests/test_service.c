@@ -214,7 +214,7 @@ static void test_uploader_put_verify_remove(void **state) {
   drv_free(d);
 }
 
-/* The verifying HEAD shows other bytes: set aside, never overwritten. */
+/* The verifying HEAD shows other bytes (a torn upload): sent again, verified, handed off. */
 static void verify_mismatch(bool other_sha) {
   drv *d = uploader();
   const cs_pack_ref *a = drv_pack(d, 1);
@@ -226,9 +226,50 @@ static void verify_mismatch(bool other_sha) {
   if (other_sha) info.sha256[31] ^= 1;
   else info.size_bytes++;
   drv_answer_head(d, &head, &info);
+  cs_snapshot snap;
+  drv_snap(d, &snap);
+  assert_int_equal(snap.upload_mismatches, 1);
+  assert_non_null(strstr(snap.last_error, "other bytes"));
+  drv_upload(d, a); /* PUT again, and this time the HEAD shows its bytes */
+  cs_action remove = drv_expect_pack(d, CS_OP_SPOOL_REMOVE, a);
+  drv_answer(d, &remove, CS_OUT_OK);
+  drv_expect_none(d);
+  drv_snap(d, &snap);
+  assert_int_equal(snap.set_aside, 0);
+  assert_int_equal(snap.uploaded, 1);
+  assert_int_equal(snap.handed_off, 1);
+  assert_int_equal(snap.rejected_count, 0);
+  assert_int_equal(snap.requests, 5); /* PUT, HEAD, PUT, HEAD, REMOVE */
+  drv_free(d);
+}
+
+static void test_uploader_verify_other_sha_sends_again(void **state) {
+  (void)state;
+  verify_mismatch(true);
+}
+
+static void test_uploader_verify_other_size_sends_again(void **state) {
+  (void)state;
+  verify_mismatch(false);
+}
+
+/* A store that keeps other bytes however often the pack is sent: set aside after index_attempts_max HEADs. */
+static void test_uploader_store_keeps_other_bytes_sets_aside(void **state) {
+  (void)state;
+  drv *d = uploader();
+  const cs_pack_ref *a = drv_pack(d, 1);
+  assert_int_equal(drv_seal(d, a, false), CS_E_OK);
+  for (uint32_t attempt = 1; attempt <= d->cfg.index_attempts_max; attempt++) {
+    cs_action put = drv_expect_pack(d, CS_OP_STORE_PUT, a);
+    drv_answer(d, &put, CS_OUT_OK);
+    cs_action head = drv_expect_pack(d, CS_OP_STORE_HEAD, a);
+    cs_head_info info = drv_head_of(a);
+    info.sha256[0] ^= 0x80;
+    drv_answer_head(d, &head, &info);
+  }
   cs_action quarantine = drv_expect_pack(d, CS_OP_SPOOL_QUARANTINE, a);
   assert_non_null(quarantine.reason);
-  assert_true(strlen(quarantine.reason) > 0);
+  assert_non_null(strstr(quarantine.reason, "other bytes"));
   drv_answer(d, &quarantine, CS_OUT_OK);
   for (uint32_t i = 0; i < 5; i++) {
     d->now += SEC;
@@ -236,6 +277,7 @@ static void verify_mismatch(bool other_sha) {
   }
   cs_snapshot snap;
   drv_snap(d, &snap);
+  assert_int_equal(snap.upload_mismatches, d->cfg.index_attempts_max);
   assert_int_equal(snap.set_aside, 1);
   assert_int_equal(snap.uploaded, 0);
   assert_int_equal(snap.handed_off, 0);
@@ -243,16 +285,6 @@ static void verify_mismatch(bool other_sha) {
   assert_int_equal(snap.pending_spool, 0);
   assert_non_null(strstr(snap.last_error, "set aside"));
   drv_free(d);
-}
-
-static void test_uploader_verify_other_sha_sets_aside(void **state) {
-  (void)state;
-  verify_mismatch(true);
-}
-
-static void test_uploader_verify_other_size_sets_aside(void **state) {
-  (void)state;
-  verify_mismatch(false);
 }
 
 static void test_uploader_recovered_present_skips_put(void **state) {
@@ -291,23 +323,25 @@ static void test_uploader_recovered_missing_puts(void **state) {
   drv_free(d);
 }
 
-static void test_uploader_recovered_other_bytes_never_put(void **state) {
+static void test_uploader_recovered_other_bytes_sent_again(void **state) {
   (void)state;
   drv *d = uploader();
   const cs_pack_ref *a = drv_pack(d, 1);
   assert_int_equal(drv_seal(d, a, true), CS_E_OK);
   cs_action head = drv_expect_pack(d, CS_OP_STORE_HEAD, a);
   cs_head_info info = drv_head_of(a);
-  info.sha256[0] ^= 0xff;
+  info.sha256[0] ^= 0xff; /* a torn upload by the process that died */
   drv_answer_head(d, &head, &info);
-  cs_action quarantine = drv_expect_pack(d, CS_OP_SPOOL_QUARANTINE, a);
-  drv_answer(d, &quarantine, CS_OUT_OK);
+  drv_upload(d, a);
+  cs_action remove = drv_expect_pack(d, CS_OP_SPOOL_REMOVE, a);
+  drv_answer(d, &remove, CS_OUT_OK);
   d->now += 10 * SEC;
   drv_expect_none(d);
   cs_snapshot snap;
   drv_snap(d, &snap);
-  assert_int_equal(snap.requests, 2);
-  assert_int_equal(snap.set_aside, 1);
+  assert_int_equal(snap.requests, 4); /* HEAD, PUT, HEAD, REMOVE */
+  assert_int_equal(snap.set_aside, 0);
+  assert_int_equal(snap.upload_mismatches, 1);
   drv_free(d);
 }
 
@@ -989,14 +1023,20 @@ static void test_flush_beyond_flush_max_is_full(void **state) {
   drv_free(d);
 }
 
-/* A recovered pack whose key holds other bytes: set aside without a PUT. */
+/* A recovered pack whose key keeps other bytes: its HEAD and every verifying HEAD show them; set aside. */
 static void set_aside_recovered(drv *d, uint32_t n) {
   const cs_pack_ref *a = drv_pack(d, n);
   assert_int_equal(drv_seal(d, a, true), CS_E_OK);
-  cs_action head = drv_expect_pack(d, CS_OP_STORE_HEAD, a);
-  cs_head_info info = drv_head_of(a);
-  info.sha256[5] ^= 1;
-  drv_answer_head(d, &head, &info);
+  for (uint32_t attempt = 1; attempt <= d->cfg.index_attempts_max; attempt++) {
+    if (attempt > 1) {
+      cs_action put = drv_expect_pack(d, CS_OP_STORE_PUT, a);
+      drv_answer(d, &put, CS_OUT_OK);
+    }
+    cs_action head = drv_expect_pack(d, CS_OP_STORE_HEAD, a);
+    cs_head_info info = drv_head_of(a);
+    info.sha256[5] ^= 1;
+    drv_answer_head(d, &head, &info);
+  }
   cs_action quarantine = drv_expect_pack(d, CS_OP_SPOOL_QUARANTINE, a);
   drv_answer(d, &quarantine, CS_OUT_OK);
 }
@@ -1161,9 +1201,79 @@ static void test_sealed_beyond_spool_quota_full(void **state) {
   drv_start(d);
   drv_upload(d, &d->packs[0]);
   cs_action remove = drv_expect_pack(d, CS_OP_SPOOL_REMOVE, &d->packs[0]);
-  assert_int_equal(drv_seal(d, &d->packs[20], false), CS_E_FULL); /* not before it is done */
+  assert_int_equal(drv_seal_backlog(d, &d->packs[20]), CS_E_FULL); /* not before it is done */
   drv_answer(d, &remove, CS_OUT_OK);
-  assert_int_equal(drv_seal(d, &d->packs[20], false), CS_E_OK);
+  assert_int_equal(drv_seal_backlog(d, &d->packs[20]), CS_E_OK);
+  drv_free(d);
+}
+
+/*
+ * A pack refused for a full table waits outside it: no flush called after
+ * it drains until it is reported again (backlog set) and shipped (6.6).
+ */
+static void test_flush_waits_for_packs_outside_the_table(void **state) {
+  (void)state;
+  drv *d = uploader();
+  uint32_t max = d->cfg.spool_packs_max;
+  for (uint32_t i = 0; i < max; i++) assert_int_equal(drv_seal(d, drv_pack(d, i), false), CS_E_OK);
+  assert_int_equal(drv_flush(d, 1, d->now + 30 * SEC), CS_E_OK); /* before the refusal */
+  assert_int_equal(drv_seal(d, drv_pack(d, 20), false), CS_E_FULL);
+  assert_int_equal(drv_seal_backlog(d, &d->packs[20]), CS_E_FULL); /* refused again: counted once */
+  assert_int_equal(drv_flush(d, 2, d->now + 30 * SEC), CS_E_OK); /* after it */
+  cs_flush_result res;
+  for (uint32_t i = 0; i < max; i++) {
+    drv_upload(d, &d->packs[i]);
+    if (i + 1 == max) { /* an uploader's pack is shipped at its verified upload */
+      res = expect_flush(d, 1);
+      assert_true(res.drained); /* pack 20 was refused after flush 1 was called */
+    }
+    cs_action remove = drv_expect_pack(d, CS_OP_SPOOL_REMOVE, &d->packs[i]);
+    drv_answer(d, &remove, CS_OUT_OK);
+  }
+  drv_expect_none(d); /* flush 2 waits for pack 20 */
+  assert_int_equal(drv_flush(d, 3, d->now), CS_E_OK);
+  res = expect_flush(d, 3);
+  assert_false(res.drained);
+  assert_int_equal(res.missing_packs, 1);
+  assert_int_equal(drv_seal_backlog(d, &d->packs[20]), CS_E_OK);
+  cs_action head = drv_expect_pack(d, CS_OP_STORE_HEAD, &d->packs[20]); /* reported as recovered: HEAD first */
+  drv_answer(d, &head, CS_OUT_NOT_FOUND);
+  drv_upload(d, &d->packs[20]);
+  res = expect_flush(d, 2);
+  assert_true(res.drained);
+  assert_int_equal(res.missing_packs, 0);
+  cs_action remove = drv_expect_pack(d, CS_OP_SPOOL_REMOVE, &d->packs[20]);
+  drv_answer(d, &remove, CS_OUT_OK);
+  drv_free(d);
+}
+
+/* The driver's backlog at start (CS_EV_BACKLOG): no flush drains until each is reported and shipped. */
+static void test_flush_waits_for_backlog_at_start(void **state) {
+  (void)state;
+  drv *d = uploader();
+  cs_event ev;
+  memset(&ev, 0, sizeof ev);
+  ev.kind = CS_EV_BACKLOG;
+  ev.key_count = 2;
+  assert_int_equal(cs_service_on_event(d->svc, d->now, &ev), CS_E_OK);
+  assert_int_equal(drv_flush(d, 1, d->now), CS_E_OK);
+  cs_flush_result res = expect_flush(d, 1);
+  assert_false(res.drained);
+  assert_int_equal(res.missing_packs, 2);
+  assert_int_equal(drv_flush(d, 2, d->now + 60 * SEC), CS_E_OK);
+  for (uint32_t i = 1; i <= 2; i++) {
+    assert_int_equal(drv_seal_backlog(d, drv_pack(d, i)), CS_E_OK);
+    cs_action head = drv_expect_pack(d, CS_OP_STORE_HEAD, &d->packs[i]); /* recovered: HEAD first */
+    drv_answer(d, &head, CS_OUT_NOT_FOUND);
+    drv_upload(d, &d->packs[i]);
+    if (i == 2) { /* shipped at its verified upload; before it, one was still outside: no answer */
+      res = expect_flush(d, 2);
+      assert_true(res.drained);
+    }
+    cs_action remove = drv_expect_pack(d, CS_OP_SPOOL_REMOVE, &d->packs[i]);
+    drv_answer(d, &remove, CS_OUT_OK);
+  }
+  drv_expect_none(d);
   drv_free(d);
 }
 
@@ -1586,11 +1696,12 @@ int main(void) {
       cmocka_unit_test(test_memory_too_small_or_misaligned),
       cmocka_unit_test(test_init_refuses_missing_out_or_lease),
       cmocka_unit_test(test_uploader_put_verify_remove),
-      cmocka_unit_test(test_uploader_verify_other_sha_sets_aside),
-      cmocka_unit_test(test_uploader_verify_other_size_sets_aside),
+      cmocka_unit_test(test_uploader_verify_other_sha_sends_again),
+      cmocka_unit_test(test_uploader_verify_other_size_sends_again),
+      cmocka_unit_test(test_uploader_store_keeps_other_bytes_sets_aside),
       cmocka_unit_test(test_uploader_recovered_present_skips_put),
       cmocka_unit_test(test_uploader_recovered_missing_puts),
-      cmocka_unit_test(test_uploader_recovered_other_bytes_never_put),
+      cmocka_unit_test(test_uploader_recovered_other_bytes_sent_again),
       cmocka_unit_test(test_uploader_put_maybe_applied_heads_first),
       cmocka_unit_test(test_uploader_put_not_applied_puts_again),
       cmocka_unit_test(test_spool_remove_not_found_is_handed_off),
@@ -1626,6 +1737,8 @@ int main(void) {
       cmocka_unit_test(test_sealed_after_stop_closed),
       cmocka_unit_test(test_unknown_completion_refused_without_change),
       cmocka_unit_test(test_sealed_beyond_spool_quota_full),
+      cmocka_unit_test(test_flush_waits_for_packs_outside_the_table),
+      cmocka_unit_test(test_flush_waits_for_backlog_at_start),
       cmocka_unit_test(test_sealed_bad_ref_refused),
       cmocka_unit_test(test_random_publisher_stays_bounded),
       cmocka_unit_test(test_random_uploader_stays_bounded),

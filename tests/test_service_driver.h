@@ -118,6 +118,17 @@ static inline int drv_seal(drv *d, const cs_pack_ref *ref, bool recovered) {
   return cs_service_on_event(d->svc, d->now, &ev);
 }
 
+/* A pack reported again from the driver's backlog (refused CS_E_FULL before). */
+static inline int drv_seal_backlog(drv *d, const cs_pack_ref *ref) {
+  cs_event ev;
+  memset(&ev, 0, sizeof ev);
+  ev.kind = CS_EV_SEALED;
+  ev.pack = ref;
+  ev.recovered = true;
+  ev.backlog = true;
+  return cs_service_on_event(d->svc, d->now, &ev);
+}
+
 static inline int drv_flush(drv *d, uint64_t flush_id, uint64_t deadline_ns) {
   cs_event ev;
   memset(&ev, 0, sizeof ev);

@@ -30,7 +30,8 @@ typedef struct cs_service_config {
   uint32_t cycle_packs_max;       /* packs uploaded per cycle: the owed bound */
   uint32_t store_inflight_max;    /* parallel object-store requests */
   uint64_t index_batch_bytes_max; /* catalog byte budget for one index insert */
-  uint32_t index_attempts_max;    /* content refusals before a pack is set aside */
+  uint32_t index_attempts_max;    /* content refusals before a pack is set aside; also the HEADs showing
+                                     other bytes under a pack's key before it is set aside */
   uint64_t backoff_base_ns;
   uint64_t backoff_cap_ns;
   uint64_t lease_ttl_ns;
@@ -137,6 +138,8 @@ typedef enum cs_event_kind {
   CS_EV_FLUSH,       /* flush_id, deadline_ns */
   CS_EV_STOP,        /* stop starting work; STOPPED once nothing is in flight */
   CS_EV_RELEASE,     /* release the lease if held */
+  CS_EV_BACKLOG,     /* key_count more own packs sealed in the spool wait outside the table, never
+                        reported (the driver's backlog at start); each is reported later with backlog set */
 } cs_event_kind;
 
 /* HEAD results. */
@@ -177,6 +180,9 @@ typedef struct cs_event {
   /* SEALED */
   const cs_pack_ref *pack;
   bool recovered; /* found in the spool at start: it may already be uploaded */
+  bool backlog;   /* reported again from the driver's backlog: refused CS_E_FULL before, or counted by
+                     CS_EV_BACKLOG. A SEALED refused CS_E_FULL must be reported again (backlog set)
+                     once a pack leaves the table: until then no flush sealed after it drains */
   /* FLUSH */
   uint64_t deadline_ns;
   /* DONE payloads, by op */
@@ -212,6 +218,7 @@ typedef struct cs_snapshot {
   uint32_t pending_spool;    /* in the table, not yet handed off */
   uint64_t set_aside;
   uint64_t batch_splits;
+  uint64_t upload_mismatches; /* HEADs that showed other bytes under an own pack's key; it was sent again */
   uint64_t reconcile_passes;
   uint64_t reconcile_adopted;
   uint64_t reconcile_skipped;

@@ -11,6 +11,8 @@
 #include "service_internal.h"
 
 #include <assert.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 static bool sha_equal(const uint8_t a[32], const uint8_t b[32]) { return memcmp(a, b, 32) == 0; }
@@ -136,8 +138,28 @@ static void upload_on_done(cs_service *svc, pack_slot *slot, const cs_event *ev)
     return;
   }
   if (ev->outcome == CS_OUT_OK) {
-    /* Present under our key with other bytes: never overwrite it. */
-    cs_svc_set_aside(svc, slot, "object in store has other bytes");
+    /*
+     * Other bytes under our key. The key carries the pack id this spool
+     * minted, so they are a torn upload of this pack (a store that writes a
+     * PUT's body in place keeps what arrived before its sender died): send
+     * it again and verify. A store that keeps other bytes however often it
+     * is sent sets the pack aside.
+     */
+    svc->stats.upload_mismatches++;
+    char id_text[CS_UUID_TEXT_LEN + 1];
+    cs_uuid_format(&slot->ref.pack_id, id_text);
+    slot->mismatches++;
+    snprintf(svc->stats.last_error, sizeof svc->stats.last_error,
+             "upload %s: the store shows other bytes under its key (%" PRIu32 " of %" PRIu32 ")", id_text,
+             slot->mismatches, svc->cfg.index_attempts_max);
+#if CAPSTORE_MUTANT == 39 /* other bytes under its key set the pack aside at once: a torn upload loses it */
+    slot->mismatches = svc->cfg.index_attempts_max;
+#endif
+    if (slot->mismatches >= svc->cfg.index_attempts_max) {
+      cs_svc_set_aside(svc, slot, "object in store keeps other bytes");
+      return;
+    }
+    slot->upload = UPLOAD_PUT;
     return;
   }
   if (ev->outcome == CS_OUT_NOT_FOUND && step == UPLOAD_HEAD_FIRST) {

@@ -37,6 +37,7 @@ typedef struct pack_slot {
   uint64_t sealed_at_ns;
   uint64_t retry_at_ns;  /* spool action retry time */
   uint32_t attempts;     /* content refusals by the catalog */
+  uint32_t mismatches;   /* HEADs of its key that showed other bytes (torn uploads sent again) */
   uint8_t stage;
   uint8_t upload;
   bool own;              /* in our spool (false: adopted from the bucket) */
@@ -120,6 +121,15 @@ struct cs_service {
   uint32_t adopted_used;
   uint32_t stage_count[STAGE_COUNT_]; /* slots per stage (FREE not counted) */
   uint64_t next_seal_seq;
+  /*
+   * Own packs sealed in the spool that wait outside the table: refused
+   * CS_E_FULL, or beyond it at start (CS_EV_BACKLOG). The driver reports
+   * each again, with backlog set, as the table gets room. backlog_seq is a
+   * seal sequence taken when the backlog last became non-empty: at or before
+   * every one of them, so a flush called after it waits for them all.
+   */
+  uint32_t backlog;
+  uint64_t backlog_seq;
 
   request *requests;
   uint32_t request_max;

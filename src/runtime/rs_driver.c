@@ -99,6 +99,9 @@ static void service_start(rs_runtime *rt, uint64_t now) {
     int sealed = cs_service_on_event(rt->svc, now, &ev);
     if (sealed != CS_E_OK) log_failure(rt, "recovered pack refused by the service", cs_strerror(sealed));
   }
+  /* The packs beyond the table: no flush drains before each is reported and shipped. */
+  cs_event backlog = {.kind = CS_EV_BACKLOG, .key_count = rt->backlog_count};
+  if (rt->svc_started && rt->backlog_count > 0) cs_service_on_event(rt->svc, now, &backlog);
   free(rt->recovered);
   rt->recovered = NULL;
   rt->recovered_count = 0;
@@ -322,7 +325,9 @@ static void deliver_done(rs_runtime *rt, uint64_t now, rs_job *job) {
 
 static void deliver_sealed(rs_runtime *rt, uint64_t now, const rs_msg *msg) {
   if (rt->svc == NULL || !rt->svc_started) return; /* stays in the spool: the next start recovers it */
-  cs_event ev = {.kind = CS_EV_SEALED, .pack = &msg->ref, .recovered = msg->kind == RS_MSG_RECOVERED};
+  /* RECOVERED: from the backlog, counted by the CS_EV_BACKLOG at start */
+  bool from_backlog = msg->kind == RS_MSG_RECOVERED;
+  cs_event ev = {.kind = CS_EV_SEALED, .pack = &msg->ref, .recovered = from_backlog, .backlog = from_backlog};
   int rc = cs_service_on_event(rt->svc, now, &ev);
   if (rc != CS_E_OK) log_failure(rt, "sealed pack refused by the service", cs_strerror(rc));
 }

@@ -70,6 +70,8 @@ static uint32_t metrics_of(const capstore_stats *s, metric *m) {
   M("packs_pending_spool", "packs not yet handed off", false, v->pending_spool);
   M("packs_set_aside", "packs set aside", true, v->set_aside);
   M("batch_splits", "index batches halved", true, v->batch_splits);
+  M("upload_mismatches", "HEADs that showed other bytes under a pack's key (a torn upload): the pack was sent again",
+    true, v->upload_mismatches);
   M("reconcile_passes", "reconcile passes", true, v->reconcile_passes);
   M("reconcile_adopted", "packs adopted by reconcile", true, v->reconcile_adopted);
   M("reconcile_skipped", "keys skipped by reconcile", true, v->reconcile_skipped);
