@@ -38,7 +38,7 @@ typedef struct cli {
 } cli;
 
 /* What to print if a core's assertion aborts the process mid-run. */
-static char crash_note[512];
+static char crash_note[2048];
 static size_t crash_note_len;
 
 static void on_fatal_signal(int sig) {
@@ -143,20 +143,31 @@ static int load_plan(const char *path, cs_plan *plan) {
   return 0;
 }
 
-static void replay_line(const cli *c, uint64_t seed, FILE *out) {
-  fprintf(out, "replay: capstore-sim --seed %" PRIu64, seed);
-  if (c->profile != NULL) fprintf(out, " --profile %s", c->profile);
-  if (c->plan_path != NULL) fprintf(out, " --plan %s", c->plan_path);
-  if (c->minutes != 10) fprintf(out, " --minutes %" PRIu64, c->minutes);
-  fprintf(out, "%s --trace\n", c->without_text);
+/* "capstore-sim --seed S" and every option that shaped the run, then --trace. */
+static void replay_text(const cli *c, uint64_t seed, char *buf, size_t size) {
+  char minutes[32] = "";
+  if (c->minutes != 10) snprintf(minutes, sizeof minutes, " --minutes %" PRIu64, c->minutes);
+  snprintf(buf, size, "capstore-sim --seed %" PRIu64 "%s%s%s%s%s%s --trace", seed, c->profile ? " --profile " : "",
+           c->profile ? c->profile : "", c->plan_path ? " --plan " : "", c->plan_path ? c->plan_path : "", minutes,
+           c->without_text);
 }
 
+static void replay_line(const cli *c, uint64_t seed, FILE *out) {
+  char line[sizeof crash_note - 128];
+  replay_text(c, seed, line, sizeof line);
+  fprintf(out, "replay: %s\n", line);
+}
+
+/*
+ * Written by the crash handler (with write(2) only) when the process aborts:
+ * the seed, and the line that replays it.
+ */
 static void arm_crash_note(const cli *c, uint64_t seed) {
+  char line[sizeof crash_note - 128];
+  replay_text(c, seed, line, sizeof line);
   int n = snprintf(crash_note, sizeof crash_note,
-                   "\nFAIL seed=%" PRIu64 " kind=crash: the process aborted (an assertion or a signal)\n"
-                   "replay: capstore-sim --seed %" PRIu64 "%s%s%s%s --trace\n",
-                   seed, seed, c->profile ? " --profile " : "", c->profile ? c->profile : "",
-                   c->plan_path ? " --plan " : "", c->plan_path ? c->plan_path : "");
+                   "\nFAIL seed=%" PRIu64 " kind=crash: the process aborted (an assertion or a signal)\nreplay: %s\n",
+                   seed, line);
   crash_note_len = n < 0 ? 0 : (size_t)n < sizeof crash_note ? (size_t)n : sizeof crash_note - 1;
 }
 

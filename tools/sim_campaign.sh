@@ -51,15 +51,33 @@ fi
 export sim dir simopts
 # xargs runs the chunks JOBS at a time (the chunk's first seed and count are
 # the two arguments); each writes its own log.
+# A simulator that dies (an assertion, a signal) ends its chunk early: the
+# chunk is then run again one seed at a time, so the seeds after the one that
+# killed it still run and that seed gets its own replay line.
 xargs -P "$jobs" -L 1 sh -c '
   out="$dir/chunk.$1"
   # shellcheck disable=SC2086 # the options are words
   "$sim" --seeds "$2" --first "$1" --quiet $simopts > "$out" 2>&1 || true
-  echo "chunk $1+$2: $(grep -o "[0-9]* passed, [0-9]* failed" "$out" || echo "no summary (the simulator died)")"
+  if ! grep -q "[0-9]* passed, [0-9]* failed" "$out"; then
+    mv "$out" "$out.died"
+    p=0 q=0 s=$1 end=$(($1 + $2))
+    while [ "$s" -lt "$end" ]; do
+      # shellcheck disable=SC2086
+      if "$sim" --seed "$s" $simopts > "$out.one" 2>&1; then p=$((p + 1)); else
+        q=$((q + 1))
+        grep -E "^(FAIL|replay:)" "$out.one" >> "$out" ||
+          printf "FAIL seed=%s kind=died: %s\nreplay: %s --seed %s %s\n" "$s" "$(tail -1 "$out.one")" "$sim" "$s" "$simopts" >> "$out"
+      fi
+      s=$((s + 1))
+    done
+    rm -f "$out.one"
+    echo "$p passed, $q failed (run one seed at a time: the simulator died)" >> "$out"
+  fi
+  echo "chunk $1+$2: $(grep -o "[0-9]* passed, [0-9]* failed.*" "$out")"
 ' chunk < "$dir/chunks"
 end=$(date +%s)
 passed=0 failed=0 broken=0
-for f in "$dir"/chunk.*; do
+for f in "$dir"/chunk.*[0-9]; do
   line=$(grep -o "[0-9]* passed, [0-9]* failed" "$f" || true)
   if [ -z "$line" ]; then broken=$((broken + 1)); echo "chunk ${f##*.}: no summary"; tail -5 "$f"; continue; fi
   p=${line%% passed*}; q=${line#*passed, }; q=${q%% failed}
@@ -67,7 +85,7 @@ for f in "$dir"/chunk.*; do
 done
 if [ "$failed" -gt 0 ]; then
   echo "failures:"
-  cat "$dir"/chunk.* | grep -E '^(FAIL|replay:)' || true
+  cat "$dir"/chunk.*[0-9] | grep -E '^(FAIL|replay:)' || true
 fi
 secs=$((end - start)); [ "$secs" -gt 0 ] || secs=1
 echo "campaign: $passed passed, $failed failed of $n seeds from $first in ${secs} s ($((n * 60 / secs)) seeds per minute)"
