@@ -470,6 +470,17 @@ static void check_list_volume(sim_world *w, sim_proc *p) {
   if (p->list_bucket > w->list_max_seen) w->list_max_seen = p->list_bucket;
 }
 
+/* A key with an empty, "." or ".." segment (the store key rule refuses them; S3 lists them as written). */
+static bool odd_segment(const char *key) {
+  for (const char *seg = key;; seg++) {
+    const char *end = strchr(seg, '/');
+    size_t len = end != NULL ? (size_t)(end - seg) : strlen(seg);
+    if (len == 0 || (len == 1 && seg[0] == '.') || (len == 2 && seg[0] == '.' && seg[1] == '.')) return true;
+    if (end == NULL) return false;
+    seg = end;
+  }
+}
+
 void sim_check_send(sim_world *w, sim_proc *p, const cs_action *act, const sim_req *req) {
   char id[CS_UUID_TEXT_LEN + 1];
   check_volume(w, p, act->op);
@@ -479,6 +490,9 @@ void sim_check_send(sim_world *w, sim_proc *p, const cs_action *act, const sim_r
     if (strncmp(act->pack->key, w->prefix, strlen(w->prefix)) != 0)
       sim_bail(w, SIM_EXIT_SAFETY, "p%u sent %s for key %s, outside its catalog's prefix %s", p->index,
                cs_op_name(act->op), act->pack->key, w->prefix);
+    if (odd_segment(act->pack->key))
+      sim_bail(w, SIM_EXIT_SAFETY, "p%u sent %s for key %s: an empty, '.' or '..' segment, which no pack key has (6.8)",
+               p->index, cs_op_name(act->op), act->pack->key);
     uint32_t pack = sim_truth_of(w, &act->pack->pack_id);
     if (pack == SIM_NONE) return;
     if (act->op == CS_OP_STORE_PUT && w->packs[pack].verified_gen[p->index] == p->svc_gen && in_store(w, pack) &&

@@ -224,6 +224,7 @@
   X(SIT_RECON_LIST_ERROR, "sit_recon_list_error", "not drawn yet: LIST refused for good (403); plans reach it") \
   X(SIT_FOREIGN_UUID, "sit_foreign_uuid", "") \
   X(SIT_FOREIGN_KEY, "sit_foreign_key", "") \
+  X(SIT_FOREIGN_ODD_SEGMENT, "sit_foreign_odd_segment", "") \
   /* ... the spool across crashes and restarts ... */ \
   X(SIT_RECOVERED_PACK, "sit_recovered_pack", "") \
   X(SIT_QUARANTINE_RECOVERED, "sit_quarantine_recovered", "") \

@@ -1101,13 +1101,22 @@ static void foreign_object(sim_world *w) {
   memset(&ref, 0, sizeof ref);
   char key[CS_KEY_MAX];
   int n;
-  if (cs_prng_below(&w->prng_faults, 2) == 0) {
+  uint64_t kind = cs_prng_below(&w->prng_faults, 3);
+  if (kind < 2) {
+    /*
+     * A pack-shaped key: a pack id nobody sealed, or (kind 1) one under a
+     * key with an empty, "." or ".." segment that S3 lists as written and
+     * no pack key has (store.h's key rule refuses it): never HEADed.
+     */
+    static const char *const odd[] = {"tenant=t//date=2026-11-30", "tenant=t/./date=2026-11-30",
+                                      "tenant=t/../date=2026-11-30"};
     cs_uuid id;
     for (int i = 0; i < 16; i++) id.bytes[i] = (uint8_t)cs_prng_next(&w->prng_faults);
     char text[CS_UUID_TEXT_LEN + 1];
     cs_uuid_format(&id, text);
-    n = snprintf(key, sizeof key, "%sv1/tenant=t/date=2026-11-30/session=x/rank=0/%s.dmi-pack", w->prefix, text);
-    sim_cov_mark(w, SIM_COV_SIT_FOREIGN_UUID);
+    const char *middle = kind == 0 ? "tenant=t/date=2026-11-30" : odd[cs_prng_below(&w->prng_faults, 3)];
+    n = snprintf(key, sizeof key, "%sv1/%s/session=x/rank=0/%s.dmi-pack", w->prefix, middle, text);
+    sim_cov_mark(w, kind == 0 ? SIM_COV_SIT_FOREIGN_UUID : SIM_COV_SIT_FOREIGN_ODD_SEGMENT);
   } else {
     n = snprintf(key, sizeof key, "%sv1/tenant=t/notes-%" PRIu64 ".txt", w->prefix, cs_prng_next(&w->prng_faults) % 1000);
     sim_cov_mark(w, SIM_COV_SIT_FOREIGN_KEY);
