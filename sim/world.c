@@ -1650,6 +1650,7 @@ void sim_run(const sim_options *opts, sim_result *result) {
             w->catalog_clock_ns > 1 ? "catalog_clock_s" : "");
   fprintf(opts->out, " procs=%u uploaders=%u rivals=%u\n", w->proc_count, w->uploaders, w->rivals);
   sim_config_print(w, opts->out);
+  sim_check_config_rules(w);
   world_start(w);
   sim_event ev;
   while (!w->done && heap_pop(w, &ev)) {

@@ -463,6 +463,7 @@ void sim_check_send(sim_world *w, sim_proc *p, const cs_action *act, const sim_r
 void sim_check_reply(sim_world *w, sim_proc *p, const sim_req *req, const cs_event *ev);
 void sim_check_engine_report(sim_world *w, sim_proc *p, const cs_engine_action *act);
 void sim_check_service_start(sim_world *w, sim_proc *p);
+void sim_check_config_rules(sim_world *w); /* 6.10, once per run (config_rules.c) */
 void sim_check_admit(sim_world *w, const sim_proc *p, int rc, uint64_t first_try_local_ns, const cs_sink_stats *before,
                      uint64_t record_bytes);
 void sim_check_sink_seal(sim_world *w, const sim_proc *p, const sim_pending_pack *pp);

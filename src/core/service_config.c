@@ -57,7 +57,11 @@ int cs_service_config_validate(const cs_service_config *cfg, char *msg, size_t m
   NEED(cfg->backoff_cap_ns <= 3600 * CS_SEC_NS, "backoff_cap_ns", "must be <= 1 h");
   NEED(cfg->lease_ttl_ns >= 3 * CS_MS_NS, "lease_ttl_ns", "must be >= 3 ms");
   NEED(cfg->lease_ttl_ns <= 3600 * CS_SEC_NS, "lease_ttl_ns", "must be <= 1 h");
+#if CAPSTORE_MUTANT == 42 /* a guard of exactly a third of the TTL is accepted */
+  NEED(cfg->lease_guard_ns <= cfg->lease_ttl_ns / 3, "lease_guard_ns", "must be < lease_ttl_ns / 3");
+#else
   NEED(cfg->lease_guard_ns < cfg->lease_ttl_ns / 3, "lease_guard_ns", "must be < lease_ttl_ns / 3");
+#endif
   NEED(cfg->reconcile_interval_ns == 0 || cfg->reconcile_interval_ns >= CS_MS_NS,
        "reconcile_interval_ns", "must be 0 (start only) or >= 1 ms");
   NEED(cfg->reconcile_interval_ns <= 7 * 24 * 3600 * CS_SEC_NS, "reconcile_interval_ns", "must be <= 7 days");

@@ -1,0 +1,207 @@
+/*
+ * Clause 6.10 seen by the checker: the service config is validated at
+ * construction, and a bad value is refused with a message naming the field.
+ *
+ * The rules below are the simulator's own copy of the contract's limits
+ * (docs/operations.md, include/capstore/service.h), written without reading
+ * the core's checks: every bound is tried at its edge (accepted) and one
+ * step past it (refused, the message starting with the field's name), from a
+ * valid base. Endpoints get a corpus of URLs, each with the verdict the rule
+ * gives. Runs once per run, before the world starts: a validation that
+ * drifts from the contract fails seed 1.
+ */
+#include <inttypes.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "world.h"
+
+#define MS CS_MS_NS
+#define SEC CS_SEC_NS
+#define HOUR (3600 * SEC)
+
+typedef struct bound_rule {
+  const char *field;
+  size_t offset;
+  uint8_t width;   /* 4 or 8 bytes */
+  uint64_t min;    /* smallest accepted */
+  uint64_t max;    /* largest accepted; UINT64_MAX: none */
+  bool zero_ok;    /* 0 is accepted too (reconcile_interval_ns: start only) */
+} bound_rule;
+
+#define RULE32(f, lo, hi) {#f, offsetof(cs_service_config, f), 4, lo, hi, false}
+#define RULE64(f, lo, hi) {#f, offsetof(cs_service_config, f), 8, lo, hi, false}
+
+static const bound_rule bounds[] = {
+    RULE32(spool_packs_max, 1, 1000000),
+    RULE32(cycle_packs_max, 1, 65536),
+    RULE32(store_inflight_max, 1, 256),
+    RULE64(index_batch_bytes_max, 1, UINT64_MAX),
+    RULE32(index_attempts_max, 1, 1000),
+    RULE64(backoff_base_ns, MS, 30 * SEC), /* the base's top is the cap (30 s in the base config) */
+    RULE64(backoff_cap_ns, 30 * SEC, HOUR), /* its floor is the base (30 s here, set below) */
+    RULE64(lease_ttl_ns, 3 * MS, HOUR),
+    {"reconcile_interval_ns", offsetof(cs_service_config, reconcile_interval_ns), 8, MS, 7 * 24 * HOUR, true},
+    RULE64(request_timeout_ns, MS, HOUR),
+    RULE32(list_page_max, 1, 1000),
+    RULE32(flush_max, 1, 64),
+    RULE32(rejected_max, 1, 65536),
+};
+
+/* A valid config every rule starts from: its own edges stay inside every other rule. */
+static cs_service_config base_config(void) {
+  cs_service_config cfg;
+  cs_service_config_default(&cfg, CS_ROLE_PUBLISHER);
+  cfg.backoff_base_ns = 30 * SEC;
+  cfg.backoff_cap_ns = 30 * SEC;
+  cfg.lease_guard_ns = 0; /* under lease_ttl_ns / 3 at every TTL the rule tries */
+  return cfg;
+}
+
+static void set_field(cs_service_config *cfg, const bound_rule *r, uint64_t v) {
+  uint8_t *at = (uint8_t *)cfg + r->offset;
+  if (r->width == 4) {
+    uint32_t v32 = (uint32_t)v;
+    memcpy(at, &v32, 4);
+  } else {
+    memcpy(at, &v, 8);
+  }
+}
+
+/* The config must be accepted (field NULL) or refused with a message that starts with field. */
+static void expect(sim_world *w, const cs_service_config *cfg, const char *field, const char *what) {
+  char msg[256];
+  int rc = cs_service_config_validate(cfg, msg, sizeof msg);
+  if (field == NULL && rc != CS_E_OK)
+    sim_bail(w, SIM_EXIT_SAFETY, "config rule (6.10): %s was refused: %s", what, msg);
+  if (field == NULL) return;
+  size_t n = strlen(field);
+  if (rc != CS_E_CONFIG)
+    sim_bail(w, SIM_EXIT_SAFETY, "config rule (6.10): %s was not refused (rc %d)", what, rc);
+  if (strncmp(msg, field, n) != 0 || msg[n] != ' ')
+    sim_bail(w, SIM_EXIT_SAFETY, "config rule (6.10): %s was refused without naming %s: '%s'", what, field, msg);
+}
+
+static void check_bound(sim_world *w, const bound_rule *r) {
+  char what[160];
+  uint64_t width_max = r->width == 4 ? UINT32_MAX : UINT64_MAX;
+  cs_service_config cfg = base_config();
+  set_field(&cfg, r, r->min);
+  snprintf(what, sizeof what, "%s = %" PRIu64 " (its smallest)", r->field, r->min);
+  expect(w, &cfg, NULL, what);
+  if (r->min > 0 && !(r->zero_ok && r->min == 1)) {
+    cfg = base_config();
+    set_field(&cfg, r, r->min - 1);
+    snprintf(what, sizeof what, "%s = %" PRIu64 " (under its smallest)", r->field, r->min - 1);
+    expect(w, &cfg, r->zero_ok && r->min - 1 == 0 ? NULL : r->field, what);
+  }
+  if (r->zero_ok) {
+    cfg = base_config();
+    set_field(&cfg, r, 0);
+    snprintf(what, sizeof what, "%s = 0", r->field);
+    expect(w, &cfg, NULL, what);
+  }
+  if (r->max != UINT64_MAX && r->max < width_max) {
+    cfg = base_config();
+    set_field(&cfg, r, r->max);
+    snprintf(what, sizeof what, "%s = %" PRIu64 " (its largest)", r->field, r->max);
+    expect(w, &cfg, NULL, what);
+    cfg = base_config();
+    set_field(&cfg, r, r->max + 1);
+    snprintf(what, sizeof what, "%s = %" PRIu64 " (over its largest)", r->field, r->max + 1);
+    /* The base's top is the cap: a base over it is refused as a cap under the base. */
+    expect(w, &cfg, strcmp(r->field, "backoff_base_ns") == 0 ? "backoff_cap_ns" : r->field, what);
+  }
+}
+
+/* The rules that tie two fields. */
+static void check_relations(sim_world *w) {
+  cs_service_config cfg = base_config();
+  cfg.lease_ttl_ns = 30 * SEC;
+  cfg.lease_guard_ns = 10 * SEC - 1;
+  expect(w, &cfg, NULL, "lease_guard_ns just under lease_ttl_ns / 3");
+  cfg.lease_guard_ns = 10 * SEC;
+  expect(w, &cfg, "lease_guard_ns", "lease_guard_ns = lease_ttl_ns / 3");
+  cfg = base_config();
+  cfg.lease_ttl_ns = 3 * MS;
+  cfg.lease_guard_ns = 0;
+  expect(w, &cfg, NULL, "lease_ttl_ns = 3 ms with no guard");
+  cfg.lease_guard_ns = 1 * MS;
+  expect(w, &cfg, "lease_guard_ns", "lease_guard_ns = 1 ms with lease_ttl_ns = 3 ms");
+  cfg = base_config();
+  cfg.backoff_base_ns = 5 * SEC;
+  cfg.backoff_cap_ns = 5 * SEC - 1;
+  expect(w, &cfg, "backoff_cap_ns", "backoff_cap_ns under backoff_base_ns");
+  cfg = base_config();
+  cfg.role = (cs_role)7;
+  expect(w, &cfg, "role", "role 7");
+  cfg = base_config();
+  cfg.role = CS_ROLE_UPLOADER;
+  cfg.store_lists_complete = false;
+  expect(w, &cfg, "store_lists_complete", "an uploader on a store whose LIST pages skip keys");
+  cfg.store_lists_complete = true;
+  expect(w, &cfg, NULL, "an uploader on a store that lists bytewise");
+  cfg.role = CS_ROLE_PUBLISHER;
+  cfg.store_lists_complete = false;
+  expect(w, &cfg, NULL, "a publisher on a store whose LIST pages skip keys");
+}
+
+typedef struct endpoint_case {
+  const char *url;
+  bool insecure_ok;
+  bool valid;
+} endpoint_case;
+
+static const endpoint_case endpoints[] = {
+    {"https://s3.example.com", false, true},
+    {"https://s3.example.com:9000/bucket", false, true},
+    {"https://10.0.0.1:1/", false, true},
+    {"https://h:65535", false, true},
+    {"https://[::1]:8123/", false, true},
+    {"https://[2001:db8::1]", false, true},
+    {"http://127.0.0.1:8123", true, true},
+    {"http://127.0.0.1:8123", false, false},
+    {"", false, false},
+    {"s3.example.com", false, false},
+    {"ftp://s3.example.com", false, false},
+    {"https://", false, false},
+    {"https:///path", false, false},
+    {"https://:9000", false, false},
+    {"https://h:0", false, false},
+    {"https://h:65536", false, false},
+    {"https://h:", false, false},
+    {"https://h:12a", false, false},
+    {"https://user@h", false, false},
+    {"https://h st", false, false},
+    {"https://::1", false, false},
+    {"https://[::1", false, false},
+    {"https://[]:80", false, false},
+    {"https://[zz::1]", false, false},
+    {"https://[::1]x", false, false},
+    {"https://[::1]:0", false, false},
+    {"https://h]", false, false},
+};
+
+static void check_endpoints(sim_world *w) {
+  for (size_t i = 0; i < sizeof endpoints / sizeof endpoints[0]; i++) {
+    const endpoint_case *c = &endpoints[i];
+    char msg[256];
+    int rc = cs_endpoint_validate("catalog_url", c->url, c->insecure_ok, msg, sizeof msg);
+    if (c->valid && rc != CS_E_OK)
+      sim_bail(w, SIM_EXIT_SAFETY, "config rule (6.10): endpoint '%s'%s was refused: %s", c->url,
+               c->insecure_ok ? " (insecure allowed)" : "", msg);
+    if (!c->valid && rc != CS_E_CONFIG)
+      sim_bail(w, SIM_EXIT_SAFETY, "config rule (6.10): endpoint '%s'%s was not refused", c->url,
+               c->insecure_ok ? " (insecure allowed)" : "");
+    if (!c->valid && strncmp(msg, "catalog_url ", 12) != 0)
+      sim_bail(w, SIM_EXIT_SAFETY, "config rule (6.10): endpoint '%s' was refused without naming its field: '%s'",
+               c->url, msg);
+  }
+}
+
+void sim_check_config_rules(sim_world *w) {
+  check_relations(w);
+  for (size_t i = 0; i < sizeof bounds / sizeof bounds[0]; i++) check_bound(w, &bounds[i]);
+  check_endpoints(w);
+}
