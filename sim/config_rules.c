@@ -1,5 +1,5 @@
 /*
- * Clause 6.10 seen by the checker: the service config is validated at
+ * Clause 6.10 seen by the checker: the service, sink and engine configs are validated at
  * construction, and a bad value is refused with a message naming the field.
  *
  * The rules below are the simulator's own copy of the contract's limits
@@ -21,7 +21,10 @@
 #define SEC CS_SEC_NS
 #define HOUR (3600 * SEC)
 
+typedef enum which_config { SVC, SINK, ENGINE } which_config;
+
 typedef struct bound_rule {
+  which_config which;
   const char *field;
   size_t offset;
   uint8_t width;   /* 4 or 8 bytes */
@@ -30,8 +33,13 @@ typedef struct bound_rule {
   bool zero_ok;    /* 0 is accepted too (reconcile_interval_ns: start only) */
 } bound_rule;
 
-#define RULE32(f, lo, hi) {#f, offsetof(cs_service_config, f), 4, lo, hi, false}
-#define RULE64(f, lo, hi) {#f, offsetof(cs_service_config, f), 8, lo, hi, false}
+#define RULE32(f, lo, hi) {SVC, #f, offsetof(cs_service_config, f), 4, lo, hi, false}
+#define RULE64(f, lo, hi) {SVC, #f, offsetof(cs_service_config, f), 8, lo, hi, false}
+#define SINK32(f, lo, hi) {SINK, #f, offsetof(cs_sink_config, f), 4, lo, hi, false}
+#define SINK64(f, lo, hi) {SINK, #f, offsetof(cs_sink_config, f), 8, lo, hi, false}
+#define ENG64(f, lo, hi) {ENGINE, #f, offsetof(cs_engine_config, f), 8, lo, hi, false}
+#define KIB 1024u
+#define MIB (1024u * KIB)
 
 static const bound_rule bounds[] = {
     RULE32(spool_packs_max, 1, 1000000),
@@ -42,25 +50,46 @@ static const bound_rule bounds[] = {
     RULE64(backoff_base_ns, MS, 30 * SEC), /* the base's top is the cap (30 s in the base config) */
     RULE64(backoff_cap_ns, 30 * SEC, HOUR), /* its floor is the base (30 s here, set below) */
     RULE64(lease_ttl_ns, 3 * MS, HOUR),
-    {"reconcile_interval_ns", offsetof(cs_service_config, reconcile_interval_ns), 8, MS, 7 * 24 * HOUR, true},
+    {SVC, "reconcile_interval_ns", offsetof(cs_service_config, reconcile_interval_ns), 8, MS, 7 * 24 * HOUR, true},
     RULE64(request_timeout_ns, MS, HOUR),
     RULE32(list_page_max, 1, 1000),
     RULE32(flush_max, 1, 64),
     RULE32(rejected_max, 1, 65536),
+    SINK32(pack_records_max, 1, 1000000),
+    SINK64(pack_bytes_max, 1, 64 * MIB), /* its top is spool_bytes_max (64 MiB in the base config) */
+    SINK64(pack_footer_bytes_max, 64 * KIB, 64 * MIB),
+    SINK64(linger_ns, MS, UINT64_MAX),
+    SINK64(spool_bytes_max, 64 * MIB, UINT64_MAX), /* its floor is pack_bytes_max */
+    SINK32(spool_packs_max, 1, UINT32_MAX),
+    SINK64(block_max_ns, MS, UINT64_MAX),
+    ENG64(start_timeout_ns, MS, UINT64_MAX),
+    ENG64(stop_reserve_ns, MS, UINT64_MAX),
 };
 
-/* A valid config every rule starts from: its own edges stay inside every other rule. */
-static cs_service_config base_config(void) {
-  cs_service_config cfg;
-  cs_service_config_default(&cfg, CS_ROLE_PUBLISHER);
-  cfg.backoff_base_ns = 30 * SEC;
-  cfg.backoff_cap_ns = 30 * SEC;
-  cfg.lease_guard_ns = 0; /* under lease_ttl_ns / 3 at every TTL the rule tries */
-  return cfg;
+/* One config of each kind; a rule changes the one it names. */
+typedef struct configs {
+  cs_service_config svc;
+  cs_sink_config sink;
+  cs_engine_config engine;
+} configs;
+
+/* Valid configs every rule starts from: a rule's edges stay inside every other rule. */
+static configs base_configs(void) {
+  configs c;
+  cs_service_config_default(&c.svc, CS_ROLE_PUBLISHER);
+  c.svc.backoff_base_ns = 30 * SEC;
+  c.svc.backoff_cap_ns = 30 * SEC;
+  c.svc.lease_guard_ns = 0; /* under lease_ttl_ns / 3 at every TTL the rule tries */
+  cs_sink_config_default(&c.sink);
+  c.sink.pack_bytes_max = 64 * MIB;
+  c.sink.spool_bytes_max = 64 * MIB;
+  cs_engine_config_default(&c.engine);
+  return c;
 }
 
-static void set_field(cs_service_config *cfg, const bound_rule *r, uint64_t v) {
-  uint8_t *at = (uint8_t *)cfg + r->offset;
+static void set_field(configs *c, const bound_rule *r, uint64_t v) {
+  uint8_t *base = r->which == SVC ? (uint8_t *)&c->svc : r->which == SINK ? (uint8_t *)&c->sink : (uint8_t *)&c->engine;
+  uint8_t *at = base + r->offset;
   if (r->width == 4) {
     uint32_t v32 = (uint32_t)v;
     memcpy(at, &v32, 4);
@@ -70,9 +99,11 @@ static void set_field(cs_service_config *cfg, const bound_rule *r, uint64_t v) {
 }
 
 /* The config must be accepted (field NULL) or refused with a message that starts with field. */
-static void expect(sim_world *w, const cs_service_config *cfg, const char *field, const char *what) {
+static void expect_of(sim_world *w, which_config which, const configs *c, const char *field, const char *what) {
   char msg[256];
-  int rc = cs_service_config_validate(cfg, msg, sizeof msg);
+  int rc = which == SVC    ? cs_service_config_validate(&c->svc, msg, sizeof msg)
+           : which == SINK ? cs_sink_config_validate(&c->sink, msg, sizeof msg)
+                           : cs_engine_config_validate(&c->engine, msg, sizeof msg);
   if (field == NULL && rc != CS_E_OK)
     sim_bail(w, SIM_EXIT_SAFETY, "config rule (6.10): %s was refused: %s", what, msg);
   if (field == NULL) return;
@@ -83,37 +114,52 @@ static void expect(sim_world *w, const cs_service_config *cfg, const char *field
     sim_bail(w, SIM_EXIT_SAFETY, "config rule (6.10): %s was refused without naming %s: '%s'", what, field, msg);
 }
 
+static void expect(sim_world *w, const cs_service_config *cfg, const char *field, const char *what) {
+  configs c = base_configs();
+  c.svc = *cfg;
+  expect_of(w, SVC, &c, field, what);
+}
+
+/* The field a value past r's edge is refused under: the other side of a rule that ties two fields. */
+static const char *refused_as(const bound_rule *r, bool over) {
+  if (over && strcmp(r->field, "backoff_base_ns") == 0) return "backoff_cap_ns";
+  if (over && strcmp(r->field, "pack_bytes_max") == 0) return "spool_bytes_max";
+  return r->field;
+}
+
 static void check_bound(sim_world *w, const bound_rule *r) {
   char what[160];
   uint64_t width_max = r->width == 4 ? UINT32_MAX : UINT64_MAX;
-  cs_service_config cfg = base_config();
-  set_field(&cfg, r, r->min);
+  configs c = base_configs();
+  set_field(&c, r, r->min);
   snprintf(what, sizeof what, "%s = %" PRIu64 " (its smallest)", r->field, r->min);
-  expect(w, &cfg, NULL, what);
-  if (r->min > 0 && !(r->zero_ok && r->min == 1)) {
-    cfg = base_config();
-    set_field(&cfg, r, r->min - 1);
+  expect_of(w, r->which, &c, NULL, what);
+  if (r->min > 0) {
+    c = base_configs();
+    set_field(&c, r, r->min - 1);
     snprintf(what, sizeof what, "%s = %" PRIu64 " (under its smallest)", r->field, r->min - 1);
-    expect(w, &cfg, r->zero_ok && r->min - 1 == 0 ? NULL : r->field, what);
+    expect_of(w, r->which, &c, r->zero_ok && r->min - 1 == 0 ? NULL : refused_as(r, false), what);
   }
   if (r->zero_ok) {
-    cfg = base_config();
-    set_field(&cfg, r, 0);
+    c = base_configs();
+    set_field(&c, r, 0);
     snprintf(what, sizeof what, "%s = 0", r->field);
-    expect(w, &cfg, NULL, what);
+    expect_of(w, r->which, &c, NULL, what);
   }
-  if (r->max != UINT64_MAX && r->max < width_max) {
-    cfg = base_config();
-    set_field(&cfg, r, r->max);
-    snprintf(what, sizeof what, "%s = %" PRIu64 " (its largest)", r->field, r->max);
-    expect(w, &cfg, NULL, what);
-    cfg = base_config();
-    set_field(&cfg, r, r->max + 1);
+  uint64_t top = r->max < width_max ? r->max : width_max;
+  c = base_configs();
+  set_field(&c, r, top);
+  snprintf(what, sizeof what, "%s = %" PRIu64 " (its largest)", r->field, top);
+  expect_of(w, r->which, &c, NULL, what);
+  if (r->max < width_max) {
+    c = base_configs();
+    set_field(&c, r, r->max + 1);
     snprintf(what, sizeof what, "%s = %" PRIu64 " (over its largest)", r->field, r->max + 1);
-    /* The base's top is the cap: a base over it is refused as a cap under the base. */
-    expect(w, &cfg, strcmp(r->field, "backoff_base_ns") == 0 ? "backoff_cap_ns" : r->field, what);
+    expect_of(w, r->which, &c, refused_as(r, true), what);
   }
 }
+
+static cs_service_config base_config(void) { return base_configs().svc; }
 
 /* The rules that tie two fields. */
 static void check_relations(sim_world *w) {
@@ -145,6 +191,15 @@ static void check_relations(sim_world *w) {
   cfg.role = CS_ROLE_PUBLISHER;
   cfg.store_lists_complete = false;
   expect(w, &cfg, NULL, "a publisher on a store whose LIST pages skip keys");
+  configs c = base_configs();
+  c.sink.full_policy = (cs_full_policy)9;
+  expect_of(w, SINK, &c, "full_policy", "full_policy 9");
+  c = base_configs();
+  c.sink.full_policy = CS_FULL_REFUSE;
+  c.sink.block_max_ns = 0;
+  expect_of(w, SINK, &c, NULL, "block_max_ns = 0 when full captures are refused, not blocked");
+  c.sink.full_policy = CS_FULL_BLOCK;
+  expect_of(w, SINK, &c, "block_max_ns", "block_max_ns = 0 when full captures block");
 }
 
 typedef struct endpoint_case {
