@@ -116,6 +116,13 @@ void sim_check_flush_done(sim_world *w, sim_proc *p, const cs_flush_result *res)
              res->flush_id, p->index);
   /* Every pack set aside before the call is reported by this answer or an earlier one (6.3). */
   p->reported_total += res->rejected_count;
+  /* ... and none more than once: never more reported than set aside so far. */
+  cs_snapshot now_snap = {0};
+  if (p->svc != NULL) cs_service_snapshot(p->svc, sim_local_now(w, p), &now_snap);
+  if (p->svc != NULL && p->reported_total > now_snap.set_aside)
+    sim_bail(w, SIM_EXIT_SAFETY, "flush %" PRIu64 " of p%u: its service's answers reported %" PRIu64
+             " set-aside packs, more than the %" PRIu64 " it set aside", res->flush_id, p->index, p->reported_total,
+             now_snap.set_aside);
   if (res->err != CS_E_CLOSED && p->reported_total < rec->set_aside_at_call)
     sim_bail(w, SIM_EXIT_SAFETY, "flush %" PRIu64 " of p%u: %" PRIu64 " packs were set aside before the call, its"
              " answers reported %" PRIu64, res->flush_id, p->index, rec->set_aside_at_call, p->reported_total);
