@@ -360,6 +360,8 @@ void sim_check_service_start(sim_world *w, sim_proc *p) {
   p->splits_seen = 0;
   p->list_bucket = 0; /* a new service reconciles at start: a new pass */
   p->list_bucket_start_ns = w->now_ns;
+  p->renewal_claim_local_ns = 0;
+  p->renewal_fenced_out = 0;
 }
 
 /* An id that may enter a catalog query: a pack's, or one a canonical pack key in the store names. */
@@ -428,7 +430,31 @@ static void check_index(sim_world *w, sim_proc *p, const cs_action *act, const s
  */
 #define SIM_LEASE_OPS_PER_TTL 64u
 
+/*
+ * The renewal timer (6.7): a holder renews a third of a TTL after its last
+ * claim was sent, or a twelfth after a renewal that was refused unapplied;
+ * two renewal claims of one service are never closer than TTL / 12 on its
+ * clock, unless a write of it was fenced out in between (then at once). A timer 10x too fast stays under the volume bound; not under this.
+ */
+static void check_renewal(sim_world *w, sim_proc *p) {
+  cs_snapshot snap;
+  cs_service_snapshot(p->svc, sim_local_now(w, p), &snap);
+  uint64_t local = sim_local_now(w, p);
+  if (snap.lease_state != CS_LEASE_HELD) {
+    p->renewal_claim_local_ns = 0; /* a claim for a new holding: the next renewal starts afresh */
+    return;
+  }
+  uint64_t gap = p->svc_cfg.lease_ttl_ns / 12;
+  bool fenced = snap.fenced_out > p->renewal_fenced_out; /* someone may hold it: look at once */
+  p->renewal_fenced_out = snap.fenced_out;
+  if (p->renewal_claim_local_ns != 0 && !fenced && local < p->renewal_claim_local_ns + gap)
+    sim_bail(w, SIM_EXIT_SAFETY, "p%u renewed its lease %.6f s after its last renewal, under TTL / 12 (%.6f s)",
+             p->index, (double)(local - p->renewal_claim_local_ns) / 1e9, (double)gap / 1e9);
+  p->renewal_claim_local_ns = local;
+}
+
 static void check_volume(sim_world *w, sim_proc *p, cs_op op) {
+  if (op == CS_OP_CAT_CLAIM && p->svc != NULL) check_renewal(w, p);
   if (op != CS_OP_CAT_HEAD && op != CS_OP_CAT_CLAIM && op != CS_OP_CAT_READ_CLAIMS && op != CS_OP_CAT_RELEASE) return;
   uint64_t window = p->svc_cfg.lease_ttl_ns;
   uint64_t cap = p->svc_cfg.backoff_cap_ns < window ? p->svc_cfg.backoff_cap_ns : window;

@@ -227,6 +227,8 @@ typedef struct sim_proc {
   uint64_t engine_flush_mark; /* next_capture_id when the engine flush in progress was called */
   uint64_t engine_flush_low;  /* the first record then still in the sink (unsealed) */
   uint64_t lease_ops_bucket_start_ns; /* the request-volume bound on lease requests (one TTL) */
+  uint64_t renewal_claim_local_ns; /* local time of the current service's last renewal claim (0: none) */
+  uint64_t renewal_fenced_out;     /* its fenced_out then: a write fenced out since renews at once */
   uint32_t lease_ops_bucket;
   uint64_t list_bucket_start_ns; /* the request-volume bound on reconcile LISTs (one interval) */
   uint32_t list_bucket;
