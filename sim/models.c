@@ -295,7 +295,11 @@ static void head_seen(sim_world *w, const sim_req *req, uint32_t found) {
   else { /* other bytes under its key: sent again, set aside only when they stay (6.1) */
     const sim_proc *p = &w->procs[req->proc];
     if (sp->mismatch_gen[p->index] != p->svc_gen) sp->mismatch_gen[p->index] = p->svc_gen, sp->mismatch_count[p->index] = 0;
-    if (++sp->mismatch_count[p->index] >= p->svc_cfg.index_attempts_max) sp->conflict = true;
+    /* Only a mismatch after a PUT of its that landed says the store keeps other bytes; an outage says nothing. */
+    if (sp->put_since_mismatch[p->index] && !req->head_only) { /* an upload's HEAD, not reconcile's */
+      sp->put_since_mismatch[p->index] = false;
+      if (++sp->mismatch_count[p->index] >= p->svc_cfg.index_attempts_max) sp->conflict = true;
+    }
   }
 }
 
@@ -319,6 +323,16 @@ bool sim_pack_may_set_aside(const sim_world *w, uint32_t pack) {
   return sp->poison_large || sp->poison_invalid || sp->conflict || sim_catalog_refuses_alone(w, pack);
 }
 
+bool sim_pack_may_set_aside_now(const sim_world *w, uint32_t pack) {
+  const sim_pack *sp = &w->packs[pack];
+  /* Other bytes excuse a set-aside only by the owner's service that saw the store keep them. */
+  const sim_proc *owner = &w->procs[sp->proc];
+  bool conflict_now = sp->conflict && sp->mismatch_gen[sp->proc] == owner->svc_gen &&
+                      sp->mismatch_count[sp->proc] >= owner->svc_cfg.index_attempts_max;
+  /* A rejected row (checked when it landed) sets it aside wherever it is: "rejected by the lease holder". */
+  return sp->poison_large || sp->poison_invalid || conflict_now || sp->rejected || sim_catalog_refuses_alone(w, pack);
+}
+
 bool sim_pack_excused(const sim_world *w, uint32_t pack) {
   const sim_pack *sp = &w->packs[pack];
   bool lost = store_lost(w, pack) && !holds_bytes(w, pack);
@@ -335,6 +349,7 @@ void sim_store_apply(sim_world *w, sim_req *req) {
   case CS_OP_STORE_PUT: {
     uint32_t pack = truth_of(w, &req->ref.pack_id);
     if (pack != SIM_NONE) w->packs[pack].puts++;
+    if (pack != SIM_NONE && w->packs[pack].proc == req->proc) w->packs[pack].put_since_mismatch[req->proc] = true;
     sim_store_put_object(w, &req->ref, true, pack);
     put_lie(w, sim_store_find(w, req->ref.key, req->ref.key_len));
     req->outcome = CS_OUT_OK;

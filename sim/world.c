@@ -452,7 +452,8 @@ void sim_seal_direct(sim_world *w, sim_proc *p, const cs_plan_step *step) {
     cs_event ev = {.kind = CS_EV_SEALED, .pack = &sp->ref};
     int rc = cs_service_on_event(p->svc, sim_local_now(w, p), &ev);
     sim_cov_sealed(w, pack, 1, rc);
-    if (rc != CS_E_OK) sim_bail(w, SIM_EXIT_CRASH, "plan seal refused: %s", cs_strerror(rc));
+    if (rc == CS_E_FULL) sealed_refused(w, p, file); /* a full table: the pack waits in the backlog */
+    else if (rc != CS_E_OK) sim_bail(w, SIM_EXIT_CRASH, "plan seal refused: %s", cs_strerror(rc));
   }
   sim_proc_pump(w, p);
 }
@@ -507,7 +508,7 @@ static void spool_op(sim_world *w, sim_proc *p, const cs_action *act) {
     return;
   }
   if (act->op == CS_OP_SPOOL_REMOVE) sim_check_removal(w, p, pack);
-  if (act->op == CS_OP_SPOOL_QUARANTINE && !sim_pack_may_set_aside(w, pack))
+  if (act->op == CS_OP_SPOOL_QUARANTINE && !sim_pack_may_set_aside_now(w, pack))
     sim_bail(w, SIM_EXIT_SAFETY, "proc %u: healthy pack %s set aside (%s)", p->index, act->pack->key,
              act->reason != NULL ? act->reason : "");
   uint32_t file = file_of_pack(p, pack);

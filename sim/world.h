@@ -54,7 +54,8 @@ typedef struct sim_pack {
   uint32_t invalid_count[SIM_PROCS_MAX];
   /* A store that lies (store_other_bytes, store_changes): what its owner could know. */
   uint32_t mismatch_gen[SIM_PROCS_MAX];  /* its owner's service (svc_gen) saw other bytes under its key, */
-  uint32_t mismatch_count[SIM_PROCS_MAX]; /* ... this many times */
+  uint32_t mismatch_count[SIM_PROCS_MAX]; /* ... this many times, each after a PUT of its that applied */
+  bool put_since_mismatch[SIM_PROCS_MAX]; /* a PUT of its owner applied since the last counted mismatch */
   bool conflict;          /* its owner saw other bytes under its key index_attempts_max times: it may be set aside */
   uint64_t damaged_ns;    /* when the store last put other bytes under its key or lost it (0: never) */
   uint64_t owner_head_ns; /* when a HEAD of its key by its owner last applied */
@@ -444,6 +445,8 @@ void sim_store_damage_random(sim_world *w);
 bool sim_store_holds(const sim_world *w, uint32_t pack);
 /* Setting the pack aside is right: poison, or its owner saw other bytes under its key. */
 bool sim_pack_may_set_aside(const sim_world *w, uint32_t pack);
+/* The same, for a set-aside now by its owner's service (other bytes count only where that service saw them). */
+bool sim_pack_may_set_aside_now(const sim_world *w, uint32_t pack);
 /* The pack need not become visible: poison, a conflict its owner saw, or lost by the store. */
 bool sim_pack_excused(const sim_world *w, uint32_t pack);
 uint32_t sim_catalog_holder(const sim_world *w, uint64_t server_now_ns, uint64_t *term);

@@ -253,20 +253,38 @@ static void test_uploader_verify_other_size_sends_again(void **state) {
   verify_mismatch(false);
 }
 
-/* A store that keeps other bytes however often the pack is sent: set aside after index_attempts_max HEADs. */
+/*
+ * The store keeps other bytes however often the pack is sent. Each PUT the
+ * store answers OK, then a HEAD with other bytes: the first is sent again at
+ * once, later ones a cycle (a backoff) later, HEAD first (not counted);
+ * after index_attempts_max the pack is set aside. Returns the PUTs sent.
+ */
+static uint32_t keep_other_bytes(drv *d, const cs_pack_ref *a) {
+  uint32_t puts = 0;
+  for (uint32_t attempt = 1; attempt <= d->cfg.index_attempts_max; attempt++) {
+    cs_head_info info = drv_head_of(a);
+    info.sha256[0] ^= 0x80;
+    if (attempt > 2) {
+      cs_action first = drv_wait_op(d, CS_OP_STORE_HEAD); /* a new cycle: the pack may be uploaded */
+      drv_assert_pack(&first, a);
+      drv_answer_head(d, &first, &info);
+    }
+    cs_action put = attempt > 2 ? drv_expect_pack(d, CS_OP_STORE_PUT, a) : drv_wait_op(d, CS_OP_STORE_PUT);
+    drv_assert_pack(&put, a);
+    drv_answer(d, &put, CS_OUT_OK);
+    puts++;
+    cs_action head = drv_expect_pack(d, CS_OP_STORE_HEAD, a);
+    drv_answer_head(d, &head, &info);
+  }
+  return puts;
+}
+
 static void test_uploader_store_keeps_other_bytes_sets_aside(void **state) {
   (void)state;
   drv *d = uploader();
   const cs_pack_ref *a = drv_pack(d, 1);
   assert_int_equal(drv_seal(d, a, false), CS_E_OK);
-  for (uint32_t attempt = 1; attempt <= d->cfg.index_attempts_max; attempt++) {
-    cs_action put = drv_expect_pack(d, CS_OP_STORE_PUT, a);
-    drv_answer(d, &put, CS_OUT_OK);
-    cs_action head = drv_expect_pack(d, CS_OP_STORE_HEAD, a);
-    cs_head_info info = drv_head_of(a);
-    info.sha256[0] ^= 0x80;
-    drv_answer_head(d, &head, &info);
-  }
+  assert_int_equal(keep_other_bytes(d, a), d->cfg.index_attempts_max);
   cs_action quarantine = drv_expect_pack(d, CS_OP_SPOOL_QUARANTINE, a);
   assert_non_null(quarantine.reason);
   assert_non_null(strstr(quarantine.reason, "other bytes"));
@@ -277,12 +295,13 @@ static void test_uploader_store_keeps_other_bytes_sets_aside(void **state) {
   }
   cs_snapshot snap;
   drv_snap(d, &snap);
-  assert_int_equal(snap.upload_mismatches, d->cfg.index_attempts_max);
+  assert_int_equal(snap.upload_mismatches, 2 * d->cfg.index_attempts_max - 2); /* and the HEADs first */
   assert_int_equal(snap.set_aside, 1);
   assert_int_equal(snap.uploaded, 0);
   assert_int_equal(snap.handed_off, 0);
   assert_int_equal(snap.rejected_count, 1);
   assert_int_equal(snap.pending_spool, 0);
+  assert_true(snap.cycles_failed >= 1); /* the attempts after the second wait for a backoff */
   assert_non_null(strstr(snap.last_error, "set aside"));
   drv_free(d);
 }
@@ -359,6 +378,45 @@ static void put_then(cs_outcome outcome, cs_op next_op) {
   assert_non_null(strstr(snap.last_error, cs_outcome_name(outcome)));
   cs_action next = drv_wait_op(d, next_op);
   drv_assert_pack(&next, a);
+  drv_free(d);
+}
+
+/*
+ * A torn object under a pack's key while the store refuses PUTs (500, an
+ * outage): each cycle HEADs first, sees the torn bytes and sends the pack
+ * again, and the PUT fails. No PUT of ours landed, so nothing counts against
+ * the pack (6.2): it is never set aside, and once a PUT lands it ships.
+ */
+static void test_uploader_torn_object_with_put_outage_not_set_aside(void **state) {
+  (void)state;
+  drv *d = uploader();
+  const cs_pack_ref *a = drv_pack(d, 1);
+  assert_int_equal(drv_seal(d, a, true), CS_E_OK); /* recovered: the killed process tore its PUT */
+  for (uint32_t cycle = 0; cycle < 2 * d->cfg.index_attempts_max; cycle++) {
+    cs_action head = drv_wait_op(d, CS_OP_STORE_HEAD);
+    drv_assert_pack(&head, a);
+    cs_head_info info = drv_head_of(a);
+    info.is_pack = false; /* the torn object: half the bytes, no metadata */
+    info.size_bytes /= 2;
+    drv_answer_head(d, &head, &info);
+    cs_action next;
+    assert_true(drv_poll(d, &next));
+    if (next.op == CS_OP_SPOOL_QUARANTINE)
+      fail_msg("set aside after %u cycles whose PUTs all failed: no PUT of ours ever landed", cycle + 1);
+    assert_int_equal(next.op, CS_OP_STORE_PUT);
+    drv_answer(d, &next, CS_OUT_SERVER_ERROR);
+  }
+  cs_action head = drv_wait_op(d, CS_OP_STORE_HEAD);
+  cs_head_info info = drv_head_of(a);
+  info.is_pack = false;
+  drv_answer_head(d, &head, &info);
+  drv_upload(d, a); /* healed: the PUT lands and the HEAD shows its bytes */
+  cs_action remove = drv_expect_pack(d, CS_OP_SPOOL_REMOVE, a);
+  drv_answer(d, &remove, CS_OUT_OK);
+  cs_snapshot snap;
+  drv_snap(d, &snap);
+  assert_int_equal(snap.set_aside, 0);
+  assert_int_equal(snap.handed_off, 1);
   drv_free(d);
 }
 
@@ -1023,20 +1081,15 @@ static void test_flush_beyond_flush_max_is_full(void **state) {
   drv_free(d);
 }
 
-/* A recovered pack whose key keeps other bytes: its HEAD and every verifying HEAD show them; set aside. */
+/* A recovered pack whose key keeps other bytes: its HEAD, and every HEAD verifying a PUT, show them; set aside. */
 static void set_aside_recovered(drv *d, uint32_t n) {
   const cs_pack_ref *a = drv_pack(d, n);
   assert_int_equal(drv_seal(d, a, true), CS_E_OK);
-  for (uint32_t attempt = 1; attempt <= d->cfg.index_attempts_max; attempt++) {
-    if (attempt > 1) {
-      cs_action put = drv_expect_pack(d, CS_OP_STORE_PUT, a);
-      drv_answer(d, &put, CS_OUT_OK);
-    }
-    cs_action head = drv_expect_pack(d, CS_OP_STORE_HEAD, a);
-    cs_head_info info = drv_head_of(a);
-    info.sha256[5] ^= 1;
-    drv_answer_head(d, &head, &info);
-  }
+  cs_action head = drv_expect_pack(d, CS_OP_STORE_HEAD, a);
+  cs_head_info info = drv_head_of(a);
+  info.sha256[5] ^= 1;
+  drv_answer_head(d, &head, &info); /* not counted: no PUT of ours landed yet */
+  keep_other_bytes(d, a);
   cs_action quarantine = drv_expect_pack(d, CS_OP_SPOOL_QUARANTINE, a);
   drv_answer(d, &quarantine, CS_OUT_OK);
 }
@@ -1219,6 +1272,9 @@ static void test_flush_waits_for_packs_outside_the_table(void **state) {
   assert_int_equal(drv_flush(d, 1, d->now + 30 * SEC), CS_E_OK); /* before the refusal */
   assert_int_equal(drv_seal(d, drv_pack(d, 20), false), CS_E_FULL);
   assert_int_equal(drv_seal_backlog(d, &d->packs[20]), CS_E_FULL); /* refused again: counted once */
+  cs_snapshot snap;
+  drv_snap(d, &snap);
+  assert_int_equal(snap.backlog, 1);
   assert_int_equal(drv_flush(d, 2, d->now + 30 * SEC), CS_E_OK); /* after it */
   cs_flush_result res;
   for (uint32_t i = 0; i < max; i++) {
@@ -1236,6 +1292,8 @@ static void test_flush_waits_for_packs_outside_the_table(void **state) {
   assert_false(res.drained);
   assert_int_equal(res.missing_packs, 1);
   assert_int_equal(drv_seal_backlog(d, &d->packs[20]), CS_E_OK);
+  drv_snap(d, &snap);
+  assert_int_equal(snap.backlog, 0);
   cs_action head = drv_expect_pack(d, CS_OP_STORE_HEAD, &d->packs[20]); /* reported as recovered: HEAD first */
   drv_answer(d, &head, CS_OUT_NOT_FOUND);
   drv_upload(d, &d->packs[20]);
@@ -1702,6 +1760,7 @@ int main(void) {
       cmocka_unit_test(test_uploader_recovered_present_skips_put),
       cmocka_unit_test(test_uploader_recovered_missing_puts),
       cmocka_unit_test(test_uploader_recovered_other_bytes_sent_again),
+      cmocka_unit_test(test_uploader_torn_object_with_put_outage_not_set_aside),
       cmocka_unit_test(test_uploader_put_maybe_applied_heads_first),
       cmocka_unit_test(test_uploader_put_not_applied_puts_again),
       cmocka_unit_test(test_spool_remove_not_found_is_handed_off),

@@ -236,6 +236,7 @@ typedef struct cs_snapshot {
   uint64_t watermark;
   uint64_t oldest_unshipped_age_ns;
   uint32_t rejected_count;   /* entries in the rejected list now */
+  uint32_t backlog;          /* own packs sealed in the spool waiting outside the table: flushes count them missing */
   char last_error[CS_LAST_ERROR_MAX];
 } cs_snapshot;
 

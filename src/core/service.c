@@ -496,6 +496,7 @@ void cs_service_snapshot(const cs_service *svc, uint64_t now_ns, cs_snapshot *ou
   out->lease_term = svc->lease_term;
   out->watermark = svc->lease_watermark;
   out->rejected_count = svc->rejected_len;
+  out->backlog = svc->backlog;
   uint64_t oldest = CS_NEVER;
   for (uint32_t i = 0; i < svc->cfg.spool_packs_max; i++) {
     const pack_slot *slot = &svc->slots[i];

@@ -142,16 +142,20 @@ static void upload_on_done(cs_service *svc, pack_slot *slot, const cs_event *ev)
      * Other bytes under our key. The key carries the pack id this spool
      * minted, so they are a torn upload of this pack (a store that writes a
      * PUT's body in place keeps what arrived before its sender died): send
-     * it again and verify. A store that keeps other bytes however often it
-     * is sent sets the pack aside.
+     * it again and verify. Only a HEAD verifying a PUT of ours that landed
+     * counts against the pack (an outage counts against none, 6.2): after
+     * index_attempts_max of those the store keeps other bytes however often
+     * the pack is sent (it drops metadata, or rewrites bodies) and the pack
+     * is set aside. The first is sent again at once; later ones wait for the
+     * next cycle, after a backoff.
      */
     svc->stats.upload_mismatches++;
+    if (step == UPLOAD_VERIFY) slot->mismatches++;
     char id_text[CS_UUID_TEXT_LEN + 1];
     cs_uuid_format(&slot->ref.pack_id, id_text);
-    slot->mismatches++;
     snprintf(svc->stats.last_error, sizeof svc->stats.last_error,
-             "upload %s: the store shows other bytes under its key (%" PRIu32 " of %" PRIu32 ")", id_text,
-             slot->mismatches, svc->cfg.index_attempts_max);
+             "upload %s: the store shows other bytes under its key (%" PRIu32 " of %" PRIu32 " after a PUT)",
+             id_text, slot->mismatches, svc->cfg.index_attempts_max);
 #if CAPSTORE_MUTANT == 39 /* other bytes under its key set the pack aside at once: a torn upload loses it */
     slot->mismatches = svc->cfg.index_attempts_max;
 #endif
@@ -160,6 +164,10 @@ static void upload_on_done(cs_service *svc, pack_slot *slot, const cs_event *ev)
       return;
     }
     slot->upload = UPLOAD_PUT;
+    if (step == UPLOAD_VERIFY && slot->mismatches > 1) {
+      slot->maybe_uploaded = true; /* the next cycle looks first */
+      svc->cycle_failed = true;
+    }
     return;
   }
   if (ev->outcome == CS_OUT_NOT_FOUND && step == UPLOAD_HEAD_FIRST) {

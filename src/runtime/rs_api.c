@@ -416,6 +416,7 @@ static void destroy(capstore *cs) {
   free(rt->list_ptrs);
   free(rt->inbox);
   free(rt->backlog);
+  free(rt->refused);
   free(rt->recovered);
   rs_footers_free(rt); /* the sink is gone: nothing queues a prefetch any more */
   free_strings(rt);

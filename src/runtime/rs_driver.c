@@ -99,9 +99,13 @@ static void service_start(rs_runtime *rt, uint64_t now) {
     int sealed = cs_service_on_event(rt->svc, now, &ev);
     if (sealed != CS_E_OK) log_failure(rt, "recovered pack refused by the service", cs_strerror(sealed));
   }
-  /* The packs beyond the table: no flush drains before each is reported and shipped. */
-  cs_event backlog = {.kind = CS_EV_BACKLOG, .key_count = rt->backlog_count};
-  if (rt->svc_started && rt->backlog_count > 0) cs_service_on_event(rt->svc, now, &backlog);
+  /*
+   * The packs beyond the table, and those whose ref could not be built: no
+   * flush drains before each is reported and shipped (the unreadable ones
+   * by a later start, which checks them again).
+   */
+  cs_event backlog = {.kind = CS_EV_BACKLOG, .key_count = rt->backlog_count + rt->unreadable_at_open};
+  if (rt->svc_started && backlog.key_count > 0) cs_service_on_event(rt->svc, now, &backlog);
   free(rt->recovered);
   rt->recovered = NULL;
   rt->recovered_count = 0;
@@ -280,6 +284,8 @@ static void recover_more(rs_runtime *rt) {
   rs_lane_push(&rt->spool_lane, job);
 }
 
+static void refused_report(rs_runtime *rt, uint64_t now);
+
 static void deliver_done(rs_runtime *rt, uint64_t now, rs_job *job) {
   if (job->kind == RS_JOB_RECOVER) {
     rt->recover_busy = false;
@@ -317,10 +323,36 @@ static void deliver_done(rs_runtime *rt, uint64_t now, rs_job *job) {
   if (rc != CS_E_OK) log_failure(rt, "completion refused", cs_strerror(rc));
   bool left_spool = (a->op == CS_OP_SPOOL_REMOVE || a->op == CS_OP_SPOOL_QUARANTINE) && job->outcome == CS_OUT_OK;
   job_free(rt, job);
-  if (left_spool && rt->backlog_next < rt->backlog_count) {
+  if (left_spool && rt->refused_count > 0) {
+    refused_report(rt, now); /* a pack refused since open goes first: it has its ref */
+  } else if (left_spool && rt->backlog_next < rt->backlog_count) {
     rt->recover_credit++;
     recover_more(rt);
   }
+}
+
+/* A pack the service refused for a full table waits for the next room; false when out of memory. */
+static bool refused_push(rs_runtime *rt, const cs_pack_ref *ref) {
+  if (rt->refused_count == rt->refused_cap) {
+    uint32_t cap = rt->refused_cap == 0 ? 16 : 2 * rt->refused_cap;
+    cs_pack_ref *grown = realloc(rt->refused, (size_t)cap * sizeof *grown);
+    if (grown == NULL) return false;
+    rt->refused = grown;
+    rt->refused_cap = cap;
+  }
+  rt->refused[rt->refused_count++] = *ref;
+  return true;
+}
+
+/* The oldest refused pack, reported again (backlog set); refused again, it stays first. */
+static void refused_report(rs_runtime *rt, uint64_t now) {
+  /* recovered: HEAD before any PUT (one refused from the backlog may be in the store already) */
+  cs_event ev = {.kind = CS_EV_SEALED, .pack = &rt->refused[0], .recovered = true, .backlog = true};
+  int rc = cs_service_on_event(rt->svc, now, &ev);
+  if (rc == CS_E_FULL) return;
+  if (rc != CS_E_OK) log_failure(rt, "refused pack reported again", cs_strerror(rc));
+  rt->refused_count--;
+  memmove(rt->refused, rt->refused + 1, (size_t)rt->refused_count * sizeof *rt->refused);
 }
 
 static void deliver_sealed(rs_runtime *rt, uint64_t now, const rs_msg *msg) {
@@ -329,7 +361,12 @@ static void deliver_sealed(rs_runtime *rt, uint64_t now, const rs_msg *msg) {
   bool from_backlog = msg->kind == RS_MSG_RECOVERED;
   cs_event ev = {.kind = CS_EV_SEALED, .pack = &msg->ref, .recovered = from_backlog, .backlog = from_backlog};
   int rc = cs_service_on_event(rt->svc, now, &ev);
-  if (rc != CS_E_OK) log_failure(rt, "sealed pack refused by the service", cs_strerror(rc));
+  if (rc == CS_E_FULL && !refused_push(rt, &msg->ref)) {
+    /* Counted outside the table by the service; it stays in the spool for the next start. */
+    log_failure(rt, "sealed pack refused for a full table", "no memory to keep it for a later report");
+  } else if (rc != CS_E_OK && rc != CS_E_FULL) {
+    log_failure(rt, "sealed pack refused by the service", cs_strerror(rc));
+  }
 }
 
 /* Takes the inbox's messages one at a time (the lock is not held while delivering). */
@@ -494,6 +531,7 @@ int rs_open_sink(rs_runtime *rt, char *msg, size_t msg_size) {
     if (rs_ref_from_spool(rt, &entries[i], &rt->recovered[rt->recovered_count], why, sizeof why) != CS_E_OK) {
       /* Recovery checked every pack's bytes at open; one that cannot be read now stays for the next start. */
       log_failure(rt, "recovering a spooled pack", why);
+      rt->unreadable_at_open++;
       continue;
     }
     rt->recovered_count++;

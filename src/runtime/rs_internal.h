@@ -200,6 +200,15 @@ typedef struct rs_runtime {
   cs_spool_entry *backlog;
   uint32_t backlog_count, backlog_next;
   uint32_t recover_credit;    /* packs that left the spool and were not yet replaced by the backlog */
+  uint32_t unreadable_at_open; /* packs in the spool at open whose ref could not be built: counted
+                                  outside the table (CS_EV_BACKLOG), shipped by a later start */
+  /*
+   * Packs the service refused for a full table (CS_E_FULL) after open: it
+   * counts them outside the table until each is reported again, with
+   * backlog set, as a pack leaves the spool. Driver thread only.
+   */
+  cs_pack_ref *refused;
+  uint32_t refused_count, refused_cap;
   bool recover_busy;
   rs_job recover_job;
 

@@ -69,6 +69,8 @@ static uint32_t metrics_of(const capstore_stats *s, metric *m) {
   M("packs_pending_index", "packs owed to the catalog", false, v->pending_index);
   M("packs_pending_spool", "packs not yet handed off", false, v->pending_spool);
   M("packs_set_aside", "packs set aside", true, v->set_aside);
+  M("packs_outside_table", "packs sealed in the spool waiting outside the service's table (a flush counts them missing)",
+    false, v->backlog);
   M("batch_splits", "index batches halved", true, v->batch_splits);
   M("upload_mismatches", "HEADs that showed other bytes under a pack's key (a torn upload): the pack was sent again",
     true, v->upload_mismatches);
