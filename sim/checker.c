@@ -303,6 +303,15 @@ static bool proc_drained(const sim_world *w, const sim_proc *p, char *why, size_
              snap.last_error);
     return false;
   }
+  /* A service that still counts packs outside its table never answers a flush drained. */
+  cs_snapshot snap;
+  memset(&snap, 0, sizeof snap);
+  if (p->svc != NULL) cs_service_snapshot(p->svc, 0, &snap);
+  if (snap.backlog > 0) {
+    snprintf(why, why_size, "p%u's spool is empty but its service counts %u packs outside its table: no flush drains",
+             p->index, snap.backlog);
+    return false;
+  }
   return true;
 }
 
