@@ -260,3 +260,22 @@ void sim_check_config_rules(sim_world *w) {
   for (size_t i = 0; i < sizeof bounds / sizeof bounds[0]; i++) check_bound(w, &bounds[i]);
   check_endpoints(w);
 }
+
+/* The contract's verdict on a service config, from the rules above (not the core's checks). */
+bool sim_config_valid_by_spec(const cs_service_config *c) {
+  bool ok = c->role == CS_ROLE_PUBLISHER || c->role == CS_ROLE_UPLOADER;
+  ok = ok && c->spool_packs_max >= 1 && c->spool_packs_max <= 1000000;
+  ok = ok && c->cycle_packs_max >= 1 && c->cycle_packs_max <= 65536;
+  ok = ok && c->store_inflight_max >= 1 && c->store_inflight_max <= 256;
+  ok = ok && c->index_batch_bytes_max >= 1;
+  ok = ok && c->index_attempts_max >= 1 && c->index_attempts_max <= 1000;
+  ok = ok && c->backoff_base_ns >= MS && c->backoff_cap_ns >= c->backoff_base_ns && c->backoff_cap_ns <= HOUR;
+  ok = ok && c->lease_ttl_ns >= 3 * MS && c->lease_ttl_ns <= HOUR && c->lease_guard_ns < c->lease_ttl_ns / 3;
+  ok = ok && (c->reconcile_interval_ns == 0 || c->reconcile_interval_ns >= MS) &&
+       c->reconcile_interval_ns <= 7 * 24 * HOUR;
+  ok = ok && c->request_timeout_ns >= MS && c->request_timeout_ns <= HOUR;
+  ok = ok && c->list_page_max >= 1 && c->list_page_max <= 1000;
+  ok = ok && c->flush_max >= 1 && c->flush_max <= 64;
+  ok = ok && c->rejected_max >= 1 && c->rejected_max <= 65536;
+  return ok && (c->role != CS_ROLE_UPLOADER || c->store_lists_complete);
+}

@@ -1519,7 +1519,9 @@ static void proc_setup(sim_world *w, uint32_t index, proc_kind kind) {
     p->drift_ppm = (int32_t)cs_prng_below(&w->prng_faults, 401) - 200;
   }
   p->svc_mem_size = cs_service_memory_size(&p->svc_cfg);
-  if (p->svc_mem_size == 0) sim_bail(w, SIM_EXIT_USAGE, "invalid service config");
+  if (p->svc_mem_size == 0)
+    sim_bail(w, sim_config_valid_by_spec(&p->svc_cfg) ? SIM_EXIT_SAFETY : SIM_EXIT_USAGE,
+             "config rule (6.10): no memory size for p%u's service config (refused)", p->index);
   p->svc_mem = aligned_alloc(16, (p->svc_mem_size + 15) & ~(size_t)15);
   if (p->svc_mem == NULL) sim_bail(w, SIM_EXIT_CRASH, "out of memory");
 }
@@ -1583,7 +1585,12 @@ static void world_setup(sim_world *w) {
     w->rivals = 0;
   }
   sim_corners_draw(w); /* after everything that decides the processes, before the config is checked */
-  if (cs_service_config_validate(&w->base_svc, msg, sizeof msg) != CS_E_OK) sim_bail(w, SIM_EXIT_USAGE, "config: %s", msg);
+  if (cs_service_config_validate(&w->base_svc, msg, sizeof msg) != CS_E_OK) {
+    /* A plan's setting out of range is a usage error; a config the contract accepts refused is a defect (6.10). */
+    if (sim_config_valid_by_spec(&w->base_svc))
+      sim_bail(w, SIM_EXIT_SAFETY, "config rule (6.10): the service refused a config the contract accepts: %s", msg);
+    sim_bail(w, SIM_EXIT_USAGE, "config: %s", msg);
+  }
   if (w->uploaders > SIM_PROCS_MAX - 1 || w->rivals > SIM_PROCS_MAX - 1 || 1 + w->uploaders + w->rivals > SIM_PROCS_MAX)
     sim_bail(w, SIM_EXIT_USAGE, "at most %u processes: 1 publisher + uploaders + rivals", SIM_PROCS_MAX);
   w->proc_count = 1 + w->uploaders + w->rivals;

@@ -469,6 +469,7 @@ void sim_check_reply(sim_world *w, sim_proc *p, const sim_req *req, const cs_eve
 void sim_check_engine_report(sim_world *w, sim_proc *p, const cs_engine_action *act);
 void sim_check_service_start(sim_world *w, sim_proc *p);
 void sim_check_config_rules(sim_world *w); /* 6.10, once per run (config_rules.c) */
+bool sim_config_valid_by_spec(const cs_service_config *cfg);
 void sim_check_admit(sim_world *w, const sim_proc *p, int rc, uint64_t first_try_local_ns, const cs_sink_stats *before,
                      uint64_t record_bytes);
 void sim_check_sink_seal(sim_world *w, const sim_proc *p, const sim_pending_pack *pp);
