@@ -236,6 +236,13 @@ static const endpoint_case endpoints[] = {
     {"https://[::1]x", false, false},
     {"https://[::1]:0", false, false},
     {"https://h]", false, false},
+    {"https://@h", false, false},
+    {"https://h\x7f", false, false},
+    {"https://h\x1f:80", false, false},
+    {"https://[::`1]", false, false},
+    {"https://[::g1]", false, false},
+    {"https://[fe80::1%25eth0]", false, false},
+    {"https://[FE80::A:b]:443", false, true},
 };
 
 static void check_endpoints(sim_world *w) {
@@ -255,7 +262,80 @@ static void check_endpoints(sim_world *w) {
   }
 }
 
+/* The documented defaults (include/capstore/service.h, sink.h, engine.h), field by field and nothing else set. */
+static void check_defaults(sim_world *w) {
+  cs_service_config want, got;
+  memset(&want, 0, sizeof want);
+  want.role = CS_ROLE_UPLOADER;
+  want.spool_packs_max = 1024;
+  want.cycle_packs_max = 64;
+  want.store_inflight_max = 4;
+  want.index_batch_bytes_max = 8 * MIB;
+  want.index_attempts_max = 5;
+  want.backoff_base_ns = 200 * MS;
+  want.backoff_cap_ns = 30 * SEC;
+  want.lease_ttl_ns = 30 * SEC;
+  want.lease_guard_ns = 2 * SEC;
+  want.reconcile_interval_ns = 300 * SEC;
+  want.reconcile_at_start = true;
+  want.list_page_max = 1000;
+  want.flush_max = 8;
+  want.rejected_max = 256;
+  want.request_timeout_ns = 10 * SEC;
+  want.store_lists_complete = false;
+  cs_service_config_default(&got, CS_ROLE_UPLOADER);
+  if (memcmp(&want, &got, sizeof want) != 0)
+    sim_bail(w, SIM_EXIT_SAFETY, "config rule (6.10): the service config's defaults are not the documented ones");
+  cs_sink_config sink_want, sink_got;
+  memset(&sink_want, 0, sizeof sink_want);
+  sink_want.pack_records_max = 4096;
+  sink_want.pack_bytes_max = 64 * MIB;
+  sink_want.pack_footer_bytes_max = 60 * MIB;
+  sink_want.linger_ns = SEC;
+  sink_want.spool_bytes_max = 8192ull * MIB;
+  sink_want.spool_packs_max = 4096;
+  sink_want.full_policy = CS_FULL_BLOCK;
+  sink_want.block_max_ns = 5 * SEC;
+  cs_sink_config_default(&sink_got);
+  if (memcmp(&sink_want, &sink_got, sizeof sink_want) != 0)
+    sim_bail(w, SIM_EXIT_SAFETY, "config rule (6.10): the sink config's defaults are not the documented ones");
+  cs_engine_config eng_want, eng_got;
+  memset(&eng_want, 0, sizeof eng_want);
+  eng_want.start_timeout_ns = 30 * SEC;
+  eng_want.stop_reserve_ns = 5 * SEC;
+  cs_engine_config_default(&eng_got);
+  if (memcmp(&eng_want, &eng_got, sizeof eng_want) != 0)
+    sim_bail(w, SIM_EXIT_SAFETY, "config rule (6.10): the engine config's defaults are not the documented ones");
+}
+
+/* Construction refuses what it cannot use: no output, no lease id, too little or unaligned memory. */
+static void check_init_arguments(sim_world *w) {
+  cs_service_config cfg = base_config();
+  cfg.spool_packs_max = 8; /* small tables: the memory below holds them */
+  cfg.cycle_packs_max = 4;
+  cfg.list_page_max = 8;
+  cfg.rejected_max = 4;
+  static uint64_t mem[1 << 14];
+  size_t need = cs_service_memory_size(&cfg);
+  cs_uuid id;
+  memset(&id, 1, sizeof id);
+  cs_service *svc = NULL;
+  char msg[128];
+  if (need == 0 || need > sizeof mem)
+    sim_bail(w, SIM_EXIT_SAFETY, "config rule (6.10): memory size %zu for the base config", need);
+  if (cs_service_init(NULL, mem, sizeof mem, &cfg, &id, 1, msg, sizeof msg) != CS_E_INVALID_ARGUMENT ||
+      cs_service_init(&svc, mem, sizeof mem, &cfg, NULL, 1, msg, sizeof msg) != CS_E_INVALID_ARGUMENT)
+    sim_bail(w, SIM_EXIT_SAFETY, "config rule (6.10): service init without an output or a lease id was not refused");
+  if (cs_service_init(&svc, mem, need - 1, &cfg, &id, 1, msg, sizeof msg) != CS_E_NO_MEMORY ||
+      cs_service_init(&svc, (uint8_t *)mem + 8, need, &cfg, &id, 1, msg, sizeof msg) != CS_E_NO_MEMORY)
+    sim_bail(w, SIM_EXIT_SAFETY, "config rule (6.10): service init with too little or unaligned memory was not refused");
+  if (cs_service_init(&svc, mem, need, &cfg, &id, 1, msg, sizeof msg) != CS_E_OK || svc == NULL)
+    sim_bail(w, SIM_EXIT_SAFETY, "config rule (6.10): service init refused the base config: %s", msg);
+}
+
 void sim_check_config_rules(sim_world *w) {
+  check_defaults(w);
+  check_init_arguments(w);
   check_relations(w);
   for (size_t i = 0; i < sizeof bounds / sizeof bounds[0]; i++) check_bound(w, &bounds[i]);
   check_endpoints(w);
