@@ -243,6 +243,9 @@ static const endpoint_case endpoints[] = {
     {"https://[::g1]", false, false},
     {"https://[fe80::1%25eth0]", false, false},
     {"https://[FE80::A:b]:443", false, true},
+    {"https://[2001:db8::9a]", false, true},
+    {"http:/hh", true, false},
+    {"https:/hh", false, false},
 };
 
 static void check_endpoints(sim_world *w) {
@@ -326,9 +329,12 @@ static void check_init_arguments(sim_world *w) {
   if (cs_service_init(NULL, mem, sizeof mem, &cfg, &id, 1, msg, sizeof msg) != CS_E_INVALID_ARGUMENT ||
       cs_service_init(&svc, mem, sizeof mem, &cfg, NULL, 1, msg, sizeof msg) != CS_E_INVALID_ARGUMENT)
     sim_bail(w, SIM_EXIT_SAFETY, "config rule (6.10): service init without an output or a lease id was not refused");
+  msg[0] = '\0';
   if (cs_service_init(&svc, mem, need - 1, &cfg, &id, 1, msg, sizeof msg) != CS_E_NO_MEMORY ||
+      strstr(msg, "memory") == NULL ||
       cs_service_init(&svc, (uint8_t *)mem + 8, need, &cfg, &id, 1, msg, sizeof msg) != CS_E_NO_MEMORY)
-    sim_bail(w, SIM_EXIT_SAFETY, "config rule (6.10): service init with too little or unaligned memory was not refused");
+    sim_bail(w, SIM_EXIT_SAFETY, "config rule (6.10): service init with too little or unaligned memory was not refused"
+             " with a message naming the memory: '%s'", msg);
   if (cs_service_init(&svc, mem, need, &cfg, &id, 1, msg, sizeof msg) != CS_E_OK || svc == NULL)
     sim_bail(w, SIM_EXIT_SAFETY, "config rule (6.10): service init refused the base config: %s", msg);
 }
