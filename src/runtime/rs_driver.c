@@ -36,6 +36,8 @@ void rs_inbox_post(rs_runtime *rt, const rs_msg *msg) {
   pthread_mutex_unlock(&rt->mutex);
 }
 
+static bool refused_push(rs_runtime *rt, const cs_pack_ref *ref);
+
 static void log_failure(rs_runtime *rt, const char *what, const char *detail) {
   pthread_mutex_lock(&rt->mutex);
   snprintf(rt->engine_last_error, sizeof rt->engine_last_error, "%s: %.120s", what, detail);
@@ -97,6 +99,7 @@ static void service_start(rs_runtime *rt, uint64_t now) {
   for (uint32_t i = 0; rt->svc_started && i < rt->recovered_count; i++) {
     cs_event ev = {.kind = CS_EV_SEALED, .pack = &rt->recovered[i], .recovered = true};
     int sealed = cs_service_on_event(rt->svc, now, &ev);
+    if (sealed == CS_E_FULL && refused_push(rt, &rt->recovered[i])) continue; /* reported again with room */
     if (sealed != CS_E_OK) log_failure(rt, "recovered pack refused by the service", cs_strerror(sealed));
   }
   /*
