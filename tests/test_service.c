@@ -1115,6 +1115,26 @@ static void test_flush_names_set_aside_once(void **state) {
   drv_free(d);
 }
 
+/* More set aside than a flush can name: all counted and none counted again (seeds 60006204, 60009554). */
+static void test_flush_counts_set_aside_past_the_names_once(void **state) {
+  (void)state;
+  cs_service_config cfg = drv_config(CS_ROLE_UPLOADER);
+  cfg.rejected_max = 16;
+  drv *d = drv_new(&cfg);
+  drv_start(d);
+  uint32_t n = CS_FLUSH_REJECTED_MAX + 2;
+  for (uint32_t i = 1; i <= n; i++) set_aside_recovered(d, i);
+  assert_int_equal(drv_flush(d, 1, d->now + SEC), CS_E_OK);
+  cs_flush_result res = expect_flush(d, 1);
+  assert_int_equal(res.rejected_count, n);
+  assert_int_equal(res.rejected_named, CS_FLUSH_REJECTED_MAX);
+  assert_int_equal(drv_flush(d, 2, d->now + SEC), CS_E_OK);
+  res = expect_flush(d, 2);
+  assert_int_equal(res.rejected_count, 0);
+  assert_int_equal(res.rejected_named, 0);
+  drv_free(d);
+}
+
 static void test_flush_after_stop_closed(void **state) {
   (void)state;
   drv *d = uploader();
@@ -1789,6 +1809,7 @@ int main(void) {
       cmocka_unit_test(test_flush_publisher_drained_only_when_confirmed),
       cmocka_unit_test(test_flush_beyond_flush_max_is_full),
       cmocka_unit_test(test_flush_names_set_aside_once),
+      cmocka_unit_test(test_flush_counts_set_aside_past_the_names_once),
       cmocka_unit_test(test_flush_after_stop_closed),
       cmocka_unit_test(test_stop_waits_for_inflight_then_stopped),
       cmocka_unit_test(test_no_stop_put_continues_to_verify),

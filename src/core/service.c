@@ -271,11 +271,11 @@ rejected:
     rej->reported = true;
     continue;
 #endif
+    /* Counted now, named while there is room: either way reported (seeds 60006204, 60009554 counted
+       the ones past CS_FLUSH_REJECTED_MAX again in every later flush). */
     res->rejected_count++;
-    if (res->rejected_named < CS_FLUSH_REJECTED_MAX) {
-      res->rejected[res->rejected_named++] = rej->pack_id;
-      rej->reported = true;
-    }
+    rej->reported = true;
+    if (res->rejected_named < CS_FLUSH_REJECTED_MAX) res->rejected[res->rejected_named++] = rej->pack_id;
   }
 }
 
