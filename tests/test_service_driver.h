@@ -109,25 +109,23 @@ static inline int drv_event(drv *d, cs_event_kind kind) {
 
 static inline void drv_start(drv *d) { assert_int_equal(drv_event(d, CS_EV_START), CS_E_OK); }
 
-static inline int drv_seal(drv *d, const cs_pack_ref *ref, bool recovered) {
+/* A SEALED event: recovered (found at start), backlog (reported again after a CS_E_FULL refusal). */
+static inline int drv_seal_event(drv *d, const cs_pack_ref *ref, bool recovered, bool backlog) {
   cs_event ev;
   memset(&ev, 0, sizeof ev);
   ev.kind = CS_EV_SEALED;
   ev.pack = ref;
   ev.recovered = recovered;
+  ev.backlog = backlog;
   return cs_service_on_event(d->svc, d->now, &ev);
 }
 
-/* A pack reported again from the driver's backlog (refused CS_E_FULL before). */
-static inline int drv_seal_backlog(drv *d, const cs_pack_ref *ref) {
-  cs_event ev;
-  memset(&ev, 0, sizeof ev);
-  ev.kind = CS_EV_SEALED;
-  ev.pack = ref;
-  ev.recovered = true;
-  ev.backlog = true;
-  return cs_service_on_event(d->svc, d->now, &ev);
+static inline int drv_seal(drv *d, const cs_pack_ref *ref, bool recovered) {
+  return drv_seal_event(d, ref, recovered, false);
 }
+
+/* A pack reported again from the driver's backlog (refused CS_E_FULL before). */
+static inline int drv_seal_backlog(drv *d, const cs_pack_ref *ref) { return drv_seal_event(d, ref, true, true); }
 
 static inline int drv_flush(drv *d, uint64_t flush_id, uint64_t deadline_ns) {
   cs_event ev;
