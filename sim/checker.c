@@ -13,6 +13,8 @@ static const char *pack_name(const sim_world *w, uint32_t pack, char out[CS_UUID
   return out;
 }
 
+static void check_ledger(sim_world *w, const sim_proc *p, const cs_snapshot *snap, uint64_t local);
+
 /* The store holds the pack's bytes (its checksum, not only its size), or lost them where no core could tell. */
 static bool in_store(const sim_world *w, uint32_t pack) { return sim_store_holds(w, pack); }
 
@@ -252,6 +254,7 @@ void sim_check_proc(sim_world *w, const sim_proc *p) {
   uint32_t i = p->index;
   cs_snapshot snap;
   cs_service_snapshot(p->svc, sim_local_now(w, p), &snap);
+  check_ledger(w, p, &snap, sim_local_now(w, p));
   if (snap.reconcile_head_errors < p->forbidden_heads)
     sim_bail(w, SIM_EXIT_SAFETY, "p%u got %" PRIu64 " forbidden reconcile HEADs but counts %" PRIu64 " HEAD errors",
              i, p->forbidden_heads, snap.reconcile_head_errors);
@@ -367,10 +370,99 @@ void sim_check_service_start(sim_world *w, sim_proc *p) {
   p->reported_total = 0;
   p->split_bound = 0;
   p->splits_seen = 0;
+  p->lease_ops_starts++; /* a new service claims afresh: its lease requests are not a timer's */
   p->list_bucket = 0; /* a new service reconciles at start: a new pass */
   p->list_bucket_start_ns = w->now_ns;
   p->renewal_claim_local_ns = 0;
   p->renewal_fenced_out = 0;
+  p->led_requests = 0;
+  p->led_inflight = 0;
+  p->led_inflight_max = 0;
+  p->led_handed_off = 0;
+  p->led_listed = false;
+  p->svc_start_local_ns = sim_local_now(w, p);
+}
+
+/* ---- the snapshot ledger (6.11): what the service did, counted outside it ---- */
+
+void sim_ledger_told(sim_world *w, sim_proc *p, uint32_t file, int rc) {
+  sim_file *f = &p->files[file];
+  if (rc != CS_E_OK || f->told_gen == p->svc_gen) return; /* sealing twice keeps the first time */
+  f->told_gen = p->svc_gen;
+  f->told_late = p->led_listed;
+  f->told_local_ns = sim_local_now(w, p);
+}
+
+void sim_ledger_sent(sim_proc *p) {
+  p->led_requests++;
+  if (++p->led_inflight > p->led_inflight_max) p->led_inflight_max = p->led_inflight;
+}
+
+void sim_ledger_done(sim_proc *p, cs_op op, cs_outcome outcome) {
+  p->led_inflight--;
+  if (op == CS_OP_SPOOL_REMOVE && (outcome == CS_OUT_OK || outcome == CS_OUT_NOT_FOUND)) p->led_handed_off++;
+}
+
+/* The names operators read in status output and logs (docs/operations.md). */
+static const char *const lease_names[] = {
+    [CS_LEASE_NONE] = "none",       [CS_LEASE_CLAIMING] = "claiming",       [CS_LEASE_HELD] = "held",
+    [CS_LEASE_BUSY] = "busy",       [CS_LEASE_QUARANTINED] = "quarantined", [CS_LEASE_RELEASED] = "released",
+};
+
+/*
+ * The snapshot's counts of requests, completions, hand-offs, flushes in
+ * progress, packs in the table and the oldest unshipped age agree with what
+ * the service was seen to do. Packs in the table: every spool file whose
+ * SEALED this service took and that is still ready, except that one told
+ * after a reconcile LIST may sit in an adopted slot (counted as the
+ * bucket's, not ours). The oldest unshipped pack is no older than the
+ * oldest such file, and no younger than one the catalog does not hold yet
+ * and that may not be set aside (a publisher's; an uploader's DONE needs
+ * only the store).
+ */
+static void check_ledger(sim_world *w, const sim_proc *p, const cs_snapshot *snap, uint64_t local) {
+  uint32_t i = p->index;
+  if (snap->requests != p->led_requests || snap->inflight != p->led_inflight ||
+      snap->inflight_max_seen != p->led_inflight_max)
+    sim_bail(w, SIM_EXIT_SAFETY, "p%u's snapshot counts %" PRIu64 " requests, %u in flight (at most %u), but it sent %"
+             PRIu64 ", %u in flight (at most %u)", i, snap->requests, snap->inflight, snap->inflight_max_seen,
+             p->led_requests, p->led_inflight, p->led_inflight_max);
+  if (snap->handed_off != p->led_handed_off)
+    sim_bail(w, SIM_EXIT_SAFETY, "p%u's snapshot counts %" PRIu64 " packs handed off, its removals completed %" PRIu64,
+             i, snap->handed_off, p->led_handed_off);
+  uint32_t sure = 0, maybe = 0;
+  uint64_t oldest = CS_NEVER, oldest_unshipped = CS_NEVER;
+  for (uint32_t f = 0; f < SIM_FILES_MAX; f++) {
+    const sim_file *file = &p->files[f];
+    if (file->state != FILE_READY || file->told_gen != p->svc_gen) continue;
+    maybe++;
+    if (file->told_local_ns < oldest) oldest = file->told_local_ns;
+    if (file->told_late) continue;
+    sure++;
+    if (p->kind == PROC_PUBLISHER && !sim_catalog_committed(w, file->pack) &&
+        !sim_pack_may_set_aside(w, file->pack) && file->told_local_ns < oldest_unshipped)
+      oldest_unshipped = file->told_local_ns;
+  }
+  if (snap->pending_spool < sure || snap->pending_spool > maybe)
+    sim_bail(w, SIM_EXIT_SAFETY, "p%u's snapshot counts %u packs in its spool table; %u to %u of its spool files are in it",
+             i, snap->pending_spool, sure, maybe);
+  uint64_t age_max = oldest == CS_NEVER || oldest > local ? 0 : local - oldest;
+  uint64_t age_min = oldest_unshipped == CS_NEVER || oldest_unshipped > local ? 0 : local - oldest_unshipped;
+  if (snap->oldest_unshipped_age_ns > age_max || snap->oldest_unshipped_age_ns < age_min)
+    sim_bail(w, SIM_EXIT_SAFETY, "p%u's snapshot says its oldest unshipped pack is %.6f s old; its spool says %.6f to %.6f s",
+             i, (double)snap->oldest_unshipped_age_ns / 1e9, (double)age_min / 1e9, (double)age_max / 1e9);
+  uint32_t flushes = 0;
+  for (uint32_t f = 0; f < SIM_FLUSHES_MAX; f++) flushes += p->flushes[f].used && p->flushes[f].svc_gen == p->svc_gen;
+  cs_service_usage u;
+  cs_service_usage_get(p->svc, &u);
+  if (u.flush_used != flushes)
+    sim_bail(w, SIM_EXIT_SAFETY, "p%u's service counts %u flushes in progress; %u were called and not answered", i,
+             u.flush_used, flushes);
+  const char *name = cs_lease_state_name(snap->lease_state);
+  if ((unsigned)snap->lease_state >= sizeof lease_names / sizeof lease_names[0] || name == NULL ||
+      lease_names[snap->lease_state] == NULL || strcmp(name, lease_names[snap->lease_state]) != 0)
+    sim_bail(w, SIM_EXIT_SAFETY, "p%u's lease state %d is named \"%s\"", i, (int)snap->lease_state,
+             name != NULL ? name : "(null)");
 }
 
 /* An id that may enter a catalog query: a pack's, or one a canonical pack key in the store names. */
@@ -433,11 +525,14 @@ static void check_index(sim_world *w, sim_proc *p, const cs_action *act, const s
  * Request volume within a bound the configuration sets (6.5, 6.7): lease
  * requests (head, claim, read-back, release) come from timers of TTL/3, the
  * contest wait (a TTL) and the failure backoff. Per TTL: at most
- * SIM_LEASE_OPS_PER_TTL plus 16 per backoff cap in it, whatever the catalog
+ * SIM_LEASE_OPS_PER_TTL plus 16 per backoff cap in it plus SIM_LEASE_OPS_PER_START
+ * per service started in it, whatever the catalog
  * does. A timer in the wrong unit (milliseconds for nanoseconds) sends
  * thousands.
  */
 #define SIM_LEASE_OPS_PER_TTL 64u
+/* A service start looks, claims, reads back and may contest once; its close releases. */
+#define SIM_LEASE_OPS_PER_START 8u
 
 /*
  * The renewal timer (6.7): a holder renews a third of a TTL after its last
@@ -467,11 +562,13 @@ static void check_volume(sim_world *w, sim_proc *p, cs_op op) {
   if (op != CS_OP_CAT_HEAD && op != CS_OP_CAT_CLAIM && op != CS_OP_CAT_READ_CLAIMS && op != CS_OP_CAT_RELEASE) return;
   uint64_t window = p->svc_cfg.lease_ttl_ns;
   uint64_t cap = p->svc_cfg.backoff_cap_ns < window ? p->svc_cfg.backoff_cap_ns : window;
-  uint64_t bound = SIM_LEASE_OPS_PER_TTL + 16 * (window / cap); /* retries come at most ~every cap, jittered */
   if (w->now_ns >= p->lease_ops_bucket_start_ns + window) {
     p->lease_ops_bucket_start_ns = w->now_ns;
     p->lease_ops_bucket = 0;
+    p->lease_ops_starts = 0;
   }
+  /* Retries come at most ~every cap, jittered; each service started in the window claims afresh. */
+  uint64_t bound = SIM_LEASE_OPS_PER_TTL + 16 * (window / cap) + SIM_LEASE_OPS_PER_START * (uint64_t)p->lease_ops_starts;
   if (++p->lease_ops_bucket > bound)
     sim_bail(w, SIM_EXIT_SAFETY, "p%u sent more than %" PRIu64 " lease requests within one lease TTL (%.1f s)", p->index,
              bound, (double)window / 1e9);
@@ -512,6 +609,21 @@ static void check_list_volume(sim_world *w, sim_proc *p) {
   if (p->list_bucket > w->list_max_seen) w->list_max_seen = p->list_bucket;
 }
 
+/*
+ * Reconcile runs when the configuration says (6.8): at start when
+ * reconcile_at_start, then every reconcile interval; with neither, never.
+ * Without reconcile_at_start the first pass waits one interval.
+ */
+static void check_list_when(sim_world *w, sim_proc *p) {
+  const cs_service_config *cfg = &p->svc_cfg;
+  uint64_t local = sim_local_now(w, p);
+  if (!p->led_listed && !cfg->reconcile_at_start &&
+      (cfg->reconcile_interval_ns == 0 || local < p->svc_start_local_ns + cfg->reconcile_interval_ns))
+    sim_bail(w, SIM_EXIT_SAFETY, "p%u listed the store %.3f s after its start (reconcile_at_start 0, interval %.3f s)",
+             p->index, (double)(local - p->svc_start_local_ns) / 1e9, (double)cfg->reconcile_interval_ns / 1e9);
+  p->led_listed = true;
+}
+
 /* A key with an empty, "." or ".." segment (the store key rule refuses them; S3 lists them as written). */
 static bool odd_segment(const char *key) {
   for (const char *seg = key;; seg++) {
@@ -526,6 +638,15 @@ static bool odd_segment(const char *key) {
 void sim_check_send(sim_world *w, sim_proc *p, const cs_action *act, const sim_req *req) {
   char id[CS_UUID_TEXT_LEN + 1];
   check_volume(w, p, act->op);
+  if (act->op == CS_OP_CAT_INDEX || act->op == CS_OP_CAT_PUBLISH || act->op == CS_OP_CAT_REJECT) {
+    /* Only a holder writes (6.7): the fence is the catalog's guard, not the service's licence. */
+    cs_snapshot snap;
+    cs_service_snapshot(p->svc, sim_local_now(w, p), &snap);
+    if (snap.lease_state != CS_LEASE_HELD)
+      sim_bail(w, SIM_EXIT_SAFETY, "p%u sent %s while its lease is %s", p->index, cs_op_name(act->op),
+               cs_lease_state_name(snap.lease_state));
+  }
+  if (act->op == CS_OP_STORE_LIST) check_list_when(w, p);
   switch (act->op) {
   case CS_OP_STORE_PUT:
   case CS_OP_STORE_HEAD: {

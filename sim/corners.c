@@ -100,7 +100,7 @@ static uint64_t batch_floor(const sim_world *w) {
   uint64_t by_bytes = w->base_sink.pack_bytes_max / 256u + 1u;
   if (by_bytes < records) records = by_bytes;
   uint64_t floor = 256u + 96u * records;
-  return floor > sim_catalog_statement_floor() ? floor : sim_catalog_statement_floor();
+  return floor > sim_catalog_statement_floor(w) ? floor : sim_catalog_statement_floor(w);
 }
 
 /*
@@ -168,14 +168,6 @@ static bool corner_allowed(const sim_world *w, corner_id id, bool max) {
    * publisher's own spool quota bounds its own backlog.
    */
   if ((id == C_PACK_RECORDS || id == C_PACK_BYTES) && !max) return w->uploaders == 0;
-  /*
-   * FINDING (issue 13, reported to the lead, left off until fixed): with a
-   * table of one pack, seals of a replaced sink landing late overfill it;
-   * the SEALED refused with CS_E_FULL waits outside the service (the
-   * runtime's backlog, the world's too), and a flush answers drained while
-   * that pack is not visible (seeds 337, 918, 1486 with this row on).
-   */
-  if (id == C_SPOOL_PACKS && !max) return false;
   return true;
 }
 
@@ -210,7 +202,8 @@ static void corner_set(sim_world *w, corner_id id, bool max) {
   } else {
     memcpy(at, &v, 8);
   }
-  if (id == C_RECONCILE_START_ONLY) w->base_svc.reconcile_at_start = true;
+  /* Its two edges: reconcile at start only (min), and never, neither at start nor later (max). */
+  if (id == C_RECONCILE_START_ONLY) w->base_svc.reconcile_at_start = !max;
 }
 
 static void profile_off(sim_world *w, sim_fault fault) {
@@ -326,6 +319,10 @@ void sim_config_print(const sim_world *w, FILE *out) {
   if (w->corner_count == 0) fputs("none", out);
   for (uint32_t i = 0; i < w->corner_count; i++) {
     const corner_def *def = &corner_defs[w->corners[i]];
+    if (w->corners[i] == C_RECONCILE_START_ONLY) {
+      fprintf(out, "%s%s", i > 0 ? "," : "", w->corner_max[i] ? "reconcile_never" : "reconcile_start_only");
+      continue;
+    }
     fprintf(out, "%s%s=%s(", i > 0 ? "," : "", def->name, w->corner_max[i] ? "max" : "min");
     print_value(out, def, corner_get(w, def));
     fputc(')', out);

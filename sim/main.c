@@ -106,6 +106,7 @@ static int parse_args(int argc, char **argv, cli *c) {
       if (strcmp(v, "list_path_order") == 0) c->without_mask |= SIM_WITHOUT_LIST_PATH_ORDER;
       else if (strcmp(v, "claims_concurrent") == 0) c->without_mask |= SIM_WITHOUT_CLAIMS_CONCURRENT;
       else if (strcmp(v, "catalog_clock_s") == 0) c->without_mask |= SIM_WITHOUT_CATALOG_CLOCK_S;
+      else if (strcmp(v, "long_keys") == 0) c->without_mask |= SIM_WITHOUT_LONG_KEYS;
       else if (f == F_COUNT_) return usage("--without needs a fault name as printed in the profile line");
       else c->without_mask |= 1u << f;
       size_t used = strlen(c->without_text);

@@ -512,8 +512,10 @@ static uint64_t inventory_row_bytes(const sim_world *w, uint32_t pack) {
   return SIM_INVENTORY_ROW_BYTES + w->packs[pack].ref.key_len;
 }
 
-/* The smallest statement limit that holds one pack's inventory row (the world's keys are under 128 bytes). */
-uint64_t sim_catalog_statement_floor(void) { return SIM_INVENTORY_FIXED_BYTES + SIM_INVENTORY_ROW_BYTES + 128u; }
+/* The smallest statement limit that holds one pack's inventory row (the world's keys are under 128 bytes, or long_keys). */
+uint64_t sim_catalog_statement_floor(const sim_world *w) {
+  return SIM_INVENTORY_FIXED_BYTES + SIM_INVENTORY_ROW_BYTES + (w->long_keys ? CS_KEY_MAX : 128u);
+}
 
 /* Only a statement limit below one pack's inventory row (a plan's too_large window) refuses a pack alone. */
 bool sim_catalog_refuses_alone(const sim_world *w, uint32_t pack) {

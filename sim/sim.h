@@ -68,7 +68,8 @@ typedef enum sim_fault {
 #define SIM_WITHOUT_LIST_PATH_ORDER (1u << 31)
 #define SIM_WITHOUT_CLAIMS_CONCURRENT (1u << 30)
 #define SIM_WITHOUT_CATALOG_CLOCK_S (1u << 29)
-_Static_assert(F_COUNT_ <= 29, "fault kinds and the SIM_WITHOUT_ bits share without_mask");
+#define SIM_WITHOUT_LONG_KEYS (1u << 28)
+_Static_assert(F_COUNT_ <= 28, "fault kinds and the SIM_WITHOUT_ bits share without_mask");
 
 typedef struct sim_profile {
   bool on[F_COUNT_];

@@ -234,6 +234,7 @@ static void deliver_reply(sim_world *w, sim_proc *p, sim_req *req) {
   sim_cov_reply(w, req, &ev);
   int rc = cs_service_on_event(p->svc, sim_local_now(w, p), &ev);
   if (rc != CS_E_OK) sim_bail(w, SIM_EXIT_CRASH, "proc %u: completion refused: %s", p->index, cs_strerror(rc));
+  sim_ledger_done(p, req->op, ev.outcome);
 }
 
 /* ---- the spool ------------------------------------------------------------ */
@@ -279,6 +280,12 @@ static uint32_t pack_create(sim_world *w, sim_proc *p, uint32_t records, uint64_
   else snprintf(session, sizeof session, "s-%u", p->index);
   int n = snprintf(key, sizeof key, "%sv1/tenant=t/date=2026-11-30/session=%s/rank=0/%s.dmi-pack",
                    w->prefix, session, id_text);
+  if (w->long_keys) {
+    /* The rank padded with leading zeros to the longest key there is (the keys of one process sort as before). */
+    int pad = (int)CS_KEY_MAX - 1 - n;
+    n = snprintf(key, sizeof key, "%sv1/tenant=t/date=2026-11-30/session=%s/rank=%0*d/%s.dmi-pack", w->prefix,
+                 session, pad + 1, 0, id_text);
+  }
   cs_pack_ref_set_key(&pack->ref, key, (size_t)n);
   pack->ref.created_at_ns = w->now_ns;
   pack->ref.record_count = records;
@@ -315,6 +322,12 @@ static void seals_full_note(sim_world *w, sim_proc *p) {
  */
 static void sealed_refused(sim_world *w, sim_proc *p, uint32_t file) {
   w->counters.sealed_refused++;
+  /* Full means full (service.h): every own slot of the table holds a pack. */
+  cs_snapshot snap;
+  cs_service_snapshot(p->svc, 0, &snap);
+  if (snap.pending_spool < p->svc_cfg.spool_packs_max)
+    sim_bail(w, SIM_EXIT_SAFETY, "p%u's service refused a SEALED as full with %u of %u table slots in use", p->index,
+             snap.pending_spool, p->svc_cfg.spool_packs_max);
   p->files[file].backlog = true;
   if (w->opts->trace)
     fprintf(w->opts->out, "%12.6f p%u  SEALED refused (table full): pack %u waits in the backlog\n",
@@ -329,6 +342,7 @@ static void backlog_next(sim_world *w, sim_proc *p) {
     sim_pack *pack = &w->packs[f->pack];
     cs_event ev = {.kind = CS_EV_SEALED, .pack = &pack->ref, .recovered = true, .backlog = true};
     int rc = cs_service_on_event(p->svc, sim_local_now(w, p), &ev);
+    sim_ledger_told(w, p, i, rc);
     if (rc == CS_E_FULL || rc == CS_E_CLOSED) return;
     if (rc != CS_E_OK) sim_bail(w, SIM_EXIT_CRASH, "backlog SEALED refused: %s", cs_strerror(rc));
     f->backlog = false;
@@ -376,9 +390,16 @@ static void seal_ack(sim_world *w, sim_proc *p, uint32_t file, int err) {
    */
   if (f->removing) return;
   pack->sealed_order = ++w->sealed_order;
-  pack->verified_gen[p->index] = 0; /* reported anew: the service may upload it again (checker) */
+  /*
+   * Reported anew: the service may upload it again (checker). Not when this
+   * service already took it (listed at its start while this seal was in
+   * flight, its pending entry swept): a second SEALED is a no-op that keeps
+   * the verification it had (seed 7002596).
+   */
+  if (f->told_gen != p->svc_gen) pack->verified_gen[p->index] = 0;
   cs_event ev = {.kind = CS_EV_SEALED, .pack = &pack->ref};
   int rc = cs_service_on_event(p->svc, sim_local_now(w, p), &ev);
+  sim_ledger_told(w, p, file, rc);
   sim_cov_sealed(w, f->pack, seq, rc);
   /* A seal that outlived its service stays ready in the spool; the next start recovers it. */
   if (rc == CS_E_FULL) sealed_refused(w, p, file);
@@ -451,6 +472,7 @@ void sim_seal_direct(sim_world *w, sim_proc *p, const cs_plan_step *step) {
     sp->sealed_order = ++w->sealed_order;
     cs_event ev = {.kind = CS_EV_SEALED, .pack = &sp->ref};
     int rc = cs_service_on_event(p->svc, sim_local_now(w, p), &ev);
+    sim_ledger_told(w, p, file, rc);
     sim_cov_sealed(w, pack, 1, rc);
     if (rc == CS_E_FULL) sealed_refused(w, p, file); /* a full table: the pack waits in the backlog */
     else if (rc != CS_E_OK) sim_bail(w, SIM_EXIT_CRASH, "plan seal refused: %s", cs_strerror(rc));
@@ -534,6 +556,7 @@ static void spool_done(sim_world *w, sim_proc *p, uint64_t action_id, uint64_t b
                  .outcome = file != SIM_NONE ? CS_OUT_OK : CS_OUT_NOT_FOUND};
   int rc = cs_service_on_event(p->svc, sim_local_now(w, p), &ev);
   if (rc != CS_E_OK) sim_bail(w, SIM_EXIT_CRASH, "spool completion refused: %s", cs_strerror(rc));
+  sim_ledger_done(p, quarantine ? CS_OP_SPOOL_QUARANTINE : CS_OP_SPOOL_REMOVE, ev.outcome);
   if (file != SIM_NONE) backlog_next(w, p);
 }
 
@@ -563,6 +586,7 @@ static void exec_service_action(sim_world *w, sim_proc *p, const cs_action *act)
             (double)w->now_ns / 1e9, p->index, cs_op_name(act->op), act->id, act->term, act->version,
             act->count);
   sim_cov_action(w, p, act);
+  if (cs_op_is_request(act->op)) sim_ledger_sent(p);
   switch (act->op) {
   case CS_OP_SPOOL_REMOVE:
   case CS_OP_SPOOL_QUARANTINE: spool_op(w, p, act); return;
@@ -589,7 +613,7 @@ static uint64_t service_flush(sim_world *w, sim_proc *p, uint64_t deadline_local
   if (rec == NULL) sim_bail(w, SIM_EXIT_MODEL, "model bound: flushes of proc %u", p->index);
   *rec = (sim_flush_rec){.used = true, .id = ++p->next_flush_id, .called_local_ns = sim_local_now(w, p),
                          .deadline_local_ns = deadline_local, .boundary_order = w->sealed_order,
-                         .expect = expect};
+                         .expect = expect, .svc_gen = p->svc_gen};
   w->counters.flush_calls++;
   cs_snapshot snap;
   cs_service_snapshot(p->svc, 0, &snap);
@@ -662,6 +686,10 @@ static void service_start(sim_world *w, sim_proc *p) {
   p->forbidden_heads = 0;
   sim_check_service_start(w, p);
   uint64_t local = sim_local_now(w, p);
+  /* A service not yet started emits nothing (service.h): the driver polls it as soon as it exists. */
+  cs_action early;
+  if (cs_service_poll(p->svc, local, &early))
+    sim_bail(w, SIM_EXIT_SAFETY, "p%u's service emitted %s before its START", p->index, cs_op_name(early.op));
   cs_event start = {.kind = CS_EV_START};
   cs_service_on_event(p->svc, local, &start);
   for (uint32_t i = 0; i < SIM_FILES_MAX; i++) {
@@ -674,6 +702,7 @@ static void service_start(sim_world *w, sim_proc *p) {
     cs_event ev = {.kind = CS_EV_SEALED, .pack = &pack->ref, .recovered = true};
     sim_cov_recovered(w, p->files[i].pack);
     rc = cs_service_on_event(p->svc, local, &ev);
+    sim_ledger_told(w, p, i, rc);
     if (rc == CS_E_FULL) sealed_refused(w, p, i);
     else if (rc != CS_E_OK) sim_bail(w, SIM_EXIT_CRASH, "recovery SEALED refused: %s", cs_strerror(rc));
   }
@@ -1493,7 +1522,9 @@ faults:
   w->rivals = pr->on[F_RIVALS] ? 1 + (uint32_t)cs_prng_below(&w->prng_faults, 2) : 0;
   w->catalog_insert_bytes_max = w->base_svc.index_batch_bytes_max;
   /* A statement limit that holds the inventory rows of 3 to 14 packs (sim_catalog_refuses_alone): splits. */
-  if (pr->on[F_CATALOG_TOO_LARGE]) w->catalog_insert_bytes_max = 1536 + cs_prng_below(&w->prng_faults, 2560);
+  /* Above one pack's inventory row (the floor), so that only a plan's window refuses a pack alone. */
+  uint64_t low = w->long_keys ? sim_catalog_statement_floor(w) : 1536;
+  if (pr->on[F_CATALOG_TOO_LARGE]) w->catalog_insert_bytes_max = low + cs_prng_below(&w->prng_faults, 2560);
   if (pr->on[F_DISK_FULL]) {
     w->base_sink.spool_packs_max = 8;
     w->base_sink.spool_bytes_max = 1024 * 1024;
@@ -1541,6 +1572,15 @@ static void world_setup(sim_world *w) {
     sim_bail(w, SIM_EXIT_USAGE, "unknown profile '%s'", name);
   for (uint32_t i = 0; i < F_COUNT_; i++)
     if (w->opts->without_mask & (1u << i)) w->profile.on[i] = false, w->profile.rate_permille[i] = 0;
+  /*
+   * Pack keys of the longest length the key rule allows (CS_KEY_MAX - 1
+   * bytes): a sixteenth of swarm seeds, drawn from a stream of its own so the
+   * other draws of a seed stay as they were.
+   */
+  bool swarm_keys = name == NULL || strcmp(name, "swarm") == 0;
+  cs_prng keys;
+  cs_prng_seed(&keys, w->opts->seed ^ UINT64_C(0x6c6f6e675f6b6579));
+  w->long_keys = swarm_keys && cs_prng_below(&keys, 16) == 0 && !(w->opts->without_mask & SIM_WITHOUT_LONG_KEYS);
   profile_shape(w);
   /* A store that lists in path order (s3rver): a quarter of swarm seeds, every seed of "all". */
   bool swarm = name == NULL || strcmp(name, "swarm") == 0;
@@ -1652,6 +1692,7 @@ void sim_run(const sim_options *opts, sim_result *result) {
   fprintf(opts->out, "seed=%" PRIu64 " profile: ", opts->seed);
   sim_profile_print(&w->profile, opts->out);
   if (w->store_list_path_order) fputs(" store=list_path_order", opts->out);
+  if (w->long_keys) fputs(" keys=long_keys", opts->out);
   if (w->catalog_claims_concurrent || w->catalog_clock_ns > 1)
     fprintf(opts->out, " catalog=%s%s%s", w->catalog_claims_concurrent ? "claims_concurrent" : "",
             w->catalog_claims_concurrent && w->catalog_clock_ns > 1 ? "," : "",

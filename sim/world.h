@@ -12,14 +12,14 @@
 
 #define SIM_PROCS_MAX 6u
 #define SIM_OBJECTS_MAX 65536u
-#define SIM_EVENTS_MAX 16384u
-#define SIM_REQS_MAX 256u
+#define SIM_EVENTS_MAX 65536u
+#define SIM_REQS_MAX 1024u
 #define SIM_PACKS_MAX 65536u
 #define SIM_CLAIMS_MAX 262144u
 #define SIM_PUBLISH_MAX 262144u
 #define SIM_FILES_MAX 1024u
 #define SIM_BATCH_MAX 256u
-#define SIM_PENDING_PACKS 16u
+#define SIM_PENDING_PACKS 64u
 #define SIM_FLUSHES_MAX 16u
 #define SIM_NONE UINT32_MAX
 /* A seal may come this much after the linger: the pump runs at the deadline, give or take a tick. */
@@ -136,6 +136,10 @@ typedef struct sim_file {
   bool removing;   /* a removal or quarantine is under way (the spool lane runs it before a new listing) */
   bool backlog;    /* ready, but the service's table was full when it was reported: reported again later */
   uint32_t pack;   /* truth index */
+  /* The snapshot ledger (checker): the service that was told of it, when, and whether a reconcile was under way. */
+  uint32_t told_gen;     /* svc_gen of the service whose SEALED took it (0: none) */
+  bool told_late;        /* told after that service listed the store: reconcile may hold it in an adopted slot */
+  uint64_t told_local_ns;
 } sim_file;
 
 /* A pack the sink has opened or is sealing, by sink sequence number. */
@@ -158,6 +162,7 @@ typedef struct sim_flush_call {
   uint32_t expect;     /* cs_plan_flush_expect */
   bool from_engine;
   uint64_t set_aside_at_call; /* the service's set-aside count when the flush was called */
+  uint32_t svc_gen;           /* the service it was called on */
 } sim_flush_rec;
 
 typedef struct sim_proc {
@@ -225,12 +230,20 @@ typedef struct sim_proc {
   uint32_t split_bound;     /* after a batch refused as too large: the next INDEX holds at most this many */
   uint64_t split_cycle;     /* the service's cycle count when split_bound was set: it holds in that cycle */
   uint64_t splits_seen;     /* multi-pack batches the catalog refused (too large or invalid): splits */
+  /* The snapshot ledger of the current service (6.11): what it was seen to do, counted outside it. */
+  uint64_t led_requests;    /* request actions it emitted */
+  uint32_t led_inflight;    /* of those, not yet completed */
+  uint32_t led_inflight_max;
+  uint64_t led_handed_off;  /* removals completed (OK or not found) */
+  bool led_listed;          /* it sent a reconcile LIST */
+  uint64_t svc_start_local_ns;
   uint64_t engine_flush_mark; /* next_capture_id when the engine flush in progress was called */
   uint64_t engine_flush_low;  /* the first record then still in the sink (unsealed) */
   uint64_t lease_ops_bucket_start_ns; /* the request-volume bound on lease requests (one TTL) */
   uint64_t renewal_claim_local_ns; /* local time of the current service's last renewal claim (0: none) */
   uint64_t renewal_fenced_out;     /* its fenced_out then: a write fenced out since renews at once */
   uint32_t lease_ops_bucket;
+  uint32_t lease_ops_starts;       /* services started within that bucket */
   uint64_t list_bucket_start_ns; /* the request-volume bound on reconcile LISTs (one interval) */
   uint32_t list_bucket;
   uint64_t engine_op_budget_ns;  /* close or replace in progress: its budget */
@@ -361,6 +374,7 @@ typedef struct sim_world {
   /* Object store model. */
   uint32_t object_count;
   bool store_if_none_match;        /* the store enforces conditional create */
+  bool long_keys;                  /* pack keys CS_KEY_MAX - 1 bytes long (the rank padded) */
   bool store_list_path_order;      /* LIST walks a directory tree (s3rver): pages in path order,
                                       paging on from a key skips keys sorting below it bytewise */
   bool store_suffix_from_start;    /* bytes=-n answered as bytes=0-n (s3rver); used by the adapter */
@@ -432,7 +446,7 @@ void sim_catalog_apply(sim_world *w, sim_req *req);
 void sim_catalog_land(sim_world *w, sim_req *req);
 bool sim_catalog_committed(const sim_world *w, uint32_t pack);
 bool sim_catalog_refuses_alone(const sim_world *w, uint32_t pack);
-uint64_t sim_catalog_statement_floor(void);
+uint64_t sim_catalog_statement_floor(const sim_world *w);
 uint32_t sim_store_find(const sim_world *w, const char *key, uint32_t key_len);
 void sim_store_put_object(sim_world *w, const cs_pack_ref *ref, bool is_pack, uint32_t pack);
 uint32_t sim_truth_of(const sim_world *w, const cs_uuid *id);
@@ -468,6 +482,10 @@ void sim_check_send(sim_world *w, sim_proc *p, const cs_action *act, const sim_r
 void sim_check_reply(sim_world *w, sim_proc *p, const sim_req *req, const cs_event *ev);
 void sim_check_engine_report(sim_world *w, sim_proc *p, const cs_engine_action *act);
 void sim_check_service_start(sim_world *w, sim_proc *p);
+/* The snapshot ledger: a SEALED the service took (rc CS_E_OK), a request sent, one completed. */
+void sim_ledger_told(sim_world *w, sim_proc *p, uint32_t file, int rc);
+void sim_ledger_sent(sim_proc *p);
+void sim_ledger_done(sim_proc *p, cs_op op, cs_outcome outcome);
 void sim_check_config_rules(sim_world *w); /* 6.10, once per run (config_rules.c) */
 bool sim_config_valid_by_spec(const cs_service_config *cfg);
 void sim_check_admit(sim_world *w, const sim_proc *p, int rc, uint64_t first_try_local_ns, const cs_sink_stats *before,
