@@ -295,7 +295,7 @@ uint64_t sim_visible_records(const sim_world *w) {
 }
 
 static bool proc_drained(const sim_world *w, const sim_proc *p, char *why, size_t why_size) {
-  for (uint32_t f = 0; f < SIM_FILES_MAX; f++) {
+  for (uint32_t f = 0; f < p->files_end; f++) {
     if (p->files[f].state != FILE_READY) continue;
     char id[CS_UUID_TEXT_LEN + 1];
     cs_snapshot snap;
@@ -403,6 +403,15 @@ void sim_ledger_done(sim_proc *p, cs_op op, cs_outcome outcome) {
   if (op == CS_OP_SPOOL_REMOVE && (outcome == CS_OUT_OK || outcome == CS_OUT_NOT_FOUND)) p->led_handed_off++;
 }
 
+void sim_check_error_named(sim_world *w, const sim_proc *p, cs_op op, cs_outcome outcome) {
+  if (outcome == CS_OUT_OK || outcome == CS_OUT_NOT_FOUND) return;
+  cs_snapshot snap;
+  cs_service_snapshot(p->svc, sim_local_now(w, p), &snap);
+  if (strstr(snap.last_error, cs_outcome_name(outcome)) == NULL && strncmp(snap.last_error, "set aside ", 10) != 0)
+    sim_bail(w, SIM_EXIT_SAFETY, "p%u's %s failed (%s) but its last_error says \"%s\"", p->index, cs_op_name(op),
+             cs_outcome_name(outcome), snap.last_error);
+}
+
 /* The names operators read in status output and logs (docs/operations.md). */
 static const char *const lease_names[] = {
     [CS_LEASE_NONE] = "none",       [CS_LEASE_CLAIMING] = "claiming",       [CS_LEASE_HELD] = "held",
@@ -432,7 +441,7 @@ static void check_ledger(sim_world *w, const sim_proc *p, const cs_snapshot *sna
              i, snap->handed_off, p->led_handed_off);
   uint32_t sure = 0, maybe = 0;
   uint64_t oldest = CS_NEVER, oldest_unshipped = CS_NEVER;
-  for (uint32_t f = 0; f < SIM_FILES_MAX; f++) {
+  for (uint32_t f = 0; f < p->files_end; f++) {
     const sim_file *file = &p->files[f];
     if (file->state != FILE_READY || file->told_gen != p->svc_gen) continue;
     maybe++;

@@ -247,7 +247,7 @@ void sim_cov_recovered(sim_world *w, uint32_t pack) {
 }
 
 void sim_cov_sweep(sim_world *w, const sim_proc *p) {
-  for (uint32_t i = 0; i < SIM_FILES_MAX; i++) {
+  for (uint32_t i = 0; i < p->files_end; i++) {
     if (p->files[i].state != FILE_OPEN) continue;
     sim_cov_mark(w, SIM_COV_SIT_OPEN_SWEPT);
     return;

@@ -207,7 +207,7 @@ static uint64_t lost_records(const sim_world *w) {
 static uint64_t set_aside_conflicts(const sim_world *w) {
   uint64_t n = 0;
   for (uint32_t i = 0; i < w->proc_count; i++)
-    for (uint32_t f = 0; f < SIM_FILES_MAX; f++) {
+    for (uint32_t f = 0; f < w->procs[i].files_end; f++) {
       const sim_file *file = &w->procs[i].files[f];
       n += file->state == FILE_QUARANTINED && w->packs[file->pack].conflict;
     }

@@ -235,18 +235,22 @@ static void deliver_reply(sim_world *w, sim_proc *p, sim_req *req) {
   int rc = cs_service_on_event(p->svc, sim_local_now(w, p), &ev);
   if (rc != CS_E_OK) sim_bail(w, SIM_EXIT_CRASH, "proc %u: completion refused: %s", p->index, cs_strerror(rc));
   sim_ledger_done(p, req->op, ev.outcome);
+  sim_check_error_named(w, p, req->op, ev.outcome);
 }
 
 /* ---- the spool ------------------------------------------------------------ */
 
 static uint32_t file_alloc(sim_world *w, sim_proc *p) {
-  for (uint32_t i = 0; i < SIM_FILES_MAX; i++)
-    if (p->files[i].state == FILE_FREE) return i;
+  for (uint32_t i = 0; i < SIM_FILES_MAX; i++) {
+    if (p->files[i].state != FILE_FREE) continue;
+    if (i >= p->files_end) p->files_end = i + 1;
+    return i;
+  }
   sim_bail(w, SIM_EXIT_MODEL, "model bound: spool files of proc %u", p->index);
 }
 
 static uint32_t file_of_pack(const sim_proc *p, uint32_t pack) {
-  for (uint32_t i = 0; i < SIM_FILES_MAX; i++)
+  for (uint32_t i = 0; i < p->files_end; i++)
     if (p->files[i].state != FILE_FREE && p->files[i].pack == pack) return i;
   return SIM_NONE;
 }
@@ -336,7 +340,7 @@ static void sealed_refused(sim_world *w, sim_proc *p, uint32_t file) {
 
 /* A pack left the spool: the first one of the backlog is reported again. */
 static void backlog_next(sim_world *w, sim_proc *p) {
-  for (uint32_t i = 0; i < SIM_FILES_MAX; i++) {
+  for (uint32_t i = 0; i < p->files_end; i++) {
     sim_file *f = &p->files[i];
     if (f->state != FILE_READY || !f->backlog || f->removing) continue;
     sim_pack *pack = &w->packs[f->pack];
@@ -692,7 +696,7 @@ static void service_start(sim_world *w, sim_proc *p) {
     sim_bail(w, SIM_EXIT_SAFETY, "p%u's service emitted %s before its START", p->index, cs_op_name(early.op));
   cs_event start = {.kind = CS_EV_START};
   cs_service_on_event(p->svc, local, &start);
-  for (uint32_t i = 0; i < SIM_FILES_MAX; i++) {
+  for (uint32_t i = 0; i < p->files_end; i++) {
     p->files[i].backlog = false;
     /* The listing runs on the spool lane after the removals queued before it: those packs are gone. */
     if (p->files[i].state != FILE_READY || p->files[i].removing) continue;
@@ -712,7 +716,7 @@ static void sweep_open(sim_world *w, sim_proc *p) {
   if (p->sink_open && !p->sink_closed)
     sim_bail(w, SIM_EXIT_SAFETY, "proc %u: .open files swept while a sink writes", p->index);
   sim_cov_sweep(w, p);
-  for (uint32_t i = 0; i < SIM_FILES_MAX; i++)
+  for (uint32_t i = 0; i < p->files_end; i++)
     if (p->files[i].state == FILE_OPEN) p->files[i].state = FILE_FREE;
   memset(p->pending, 0, sizeof p->pending);
 }
@@ -735,7 +739,7 @@ static void sink_open(sim_world *w, sim_proc *p) {
    * in flight counts again when the seal ends (seal_ack): the sink's count
    * errs high, never low, so its removal never finds it uncounted.
    */
-  for (uint32_t i = 0; i < SIM_FILES_MAX; i++)
+  for (uint32_t i = 0; i < p->files_end; i++)
     if (p->files[i].state == FILE_READY) cs_sink_on_recovered(&p->sink, w->packs[p->files[i].pack].ref.size_bytes);
   p->sink_open = true;
   p->sink_closed = false;
@@ -998,7 +1002,7 @@ void sim_proc_crash(sim_world *w, sim_proc *p) {
   w->counters.crashes++;
   sim_cov_crash(w);
   bool torn = w->profile.on[F_TORN_WRITES];
-  for (uint32_t i = 0; i < SIM_FILES_MAX; i++) {
+  for (uint32_t i = 0; i < p->files_end; i++) {
     sim_file *f = &p->files[i];
     /* A ready name whose directory entry was never fsynced may vanish. */
     if (f->state == FILE_READY && !f->linked && (torn || chance(&w->prng_storage, 500))) {

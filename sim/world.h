@@ -202,6 +202,7 @@ typedef struct sim_proc {
   cs_engine_opkind engine_op;
   /* Spool. */
   sim_file files[SIM_FILES_MAX];
+  uint32_t files_end;       /* past the highest file ever allocated: the loops over files stop here */
   sim_pending_pack pending[SIM_PENDING_PACKS];
   /* Capture workload. */
   uint64_t next_capture_id; /* (index << 40) + records admitted so far */
@@ -486,6 +487,8 @@ void sim_check_service_start(sim_world *w, sim_proc *p);
 void sim_ledger_told(sim_world *w, sim_proc *p, uint32_t file, int rc);
 void sim_ledger_sent(sim_proc *p);
 void sim_ledger_done(sim_proc *p, cs_op op, cs_outcome outcome);
+/* A failed answer is named in the snapshot's last_error at once (6.11). */
+void sim_check_error_named(sim_world *w, const sim_proc *p, cs_op op, cs_outcome outcome);
 void sim_check_config_rules(sim_world *w); /* 6.10, once per run (config_rules.c) */
 bool sim_config_valid_by_spec(const cs_service_config *cfg);
 void sim_check_admit(sim_world *w, const sim_proc *p, int rc, uint64_t first_try_local_ns, const cs_sink_stats *before,

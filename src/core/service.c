@@ -17,9 +17,13 @@
 
 bool cs_svc_is_publisher(const cs_service *svc) { return svc->cfg.role == CS_ROLE_PUBLISHER; }
 
+/* "what outcome: detail": the outcome before the detail, which a key of up to 1,023 bytes may cut off. */
 void cs_svc_set_error(cs_service *svc, const char *what, const char *detail, cs_outcome outcome) {
-  snprintf(svc->stats.last_error, sizeof svc->stats.last_error, "%s %s: %s", what,
-           detail != NULL ? detail : "", cs_outcome_name(outcome));
+  if (outcome == CS_OUT_OK)
+    snprintf(svc->stats.last_error, sizeof svc->stats.last_error, "%s: %s", what, detail != NULL ? detail : "");
+  else
+    snprintf(svc->stats.last_error, sizeof svc->stats.last_error, "%s %s: %s", what, cs_outcome_name(outcome),
+             detail != NULL ? detail : "");
 }
 
 uint32_t cs_svc_slot_index(const cs_service *svc, const pack_slot *slot) {
