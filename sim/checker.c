@@ -88,6 +88,15 @@ void sim_check_flush_done(sim_world *w, sim_proc *p, const cs_flush_result *res)
   for (uint32_t i = 0; i < SIM_FLUSHES_MAX; i++)
     if (p->flushes[i].used && p->flushes[i].id == res->flush_id) rec = &p->flushes[i];
   if (rec == NULL) sim_bail(w, SIM_EXIT_SAFETY, "p%u answered flush %" PRIu64 " it was never asked", p->index, res->flush_id);
+  if (rec->after_stop && (res->err != CS_E_CLOSED || res->drained))
+    sim_bail(w, SIM_EXIT_SAFETY, "p%u answered flush %" PRIu64 ", called after its service was told to stop, with %s%s",
+             p->index, res->flush_id, cs_strerror(res->err), res->drained ? " (drained)" : "");
+  /* Missing packs are own packs in the spool (in the table or outside it): never more than its ready files. */
+  uint32_t ready = 0;
+  for (uint32_t f = 0; f < p->files_end; f++) ready += p->files[f].state == FILE_READY;
+  if (res->missing_packs > ready)
+    sim_bail(w, SIM_EXIT_SAFETY, "p%u's flush %" PRIu64 " says %u packs are missing; its spool holds %u", p->index,
+             res->flush_id, res->missing_packs, ready);
   uint64_t local = sim_local_now(w, p);
   uint64_t limit = rec->deadline_local_ns + p->svc_cfg.request_timeout_ns;
   bool paused = p->last_pause_end_ns != 0 && true_local_after(w, p, rec->called_local_ns);
@@ -385,9 +394,11 @@ void sim_check_service_start(sim_world *w, sim_proc *p) {
 
 /* ---- the snapshot ledger (6.11): what the service did, counted outside it ---- */
 
-void sim_ledger_told(sim_world *w, sim_proc *p, uint32_t file, int rc) {
+void sim_ledger_told(sim_world *w, sim_proc *p, uint32_t file, int rc, bool recovered) {
   sim_file *f = &p->files[file];
   if (rc != CS_E_OK || f->told_gen == p->svc_gen) return; /* sealing twice keeps the first time */
+  /* A recovered pack may be in the store already (6.1): the service looks before it sends. */
+  if (recovered) w->packs[f->pack].head_first_gen[p->index] = p->svc_gen;
   f->told_gen = p->svc_gen;
   f->told_late = p->led_listed;
   f->told_local_ns = sim_local_now(w, p);
@@ -654,6 +665,9 @@ void sim_check_send(sim_world *w, sim_proc *p, const cs_action *act, const sim_r
     if (snap.lease_state != CS_LEASE_HELD)
       sim_bail(w, SIM_EXIT_SAFETY, "p%u sent %s while its lease is %s", p->index, cs_op_name(act->op),
                cs_lease_state_name(snap.lease_state));
+    if (act->term != snap.lease_term)
+      sim_bail(w, SIM_EXIT_SAFETY, "p%u sent %s fenced at term %" PRIu64 " while it holds term %" PRIu64, p->index,
+               cs_op_name(act->op), act->term, snap.lease_term);
   }
   if (act->op == CS_OP_STORE_LIST) check_list_when(w, p);
   switch (act->op) {
@@ -671,6 +685,9 @@ void sim_check_send(sim_world *w, sim_proc *p, const cs_action *act, const sim_r
         memcmp(&w->packs[pack].verified_sha8[p->index], w->packs[pack].ref.sha256, 8) == 0)
       sim_bail(w, SIM_EXIT_SAFETY, "p%u sent pack %s again after a HEAD showed it uploaded", p->index,
                pack_name(w, pack, id));
+    if (act->op == CS_OP_STORE_PUT && w->packs[pack].head_first_gen[p->index] == p->svc_gen && in_store(w, pack))
+      sim_bail(w, SIM_EXIT_SAFETY, "p%u sent pack %s, which the store holds, without a HEAD first (it was recovered, or"
+               " an earlier PUT of it landed but was answered with a failure)", p->index, pack_name(w, pack, id));
     if (act->op == CS_OP_STORE_HEAD && act->head_only && w->packs[pack].held_gen[p->index] == p->svc_gen)
       sim_bail(w, SIM_EXIT_SAFETY, "p%u's reconcile HEADed pack %s after the catalog said it holds it", p->index,
                pack_name(w, pack, id));
@@ -691,6 +708,12 @@ void sim_check_send(sim_world *w, sim_proc *p, const cs_action *act, const sim_r
 
 void sim_check_reply(sim_world *w, sim_proc *p, const sim_req *req, const cs_event *ev) {
   switch (req->op) {
+  case CS_OP_STORE_PUT: {
+    /* It landed but the answer says it failed: the service cannot tell, and must look before sending again. */
+    uint32_t pack = sim_truth_of(w, &req->ref.pack_id);
+    if (pack != SIM_NONE && ev->outcome != CS_OUT_OK && req->applied) w->packs[pack].head_first_gen[p->index] = p->svc_gen;
+    return;
+  }
   case CS_OP_STORE_LIST:
     if (ev->outcome == CS_OUT_OK) check_list_volume(w, p);
     return;
@@ -700,6 +723,7 @@ void sim_check_reply(sim_world *w, sim_proc *p, const sim_req *req, const cs_eve
     uint32_t pack = sim_truth_of(w, &req->ref.pack_id);
     if (pack == SIM_NONE) return;
     sim_pack *sp = &w->packs[pack];
+    if (ev->outcome == CS_OUT_OK || ev->outcome == CS_OUT_NOT_FOUND) sp->head_first_gen[p->index] = 0; /* it looked */
     bool shown = ev->outcome == CS_OUT_OK && ev->head.is_pack;
     sp->verified_gen[p->index] = shown ? p->svc_gen : 0;
     sp->verified_size[p->index] = ev->head.size_bytes;
@@ -785,7 +809,13 @@ void sim_check_admit(sim_world *w, const sim_proc *p, int rc, uint64_t first_try
              p->index, (double)waited / 1e9, (double)p->sink_cfg.block_max_ns / 1e9);
   cs_sink_stats st;
   cs_sink_stats_get(&p->sink, &st);
-  /* Sealed packs count at their size on disk: their records' bytes plus the format's overhead. */
+  /* Its counts of what it admitted move with each admission, by the record's bytes, and only then. */
+  bool admitted = rc == CS_E_OK;
+  if (st.records_admitted != before->records_admitted + admitted ||
+      st.bytes_admitted != before->bytes_admitted + (admitted ? record_bytes : 0))
+    sim_bail(w, SIM_EXIT_SAFETY, "p%u's sink counts %" PRIu64 " records, %" PRIu64 " bytes admitted after %s a record of %"
+             PRIu64 " bytes (before: %" PRIu64 ", %" PRIu64 ")", p->index, st.records_admitted, st.bytes_admitted,
+             admitted ? "admitting" : "refusing", record_bytes, before->records_admitted, before->bytes_admitted);
   /*
    * A record admitted found room under the quota (packs recovered at open or
    * sealed by a replaced sink may hold the spool over it; then nothing new

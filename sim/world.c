@@ -346,7 +346,7 @@ static void backlog_next(sim_world *w, sim_proc *p) {
     sim_pack *pack = &w->packs[f->pack];
     cs_event ev = {.kind = CS_EV_SEALED, .pack = &pack->ref, .recovered = true, .backlog = true};
     int rc = cs_service_on_event(p->svc, sim_local_now(w, p), &ev);
-    sim_ledger_told(w, p, i, rc);
+    sim_ledger_told(w, p, i, rc, true);
     if (rc == CS_E_FULL || rc == CS_E_CLOSED) return;
     if (rc != CS_E_OK) sim_bail(w, SIM_EXIT_CRASH, "backlog SEALED refused: %s", cs_strerror(rc));
     f->backlog = false;
@@ -403,7 +403,7 @@ static void seal_ack(sim_world *w, sim_proc *p, uint32_t file, int err) {
   if (f->told_gen != p->svc_gen) pack->verified_gen[p->index] = 0;
   cs_event ev = {.kind = CS_EV_SEALED, .pack = &pack->ref};
   int rc = cs_service_on_event(p->svc, sim_local_now(w, p), &ev);
-  sim_ledger_told(w, p, file, rc);
+  sim_ledger_told(w, p, file, rc, false);
   sim_cov_sealed(w, f->pack, seq, rc);
   /* A seal that outlived its service stays ready in the spool; the next start recovers it. */
   if (rc == CS_E_FULL) sealed_refused(w, p, file);
@@ -476,7 +476,7 @@ void sim_seal_direct(sim_world *w, sim_proc *p, const cs_plan_step *step) {
     sp->sealed_order = ++w->sealed_order;
     cs_event ev = {.kind = CS_EV_SEALED, .pack = &sp->ref};
     int rc = cs_service_on_event(p->svc, sim_local_now(w, p), &ev);
-    sim_ledger_told(w, p, file, rc);
+    sim_ledger_told(w, p, file, rc, false);
     sim_cov_sealed(w, pack, 1, rc);
     if (rc == CS_E_FULL) sealed_refused(w, p, file); /* a full table: the pack waits in the backlog */
     else if (rc != CS_E_OK) sim_bail(w, SIM_EXIT_CRASH, "plan seal refused: %s", cs_strerror(rc));
@@ -617,13 +617,17 @@ static uint64_t service_flush(sim_world *w, sim_proc *p, uint64_t deadline_local
   if (rec == NULL) sim_bail(w, SIM_EXIT_MODEL, "model bound: flushes of proc %u", p->index);
   *rec = (sim_flush_rec){.used = true, .id = ++p->next_flush_id, .called_local_ns = sim_local_now(w, p),
                          .deadline_local_ns = deadline_local, .boundary_order = w->sealed_order,
-                         .expect = expect, .svc_gen = p->svc_gen};
+                         .expect = expect, .svc_gen = p->svc_gen, .after_stop = p->svc_stop_sent};
   w->counters.flush_calls++;
   cs_snapshot snap;
   cs_service_snapshot(p->svc, 0, &snap);
   rec->set_aside_at_call = snap.set_aside;
   cs_event ev = {.kind = CS_EV_FLUSH, .id = rec->id, .deadline_ns = deadline_local};
   int rc = cs_service_on_event(p->svc, sim_local_now(w, p), &ev);
+  if (rc == CS_E_FULL && rec->after_stop) { /* the answers of the stop wait to be polled: no room for one more */
+    rec->used = false;
+    return 0;
+  }
   if (rc != CS_E_OK) sim_bail(w, SIM_EXIT_CRASH, "flush refused: %s", cs_strerror(rc));
   return rec->id;
 }
@@ -706,7 +710,7 @@ static void service_start(sim_world *w, sim_proc *p) {
     cs_event ev = {.kind = CS_EV_SEALED, .pack = &pack->ref, .recovered = true};
     sim_cov_recovered(w, p->files[i].pack);
     rc = cs_service_on_event(p->svc, local, &ev);
-    sim_ledger_told(w, p, i, rc);
+    sim_ledger_told(w, p, i, rc, true);
     if (rc == CS_E_FULL) sealed_refused(w, p, i);
     else if (rc != CS_E_OK) sim_bail(w, SIM_EXIT_CRASH, "recovery SEALED refused: %s", cs_strerror(rc));
   }
@@ -777,6 +781,8 @@ static bool exec_step_now(sim_world *w, sim_proc *p, const cs_engine_action *act
     cs_event ev = {.kind = CS_EV_STOP};
     p->svc_stop_sent = true;
     cs_service_on_event(p->svc, sim_local_now(w, p), &ev);
+    /* Every fourth stopped service is asked for one more flush: it answers CS_E_CLOSED (service.h). */
+    if (p->svc_gen % 4 == 0) (void)service_flush(w, p, sim_local_now(w, p) + CS_SEC_NS, CS_PLAN_EXPECT_ANY);
     return false;
   }
   case CS_STEP_RELEASE_LEASE: {
@@ -950,6 +956,16 @@ static void capture(sim_world *w, sim_proc *p) {
   uint64_t seq = 0;
   cs_sink_stats before;
   cs_sink_stats_get(&p->sink, &before);
+  if (p->next_capture_id % 61 == 7) {
+    /* A first try after now is refused as an invalid argument, counted nowhere (sink.h). */
+    uint64_t none = 0;
+    int bad = cs_sink_admit(&p->sink, local, bytes, local + 1, &none);
+    cs_sink_stats after;
+    cs_sink_stats_get(&p->sink, &after);
+    if (bad != CS_E_INVALID_ARGUMENT || none != 0 || memcmp(&before, &after, sizeof before) != 0)
+      sim_bail(w, SIM_EXIT_SAFETY, "p%u's sink answered %s to a record whose first try is after now%s", p->index,
+               cs_strerror(bad), memcmp(&before, &after, sizeof before) != 0 ? ", and counted it" : "");
+  }
   int rc = cs_sink_admit(&p->sink, local, bytes, first, &seq);
   sim_cov_admit(w, p, rc);
   uint64_t next = w->now_ns + rand_range(&w->prng_workload, 1, 2 * w->capture_interval_ns);

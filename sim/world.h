@@ -50,6 +50,8 @@ typedef struct sim_pack {
   uint64_t verified_sha8[SIM_PROCS_MAX]; /* the checksum's first 8 bytes */
   uint32_t held_gen[SIM_PROCS_MAX];      /* a committed-ids answer said the catalog holds it */
   uint32_t too_large_gen[SIM_PROCS_MAX]; /* an INDEX of it alone was refused as too large */
+  uint32_t head_first_gen[SIM_PROCS_MAX]; /* the service must HEAD it before a PUT: recovered, or a PUT of it
+                                             landed but was answered with a failure */
   uint32_t invalid_gen[SIM_PROCS_MAX];   /* ... refused for its content, invalid_count times */
   uint32_t invalid_count[SIM_PROCS_MAX];
   /* A store that lies (store_other_bytes, store_changes): what its owner could know. */
@@ -161,6 +163,7 @@ typedef struct sim_flush_call {
   uint64_t boundary_order;
   uint32_t expect;     /* cs_plan_flush_expect */
   bool from_engine;
+  bool after_stop;     /* called after the service was told to stop: answered CS_E_CLOSED at once */
   uint64_t set_aside_at_call; /* the service's set-aside count when the flush was called */
   uint32_t svc_gen;           /* the service it was called on */
 } sim_flush_rec;
@@ -484,7 +487,7 @@ void sim_check_reply(sim_world *w, sim_proc *p, const sim_req *req, const cs_eve
 void sim_check_engine_report(sim_world *w, sim_proc *p, const cs_engine_action *act);
 void sim_check_service_start(sim_world *w, sim_proc *p);
 /* The snapshot ledger: a SEALED the service took (rc CS_E_OK), a request sent, one completed. */
-void sim_ledger_told(sim_world *w, sim_proc *p, uint32_t file, int rc);
+void sim_ledger_told(sim_world *w, sim_proc *p, uint32_t file, int rc, bool recovered);
 void sim_ledger_sent(sim_proc *p);
 void sim_ledger_done(sim_proc *p, cs_op op, cs_outcome outcome);
 /* A failed answer is named in the snapshot's last_error at once (6.11). */

@@ -649,7 +649,7 @@ def return_mutant(path, text, toks, func, s):
     elif ret == ["bool"] or ret == ["_Bool"]:
         rep = {"true": "false", "false": "true"}.get(expr, "!(%s)" % expr)
     elif ret and all(x in INT_TYPES for x in ret):
-        rep = "1" if expr == "0" else "0"
+        rep = "1" if expr in ("0", "CS_E_OK") else "0"  # CS_E_OK is 0: `return 0` for it changes nothing
     else:
         return None  # a struct or an enum: no value that surely compiles
     return Mutant(path, first, "ret", 0, [(span[0], span[1], rep)], "`return %s` -> `return %s`" % (short(expr, 40), rep))
