@@ -157,6 +157,12 @@ static void mark_catalog_unhealthy(sim_world *w, uint64_t until_ns) {
   if (end > w->catalog_unhealthy_until_ns) w->catalog_unhealthy_until_ns = end;
 }
 
+/* Every event the sim gives a service goes through here: the pump knows whether one came since it last ran. */
+static int svc_event(sim_proc *p, uint64_t now_ns, const cs_event *ev) {
+  p->svc_events++;
+  return cs_service_on_event(p->svc, now_ns, ev);
+}
+
 static void net_send(sim_world *w, sim_proc *p, uint32_t index) {
   sim_req *req = &w->reqs[index];
   const sim_fault_window *win = window_for(w, req->to_catalog);
@@ -232,7 +238,7 @@ static void deliver_reply(sim_world *w, sim_proc *p, sim_req *req) {
   if (req->head_only && ev.outcome == CS_OUT_FORBIDDEN) p->forbidden_heads++;
   sim_check_reply(w, p, req, &ev);
   sim_cov_reply(w, req, &ev);
-  int rc = cs_service_on_event(p->svc, sim_local_now(w, p), &ev);
+  int rc = svc_event(p, sim_local_now(w, p), &ev);
   if (rc != CS_E_OK) sim_bail(w, SIM_EXIT_CRASH, "proc %u: completion refused: %s", p->index, cs_strerror(rc));
   sim_ledger_done(p, req->op, ev.outcome);
   sim_check_error_named(w, p, req->op, ev.outcome);
@@ -345,7 +351,7 @@ static void backlog_next(sim_world *w, sim_proc *p) {
     if (f->state != FILE_READY || !f->backlog || f->removing) continue;
     sim_pack *pack = &w->packs[f->pack];
     cs_event ev = {.kind = CS_EV_SEALED, .pack = &pack->ref, .recovered = true, .backlog = true};
-    int rc = cs_service_on_event(p->svc, sim_local_now(w, p), &ev);
+    int rc = svc_event(p, sim_local_now(w, p), &ev);
     sim_ledger_told(w, p, i, rc, true);
     if (rc == CS_E_FULL || rc == CS_E_CLOSED) return;
     if (rc != CS_E_OK) sim_bail(w, SIM_EXIT_CRASH, "backlog SEALED refused: %s", cs_strerror(rc));
@@ -402,7 +408,7 @@ static void seal_ack(sim_world *w, sim_proc *p, uint32_t file, int err) {
    */
   if (f->told_gen != p->svc_gen) pack->verified_gen[p->index] = 0;
   cs_event ev = {.kind = CS_EV_SEALED, .pack = &pack->ref};
-  int rc = cs_service_on_event(p->svc, sim_local_now(w, p), &ev);
+  int rc = svc_event(p, sim_local_now(w, p), &ev);
   sim_ledger_told(w, p, file, rc, false);
   sim_cov_sealed(w, f->pack, seq, rc);
   /* A seal that outlived its service stays ready in the spool; the next start recovers it. */
@@ -475,7 +481,7 @@ void sim_seal_direct(sim_world *w, sim_proc *p, const cs_plan_step *step) {
     cs_sink_on_recovered(&p->sink, sp->ref.size_bytes);
     sp->sealed_order = ++w->sealed_order;
     cs_event ev = {.kind = CS_EV_SEALED, .pack = &sp->ref};
-    int rc = cs_service_on_event(p->svc, sim_local_now(w, p), &ev);
+    int rc = svc_event(p, sim_local_now(w, p), &ev);
     sim_ledger_told(w, p, file, rc, false);
     sim_cov_sealed(w, pack, 1, rc);
     if (rc == CS_E_FULL) sealed_refused(w, p, file); /* a full table: the pack waits in the backlog */
@@ -539,15 +545,32 @@ static void spool_op(sim_world *w, sim_proc *p, const cs_action *act) {
              act->reason != NULL ? act->reason : "");
   uint32_t file = file_of_pack(p, pack);
   if (file != SIM_NONE) p->files[file].removing = true;
+  /* disk_full: a removal or quarantine may fail with an I/O error (the runtime answers it server_error). */
+  const sim_profile *pr = &w->profile;
+  bool fails = file != SIM_NONE && !w->liveness && pr->on[F_DISK_FULL] &&
+               chance(&w->prng_storage, pr->rate_permille[F_DISK_FULL] / 4);
   sim_schedule(w, w->now_ns + disk_delay(w, 50000, 500000), EV_SPOOL_DONE, p->index, act->id,
-               pack | (uint64_t)(act->op == CS_OP_SPOOL_QUARANTINE) << 32 | (uint64_t)p->svc_gen << 33);
+               pack | (uint64_t)(act->op == CS_OP_SPOOL_QUARANTINE) << 32 | (uint64_t)fails << 33 |
+                   (uint64_t)p->svc_gen << 34);
 }
 
 static void spool_done(sim_world *w, sim_proc *p, uint64_t action_id, uint64_t b) {
   uint32_t pack = (uint32_t)b;
   bool quarantine = ((b >> 32) & 1) != 0;
-  bool current = (uint32_t)(b >> 33) == p->svc_gen;
+  bool fails = ((b >> 33) & 1) != 0;
+  bool current = (uint32_t)(b >> 34) == (p->svc_gen & 0x3fffffffu);
   uint32_t file = file_of_pack(p, pack);
+  if (fails && file != SIM_NONE) {
+    p->files[file].removing = false; /* the file stays where it was */
+    if (!current) return;
+    sim_cov_fault(w, F_DISK_FULL);
+    cs_event ev = {.kind = CS_EV_DONE, .id = action_id, .outcome = CS_OUT_SERVER_ERROR};
+    int rc = svc_event(p, sim_local_now(w, p), &ev);
+    if (rc != CS_E_OK) sim_bail(w, SIM_EXIT_CRASH, "spool completion refused: %s", cs_strerror(rc));
+    sim_ledger_done(p, quarantine ? CS_OP_SPOOL_QUARANTINE : CS_OP_SPOOL_REMOVE, ev.outcome);
+    sim_check_error_named(w, p, quarantine ? CS_OP_SPOOL_QUARANTINE : CS_OP_SPOOL_REMOVE, ev.outcome);
+    return;
+  }
   if (file != SIM_NONE) {
     p->files[file].removing = false;
     p->files[file].state = quarantine ? FILE_QUARANTINED : FILE_FREE;
@@ -558,7 +581,7 @@ static void spool_done(sim_world *w, sim_proc *p, uint64_t action_id, uint64_t b
   sim_cov_mark(w, file != SIM_NONE ? SIM_COV_OUT_SPOOL_OK : SIM_COV_OUT_SPOOL_NOT_FOUND);
   cs_event ev = {.kind = CS_EV_DONE, .id = action_id,
                  .outcome = file != SIM_NONE ? CS_OUT_OK : CS_OUT_NOT_FOUND};
-  int rc = cs_service_on_event(p->svc, sim_local_now(w, p), &ev);
+  int rc = svc_event(p, sim_local_now(w, p), &ev);
   if (rc != CS_E_OK) sim_bail(w, SIM_EXIT_CRASH, "spool completion refused: %s", cs_strerror(rc));
   sim_ledger_done(p, quarantine ? CS_OP_SPOOL_QUARANTINE : CS_OP_SPOOL_REMOVE, ev.outcome);
   if (file != SIM_NONE) backlog_next(w, p);
@@ -623,7 +646,7 @@ static uint64_t service_flush(sim_world *w, sim_proc *p, uint64_t deadline_local
   cs_service_snapshot(p->svc, 0, &snap);
   rec->set_aside_at_call = snap.set_aside;
   cs_event ev = {.kind = CS_EV_FLUSH, .id = rec->id, .deadline_ns = deadline_local};
-  int rc = cs_service_on_event(p->svc, sim_local_now(w, p), &ev);
+  int rc = svc_event(p, sim_local_now(w, p), &ev);
   if (rc == CS_E_FULL && rec->after_stop) { /* the answers of the stop wait to be polled: no room for one more */
     rec->used = false;
     return 0;
@@ -699,7 +722,7 @@ static void service_start(sim_world *w, sim_proc *p) {
   if (cs_service_poll(p->svc, local, &early))
     sim_bail(w, SIM_EXIT_SAFETY, "p%u's service emitted %s before its START", p->index, cs_op_name(early.op));
   cs_event start = {.kind = CS_EV_START};
-  cs_service_on_event(p->svc, local, &start);
+  svc_event(p, local, &start);
   for (uint32_t i = 0; i < p->files_end; i++) {
     p->files[i].backlog = false;
     /* The listing runs on the spool lane after the removals queued before it: those packs are gone. */
@@ -709,7 +732,7 @@ static void service_start(sim_world *w, sim_proc *p) {
     pack->sealed_order = ++w->sealed_order;
     cs_event ev = {.kind = CS_EV_SEALED, .pack = &pack->ref, .recovered = true};
     sim_cov_recovered(w, p->files[i].pack);
-    rc = cs_service_on_event(p->svc, local, &ev);
+    rc = svc_event(p, local, &ev);
     sim_ledger_told(w, p, i, rc, true);
     if (rc == CS_E_FULL) sealed_refused(w, p, i);
     else if (rc != CS_E_OK) sim_bail(w, SIM_EXIT_CRASH, "recovery SEALED refused: %s", cs_strerror(rc));
@@ -780,7 +803,7 @@ static bool exec_step_now(sim_world *w, sim_proc *p, const cs_engine_action *act
     if (p->svc == NULL || cs_service_stopped(p->svc)) return true;
     cs_event ev = {.kind = CS_EV_STOP};
     p->svc_stop_sent = true;
-    cs_service_on_event(p->svc, sim_local_now(w, p), &ev);
+    svc_event(p, sim_local_now(w, p), &ev);
     /* Every fourth stopped service is asked for one more flush: it answers CS_E_CLOSED (service.h). */
     if (p->svc_gen % 4 == 0) (void)service_flush(w, p, sim_local_now(w, p) + CS_SEC_NS, CS_PLAN_EXPECT_ANY);
     return false;
@@ -788,7 +811,7 @@ static bool exec_step_now(sim_world *w, sim_proc *p, const cs_engine_action *act
   case CS_STEP_RELEASE_LEASE: {
     if (p->svc == NULL || p->kind == PROC_UPLOADER) return true;
     cs_event ev = {.kind = CS_EV_RELEASE};
-    cs_service_on_event(p->svc, sim_local_now(w, p), &ev);
+    svc_event(p, sim_local_now(w, p), &ev);
     p->step_waits_release = true;
     return false;
   }
@@ -909,6 +932,15 @@ void sim_proc_pump(sim_world *w, sim_proc *p) {
     bool progress = false;
     cs_action act;
     while (p->svc != NULL && cs_service_poll(p->svc, local, &act)) {
+      /*
+       * Work that falls due by time alone is announced by the deadline
+       * (service.h): with no event since the service last went quiet and
+       * its deadline still ahead, it has nothing to do.
+       */
+      if (p->svc_events == p->svc_events_quiet && p->svc == p->svc_quiet && local < p->svc_deadline_quiet)
+        sim_bail(w, SIM_EXIT_SAFETY, "p%u's service sent %s at %.6f s with no event since it went quiet and its"
+                 " deadline %.6f s ahead (a wake its deadline did not announce)", p->index, cs_op_name(act.op),
+                 (double)local / 1e9, (double)(p->svc_deadline_quiet - local) / 1e9);
       exec_service_action(w, p, &act);
       progress = true;
       if (!p->alive) return;
@@ -929,6 +961,11 @@ void sim_proc_pump(sim_world *w, sim_proc *p) {
   sim_check_step(w);
   sim_check_proc(w, p);
   sim_cov_observe(w, p);
+  if (p->svc != NULL) {
+    p->svc_quiet = p->svc;
+    p->svc_events_quiet = p->svc_events;
+    p->svc_deadline_quiet = cs_service_next_deadline(p->svc);
+  }
   schedule_wake(w, p);
 }
 

@@ -240,6 +240,10 @@ typedef struct sim_proc {
   uint32_t led_inflight_max;
   uint64_t led_handed_off;  /* removals completed (OK or not found) */
   bool led_listed;          /* it sent a reconcile LIST */
+  uint64_t svc_events;      /* events given to its services so far */
+  const cs_service *svc_quiet; /* the service as the last pump left it quiet: */
+  uint64_t svc_events_quiet;   /* svc_events then */
+  uint64_t svc_deadline_quiet; /* its next deadline then */
   uint64_t svc_start_local_ns;
   uint64_t engine_flush_mark; /* next_capture_id when the engine flush in progress was called */
   uint64_t engine_flush_low;  /* the first record then still in the sink (unsealed) */
