@@ -389,6 +389,8 @@ void sim_check_service_start(sim_world *w, sim_proc *p) {
   p->led_inflight_max = 0;
   p->led_handed_off = 0;
   p->led_listed = false;
+  p->list_cycle = UINT64_MAX;
+  p->token_refused = false;
   p->svc_start_local_ns = sim_local_now(w, p);
 }
 
@@ -421,6 +423,15 @@ void sim_check_error_named(sim_world *w, const sim_proc *p, cs_op op, cs_outcome
   if (strstr(snap.last_error, cs_outcome_name(outcome)) == NULL && strncmp(snap.last_error, "set aside ", 10) != 0)
     sim_bail(w, SIM_EXIT_SAFETY, "p%u's %s failed (%s) but its last_error says \"%s\"", p->index, cs_op_name(op),
              cs_outcome_name(outcome), snap.last_error);
+}
+
+void sim_check_token_refused(sim_world *w, sim_proc *p) {
+  cs_snapshot snap;
+  cs_service_snapshot(p->svc, sim_local_now(w, p), &snap);
+  if (strstr(snap.last_error, "continuation token") == NULL)
+    sim_bail(w, SIM_EXIT_SAFETY, "p%u was given a continuation token too long to hold but its last_error says \"%s\"",
+             p->index, snap.last_error);
+  p->token_refused = true;
 }
 
 /* The names operators read in status output and logs (docs/operations.md). */
@@ -634,7 +645,7 @@ static void check_list_volume(sim_world *w, sim_proc *p) {
  * reconcile_at_start, then every reconcile interval; with neither, never.
  * Without reconcile_at_start the first pass waits one interval.
  */
-static void check_list_when(sim_world *w, sim_proc *p) {
+static void check_list_when(sim_world *w, sim_proc *p, const char *token) {
   const cs_service_config *cfg = &p->svc_cfg;
   uint64_t local = sim_local_now(w, p);
   if (!p->led_listed && !cfg->reconcile_at_start &&
@@ -642,6 +653,17 @@ static void check_list_when(sim_world *w, sim_proc *p) {
     sim_bail(w, SIM_EXIT_SAFETY, "p%u listed the store %.3f s after its start (reconcile_at_start 0, interval %.3f s)",
              p->index, (double)(local - p->svc_start_local_ns) / 1e9, (double)cfg->reconcile_interval_ns / 1e9);
   p->led_listed = true;
+  if (p->token_refused && token != NULL && token[0] != '\0')
+    sim_bail(w, SIM_EXIT_SAFETY, "p%u went on listing after %.40s..., past a continuation token too long to hold (its"
+             " pass must end there)", p->index, token);
+  p->token_refused = false;
+  /* Reconcile pages and uploads take turns: one cycle lists at most cycle_packs_max pages. */
+  cs_snapshot snap;
+  cs_service_snapshot(p->svc, local, &snap);
+  if (snap.cycles != p->list_cycle) p->list_cycle = snap.cycles, p->list_cycle_pages = 0;
+  if (++p->list_cycle_pages > cfg->cycle_packs_max)
+    sim_bail(w, SIM_EXIT_SAFETY, "p%u listed %u reconcile pages in one cycle (cycle_packs_max %u)", p->index,
+             p->list_cycle_pages, cfg->cycle_packs_max);
 }
 
 /* A key with an empty, "." or ".." segment (the store key rule refuses them; S3 lists them as written). */
@@ -669,7 +691,7 @@ void sim_check_send(sim_world *w, sim_proc *p, const cs_action *act, const sim_r
       sim_bail(w, SIM_EXIT_SAFETY, "p%u sent %s fenced at term %" PRIu64 " while it holds term %" PRIu64, p->index,
                cs_op_name(act->op), act->term, snap.lease_term);
   }
-  if (act->op == CS_OP_STORE_LIST) check_list_when(w, p);
+  if (act->op == CS_OP_STORE_LIST) check_list_when(w, p, act->token);
   switch (act->op) {
   case CS_OP_STORE_PUT:
   case CS_OP_STORE_HEAD: {

@@ -8,6 +8,9 @@
 #include "world.h"
 #include "model_adapter.h"
 
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- the object store --------------------------------------------------- */
@@ -179,7 +182,7 @@ static void store_list_path(sim_world *w, sim_req *req, uint32_t pos, uint32_t l
   req->outcome = CS_OUT_OK;
 }
 
-static void store_list(sim_world *w, sim_req *req) {
+static void store_list_keys(sim_world *w, sim_req *req) {
   uint32_t prefix_len = (uint32_t)strlen(w->prefix);
   uint32_t pos = req->token[0] != '\0' ? order_lower_bound(w, req->token, (uint32_t)strlen(req->token))
                                        : order_lower_bound(w, w->prefix, prefix_len);
@@ -206,6 +209,29 @@ static void store_list(sim_world *w, sim_req *req) {
     req->keys[req->key_count++] = w->order[pos];
   }
   req->outcome = CS_OUT_OK;
+}
+
+/*
+ * opaque_tokens: the continuation token is not a key but an opaque string,
+ * as S3's ContinuationToken (here the decimal number of the page's last
+ * object plus one: 1 to 5 bytes). A token the store never gave is refused.
+ */
+static void store_list(sim_world *w, sim_req *req) {
+  if (w->opaque_tokens && req->token[0] != '\0') {
+    char *end = NULL;
+    unsigned long v = strtoul(req->token, &end, 10);
+    if (*end != '\0' || req->token[0] == '0' || v == 0 || v > w->object_count) {
+      req->key_count = 0;
+      req->next_token[0] = '\0';
+      req->outcome = CS_OUT_INVALID;
+      return;
+    }
+    const cs_pack_ref *last = &w->objects[v - 1].ref;
+    memcpy(req->token, last->key, last->key_len + 1);
+  }
+  store_list_keys(w, req);
+  if (w->opaque_tokens && req->next_token[0] != '\0' && req->key_count > 0)
+    snprintf(req->next_token, sizeof req->next_token, "%" PRIu32, req->keys[req->key_count - 1] + 1);
 }
 
 /* ---- a store that lies (store_other_bytes, store_changes) --------------- */
@@ -266,6 +292,17 @@ static void list_lie(sim_world *w, const sim_req *req) {
     store_damage(w, index, cs_prng_below(&w->prng_faults, 2) == 0);
     sim_cov_fault(w, F_STORE_CHANGES);
   }
+}
+
+/*
+ * store_changes: a page's continuation token is too long for the service to
+ * hold (S3's tokens are opaque): the pass must end there, named in
+ * last_error, and the next LIST start a new pass.
+ */
+static void list_token_lie(sim_world *w, sim_req *req) {
+  if (req->next_token[0] == '\0' || !faults_chance(w, F_STORE_CHANGES, 16)) return;
+  req->token_too_long = true;
+  sim_cov_fault(w, F_STORE_CHANGES);
 }
 
 /* store_changes on the fault clock: some pack object changes or vanishes, whoever has read it. */
@@ -370,6 +407,7 @@ void sim_store_apply(sim_world *w, sim_req *req) {
     w->counters.store_lists++;
     store_list(w, req);
     list_lie(w, req);
+    list_token_lie(w, req);
     return;
   default: sim_bail(w, SIM_EXIT_CRASH, "store got op %s", cs_op_name(req->op));
   }

@@ -106,6 +106,7 @@ typedef struct sim_req {
   bool rows_landed;           /* INDEX: its descriptor rows landed (unfenced, at arrival) */
   bool inventory_landed;      /* INDEX: its inventory rows landed (fenced): the rows are named */
   bool reply_after_land;      /* the answer leaves once the rows landed (or the fence refused) */
+  bool token_too_long;        /* LIST: the store answers a continuation token of CS_KEY_MAX bytes or more */
   bool held_by_pause;         /* not yet written to the socket when its process paused */
   uint64_t fence_term;        /* fenced writes: the head term its fence passed at */
   uint64_t reply_half_ns;     /* the answer's way back */
@@ -240,6 +241,9 @@ typedef struct sim_proc {
   uint32_t led_inflight_max;
   uint64_t led_handed_off;  /* removals completed (OK or not found) */
   bool led_listed;          /* it sent a reconcile LIST */
+  uint64_t list_cycle;      /* the service's cycle count at its last LIST */
+  uint32_t list_cycle_pages; /* LISTs it sent in that cycle */
+  bool token_refused;        /* it was given a continuation token too long to hold: its pass ends there */
   uint64_t svc_events;      /* events given to its services so far */
   const cs_service *svc_quiet; /* the service as the last pump left it quiet: */
   uint64_t svc_events_quiet;   /* svc_events then */
@@ -383,6 +387,7 @@ typedef struct sim_world {
   uint32_t object_count;
   bool store_if_none_match;        /* the store enforces conditional create */
   bool long_keys;                  /* pack keys CS_KEY_MAX - 1 bytes long (the rank padded) */
+  bool opaque_tokens;              /* LIST continuation tokens are opaque short strings, not keys (S3) */
   bool store_list_path_order;      /* LIST walks a directory tree (s3rver): pages in path order,
                                       paging on from a key skips keys sorting below it bytewise */
   bool store_suffix_from_start;    /* bytes=-n answered as bytes=0-n (s3rver); used by the adapter */
@@ -496,6 +501,8 @@ void sim_ledger_sent(sim_proc *p);
 void sim_ledger_done(sim_proc *p, cs_op op, cs_outcome outcome);
 /* A failed answer is named in the snapshot's last_error at once (6.11). */
 void sim_check_error_named(sim_world *w, const sim_proc *p, cs_op op, cs_outcome outcome);
+/* A LIST answered with a continuation token too long to hold: named in last_error; the pass ends there. */
+void sim_check_token_refused(sim_world *w, sim_proc *p);
 void sim_check_config_rules(sim_world *w); /* 6.10, once per run (config_rules.c) */
 bool sim_config_valid_by_spec(const cs_service_config *cfg);
 void sim_check_admit(sim_world *w, const sim_proc *p, int rc, uint64_t first_try_local_ns, const cs_sink_stats *before,
