@@ -859,12 +859,44 @@ void sim_check_admit(sim_world *w, const sim_proc *p, int rc, uint64_t first_try
              st.refused_full + st.refused_sealing + st.refused_closed, st.would_block);
 }
 
+void sim_check_admit_seal(sim_world *w, sim_proc *p, uint64_t seq, uint64_t bytes, uint64_t footer) {
+  if (p->last_admit_seq == 0 || seq == p->last_admit_seq || p->last_admit_seq <= p->sink_flush_seq) return;
+  const sim_pending_pack *pp = NULL;
+  for (uint32_t i = 0; i < SIM_PENDING_PACKS; i++)
+    if (p->pending[i].used && p->pending[i].seq == p->last_admit_seq) pp = &p->pending[i];
+  if (pp == NULL || pp->sealing) return; /* sealed already: by count, bytes or linger, checked at its seal */
+  const cs_sink_config *cfg = &p->sink_cfg;
+  bool lingered = sim_local_now(w, p) - pp->first_local_ns >= cfg->linger_ns;
+  bool room = pp->records < cfg->pack_records_max && pp->bytes + bytes <= cfg->pack_bytes_max &&
+              pp->footer + footer <= cfg->pack_footer_bytes_max;
+  if (room && !lingered)
+    sim_bail(w, SIM_EXIT_SAFETY, "p%u's sink started pack %" PRIu64 " for a record of %" PRIu64 " bytes (descriptor %"
+             PRIu64 ") while pack %" PRIu64 " had room for it (%u records, %" PRIu64 " bytes, footer %" PRIu64 ")",
+             p->index, seq, bytes, footer, pp->seq, pp->records, pp->bytes, pp->footer);
+}
+
 /* A pack is sealed by its record count, its bytes and its linger, whichever comes first. */
 void sim_check_sink_seal(sim_world *w, const sim_proc *p, const sim_pending_pack *pp) {
   const cs_sink_config *cfg = &p->sink_cfg;
   if (pp->records > cfg->pack_records_max)
     sim_bail(w, SIM_EXIT_SAFETY, "p%u sealed a pack of %u records, over its limit of %u", p->index, pp->records,
              cfg->pack_records_max);
+  /*
+   * A pack sealed while it is the newest, with no flush or close asking and
+   * before its linger, was sealed for being full: its record count or bytes
+   * at their bound (a seal for the next record's want of room comes after
+   * that record joined a newer pack).
+   */
+  bool newest = pp->seq == p->last_admit_seq && pp->seq > p->sink_flush_seq;
+  bool lingered = sim_local_now(w, p) - pp->first_local_ns >= cfg->linger_ns;
+  bool full = pp->records >= cfg->pack_records_max || pp->bytes > cfg->pack_bytes_max;
+  if (newest && !lingered && !full)
+    sim_bail(w, SIM_EXIT_SAFETY, "p%u sealed pack %" PRIu64 " (%u records, %" PRIu64 " bytes, footer %" PRIu64
+             ") before its linger with room left and no flush asking", p->index, pp->seq, pp->records, pp->bytes,
+             pp->footer);
+  if (pp->footer > cfg->pack_footer_bytes_max)
+    sim_bail(w, SIM_EXIT_SAFETY, "p%u sealed a pack whose footer takes %" PRIu64 " bytes, over its limit of %" PRIu64,
+             p->index, pp->footer, cfg->pack_footer_bytes_max);
   if (pp->records > 1 && pp->bytes > cfg->pack_bytes_max)
     sim_bail(w, SIM_EXIT_SAFETY, "p%u sealed a pack of %" PRIu64 " bytes, over its limit of %" PRIu64, p->index, pp->bytes,
              cfg->pack_bytes_max);

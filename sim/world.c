@@ -775,6 +775,8 @@ static void sink_open(sim_world *w, sim_proc *p) {
     if (p->files[i].state == FILE_READY) cs_sink_on_recovered(&p->sink, w->packs[p->files[i].pack].ref.size_bytes);
   p->sink_open = true;
   p->sink_closed = false;
+  p->last_admit_seq = 0; /* a new sink numbers its packs afresh */
+  p->sink_flush_seq = 0;
   p->seal_asked = false;
   p->capturing = p->workload && !w->liveness;
   p->capture_retry_first_local = 0;
@@ -791,12 +793,14 @@ static bool exec_step_now(sim_world *w, sim_proc *p, const cs_engine_action *act
   case CS_STEP_STOP_CAPTURE: p->capturing = false; return true;
   case CS_STEP_FLUSH_SINK: {
     /* A sink that cannot take the flush (closed, or a flush of its own under way) answers with its error. */
+    p->sink_flush_seq = p->last_admit_seq;
     int rc = p->sink_open ? cs_sink_flush(&p->sink, act->deadline_ns, act->id) : CS_E_CLOSED;
     if (rc != CS_E_OK) engine_step_done(w, p, CS_STEP_FLUSH_SINK, rc == CS_E_CLOSED ? CS_E_OK : rc);
     return false;
   }
   case CS_STEP_SEAL_SINK:
     p->seal_asked = true;
+    p->sink_flush_seq = p->last_admit_seq;
     if (!p->sink_open || p->sink_closed) return true;
     return cs_sink_close(&p->sink, sim_local_now(w, p)) != CS_E_OK;
   case CS_STEP_FLUSH_SERVICE:
@@ -994,6 +998,8 @@ static void capture(sim_world *w, sim_proc *p) {
   uint64_t local = sim_local_now(w, p);
   uint64_t bytes = p->capture_retry_first_local != 0 ? p->capture_retry_bytes
                                                      : rand_range(&w->prng_workload, 256, 16384);
+  /* big_footers: sizes near multiples of 4 KiB, so packs meet their byte bound exactly now and then. */
+  if (w->big_footers && p->capture_retry_first_local == 0) bytes = 4096 * (1 + bytes % 8) + bytes % 3 - 1;
   uint64_t first = p->capture_retry_first_local != 0 ? p->capture_retry_first_local : local;
   uint64_t seq = 0;
   cs_sink_stats before;
@@ -1008,8 +1014,11 @@ static void capture(sim_world *w, sim_proc *p) {
       sim_bail(w, SIM_EXIT_SAFETY, "p%u's sink answered %s to a record whose first try is after now%s", p->index,
                cs_strerror(bad), memcmp(&before, &after, sizeof before) != 0 ? ", and counted it" : "");
   }
-  int rc = cs_sink_admit(&p->sink, local, bytes, first, &seq);
+  /* Each record's descriptor bytes, derived from its size so no draw moves (big_footers: up to 8 KiB). */
+  uint64_t footer = w->big_footers ? 4096 * (1 + (bytes / 7) % 2) + (bytes / 5) % 3 - 1 : 64 + bytes % 449;
+  int rc = cs_sink_admit_record(&p->sink, local, bytes, footer, first, &seq);
   sim_cov_admit(w, p, rc);
+  if (rc == CS_E_OK) sim_check_admit_seal(w, p, seq, bytes, footer);
   uint64_t next = w->now_ns + rand_range(&w->prng_workload, 1, 2 * w->capture_interval_ns);
   if (rc == CS_E_WOULD_BLOCK) p->sink_blocked++;
   else if (rc != CS_E_OK) p->sink_refused++;
@@ -1027,6 +1036,8 @@ static void capture(sim_world *w, sim_proc *p) {
         sim_bail(w, SIM_EXIT_CRASH, "proc %u: records of pack %" PRIu64 " interleave", p->index, seq);
       pp->records++;
       pp->bytes += bytes;
+      pp->footer += footer;
+      p->last_admit_seq = seq;
       p->next_capture_id++;
       w->counters.admitted_records++;
     } else {
@@ -1363,6 +1374,7 @@ static void liveness_begin(sim_world *w) {
       sim_reopen_request(w, p, CS_MS_NS); /* a closed engine's spool is drained by a new one */
     if (!p->alive) proc_restart(w, p);
     else if (p->sink_open && !p->sink_closed) {
+      p->sink_flush_seq = p->last_admit_seq;
       cs_sink_flush(&p->sink, sim_local_now(w, p), 0); /* seal what is open */
       sim_proc_pump(w, p);
     }
@@ -1645,6 +1657,12 @@ static void world_setup(sim_world *w) {
   w->long_keys = swarm_keys && cs_prng_below(&keys, 16) == 0 && !(w->opts->without_mask & SIM_WITHOUT_LONG_KEYS);
   /* Continuation tokens as S3 gives them (opaque, here 1 to 5 bytes) in a quarter of swarm seeds. */
   w->opaque_tokens = swarm_keys && cs_prng_below(&keys, 4) == 0;
+  /* Descriptors of up to 8 KiB a record against the smallest footer bound (64 KiB) in a quarter of them. */
+  w->big_footers = swarm_keys && cs_prng_below(&keys, 4) == 0;
+  if (w->big_footers) {
+    w->base_sink.pack_footer_bytes_max = 64 * 1024;
+    w->base_sink.pack_records_max = 2 + (uint32_t)cs_prng_below(&keys, 31); /* 2 to 32 records a pack */
+  }
   profile_shape(w);
   /* A store that lists in path order (s3rver): a quarter of swarm seeds, every seed of "all". */
   bool swarm = name == NULL || strcmp(name, "swarm") == 0;
@@ -1758,6 +1776,7 @@ void sim_run(const sim_options *opts, sim_result *result) {
   if (w->store_list_path_order) fputs(" store=list_path_order", opts->out);
   if (w->long_keys) fputs(" keys=long_keys", opts->out);
   if (w->opaque_tokens) fputs(" list=opaque_tokens", opts->out);
+  if (w->big_footers) fputs(" records=big_footers", opts->out);
   if (w->catalog_claims_concurrent || w->catalog_clock_ns > 1)
     fprintf(opts->out, " catalog=%s%s%s", w->catalog_claims_concurrent ? "claims_concurrent" : "",
             w->catalog_claims_concurrent && w->catalog_clock_ns > 1 ? "," : "",

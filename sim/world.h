@@ -153,6 +153,7 @@ typedef struct sim_pending_pack {
   uint64_t capture_first;
   uint32_t records;
   uint64_t bytes;
+  uint64_t footer;         /* its records' descriptor bytes (cs_sink_admit_record) */
   uint64_t first_local_ns; /* when its first record was admitted (the linger clock) */
 } sim_pending_pack;
 
@@ -216,6 +217,8 @@ typedef struct sim_proc {
   uint64_t capture_retry_bytes;
   uint64_t sink_refused;    /* admits the current sink answered with a refusal (not would-block) */
   uint64_t sink_blocked;    /* admits it answered would-block */
+  uint64_t last_admit_seq;  /* the pack the last admitted record joined */
+  uint64_t sink_flush_seq;  /* the open pack when the sink was last asked to flush or seal (it seals that one) */
   uint64_t seals_full_local_ns; /* last time every seal slot of the sink was busy */
   uint64_t engine_op_started_ns; /* true time the close or replace in progress began */
   bool engine_op_slow_disk;      /* the disk was slow within 15 s before it began (a seal may wait) */
@@ -388,6 +391,7 @@ typedef struct sim_world {
   bool store_if_none_match;        /* the store enforces conditional create */
   bool long_keys;                  /* pack keys CS_KEY_MAX - 1 bytes long (the rank padded) */
   bool opaque_tokens;              /* LIST continuation tokens are opaque short strings, not keys (S3) */
+  bool big_footers;                /* records with descriptors of up to 8 KiB against a 64 KiB footer bound */
   bool store_list_path_order;      /* LIST walks a directory tree (s3rver): pages in path order,
                                       paging on from a key skips keys sorting below it bytewise */
   bool store_suffix_from_start;    /* bytes=-n answered as bytes=0-n (s3rver); used by the adapter */
@@ -507,6 +511,8 @@ void sim_check_config_rules(sim_world *w); /* 6.10, once per run (config_rules.c
 bool sim_config_valid_by_spec(const cs_service_config *cfg);
 void sim_check_admit(sim_world *w, const sim_proc *p, int rc, uint64_t first_try_local_ns, const cs_sink_stats *before,
                      uint64_t record_bytes);
+/* A record that started a new pack: the open one had no room for it (or its linger had come, or a flush). */
+void sim_check_admit_seal(sim_world *w, sim_proc *p, uint64_t seq, uint64_t bytes, uint64_t footer);
 void sim_check_sink_seal(sim_world *w, const sim_proc *p, const sim_pending_pack *pp);
 void sim_check_backoff(sim_world *w, sim_proc *p);
 bool sim_check_drained(sim_world *w, char *why, size_t why_size);
