@@ -524,6 +524,9 @@ static void check_ids(sim_world *w, const sim_proc *p, const cs_action *act) {
 static void check_index(sim_world *w, sim_proc *p, const cs_action *act, const sim_req *req) {
   char id[CS_UUID_TEXT_LEN + 1];
   if (act->count == 0) sim_bail(w, SIM_EXIT_SAFETY, "p%u sent an empty INDEX", p->index);
+  if (act->count > p->svc_cfg.cycle_packs_max)
+    sim_bail(w, SIM_EXIT_SAFETY, "p%u sent an INDEX of %u packs, more than a cycle's (%u)", p->index, act->count,
+             p->svc_cfg.cycle_packs_max);
   cs_snapshot snap;
   if (p->split_bound != 0) cs_service_snapshot(p->svc, 0, &snap);
   if (p->split_bound != 0 && snap.cycles == p->split_cycle && act->count > p->split_bound)

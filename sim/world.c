@@ -404,6 +404,8 @@ static void seal_ack(sim_world *w, sim_proc *p, uint32_t file, int err) {
    * reporting it again would upload it again, seed 40000921).
    */
   if (f->removing) return;
+  /* Refused at the start already (a full table): it waits in the backlog and is reported from there, once. */
+  if (f->backlog) return;
   pack->sealed_order = ++w->sealed_order;
   /*
    * Reported anew: the service may upload it again (checker). Not when this
@@ -567,7 +569,24 @@ static void spool_done(sim_world *w, sim_proc *p, uint64_t action_id, uint64_t b
   uint32_t file = file_of_pack(p, pack);
   if (fails && file != SIM_NONE) {
     p->files[file].removing = false; /* the file stays where it was */
-    if (!current) return;
+    if (!current) {
+      /*
+       * The service that asked is gone; the one running skipped this file at
+       * its start (a removal was under way). The runtime's start listing runs
+       * after the queued removal and so lists it: report it now, as recovered.
+       */
+      if (p->svc != NULL && p->alive && p->svc_started && !cs_service_stopped(p->svc) &&
+          p->files[file].state == FILE_READY && !p->files[file].backlog && p->files[file].told_gen != p->svc_gen) {
+        sim_pack *sp = &w->packs[pack];
+        sp->sealed_order = ++w->sealed_order;
+        cs_event ev = {.kind = CS_EV_SEALED, .pack = &sp->ref, .recovered = true};
+        int rc = svc_event(p, sim_local_now(w, p), &ev);
+        sim_ledger_told(w, p, file, rc, true);
+        if (rc == CS_E_FULL) sealed_refused(w, p, file);
+        else if (rc != CS_E_OK && rc != CS_E_CLOSED) sim_bail(w, SIM_EXIT_CRASH, "recovered SEALED refused: %s", cs_strerror(rc));
+      }
+      return;
+    }
     sim_cov_fault(w, F_DISK_FULL);
     cs_event ev = {.kind = CS_EV_DONE, .id = action_id, .outcome = CS_OUT_SERVER_ERROR};
     int rc = svc_event(p, sim_local_now(w, p), &ev);
@@ -666,6 +685,14 @@ static void engine_step_done(sim_world *w, sim_proc *p, cs_engine_step step, int
   if (p->step != step) return;
   uint64_t id = p->step_id;
   p->step = CS_STEP_NONE;
+  /* The same completion twice, or a positive err, changes nothing (engine.h): every eighth step is told so. */
+  if ((id & 7) == 3) {
+    cs_engine before = p->engine;
+    int bad = cs_engine_on_step_done(&p->engine, sim_local_now(w, p), id, 1);
+    if (bad != CS_E_INVALID_ARGUMENT || memcmp(&before, &p->engine, sizeof before) != 0)
+      sim_bail(w, SIM_EXIT_SAFETY, "p%u's engine answered %s to a step completion with a positive err%s", p->index,
+               cs_strerror(bad), memcmp(&before, &p->engine, sizeof before) != 0 ? ", and changed" : "");
+  }
   cs_engine_on_step_done(&p->engine, sim_local_now(w, p), id, err);
 }
 
@@ -795,6 +822,9 @@ static bool exec_step_now(sim_world *w, sim_proc *p, const cs_engine_action *act
     /* A sink that cannot take the flush (closed, or a flush of its own under way) answers with its error. */
     p->sink_flush_seq = p->last_admit_seq;
     int rc = p->sink_open ? cs_sink_flush(&p->sink, act->deadline_ns, act->id) : CS_E_CLOSED;
+    if (rc != CS_E_OK && rc != CS_E_CLOSED && rc != CS_E_STATE)
+      sim_bail(w, SIM_EXIT_SAFETY, "p%u's sink answered a flush with %d (%s), not one sink.h names", p->index, rc,
+               cs_strerror(rc));
     if (rc != CS_E_OK) engine_step_done(w, p, CS_STEP_FLUSH_SINK, rc == CS_E_CLOSED ? CS_E_OK : rc);
     return false;
   }
