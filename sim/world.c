@@ -349,18 +349,40 @@ static void sealed_refused(sim_world *w, sim_proc *p, uint32_t file) {
             (double)w->now_ns / 1e9, p->index, p->files[file].pack);
 }
 
+/*
+ * Reports ready spool file `file` to p's service again, as recovered (listed,
+ * not sealed by this service): at the service's start, for the first file of
+ * the backlog when a pack left the spool (`from_backlog`), or for a file whose
+ * removal failed after the service that asked was replaced. The ledger
+ * records what the service was told; a full table sends a new report to the
+ * backlog, and a backlog file stays there. CLOSED (a stopped service) is an
+ * answer; any other refusal ends the run as a crash.
+ */
+static void tell_recovered(sim_world *w, sim_proc *p, uint32_t file, bool from_backlog) {
+  sim_file *f = &p->files[file];
+  sim_pack *pack = &w->packs[f->pack];
+  if (!from_backlog) {
+    pack->sealed_order = ++w->sealed_order;
+    sim_cov_recovered(w, f->pack);
+  }
+  cs_event ev = {.kind = CS_EV_SEALED, .pack = &pack->ref, .recovered = true, .backlog = from_backlog};
+  int rc = svc_event(p, sim_local_now(w, p), &ev);
+  sim_ledger_told(w, p, file, rc, true);
+  if (rc == CS_E_OK) {
+    f->backlog = false;
+  } else if (rc == CS_E_FULL) {
+    if (!from_backlog) sealed_refused(w, p, file);
+  } else if (rc != CS_E_CLOSED) {
+    sim_bail(w, SIM_EXIT_CRASH, "%s SEALED refused: %s", from_backlog ? "backlog" : "recovered", cs_strerror(rc));
+  }
+}
+
 /* A pack left the spool: the first one of the backlog is reported again. */
 static void backlog_next(sim_world *w, sim_proc *p) {
   for (uint32_t i = 0; i < p->files_end; i++) {
     sim_file *f = &p->files[i];
     if (f->state != FILE_READY || !f->backlog || f->removing) continue;
-    sim_pack *pack = &w->packs[f->pack];
-    cs_event ev = {.kind = CS_EV_SEALED, .pack = &pack->ref, .recovered = true, .backlog = true};
-    int rc = svc_event(p, sim_local_now(w, p), &ev);
-    sim_ledger_told(w, p, i, rc, true);
-    if (rc == CS_E_FULL || rc == CS_E_CLOSED) return;
-    if (rc != CS_E_OK) sim_bail(w, SIM_EXIT_CRASH, "backlog SEALED refused: %s", cs_strerror(rc));
-    f->backlog = false;
+    tell_recovered(w, p, i, true);
     return;
   }
 }
@@ -577,13 +599,7 @@ static void spool_done(sim_world *w, sim_proc *p, uint64_t action_id, uint64_t b
        */
       if (p->svc != NULL && p->alive && p->svc_started && !cs_service_stopped(p->svc) &&
           p->files[file].state == FILE_READY && !p->files[file].backlog && p->files[file].told_gen != p->svc_gen) {
-        sim_pack *sp = &w->packs[pack];
-        sp->sealed_order = ++w->sealed_order;
-        cs_event ev = {.kind = CS_EV_SEALED, .pack = &sp->ref, .recovered = true};
-        int rc = svc_event(p, sim_local_now(w, p), &ev);
-        sim_ledger_told(w, p, file, rc, true);
-        if (rc == CS_E_FULL) sealed_refused(w, p, file);
-        else if (rc != CS_E_OK && rc != CS_E_CLOSED) sim_bail(w, SIM_EXIT_CRASH, "recovered SEALED refused: %s", cs_strerror(rc));
+        tell_recovered(w, p, file, false);
       }
       return;
     }
@@ -760,14 +776,7 @@ static void service_start(sim_world *w, sim_proc *p) {
     /* The listing runs on the spool lane after the removals queued before it: those packs are gone. */
     if (p->files[i].state != FILE_READY || p->files[i].removing) continue;
     if (seal_in_flight(w, p, p->files[i].pack)) continue; /* its seal's end reports it (seal_ack), once */
-    sim_pack *pack = &w->packs[p->files[i].pack];
-    pack->sealed_order = ++w->sealed_order;
-    cs_event ev = {.kind = CS_EV_SEALED, .pack = &pack->ref, .recovered = true};
-    sim_cov_recovered(w, p->files[i].pack);
-    rc = svc_event(p, local, &ev);
-    sim_ledger_told(w, p, i, rc, true);
-    if (rc == CS_E_FULL) sealed_refused(w, p, i);
-    else if (rc != CS_E_OK) sim_bail(w, SIM_EXIT_CRASH, "recovery SEALED refused: %s", cs_strerror(rc));
+    tell_recovered(w, p, i, false);
   }
 }
 
