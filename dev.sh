@@ -2,9 +2,11 @@
 # capstore developer entry point. Installs what the build needs (Debian 12,
 # apt-get), configures and builds, then runs what you ask for.
 #
-#   ./dev.sh sim [N]     build and run the simulator over N swarm seeds (default 500)
-#   ./dev.sh test        build and run every test (ctest)
-#   ./dev.sh deps        only install the Debian packages
+#   ./dev.sh demo [ARGS]  build and run `capstore demo` (capture, flush, read every
+#                         record back; no server); ARGS go to the demo (--help)
+#   ./dev.sh sim [N]      build and run the simulator over N swarm seeds (default 500)
+#   ./dev.sh test         build and run every test (ctest)
+#   ./dev.sh deps         only install the Debian packages
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -29,14 +31,26 @@ deps() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 }
 
-build() {
+configure() {
   deps
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+}
+
+build() {
+  configure
   ninja -C build
 }
 
 case "${1:-}" in
   deps) deps ;;
+  demo)
+    configure
+    # Only the command (not the tests and mutants); the log is shown when the build fails.
+    echo "dev.sh: building build/capstore (log: build/dev-demo-build.log)" >&2
+    ninja -C build capstore_cli >build/dev-demo-build.log 2>&1 || { tail -40 build/dev-demo-build.log; exit 1; }
+    shift
+    ./build/capstore demo "$@"
+    ;;
   sim)
     build
     ./build/capstore-sim --seeds "${2:-500}" --quiet
@@ -45,5 +59,5 @@ case "${1:-}" in
     build
     ctest --test-dir build --output-on-failure -j"$(nproc)"
     ;;
-  *) sed -n '2,9p' "$0"; exit 2 ;;
+  *) sed -n '2,11p' "$0"; exit 2 ;;
 esac

@@ -34,6 +34,11 @@ add_test(NAME cli.spool
           $<TARGET_FILE:spool_cli_fixture> ${CMAKE_CURRENT_BINARY_DIR}/spool_cli)
 set_tests_properties(cli.spool PROPERTIES LABELS "runtime;cli" TIMEOUT 120)
 
+# capstore demo: the README's first command, on the embedded defaults (tests/demo_cli.sh).
+add_test(NAME cli.demo
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/demo_cli.sh $<TARGET_FILE:capstore_cli> ${CMAKE_CURRENT_BINARY_DIR}/demo_cli)
+set_tests_properties(cli.demo PROPERTIES LABELS "runtime;cli" TIMEOUT 300)
+
 # The README's C example (examples/quickstart.c) runs as a user would: in a fresh directory, no server.
 add_test(NAME example.quickstart
   COMMAND sh -c "rm -rf quickstart && mkdir quickstart && cd quickstart && $<TARGET_FILE:example_quickstart>"

@@ -73,6 +73,13 @@ uint32_t cs_dtype_item_size(cs_dtype dtype);
 int cs_dtype_parse(const char *name, size_t name_len, cs_dtype *out);
 
 /*
+ * CRC-32 as the format defines it for payloads and footers (zlib's, the
+ * reflected IEEE polynomial; ISA-L's where the build found it): crc is the
+ * value so far, 0 to start, so a payload read in parts chains its calls.
+ */
+uint32_t cs_crc32(uint32_t crc, const void *bytes, size_t len);
+
+/*
  * A text value: UTF-8 bytes and their length (no terminator needed; U+0000 is
  * a valid character). bytes == NULL means absent, which only adapter_revision
  * accepts (it is written as JSON null).

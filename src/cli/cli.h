@@ -16,6 +16,9 @@
 #define CLI_EXIT_FAILURE 1
 #define CLI_EXIT_USAGE 2
 
+/* capstore demo [--dir DIR] [--threads N] [--records N] [--quiet] (cmd_demo.c) */
+int cli_demo_main(int argc, char **argv);
+
 /* capstore pack info|verify|build|key ... (cmd_pack.c) */
 int cli_pack_main(int argc, char **argv);
 

@@ -40,3 +40,5 @@ uint32_t pk_crc32(uint32_t crc, const uint8_t *bytes, size_t len) {
 
 bool pk_crc32_accelerated(void) { return false; }
 #endif
+
+uint32_t cs_crc32(uint32_t crc, const void *bytes, size_t len) { return pk_crc32(crc, bytes, len); }

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# `capstore demo`: captures from several threads on the embedded defaults,
+# flushes and reads every record back through the catalog. Two runs in one
+# directory (the second also finds the first's records and still checks only
+# its own), the table a person reads, and refusals: bad options (exit 2) and
+# a directory that cannot be made (exit 1, named).
+# Replay: tests/demo_cli.sh CAPSTORE WORKDIR
+set -uo pipefail
+capstore=$1
+work=$2
+rm -rf "$work"
+mkdir -p "$work"
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+run() {
+  "$capstore" demo "$@" >"$work/out" 2>"$work/err"
+  status=$?
+  out=$(cat "$work/out")
+  err=$(cat "$work/err")
+  printf '$ capstore demo %s  (exit %d)\n%s\n%s\n' "$*" "$status" "$out" "$err"
+}
+expect_status() { [[ $status == "$1" ]] || fail "$2: exit $status, expected $1"; }
+expect_out() { grep -q -- "$1" <<<"$out" || fail "$2: stdout lacks '$1'"; }
+expect_err() { grep -q -- "$1" <<<"$err" || fail "$2: stderr lacks '$1'"; }
+
+# 3 threads x 300 records: mixed dtypes, scalars, empty tensors and three 1 MiB blocks per thread.
+run --dir "$work/d" --threads 3 --records 300
+expect_status 0 "first run"
+expect_out "900 of 900 records equal" "first run"
+expect_out "3 threads captured 900 records" "first run"
+expect_out "flush .* every record queryable" "first run"
+expect_out "capstore spool list $work/d/spool" "first run names the next commands"
+grep -q "also in the catalog" <<<"$out" && fail "first run: found records of earlier runs in a new directory"
+[[ -z $err ]] || fail "first run: stderr not empty without a terminal"
+[[ -z $(ls -A "$work/d/spool" | grep '\.dmi-pack$') ]] || fail "the spool still holds packs after a drained run"
+
+run --dir "$work/d" --threads 2 --records 100
+expect_status 0 "second run"
+expect_out "200 of 200 records equal" "second run"
+expect_out "also in the catalog .*900 records of earlier runs" "second run"
+
+run --dir "$work/d" --records 50 --quiet
+expect_status 0 "quiet run"
+[[ -z $out && -z $err ]] || fail "--quiet printed something"
+
+run --help
+expect_status 0 "--help"
+expect_out "usage: capstore demo" "--help"
+expect_out "exit status" "--help"
+
+for bad in "--threads 0" "--threads 65" "--records -1" "--records 1x" "--bogus" "--dir"; do
+  # shellcheck disable=SC2086
+  run $bad
+  expect_status 2 "$bad"
+  [[ -n $err ]] || fail "$bad: no message"
+done
+run --threads 0
+expect_err "'0' is not a whole number from 1 to 64" "--threads 0 names the rule"
+
+touch "$work/file"
+run --dir "$work/file/sub" --records 10
+expect_status 1 "a directory under a regular file"
+expect_err "cannot create $work/file/sub" "a directory under a regular file"
+
+[[ $failures -eq 0 ]] && echo "demo_cli: all checks passed" || { echo "demo_cli: $failures failed"; exit 1; }
