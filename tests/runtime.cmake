@@ -39,6 +39,12 @@ add_test(NAME cli.demo
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/demo_cli.sh $<TARGET_FILE:capstore_cli> ${CMAKE_CURRENT_BINARY_DIR}/demo_cli)
 set_tests_properties(cli.demo PROPERTIES LABELS "runtime;cli" TIMEOUT 300)
 
+# capstore config and docs/configuration.md (tests/config_cli.sh).
+add_test(NAME cli.config
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/config_cli.sh $<TARGET_FILE:capstore_cli> ${CMAKE_SOURCE_DIR}
+          ${CMAKE_CURRENT_BINARY_DIR}/config_cli)
+set_tests_properties(cli.config PROPERTIES LABELS "runtime;cli" TIMEOUT 120)
+
 # The README's C example (examples/quickstart.c) runs as a user would: in a fresh directory, no server.
 add_test(NAME example.quickstart
   COMMAND sh -c "rm -rf quickstart && mkdir quickstart && cd quickstart && $<TARGET_FILE:example_quickstart>"

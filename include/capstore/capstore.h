@@ -40,6 +40,7 @@
 #include "capstore/pack.h"
 #include "capstore/s3.h"
 #include "capstore/service.h"
+#include "capstore/settings.h"
 #include "capstore/sink.h"
 #include "capstore/spool.h"
 #include "capstore/sqlite_catalog.h"

@@ -19,6 +19,9 @@
 /* capstore demo [--dir DIR] [--threads N] [--records N] [--quiet] (cmd_demo.c) */
 int cli_demo_main(int argc, char **argv);
 
+/* capstore config check FILE | keys | defaults (cmd_config.c) */
+int cli_config_main(int argc, char **argv);
+
 /* capstore pack info|verify|build|key ... (cmd_pack.c) */
 int cli_pack_main(int argc, char **argv);
 

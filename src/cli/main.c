@@ -15,6 +15,7 @@ typedef struct cli_command {
 
 static const cli_command commands[] = {
     {"demo", "capture tensors on the embedded defaults and read them all back", cli_demo_main},
+    {"config", "check a configuration file; list its keys and defaults", cli_config_main},
     {"pack", "inspect, verify and build dmi-pack-v1 files", cli_pack_main},
     {"spool", "list, check and sweep a capture spool directory", cli_spool_main},
 };
