@@ -3,7 +3,8 @@
  * HTTP status byte pair followed by a body; the body goes through the error
  * parser and the classifier, then through the strict TabSeparated reader at
  * a column count taken from the first byte, and each 28-field row through
- * the descriptor row parser. Nothing may crash, read out of bounds or return
+ * the descriptor row parser (each 7-field row through the inventory row
+ * parser). Nothing may crash, read out of bounds or return
  * a field outside the buffer, and a row the parser accepts has a key without
  * NUL. Then the body, as a text value and as the key, goes through the bulk
  * form of a descriptor row (catalog.h), back through the reader and the
@@ -16,6 +17,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "capstore/clickhouse.h"
 
@@ -72,6 +74,17 @@ static void descriptor_row_check(char **fields, const size_t *lengths) {
   assert(row.record.meta.rank <= CS_PACK_RANK_MAX && row.record.meta.dtype < CS_DTYPE_COUNT_);
 }
 
+/* A 7-field answer row through the inventory row parser: a row it accepts has a key without NUL, in bounds. */
+static void inventory_row_check(char **fields, const size_t *lengths) {
+  static cs_inventory_row row;
+  if (cs_clickhouse_inventory_row(fields, lengths, &row) != CS_E_OK) return;
+  assert(row.ref.key_len == lengths[1] && row.ref.key_len < CS_KEY_MAX && row.ref.key[row.ref.key_len] == '\0');
+  assert(memchr(row.ref.key, '\0', row.ref.key_len) == NULL && memcmp(row.ref.key, fields[1], lengths[1]) == 0);
+  char text[CS_UUID_TEXT_LEN + 1];
+  cs_uuid_format(&row.ref.pack_id, text);
+  assert(lengths[0] == CS_UUID_TEXT_LEN && strncasecmp(text, fields[0], CS_UUID_TEXT_LEN) == 0);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 3) return 0;
   long status = 100 + (long)((data[0] << 8 | data[1]) % 500);
@@ -99,6 +112,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       (void)cs_clickhouse_parse_u64(fields[i], &value);
     }
     if (columns == CS_CATALOG_DESCRIPTOR_COLUMN_COUNT) descriptor_row_check(fields, lengths);
+    if (columns == CS_CLICKHOUSE_INVENTORY_COLUMN_COUNT) inventory_row_check(fields, lengths);
   }
   free(copy);
   bulk_round_trip(body, len);

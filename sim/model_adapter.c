@@ -259,6 +259,7 @@ typedef struct model_row {
 typedef struct model_named {
   cs_uuid pack_id;
   uint64_t version;
+  cs_pack_ref ref; /* the inventory row's values (LIST_PACKS) */
 } model_named;
 
 typedef struct model_catalog {
@@ -433,7 +434,7 @@ static bool named_store(model_catalog *m, uint64_t version, const cs_index_pack 
     m->named_capacity = cap;
   }
   for (uint32_t i = 0; i < pack_count; i++)
-    m->named[m->named_count++] = (model_named){packs[i].ref->pack_id, version};
+    m->named[m->named_count++] = (model_named){packs[i].ref->pack_id, version, *packs[i].ref};
   return true;
 }
 
@@ -576,6 +577,33 @@ static int mc_read_descriptors(void *self, uint64_t watermark, const cs_uuid *pa
   return CS_E_OK;
 }
 
+/* The inventory as the real catalogs list it: per pack the highest version <= watermark, by pack id. */
+static int mc_list_packs(void *self, uint64_t watermark, const cs_uuid *after, cs_inventory_row *rows,
+                         uint32_t capacity, uint32_t *count, cs_catalog_result *res) {
+  model_catalog *m = self;
+  if (count == NULL || res == NULL || (rows == NULL && capacity > 0)) return CS_E_INVALID_ARGUMENT;
+  *count = 0;
+  const cs_uuid *floor = after;
+  for (;;) {
+    /* The next pack id above floor, and its highest version <= watermark. */
+    const model_named *best = NULL;
+    for (size_t i = 0; i < m->named_count; i++) {
+      const model_named *n = &m->named[i];
+      if (n->version > watermark || (floor != NULL && cs_uuid_compare(&n->pack_id, floor) <= 0)) continue;
+      int c = best == NULL ? -1 : cs_uuid_compare(&n->pack_id, &best->pack_id);
+      if (c < 0 || (c == 0 && n->version > best->version)) best = n;
+    }
+    if (best == NULL || *count == capacity) break;
+    rows[*count].ref = best->ref;
+    rows[*count].ref.index_bytes = 0;
+    rows[*count].version = best->version;
+    floor = &rows[*count].ref.pack_id;
+    (*count)++;
+  }
+  cat_res(res, CS_OUT_OK, NULL);
+  return CS_E_OK;
+}
+
 static void mc_close(void *self) {
   model_catalog *m = self;
   for (size_t i = 0; i < m->row_count; i++) free(m->rows[i].text);
@@ -596,6 +624,7 @@ static const cs_catalog_ops model_catalog_ops = {.name = "model",
                                                  .reject = mc_reject,
                                                  .committed = mc_committed,
                                                  .read_descriptors = mc_read_descriptors,
+                                                 .list_packs = mc_list_packs,
                                                  .close = mc_close};
 
 int sim_model_catalog_open(cs_catalog *out) {

@@ -363,6 +363,50 @@ static void test_descriptor_row_nul(void **state) {
 }
 
 /* index_bytes: the rows at the widest version, so no version's rows cost more. */
+/* One LIST_PACKS answer row (7 columns) through the reader and cs_clickhouse_inventory_row. */
+static int inventory_of(const char *text, cs_inventory_row *row) {
+  static char copy[512];
+  snprintf(copy, sizeof copy, "%s", text);
+  cs_clickhouse_tsv tsv = {copy, copy + strlen(copy)};
+  char *f[CS_CLICKHOUSE_INVENTORY_COLUMN_COUNT];
+  size_t flen[CS_CLICKHOUSE_INVENTORY_COLUMN_COUNT];
+  if (cs_clickhouse_tsv_next(&tsv, f, flen, CS_CLICKHOUSE_INVENTORY_COLUMN_COUNT) != 1) return CS_E_PARSE;
+  return cs_clickhouse_inventory_row(f, flen, row);
+}
+
+static void test_inventory_row(void **state) {
+  (void)state;
+  static const char id[] = "01a23495-c97e-779b-b980-615d8f6e3df0";
+  static const char sha[] = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+  char text[400];
+  cs_inventory_row row;
+  snprintf(text, sizeof text, "%s\tcap/v1/a\\tb.dmi-pack\t4096\t%s\t3\t1764000000000000000\t7\n", id, sha);
+  assert_int_equal(inventory_of(text, &row), CS_E_OK);
+  char back[CS_UUID_TEXT_LEN + 1];
+  cs_uuid_format(&row.ref.pack_id, back);
+  assert_string_equal(back, id);
+  assert_string_equal(row.ref.key, "cap/v1/a\tb.dmi-pack"); /* TabSeparated's escape \\t: the key holds a tab */
+  assert_int_equal(row.ref.size_bytes, 4096);
+  assert_int_equal(row.ref.sha256[0], 0x00);
+  assert_int_equal(row.ref.sha256[31], 0xff);
+  assert_int_equal(row.ref.record_count, 3);
+  assert_int_equal(row.ref.created_at_ns, UINT64_C(1764000000000000000));
+  assert_int_equal(row.version, 7);
+  /* Refused: an upper-case or short sha256, a NULL field, a NUL in the key, a record count past 32 bits, a sign. */
+  static const char upper[] = "00112233445566778899AABBCCDDEEFF00112233445566778899aabbccddeeff";
+  const char *bad[][7] = {
+      {id, "k", "1", upper, "1", "1", "1"},      {id, "k", "1", "0011", "1", "1", "1"},
+      {id, "\\N", "1", sha, "1", "1", "1"},    {id, "k\\0x", "1", sha, "1", "1", "1"},
+      {id, "k", "1", sha, "4294967296", "1", "1"}, {id, "k", "-1", sha, "1", "1", "1"},
+      {"01a23495", "k", "1", sha, "1", "1", "1"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    snprintf(text, sizeof text, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", bad[i][0], bad[i][1], bad[i][2], bad[i][3],
+             bad[i][4], bad[i][5], bad[i][6]);
+    assert_int_equal(inventory_of(text, &row), CS_E_PARSE);
+  }
+}
+
 static void test_index_bytes(void **state) {
   (void)state;
   static cs_pack_ref ref;
@@ -388,6 +432,7 @@ int main(void) {
       cmocka_unit_test(test_u64_strict), cmocka_unit_test(test_table_names), cmocka_unit_test(test_url_validated),
       cmocka_unit_test(test_bulk_row_round_trip), cmocka_unit_test(test_bulk_row_refusals),
       cmocka_unit_test(test_index_bytes), cmocka_unit_test(test_tsv_nul), cmocka_unit_test(test_descriptor_row_nul),
+      cmocka_unit_test(test_inventory_row),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

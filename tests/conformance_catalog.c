@@ -463,6 +463,66 @@ static void test_descriptors(void **state) {
   for (uint32_t i = 0; i < count; i++) descriptor_check(&rows[i], &other, 3, 3);
 }
 
+/* LIST_PACKS returns a page of the inventory at watermark; checks it is the expected packs, in order. */
+static void list_expect(cs_catalog *c, uint64_t watermark, const cs_uuid *after, uint32_t capacity,
+                        const test_pack *const *want, const uint64_t *versions, uint32_t want_count) {
+  cs_inventory_row rows[8];
+  uint32_t count = 99;
+  cs_catalog_result res;
+  assert_true(capacity <= 8);
+  assert_int_equal(c->ops->list_packs(c->self, watermark, after, rows, capacity, &count, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_OK);
+  assert_int_equal(count, want_count);
+  for (uint32_t i = 0; i < count; i++) {
+    const cs_pack_ref *got = &rows[i].ref, *ref = &want[i]->ref;
+    assert_true(cs_uuid_equal(&got->pack_id, &ref->pack_id));
+    assert_string_equal(got->key, ref->key);
+    assert_int_equal(got->key_len, ref->key_len);
+    assert_int_equal(got->size_bytes, ref->size_bytes);
+    assert_int_equal(got->record_count, ref->record_count);
+    assert_int_equal(got->created_at_ns, ref->created_at_ns);
+    assert_memory_equal(got->sha256, ref->sha256, 32);
+    assert_int_equal(rows[i].version, versions[i]);
+  }
+}
+
+static void test_list_packs(void **state) {
+  cs_catalog *c = *state;
+  test_pack p7, p8, p9v3, p9v5, p10;
+  pack_make(&p7, 7, 1);
+  pack_make(&p8, 8, 1);
+  pack_make(&p9v3, 9, 3);
+  pack_make(&p9v5, 9, 5); /* the same pack indexed again at 5, with other object values */
+  pack_make(&p10, 10, 1);
+  test_pack *all[] = {&p7, &p8, &p9v3, &p9v5, &p10};
+  for (int i = 0; i < 5; i++)
+    for (int b = 0; b < 32; b++) all[i]->ref.sha256[b] = (uint8_t)(i * 32 + b);
+  p9v5.ref.size_bytes = 8192;
+  p9v5.ref.created_at_ns += 1000;
+  uint64_t term = acquire(c, &lease_a, TTL_LONG_NS);
+  list_expect(c, 10, NULL, 8, NULL, NULL, 0); /* an empty catalog */
+  test_pack *b3[] = {&p9v3, &p7}, *b5[] = {&p9v5, &p8}, *b6[] = {&p10};
+  index_packs(c, &lease_a, MARGIN_NS, 3, b3, 2);
+  publish(c, &lease_a, MARGIN_NS, 3, term);
+  index_packs(c, &lease_a, MARGIN_NS, 5, b5, 2);
+  publish(c, &lease_a, MARGIN_NS, 5, term);
+  index_packs(c, &lease_a, MARGIN_NS, 6, b6, 1); /* indexed, not published: a reader at 5 does not see it */
+
+  const test_pack *at5[] = {&p7, &p8, &p9v5}, *at3[] = {&p7, &p9v3}, *at6[] = {&p7, &p8, &p9v5, &p10};
+  const uint64_t v5[] = {3, 5, 5}, v3[] = {3, 3}, v6[] = {3, 5, 5, 6};
+  list_expect(c, 5, NULL, 8, at5, v5, 3); /* one row per pack, its highest version <= 5 */
+  list_expect(c, 3, NULL, 8, at3, v3, 2);
+  list_expect(c, 6, NULL, 8, at6, v6, 4);
+  list_expect(c, 2, NULL, 8, NULL, NULL, 0);
+  /* Pages of one: every pack once, in order, then an empty page. */
+  list_expect(c, 5, NULL, 1, at5, v5, 1);
+  list_expect(c, 5, &p7.ref.pack_id, 1, at5 + 1, v5 + 1, 1);
+  list_expect(c, 5, &p8.ref.pack_id, 1, at5 + 2, v5 + 2, 1);
+  list_expect(c, 5, &p9v5.ref.pack_id, 1, NULL, NULL, 0);
+  list_expect(c, 5, &p7.ref.pack_id, 8, at5 + 1, v5 + 1, 2);
+  list_expect(c, 5, NULL, 0, NULL, NULL, 0); /* no room: nothing, and no error */
+}
+
 static uint32_t descriptors_at(cs_catalog *c, uint64_t watermark, const test_pack *p, cs_descriptor_row *rows) {
   uint32_t count = 99;
   cs_catalog_result res;
@@ -677,6 +737,7 @@ int conformance_catalog_run_backend(const char *group, const conformance_catalog
       cmocka_unit_test_setup_teardown(test_fence, setup, teardown),
       cmocka_unit_test_setup_teardown(test_committed, setup, teardown),
       cmocka_unit_test_setup_teardown(test_descriptors, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_list_packs, setup, teardown),
       cmocka_unit_test_setup_teardown(test_stale_index_invisible, setup, teardown),
       cmocka_unit_test_setup_teardown(test_watermark, setup, teardown),
       cmocka_unit_test_setup_teardown(test_nul_key_refused, setup, teardown),

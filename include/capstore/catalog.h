@@ -43,6 +43,12 @@ typedef struct cs_descriptor_row {
   uint64_t version;
 } cs_descriptor_row;
 
+/* A pack as the catalog's inventory names it: the row of its highest version at or below a watermark. */
+typedef struct cs_inventory_row {
+  cs_pack_ref ref; /* pack id, key, size, sha256, record count, created_at (index_bytes 0) */
+  uint64_t version;
+} cs_inventory_row;
+
 typedef struct cs_catalog_ops {
   const char *name;
   /* Creates the versioned tables if absent; idempotent. */
@@ -71,6 +77,17 @@ typedef struct cs_catalog_ops {
   /* Descriptors of one pack visible at watermark, one per capture id (argMax by version). */
   int (*read_descriptors)(void *self, uint64_t watermark, const cs_uuid *pack_id, cs_descriptor_row *rows,
                           uint32_t capacity, uint32_t *count, cs_catalog_result *res);
+  /*
+   * The packs indexed at a version <= watermark, one row each (its highest
+   * such version), in the catalog's order of pack ids, after `after` (NULL:
+   * from the first); at most capacity rows, *count gets how many. Paging
+   * with the last row's pack id as `after` visits every such pack once; a
+   * page shorter than capacity is the last. Inventory rows only: a pack
+   * whose descriptors landed without its inventory (an orphan) is not listed.
+   * For tools (fsck, status) and readers; the service never calls it.
+   */
+  int (*list_packs)(void *self, uint64_t watermark, const cs_uuid *after, cs_inventory_row *rows, uint32_t capacity,
+                    uint32_t *count, cs_catalog_result *res);
   void (*close)(void *self);
 } cs_catalog_ops;
 

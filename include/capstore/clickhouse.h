@@ -100,6 +100,16 @@ int cs_clickhouse_parse_u64(const char *text, uint64_t *out);
  */
 int cs_clickhouse_descriptor_row(char **fields, const size_t *lengths, cs_descriptor_row *row);
 
+/* The columns of a LIST_PACKS answer row, in order. */
+#define CS_CLICKHOUSE_INVENTORY_COLUMN_COUNT 7u
+/*
+ * Fills row from one row of a LIST_PACKS answer: pack id (canonical UUID
+ * text), key (no NUL, under CS_KEY_MAX), size, sha256 (64 lowercase hex
+ * digits), record count (32 bits), created_at, version. No field may be
+ * \N or hold a NUL. Returns CS_E_OK or CS_E_PARSE.
+ */
+int cs_clickhouse_inventory_row(char **fields, const size_t *lengths, cs_inventory_row *row);
+
 #ifdef __cplusplus
 }
 #endif

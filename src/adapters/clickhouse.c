@@ -1025,6 +1025,78 @@ static int ch_read_descriptors(void *self, uint64_t watermark, const cs_uuid *pa
   return CS_E_OK;
 }
 
+static int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
+int cs_clickhouse_inventory_row(char **f, const size_t *len, cs_inventory_row *row) {
+  memset(row, 0, sizeof *row);
+  for (uint32_t i = 0; i < CS_CLICKHOUSE_INVENTORY_COLUMN_COUNT; i++)
+    if (!field_plain(f[i], len[i])) return CS_E_PARSE;
+  cs_pack_ref *ref = &row->ref;
+  if (len[0] != CS_UUID_TEXT_LEN || cs_uuid_parse(f[0], len[0], &ref->pack_id) != CS_E_OK) return CS_E_PARSE;
+  if (cs_pack_ref_set_key(ref, f[1], len[1]) != CS_E_OK) return CS_E_PARSE;
+  if (len[3] != 64) return CS_E_PARSE;
+  for (int b = 0; b < 32; b++) {
+    int hi = hex_digit(f[3][2 * b]), lo = hex_digit(f[3][2 * b + 1]);
+    if (hi < 0 || lo < 0) return CS_E_PARSE;
+    ref->sha256[b] = (uint8_t)(hi << 4 | lo);
+  }
+  if (cs_clickhouse_parse_u64(f[2], &ref->size_bytes) != CS_E_OK || parse_u32(f[4], &ref->record_count) != CS_E_OK ||
+      cs_clickhouse_parse_u64(f[5], &ref->created_at_ns) != CS_E_OK ||
+      cs_clickhouse_parse_u64(f[6], &row->version) != CS_E_OK)
+    return CS_E_PARSE;
+  return CS_E_OK;
+}
+
+static int ch_list_packs(void *self, uint64_t watermark, const cs_uuid *after, cs_inventory_row *rows,
+                         uint32_t capacity, uint32_t *count, cs_catalog_result *res) {
+  ch_adapter *ch = self;
+  ch_buf *q = &ch->query;
+  if (count == NULL || res == NULL || (rows == NULL && capacity > 0)) return CS_E_INVALID_ARGUMENT;
+  *count = 0;
+  /* pack_id is canonical lowercase UUID text: its string order is the bytes' order. */
+  buf_reset(q);
+  buf_str(q, "SELECT pack_id, argMax(key, version), argMax(size_bytes, version), argMax(sha256, version),"
+             " argMax(record_count, version), argMax(created_at_ns, version), max(version) FROM ");
+  buf_str(q, ch->inventory);
+  buf_str(q, " WHERE version <= ");
+  buf_u64(q, watermark);
+  if (after != NULL) {
+    buf_str(q, " AND pack_id > ");
+    buf_uuid(q, after);
+  }
+  buf_str(q, " GROUP BY pack_id ORDER BY pack_id LIMIT ");
+  buf_u64(q, capacity);
+  buf_str(q, " FORMAT TabSeparated");
+  if (capacity == 0) { /* nothing to ask for: the statement would LIMIT 0 */
+    res->outcome = CS_OUT_OK;
+    res->server_code = 0;
+    res->detail[0] = '\0';
+    return CS_E_OK;
+  }
+  ch_exec(ch, res);
+  if (res->outcome != CS_OUT_OK || ch->answer.len == 0) return CS_E_OK;
+  cs_clickhouse_tsv tsv = {ch->answer.bytes, ch->answer.bytes + ch->answer.len};
+  char *f[CS_CLICKHOUSE_INVENTORY_COLUMN_COUNT];
+  size_t len[CS_CLICKHOUSE_INVENTORY_COLUMN_COUNT];
+  for (;;) {
+    int got = cs_clickhouse_tsv_next(&tsv, f, len, CS_CLICKHOUSE_INVENTORY_COLUMN_COUNT);
+    if (got == 0) return CS_E_OK;
+    if (got < 0 || *count == capacity || cs_clickhouse_inventory_row(f, len, &rows[*count]) != CS_E_OK ||
+        rows[*count].version > watermark ||
+        (after != NULL && cs_uuid_compare(&rows[*count].ref.pack_id, after) <= 0) ||
+        (*count > 0 && cs_uuid_compare(&rows[*count].ref.pack_id, &rows[*count - 1].ref.pack_id) <= 0))
+      break;
+    (*count)++;
+  }
+  *count = 0;
+  answer_malformed(res, "list_packs: malformed answer");
+  return CS_E_OK;
+}
+
 /* ---- open and close ------------------------------------------------------ */
 
 static void ch_close(void *self) {
@@ -1051,6 +1123,7 @@ static const cs_catalog_ops CH_OPS = {
     .reject = ch_reject,
     .committed = ch_committed,
     .read_descriptors = ch_read_descriptors,
+    .list_packs = ch_list_packs,
     .close = ch_close,
 };
 

@@ -519,6 +519,59 @@ static int sc_read_descriptors(void *self, uint64_t watermark, const cs_uuid *pa
   return err;
 }
 
+/* The inventory at watermark, one row per pack (its highest version there), by pack id after `after`. */
+static int sc_list_packs(void *self, uint64_t watermark, const cs_uuid *after, cs_inventory_row *rows,
+                         uint32_t capacity, uint32_t *count, cs_catalog_result *res) {
+  sqlite_catalog *c = self;
+  if (count == NULL || res == NULL || (rows == NULL && capacity > 0) || watermark > (uint64_t)INT64_MAX)
+    return CS_E_INVALID_ARGUMENT;
+  *count = 0;
+  /* SQLite gives a bare column the values of the row max() chose: the highest version's. Blobs compare bytewise. */
+  static const char sql[] = "SELECT pack_id, object_key, size_bytes, record_count, created_at_ns, sha256, max(version) "
+                            "FROM " T_INVENTORY " WHERE version <= ?1 AND pack_id > ?2 GROUP BY pack_id "
+                            "ORDER BY pack_id LIMIT ?3";
+  static const uint8_t none[1] = {0};
+  sqlite3_stmt *st = NULL;
+  int rc = prepare(c, sql, &st);
+  if (rc == SQLITE_OK) rc = sqlite3_bind_int64(st, 1, (sqlite3_int64)watermark);
+  if (rc == SQLITE_OK) rc = sqlite3_bind_blob(st, 2, after != NULL ? after->bytes : none, after != NULL ? 16 : 0,
+                                              SQLITE_TRANSIENT);
+  if (rc == SQLITE_OK) rc = sqlite3_bind_int64(st, 3, (sqlite3_int64)capacity);
+  const char *problem = NULL;
+  while (rc == SQLITE_OK || rc == SQLITE_ROW) {
+    rc = sqlite3_step(st);
+    if (rc != SQLITE_ROW) break;
+    cs_inventory_row *row = &rows[*count];
+    memset(row, 0, sizeof *row);
+    const void *id = sqlite3_column_blob(st, 0);
+    const char *key = (const char *)sqlite3_column_text(st, 1);
+    const void *sha = sqlite3_column_blob(st, 5);
+    sqlite3_int64 size = sqlite3_column_int64(st, 2), records = sqlite3_column_int64(st, 3);
+    sqlite3_int64 created = sqlite3_column_int64(st, 4), version = sqlite3_column_int64(st, 6);
+    if (id == NULL || sqlite3_column_bytes(st, 0) != 16 || sha == NULL || sqlite3_column_bytes(st, 5) != 32 ||
+        key == NULL || size < 0 || records < 0 || records > UINT32_MAX || created < 0 || version < 0 ||
+        cs_pack_ref_set_key(&row->ref, key, (size_t)sqlite3_column_bytes(st, 1)) != CS_E_OK) {
+      problem = "an inventory row out of its types";
+      rc = SQLITE_CORRUPT;
+      break;
+    }
+    memcpy(row->ref.pack_id.bytes, id, 16);
+    memcpy(row->ref.sha256, sha, 32);
+    row->ref.size_bytes = (uint64_t)size;
+    row->ref.record_count = (uint32_t)records;
+    row->ref.created_at_ns = (uint64_t)created;
+    row->version = (uint64_t)version;
+    (*count)++;
+  }
+  sqlite3_finalize(st);
+  res_set(c, res, rc == SQLITE_DONE ? SQLITE_OK : rc);
+  if (problem != NULL) {
+    *count = 0;
+    snprintf(res->detail, sizeof res->detail, "list_packs: %s", problem);
+  }
+  return CS_E_OK;
+}
+
 static void sc_close(void *self) {
   sqlite_catalog *c = self;
   row_text_free(c);
@@ -537,6 +590,7 @@ static const cs_catalog_ops sqlite_ops = {.name = "sqlite",
                                           .reject = sc_reject,
                                           .committed = sc_committed,
                                           .read_descriptors = sc_read_descriptors,
+                                          .list_packs = sc_list_packs,
                                           .close = sc_close};
 
 int cs_sqlite_catalog_open(const char *path, uint32_t busy_timeout_ms, cs_catalog *out) {
