@@ -8,10 +8,8 @@ set -uo pipefail
 capstore=$1
 src=$2
 work=$3
-rm -rf "$work"
-mkdir -p "$work"
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+source "$(dirname "$0")/cli_lib.sh"
+cli_begin "$work"
 docs="$src/docs/configuration.md"
 
 keys=$("$capstore" config keys | awk '{print $1}')
@@ -55,4 +53,4 @@ grep -q "missing.json: No such file or directory" "$work/err" || fail "a missing
 [[ $? == 2 ]] || fail "an unknown subcommand: exit not 2"
 "$capstore" config --help | grep -q "exit status" || fail "config --help"
 
-[[ $failures -eq 0 ]] && echo "config_cli: all checks passed" || { echo "config_cli: $failures failed"; exit 1; }
+finish config_cli

@@ -8,10 +8,8 @@
 set -uo pipefail
 capstore=$1
 work=$2
-rm -rf "$work"
-mkdir -p "$work"
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+source "$(dirname "$0")/cli_lib.sh"
+cli_begin "$work"
 
 run() {
   "$capstore" demo "$@" >"$work/out" 2>"$work/err"
@@ -63,4 +61,4 @@ run --dir "$work/file/sub" --records 10
 expect_status 1 "a directory under a regular file"
 expect_err "cannot create $work/file/sub" "a directory under a regular file"
 
-[[ $failures -eq 0 ]] && echo "demo_cli: all checks passed" || { echo "demo_cli: $failures failed"; exit 1; }
+finish demo_cli

@@ -45,6 +45,11 @@ add_test(NAME cli.config
           ${CMAKE_CURRENT_BINARY_DIR}/config_cli)
 set_tests_properties(cli.config PROPERTIES LABELS "runtime;cli" TIMEOUT 120)
 
+# capstore fsck on states made by capstore demo, one planted inconsistency each (tests/fsck_cli.sh).
+add_test(NAME cli.fsck
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/fsck_cli.sh $<TARGET_FILE:capstore_cli> ${CMAKE_CURRENT_BINARY_DIR}/fsck_cli)
+set_tests_properties(cli.fsck PROPERTIES LABELS "runtime;cli" TIMEOUT 300)
+
 # The README's C example (examples/quickstart.c) runs as a user would: in a fresh directory, no server.
 add_test(NAME example.quickstart
   COMMAND sh -c "rm -rf quickstart && mkdir quickstart && cd quickstart && $<TARGET_FILE:example_quickstart>"

@@ -16,11 +16,17 @@
 #define CLI_EXIT_FAILURE 1
 #define CLI_EXIT_USAGE 2
 
+/* The command as the user ran it ("./build/capstore"), or "capstore" when it came from PATH: for hints. */
+extern const char *cli_program;
+
 /* capstore demo [--dir DIR] [--threads N] [--records N] [--quiet] (cmd_demo.c) */
 int cli_demo_main(int argc, char **argv);
 
 /* capstore config check FILE | keys | defaults (cmd_config.c) */
 int cli_config_main(int argc, char **argv);
+
+/* capstore fsck CONFIG [--deep] [--json] [--repair] (cmd_fsck.c) */
+int cli_fsck_main(int argc, char **argv);
 
 /* capstore pack info|verify|build|key ... (cmd_pack.c) */
 int cli_pack_main(int argc, char **argv);
@@ -37,6 +43,28 @@ static inline const char *cli_file_kind(mode_t mode) {
 
 /* capstore spool list|check|sweep DIR (cmd_spool.c) */
 int cli_spool_main(int argc, char **argv);
+
+typedef struct name_list {
+  char **names;
+  size_t count;
+  size_t cap;
+} name_list;
+
+/* What a spool directory holds, by name alone (no lock taken, nothing read). */
+typedef struct spool_names {
+  name_list ready;       /* parseable ready names, sorted (pack id order) */
+  name_list quarantined; /* "<ready name>.quarantined", sorted */
+  size_t open_count;     /* ".<...>.open" temp files */
+  size_t other_count;    /* anything else but the lock */
+} spool_names;
+
+#define REASON_BYTES_MAX 512u
+
+/* Reads the names of the directory dirfd; 0, or -1 with errno set. */
+int cli_spool_scan(int dirfd, spool_names *out);
+void cli_spool_names_free(spool_names *names);
+/* The first line of "<quarantined name>.reason" ("(no reason recorded)" when none can be read). */
+void cli_spool_read_reason(int dirfd, const char *quarantined, char reason[REASON_BYTES_MAX]);
 
 /*
  * capstore pack build SPEC OUT [--allow-outside-paths] (cmd_pack_build.c).

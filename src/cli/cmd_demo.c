@@ -10,6 +10,7 @@
  * Payloads are not kept: each is a pure function of (run seed, thread,
  * record), made again at read-back from the capture id the catalog returns.
  */
+#define _DEFAULT_SOURCE /* realpath */
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -20,6 +21,8 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <jansson.h>
 
 #include "capstore/capstore.h"
 #include "cli.h"
@@ -617,10 +620,35 @@ int cli_demo_main(int argc, char **argv) {
             check.first_problem[0] != '\0' ? check.first_problem : "records missing from the catalog");
     goto done;
   }
+  /* The demo's configuration as a file, so that the other commands can look at what it made. */
+  char config[4096 + 32], absolute[4096];
+  bool have_config = false;
+  if (realpath(o.dir, absolute) != NULL && snprintf(config, sizeof config, "%s/capstore.json", o.dir) < (int)sizeof config) {
+    FILE *f = fopen(config, "w");
+    if (f != NULL) {
+      json_t *doc = json_pack("{s:s, s:{s:s}, s:{s:s}}", "spool_dir", "", "store", "dir", "", "catalog", "sqlite", "");
+      char path[4096 + 32];
+      snprintf(path, sizeof path, "%s/spool", absolute);
+      json_object_set_new(doc, "spool_dir", json_string(path));
+      snprintf(path, sizeof path, "%s/bucket", absolute);
+      json_object_set_new(json_object_get(doc, "store"), "dir", json_string(path));
+      snprintf(path, sizeof path, "%s/catalog.db", absolute);
+      json_object_set_new(json_object_get(doc, "catalog"), "sqlite", json_string(path));
+      fprintf(f, "# written by capstore demo: its spool, store and catalog (docs/configuration.md)\n");
+      have_config = json_dumpf(doc, f, JSON_INDENT(2) | JSON_PRESERVE_ORDER) == 0;
+      json_decref(doc);
+      have_config = fclose(f) == 0 && have_config;
+    }
+  }
   if (!o.quiet) {
     printf("\nnext:\n");
-    printf("  capstore demo --dir %s --threads 8    # runs add up in the same catalog\n", o.dir);
-    printf("  capstore spool list %s             # the local spool (empty once drained)\n", spool);
+    if (have_config) {
+      printf("  %s fsck %s --deep\n      # the spool, the store and the catalog checked against each other\n", cli_program,
+             config);
+      printf("  %s config check %s\n      # the configuration with every default filled in\n", cli_program, config);
+    }
+    printf("  %s demo --dir %s --threads 8\n      # runs add up in the same catalog\n", cli_program, o.dir);
+    printf("  %s spool list %s\n      # the local spool (empty once drained)\n", cli_program, spool);
   }
   exit_code = CLI_EXIT_OK;
 done:

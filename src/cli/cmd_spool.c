@@ -31,23 +31,9 @@
 
 #define QUARANTINE_SUFFIX ".quarantined"
 #define REASON_SUFFIX ".reason"
-#define REASON_BYTES_MAX 512u
 /* A bound on the names one listing holds (the spool's own index bound). */
 #define LIST_NAMES_MAX 1000000u
 
-typedef struct name_list {
-  char **names;
-  size_t count;
-  size_t cap;
-} name_list;
-
-/* What a directory holds, by name alone. */
-typedef struct spool_names {
-  name_list ready;       /* parseable ready names */
-  name_list quarantined; /* "<ready name>.quarantined" */
-  size_t open_count;     /* ".<...>.open" temp files */
-  size_t other_count;    /* anything else but the lock */
-} spool_names;
 
 static int spool_usage(FILE *out) {
   fprintf(out,
@@ -141,13 +127,13 @@ static bool classify(int dirfd, spool_names *out, const char *name) {
   return true;
 }
 
-static void spool_names_free(spool_names *names) {
+void cli_spool_names_free(spool_names *names) {
   names_free(&names->ready);
   names_free(&names->quarantined);
 }
 
 /* Reads the directory's names; 0, or -1 with errno set. Sorted (pack id order). */
-static int scan(int dirfd, spool_names *out) {
+int cli_spool_scan(int dirfd, spool_names *out) {
   memset(out, 0, sizeof *out);
   int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   DIR *dir = fd < 0 ? NULL : fdopendir(fd);
@@ -181,7 +167,7 @@ static int scan(int dirfd, spool_names *out) {
 }
 
 /* The first line of "<quarantined name>.reason" into reason (never following a link). */
-static void read_reason(int dirfd, const char *quarantined, char reason[REASON_BYTES_MAX]) {
+void cli_spool_read_reason(int dirfd, const char *quarantined, char reason[REASON_BYTES_MAX]) {
   char path[CS_SPOOL_NAME_MAX + 16];
   snprintf(reason, REASON_BYTES_MAX, "(no reason recorded)");
   if ((size_t)snprintf(path, sizeof path, "%s" REASON_SUFFIX, quarantined) >= sizeof path) return;
@@ -211,7 +197,7 @@ static int open_dir(const char *command, const char *dir) {
 /* One ready pack's line; false (and a line saying so) when the name is not a regular file. */
 static bool print_ready(int dirfd, const char *name, uint64_t *total_bytes) {
   cs_spool_entry entry;
-  (void)cs_spool_parse_ready_name(name, &entry); /* scan() kept parseable names only */
+  (void)cs_spool_parse_ready_name(name, &entry); /* cli_spool_scan() kept parseable names only */
   struct stat st;
   char size[32] = "?";
   if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
@@ -236,9 +222,9 @@ static int cmd_list(const char *dir) {
   int dirfd = open_dir("list", dir);
   if (dirfd < 0) return CLI_EXIT_FAILURE;
   spool_names names;
-  if (scan(dirfd, &names) != 0) {
+  if (cli_spool_scan(dirfd, &names) != 0) {
     fprintf(stderr, "capstore spool list: %s: reading the directory: %s\n", dir, strerror(errno));
-    spool_names_free(&names);
+    cli_spool_names_free(&names);
     close(dirfd);
     return CLI_EXIT_FAILURE;
   }
@@ -250,13 +236,13 @@ static int cmd_list(const char *dir) {
   }
   for (size_t i = 0; i < names.quarantined.count; i++) {
     char reason[REASON_BYTES_MAX];
-    read_reason(dirfd, names.quarantined.names[i], reason);
+    cli_spool_read_reason(dirfd, names.quarantined.names[i], reason);
     printf("quarantined  %s\n             reason: %s\n", names.quarantined.names[i], reason);
   }
   printf("%s: %zu ready (%llu bytes), %zu quarantined, %zu in progress (.open), %zu other files\n",
          dir, ready, (unsigned long long)bytes, names.quarantined.count,
          names.open_count, names.other_count);
-  spool_names_free(&names);
+  cli_spool_names_free(&names);
   close(dirfd);
   return fflush(stdout) == 0 ? CLI_EXIT_OK : CLI_EXIT_FAILURE;
 }
@@ -280,17 +266,17 @@ static cs_spool *open_owner(const char *command, const char *dir) {
 static size_t print_new_quarantines(int dirfd, const spool_names *before) {
   spool_names after;
   size_t count = 0;
-  if (scan(dirfd, &after) == 0) {
+  if (cli_spool_scan(dirfd, &after) == 0) {
     for (size_t i = 0; i < after.quarantined.count; i++) {
       const char *name = after.quarantined.names[i];
       if (names_contain(&before->quarantined, name)) continue;
       char reason[REASON_BYTES_MAX];
-      read_reason(dirfd, name, reason);
+      cli_spool_read_reason(dirfd, name, reason);
       printf("quarantined  %s\n             reason: %s\n", name, reason);
       count++;
     }
   }
-  spool_names_free(&after);
+  cli_spool_names_free(&after);
   return count;
 }
 
@@ -318,9 +304,9 @@ static int cmd_check(const char *dir) {
   if (spool == NULL) return CLI_EXIT_FAILURE;
   int dirfd = open_dir("check", dir);
   spool_names before;
-  if (dirfd < 0 || scan(dirfd, &before) != 0) {
+  if (dirfd < 0 || cli_spool_scan(dirfd, &before) != 0) {
     if (dirfd >= 0) fprintf(stderr, "capstore spool check: %s: reading the directory: %s\n", dir, strerror(errno));
-    if (dirfd >= 0) spool_names_free(&before);
+    if (dirfd >= 0) cli_spool_names_free(&before);
     cs_spool_close(spool);
     if (dirfd >= 0) close(dirfd);
     return CLI_EXIT_FAILURE;
@@ -332,7 +318,7 @@ static int cmd_check(const char *dir) {
   print_kept(spool);
   cs_spool_close(spool); /* releases the lock */
   print_new_quarantines(dirfd, &before);
-  spool_names_free(&before);
+  cli_spool_names_free(&before);
   close(dirfd);
   printf("%s: checked %u ready packs: %u verified (%llu bytes), %u quarantined, %u kept in place "
          "(%llu bytes), %u errors, %u other files left alone\n",

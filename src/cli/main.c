@@ -16,6 +16,7 @@ typedef struct cli_command {
 static const cli_command commands[] = {
     {"demo", "capture tensors on the embedded defaults and read them all back", cli_demo_main},
     {"config", "check a configuration file; list its keys and defaults", cli_config_main},
+    {"fsck", "check the spool, the store and the catalog against each other", cli_fsck_main},
     {"pack", "inspect, verify and build dmi-pack-v1 files", cli_pack_main},
     {"spool", "list, check and sweep a capture spool directory", cli_spool_main},
 };
@@ -28,7 +29,10 @@ static int usage(FILE *out) {
   return out == stdout ? CLI_EXIT_OK : CLI_EXIT_USAGE;
 }
 
+const char *cli_program = "capstore";
+
 int main(int argc, char **argv) {
+  if (argc > 0 && argv[0] != NULL && strchr(argv[0], '/') != NULL) cli_program = argv[0]; /* as the user ran it */
   if (argc < 2) return usage(stderr);
   if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0) return usage(stdout);
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
