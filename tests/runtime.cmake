@@ -50,6 +50,12 @@ add_test(NAME cli.fsck
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/fsck_cli.sh $<TARGET_FILE:capstore_cli> ${CMAKE_CURRENT_BINARY_DIR}/fsck_cli)
 set_tests_properties(cli.fsck PROPERTIES LABELS "runtime;cli" TIMEOUT 300)
 
+# capstore status on a state made by capstore demo (tests/status_cli.sh).
+add_test(NAME cli.status
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/status_cli.sh $<TARGET_FILE:capstore_cli> $<TARGET_FILE:spool_cli_fixture>
+          ${CMAKE_CURRENT_BINARY_DIR}/status_cli)
+set_tests_properties(cli.status PROPERTIES LABELS "runtime;cli" TIMEOUT 120)
+
 # The README's C example (examples/quickstart.c) runs as a user would: in a fresh directory, no server.
 add_test(NAME example.quickstart
   COMMAND sh -c "rm -rf quickstart && mkdir quickstart && cd quickstart && $<TARGET_FILE:example_quickstart>"

@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <sys/stat.h>
 
+#include "capstore/settings.h"
+
 #define CLI_EXIT_OK 0
 #define CLI_EXIT_FAILURE 1
 #define CLI_EXIT_USAGE 2
@@ -25,8 +27,21 @@ int cli_demo_main(int argc, char **argv);
 /* capstore config check FILE | keys | defaults (cmd_config.c) */
 int cli_config_main(int argc, char **argv);
 
+/* The exit status of a command that could not read its configuration or a source it names. */
+#define CLI_EXIT_UNREADABLE 3
+
+/*
+ * Loads and validates the configuration file path for command `command`
+ * ("fsck"): *out on success (the caller frees it), else NULL with the
+ * reason on stderr ("capstore fsck: x.json: service.lease_ttl: ...").
+ */
+capstore_settings *cli_settings_load(const char *command, const char *path);
+
 /* capstore fsck CONFIG [--deep] [--json] [--repair] (cmd_fsck.c) */
 int cli_fsck_main(int argc, char **argv);
+
+/* capstore status CONFIG [--json] (cmd_status.c) */
+int cli_status_main(int argc, char **argv);
 
 /* capstore pack info|verify|build|key ... (cmd_pack.c) */
 int cli_pack_main(int argc, char **argv);

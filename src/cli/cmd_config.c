@@ -43,25 +43,34 @@ static int print_json(const capstore_settings *s) {
   return CLI_EXIT_OK;
 }
 
-static int config_check(const char *path) {
+capstore_settings *cli_settings_load(const char *command, const char *path) {
   capstore_settings *s;
   char msg[600];
-  if (capstore_settings_new(&s) != CS_E_OK) return fprintf(stderr, "capstore config: out of memory\n"), CLI_EXIT_FAILURE;
-  int rc = capstore_settings_load(s, path, msg, sizeof msg); /* its messages name the file */
-  int code = CLI_EXIT_FAILURE;
-  if (rc != CS_E_OK) {
-    fprintf(stderr, "capstore config: %s\n", msg);
-  } else if (capstore_settings_validate(s, msg, sizeof msg) != CS_E_OK) {
-    fprintf(stderr, "capstore config: %s: %s\n", path, msg);
-  } else {
-    code = print_json(s);
-    static const char *secrets[] = {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
-                                    "CAPSTORE_CLICKHOUSE_PASSWORD"};
-    fprintf(stderr, "capstore config: %s is valid; from the environment:", path);
-    for (size_t i = 0; i < sizeof secrets / sizeof secrets[0]; i++)
-      fprintf(stderr, " %s %s%s", secrets[i], getenv(secrets[i]) != NULL ? "set" : "unset",
-              i + 1 < sizeof secrets / sizeof secrets[0] ? "," : "\n");
+  if (capstore_settings_new(&s) != CS_E_OK) {
+    fprintf(stderr, "capstore %s: out of memory\n", command);
+    return NULL;
   }
+  if (capstore_settings_load(s, path, msg, sizeof msg) != CS_E_OK) { /* its messages name the file */
+    fprintf(stderr, "capstore %s: %s\n", command, msg);
+  } else if (capstore_settings_validate(s, msg, sizeof msg) != CS_E_OK) {
+    fprintf(stderr, "capstore %s: %s: %s\n", command, path, msg);
+  } else {
+    return s;
+  }
+  capstore_settings_free(s);
+  return NULL;
+}
+
+static int config_check(const char *path) {
+  capstore_settings *s = cli_settings_load("config", path);
+  if (s == NULL) return CLI_EXIT_FAILURE;
+  int code = print_json(s);
+  static const char *secrets[] = {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+                                  "CAPSTORE_CLICKHOUSE_PASSWORD"};
+  fprintf(stderr, "capstore config: %s is valid; from the environment:", path);
+  for (size_t i = 0; i < sizeof secrets / sizeof secrets[0]; i++)
+    fprintf(stderr, " %s %s%s", secrets[i], getenv(secrets[i]) != NULL ? "set" : "unset",
+            i + 1 < sizeof secrets / sizeof secrets[0] ? "," : "\n");
   capstore_settings_free(s);
   return code;
 }

@@ -645,6 +645,7 @@ int cli_demo_main(int argc, char **argv) {
     if (have_config) {
       printf("  %s fsck %s --deep\n      # the spool, the store and the catalog checked against each other\n", cli_program,
              config);
+      printf("  %s status %s\n      # what the spool, the catalog and the store hold\n", cli_program, config);
       printf("  %s config check %s\n      # the configuration with every default filled in\n", cli_program, config);
     }
     printf("  %s demo --dir %s --threads 8\n      # runs add up in the same catalog\n", cli_program, o.dir);

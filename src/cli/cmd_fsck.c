@@ -24,7 +24,7 @@
 #include "cli.h"
 
 #define EXIT_FOUND 1
-#define EXIT_UNCHECKED 3
+#define EXIT_UNCHECKED CLI_EXIT_UNREADABLE
 #define EXAMPLES_MAX 5u
 #define PAGE 1000u
 
@@ -571,19 +571,8 @@ int cli_fsck_main(int argc, char **argv) {
     }
   }
   if (config == NULL) return fsck_usage(stderr);
-  capstore_settings *s;
-  char msg[600];
-  if (capstore_settings_new(&s) != CS_E_OK) return fprintf(stderr, "capstore fsck: out of memory\n"), EXIT_UNCHECKED;
-  if (capstore_settings_load(s, config, msg, sizeof msg) != CS_E_OK) {
-    fprintf(stderr, "capstore fsck: %s\n", msg);
-    capstore_settings_free(s);
-    return EXIT_UNCHECKED;
-  }
-  if (capstore_settings_validate(s, msg, sizeof msg) != CS_E_OK) {
-    fprintf(stderr, "capstore fsck: %s: %s\n", config, msg);
-    capstore_settings_free(s);
-    return EXIT_UNCHECKED;
-  }
+  capstore_settings *s = cli_settings_load("fsck", config);
+  if (s == NULL) return CLI_EXIT_UNREADABLE;
   fsck_run run = {.cfg = capstore_settings_config(s), .deep = deep, .tty = !json && isatty(STDERR_FILENO)};
   int code = check(&run);
   if (code == CLI_EXIT_OK && fix && (run.found[K_SPOOL_HELD].count > 0 || run.found[K_ORPHAN].count > 0)) {

@@ -18,6 +18,7 @@ static const cli_command commands[] = {
     {"config", "check a configuration file; list its keys and defaults", cli_config_main},
     {"fsck", "check the spool, the store and the catalog against each other", cli_fsck_main},
     {"pack", "inspect, verify and build dmi-pack-v1 files", cli_pack_main},
+    {"status", "where the data of a configuration stands: spool, catalog, store", cli_status_main},
     {"spool", "list, check and sweep a capture spool directory", cli_spool_main},
 };
 
