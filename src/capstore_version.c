@@ -1,3 +1,8 @@
-/* The library version, one place. */
-const char *capstore_version(void);
-const char *capstore_version(void) { return "0.1.0"; }
+/* The library version, one place: the CMake project's VERSION, passed in as CAPSTORE_VERSION. */
+#include "capstore/capstore.h"
+
+#ifndef CAPSTORE_VERSION
+#error "CAPSTORE_VERSION is set by CMakeLists.txt (project VERSION)"
+#endif
+
+const char *capstore_version(void) { return CAPSTORE_VERSION; }

@@ -1,27 +1,7 @@
-# Pack format (dmi-pack-v1): its library dependencies, unit-test fixtures and
-# the compatibility test against the Python reference writer.
-#
-# The root CMakeLists builds src/pack/*.c into `capstore`; the pack code needs
-# OpenSSL's libcrypto (SHA-256) and zlib (CRC-32) besides jansson. CMake >= 3.13
-# lets this directory attach them to `capstore` (policy CMP0079), so every
-# consumer of the library links them.
-find_package(OpenSSL REQUIRED COMPONENTS Crypto)
-find_package(ZLIB REQUIRED)
-if(NOT JANSSON_FOUND)
-  message(FATAL_ERROR "the pack reader needs jansson (Debian: libjansson-dev)")
-endif()
-target_link_libraries(capstore PUBLIC OpenSSL::Crypto ZLIB::ZLIB)
-# CRC-32 through Intel ISA-L (Debian libisal-dev) when present: the same
-# function as zlib's crc32 with carry-less multiplication, an order of
-# magnitude faster. zlib stays the reference and the fallback.
-pkg_check_modules(ISAL IMPORTED_TARGET libisal)
-if(ISAL_FOUND)
-  target_link_libraries(capstore PUBLIC PkgConfig::ISAL)
-  target_compile_definitions(capstore PRIVATE CAPSTORE_HAVE_ISAL=1)
-else()
-  message(STATUS "ISA-L not found (Debian: libisal-dev): CRC-32 uses zlib")
-  target_compile_definitions(capstore PRIVATE CAPSTORE_HAVE_ISAL=0)
-endif()
+# Pack format (dmi-pack-v1): unit-test fixtures and the compatibility test
+# against the Python reference writer. The pack code's libraries (jansson,
+# OpenSSL's libcrypto, zlib, ISA-L when found) are attached to `capstore` in
+# the root CMakeLists.txt, where the installed library takes them from too.
 
 # The pack unit tests need only the library (not the simulator), and read the
 # reference writer's golden packs.

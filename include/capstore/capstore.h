@@ -205,6 +205,9 @@ void capstore_stats_get(capstore *cs, capstore_stats *out);
 size_t capstore_stats_json(capstore *cs, char *buf, size_t size);
 size_t capstore_stats_prometheus(capstore *cs, char *buf, size_t size);
 
+/* The library's version, "MAJOR.MINOR.PATCH" (the CMake project's; `capstore --version` prints it). */
+const char *capstore_version(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "capstore/capstore.h"
 #include "cli.h"
 
 typedef struct cli_command {
@@ -23,7 +24,7 @@ static const cli_command commands[] = {
 };
 
 static int usage(FILE *out) {
-  fprintf(out, "usage: capstore <command> [arguments]\n\ncommands:\n");
+  fprintf(out, "usage: capstore <command> [arguments]\n       capstore --version\n\ncommands:\n");
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
     fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
   }
@@ -36,6 +37,7 @@ int main(int argc, char **argv) {
   if (argc > 0 && argv[0] != NULL && strchr(argv[0], '/') != NULL) cli_program = argv[0]; /* as the user ran it */
   if (argc < 2) return usage(stderr);
   if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0) return usage(stdout);
+  if (strcmp(argv[1], "--version") == 0) return printf("capstore %s\n", capstore_version()) < 0 ? CLI_EXIT_FAILURE : CLI_EXIT_OK;
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
     if (strcmp(argv[1], commands[i].name) == 0) return commands[i].run(argc - 1, argv + 1);
   }
