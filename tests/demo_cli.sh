@@ -42,6 +42,17 @@ run --dir "$work/d" --records 50 --quiet
 expect_status 0 "quiet run"
 [[ -z $out && -z $err ]] || fail "--quiet printed something"
 
+# Every command's --help reads like a man page: on stdout, exit 0, a synopsis, the exit status, an example.
+commands=$("$capstore" --help | awk '/^commands:/{on=1; next} /^$/{on=0} on{print $1}')
+[[ $(wc -w <<<"$commands") -ge 6 ]] || fail "capstore --help lists: $commands"
+for c in $commands; do
+  "$capstore" "$c" --help >"$work/help" 2>&1 || fail "capstore $c --help: exit $?"
+  for want in "usage: capstore $c" "exit status" "example"; do
+    grep -q "$want" "$work/help" || fail "capstore $c --help lacks '$want'"
+  done
+done
+"$capstore" --version | grep -Eq '^capstore [0-9]+\.[0-9]+\.[0-9]+' || fail "capstore --version"
+
 run --help
 expect_status 0 "--help"
 expect_out "usage: capstore demo" "--help"

@@ -277,19 +277,28 @@ static int cmd_key(const char *path, const char *prefix) {
   return print_buf(&out);
 }
 
-static int pack_usage(void) {
-  fprintf(stderr,
+static int pack_usage(FILE *out) {
+  fprintf(out,
           "usage: capstore pack info FILE        header, trailer and footer as JSON\n"
           "       capstore pack verify FILE      check every byte; reason on stderr\n"
           "       capstore pack key FILE [--prefix PREFIX]\n"
           "                                      object key and object metadata\n"
           "       capstore pack build SPEC OUT [--allow-outside-paths]\n"
           "                                      write a pack from a JSON spec (payload\n"
-          "                                      files only from the spec's directory)\n");
-  return CLI_EXIT_USAGE;
+          "                                      files only from the spec's directory)\n"
+          "\n"
+          "FILE is a dmi-pack-v1 file (docs/format.md): a spool's .dmi-pack.ready file, or\n"
+          "an object's bytes fetched from the store.\n"
+          "\n"
+          "exit status: 0 done (verify: every byte checked); 1 the file is refused or\n"
+          "             unreadable (the reason on stderr); 2 usage.\n"
+          "\n"
+          "example: capstore pack verify spool/01a2...-b3df0.1796...7152.4096.832a...9fb3.dmi-pack.ready\n");
+  return out == stdout ? CLI_EXIT_OK : CLI_EXIT_USAGE;
 }
 
 int cli_pack_main(int argc, char **argv) {
+  if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) return pack_usage(stdout);
   if (argc == 3 && strcmp(argv[1], "info") == 0) return cmd_info(argv[2]);
   if (argc == 3 && strcmp(argv[1], "verify") == 0) return cmd_verify(argv[2]);
   if (argc == 3 && strcmp(argv[1], "key") == 0) return cmd_key(argv[2], "");
@@ -300,5 +309,5 @@ int cli_pack_main(int argc, char **argv) {
   if (argc == 5 && strcmp(argv[1], "build") == 0 && strcmp(argv[4], "--allow-outside-paths") == 0) {
     return cli_pack_build(argv[2], argv[3], true);
   }
-  return pack_usage();
+  return pack_usage(stderr);
 }

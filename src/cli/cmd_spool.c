@@ -56,7 +56,9 @@ static int spool_usage(FILE *out) {
           "               an I/O error; check: a pack kept in place, or a failed reason\n"
           "               file; sweep: a temp file left); the reason is on stderr\n"
           "             2 usage\n"
-          "             3 check only: the pass completed and quarantined at least one pack\n");
+          "             3 check only: the pass completed and quarantined at least one pack\n"
+          "\n"
+          "example: capstore spool list capstore-demo/spool\n");
   return out == stdout ? CLI_EXIT_OK : CLI_EXIT_USAGE;
 }
 

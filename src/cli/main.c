@@ -24,10 +24,30 @@ static const cli_command commands[] = {
 };
 
 static int usage(FILE *out) {
-  fprintf(out, "usage: capstore <command> [arguments]\n       capstore --version\n\ncommands:\n");
+  fprintf(out,
+          "usage: capstore COMMAND [ARGUMENTS]\n"
+          "       capstore COMMAND --help\n"
+          "       capstore --version\n"
+          "\n"
+          "capstore captures tensors into a local spool of dmi-pack-v1 files, uploads the\n"
+          "packs to an object store (a directory, or S3) and indexes them into a catalog\n"
+          "(SQLite, or ClickHouse). This command runs the demo and looks after a\n"
+          "deployment; the library (capstore/capstore.h) is what capture processes link.\n"
+          "\n"
+          "commands:\n");
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
     fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
   }
+  fprintf(out,
+          "\n"
+          "CONFIG (fsck, status, config check) is a configuration file: docs/configuration.md.\n"
+          "\n"
+          "exit status: each command's --help lists its own; 2 is always a usage error.\n"
+          "\n"
+          "examples:\n"
+          "  capstore demo                                 capture, flush and read back (no server)\n"
+          "  capstore status capstore-demo/capstore.json   what the demo's spool, catalog and store hold\n"
+          "  capstore fsck capstore-demo/capstore.json     check them against each other\n");
   return out == stdout ? CLI_EXIT_OK : CLI_EXIT_USAGE;
 }
 
