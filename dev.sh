@@ -10,19 +10,25 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-PACKAGES=(build-essential cmake ninja-build clang libclang-rt-14-dev pkg-config libcmocka-dev
-          libjansson-dev libssl-dev zlib1g-dev libisal-dev python3
-          libcurl4-openssl-dev libsqlite3-dev libexpat1-dev
-          clickhouse-server clickhouse-client)
+# What configure and the build need (the demo needs nothing more: no server).
+BUILD_PACKAGES=(build-essential cmake ninja-build pkg-config libcmocka-dev
+                libjansson-dev libssl-dev zlib1g-dev libisal-dev python3
+                libcurl4-openssl-dev libsqlite3-dev libexpat1-dev)
+# What the tests add: clang (fuzz targets, the clang build), the live servers.
+PACKAGES=("${BUILD_PACKAGES[@]}" clang libclang-rt-14-dev clickhouse-server clickhouse-client)
 
+# deps [build]: every package the tests need, or (build) only what the build needs.
 deps() {
-  local missing=()
-  for p in "${PACKAGES[@]}"; do
+  local missing=() wanted=("${PACKAGES[@]}")
+  [ "${1:-}" = build ] && wanted=("${BUILD_PACKAGES[@]}")
+  for p in "${wanted[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done
   # Node.js and npm (for the S3 test server): the machine's own when present (a
   # NodeSource nodejs bundles npm and conflicts with Debian's npm package).
-  if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then missing+=(nodejs npm); fi
+  if [ "${1:-}" != build ] && { ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; }; then
+    missing+=(nodejs npm)
+  fi
   [ ${#missing[@]} -eq 0 ] && return 0
   local sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
@@ -32,7 +38,7 @@ deps() {
 }
 
 configure() {
-  deps
+  deps "${1:-}"
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 }
 
@@ -44,7 +50,7 @@ build() {
 case "${1:-}" in
   deps) deps ;;
   demo)
-    configure
+    configure build
     # Only the command (not the tests and mutants); the log is shown when the build fails.
     echo "dev.sh: building build/capstore (log: build/dev-demo-build.log)" >&2
     ninja -C build capstore_cli >build/dev-demo-build.log 2>&1 || { tail -40 build/dev-demo-build.log; exit 1; }

@@ -32,9 +32,11 @@ grep -q "example" "$work/out" && fail "check printed a secret's value"
 
 # The defaults are a file: with the three required keys added, it is valid.
 "$capstore" config defaults >"$work/defaults.json" || fail "config defaults failed"
+"$capstore" config check "$work/defaults.json" >/dev/null 2>"$work/err" || fail "the defaults file is refused: $(cat "$work/err")"
+grep -q "hash_thread" "$work/defaults.json" && fail "the defaults file pins hash_thread to this machine's CPUs"
 python3 - "$work/defaults.json" "$work/full.json" <<'PY' || fail "the defaults are not JSON"
 import json, sys
-d = json.load(open(sys.argv[1]))
+d = json.loads("".join(l for l in open(sys.argv[1]) if not l.lstrip().startswith("#")))
 d["spool_dir"] = "/tmp/x"; d.setdefault("store", {})["dir"] = "/tmp/y"; d.setdefault("catalog", {})["sqlite"] = "/tmp/z"
 json.dump(d, open(sys.argv[2], "w"))
 PY

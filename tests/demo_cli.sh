@@ -4,10 +4,11 @@
 # directory (the second also finds the first's records and still checks only
 # its own), the table a person reads, and refusals: bad options (exit 2) and
 # a directory that cannot be made (exit 1, named).
-# Replay: tests/demo_cli.sh CAPSTORE WORKDIR
+# Replay: tests/demo_cli.sh CAPSTORE WORKDIR FLIP_SHIM
 set -uo pipefail
 capstore=$1
 work=$2
+shim=$3
 source "$(dirname "$0")/cli_lib.sh"
 cli_begin "$work"
 
@@ -37,6 +38,16 @@ run --dir "$work/d" --threads 2 --records 100
 expect_status 0 "second run"
 expect_out "200 of 200 records equal" "second run"
 expect_out "also in the catalog .*900 records of earlier runs" "second run"
+
+# A store that returns other bytes than it stored (tests/demo_flip_shim.c): the read-back must fail, naming a record.
+LD_PRELOAD=$shim "$capstore" demo --dir "$work/lies" --threads 2 --records 100 >"$work/out" 2>"$work/err"
+status=$?
+printf '$ LD_PRELOAD=demo_flip_shim capstore demo ...  (exit %d)\n%s\n' "$status" "$(cat "$work/err")"
+[[ $status == 1 ]] || fail "a lying store: exit $status, expected 1"
+grep -q "read-back: .* of 200 records equal, [1-9][0-9]* differed" "$work/err" || fail "a lying store: no count of differing records"
+grep -q "CRC-32 differs from the catalog's" "$work/err" || fail "a lying store: the first difference is not named"
+grep -q "200 of 200 records equal" "$work/out" && fail "a lying store: the table reports every record equal"
+grep -q "^next:" "$work/out" && fail "a lying store: next steps offered after a failed read-back"
 
 run --dir "$work/d" --records 50 --quiet
 expect_status 0 "quiet run"

@@ -5,10 +5,11 @@
 # cannot; --repair fixes what the service's protocol fixes (spool packs the
 # catalog holds, orphan objects) and leaves the rest; exit codes as
 # documented (0 clean, 1 found, 2 usage, 3 could not check).
-# Replay: tests/fsck_cli.sh CAPSTORE WORKDIR
+# Replay: tests/fsck_cli.sh CAPSTORE SPOOL_FIXTURE WORKDIR
 set -uo pipefail
 capstore=$1
-work=$2
+fixture=$2
+work=$3
 source "$(dirname "$0")/cli_lib.sh"
 cli_begin "$work"
 
@@ -71,6 +72,39 @@ fsck_json "$work/orphan.json" --repair
 expect_clean "an orphan after --repair"
 grep -q "objects adopted" "$work/err" || fail "--repair did not say what the service did"
 
+# A shared prefix (reconcile off): another catalog's objects are not orphans, and --repair adopts none.
+fresh shared
+(cd "$work/other/bucket" && find objects -name '*.obj' -exec cp --parents {} "$work/shared/bucket/" \;)
+python3 - "$work/shared.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1])); c["reconcile"] = {"at_start": False}; json.dump(c, open(sys.argv[1], "w"))
+PY
+fsck_json "$work/shared.json"
+expect_clean "another catalog's object under a shared prefix"
+grep -q '"other_catalogs_objects": 1' "$work/out" || fail "the other catalog's object is not counted"
+fsck_json "$work/shared.json" --repair
+expect_clean "a shared prefix after --repair"
+packs=$("$capstore" status "$work/shared.json" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["catalog"]["packs"])')
+[[ $packs == 1 ]] || fail "--repair adopted another catalog's pack under a shared prefix ($packs packs)"
+
+# An uploaded pack still waiting in the spool (its INDEX not done yet) is in flight, not an orphan.
+fresh flight
+(cd "$work/other/bucket" && find objects -name '*.obj' -exec cp --parents {} "$work/flight/bucket/" \;)
+tail -c +81 "$other_obj" >"$work/flight.raw"
+cp "$work/flight.raw" "$work/flight/spool/$(ready_name "$work/flight.raw")"
+fsck_json "$work/flight.json"
+expect_clean "an uploaded pack still in the spool"
+grep -q '"uploaded_in_spool": 1' "$work/out" || fail "the in-flight pack is not counted"
+
+# A second copy of a catalog pack under another key: the catalog's object is there; the copy is counted.
+fresh stray
+obj=$(objects stray | head -1)
+mkdir -p "$(dirname "$obj")/../aa.d"
+cp "$obj" "$(dirname "$obj")/../aa.d/$(basename "$obj")"
+fsck_json "$work/stray.json"
+expect_clean "a stray copy under another key"
+grep -q '"stray_copies": 1' "$work/out" || fail "the stray copy is not counted"
+
 # A catalog pack whose object is gone.
 fresh missing
 rm "$(objects missing | head -1)"
@@ -101,6 +135,15 @@ fresh held
 raw_pack "$(objects held | head -1)" "$work/held.raw"
 name=$(ready_name "$work/held.raw")
 cp "$work/held.raw" "$work/held/spool/$name"
+# While the spool's owner runs, that pack is the running service's next hand-off, not a finding.
+"$fixture" hold "$work/held/spool" 30 >"$work/holding" &
+holder=$!
+for _ in $(seq 100); do grep -q holding "$work/holding" && break; sleep 0.1; done
+fsck_json "$work/held.json"
+expect_clean "a held pack while the spool's owner runs"
+grep -q '"awaiting_handoff": 1' "$work/out" || fail "the pack awaiting hand-off is not counted"
+kill "$holder"
+wait "$holder" 2>/dev/null
 fsck_json "$work/held.json"
 expect_only spool_packs_in_catalog 1 "a spool pack the catalog holds"
 fsck_json "$work/held.json" --repair
@@ -129,10 +172,21 @@ printf '{"spool_dir": "%s/s", "store": {"s3": {"endpoint": "http://127.0.0.1:1",
 AWS_ACCESS_KEY_ID=a AWS_SECRET_ACCESS_KEY=b "$capstore" fsck "$work/down.json" >/dev/null 2>"$work/err"
 [[ $? == 3 ]] || fail "an unreachable store: exit not 3"
 grep -q "could not check: store LIST" "$work/err" || fail "an unreachable store: $(cat "$work/err")"
-printf '{"spool_dir": "%s/s", "store": {"dir": "%s/b"}, "catalog": {"sqlite": "%s/never.db"}}\n' "$work" "$work" "$work" >"$work/never.json"
+# fsck reads and never creates: a catalog file or store directory that does not exist is named, not made.
+printf '{"spool_dir": "%s/s", "store": {"dir": "%s/clean/bucket"}, "catalog": {"sqlite": "%s/never.db"}}\n' "$work" "$work" "$work" >"$work/never.json"
 "$capstore" fsck "$work/never.json" >/dev/null 2>"$work/err"
 [[ $? == 3 ]] || fail "a catalog never written: exit not 3"
-grep -q "the catalog has no capstore tables" "$work/err" || fail "a catalog never written: $(cat "$work/err")"
+grep -q "catalog.sqlite $work/never.db: No such file or directory" "$work/err" || fail "a catalog never written: $(cat "$work/err")"
+[[ -e $work/never.db ]] && fail "fsck created the catalog file"
+printf '{"spool_dir": "%s/s", "store": {"dir": "%s/nostore"}, "catalog": {"sqlite": "%s/clean/catalog.db"}}\n' "$work" "$work" "$work" >"$work/nostore.json"
+"$capstore" fsck "$work/nostore.json" >/dev/null 2>"$work/err"
+[[ $? == 3 ]] || fail "a store never written: exit not 3"
+[[ -e $work/nostore ]] && fail "fsck created the store directory"
+: >"$work/empty.db"
+printf '{"spool_dir": "%s/s", "store": {"dir": "%s/clean/bucket"}, "catalog": {"sqlite": "%s/empty.db"}}\n' "$work" "$work" "$work" >"$work/empty.json"
+"$capstore" fsck "$work/empty.json" >/dev/null 2>"$work/err"
+[[ $? == 3 ]] || fail "an empty catalog file: exit not 3"
+grep -q "the catalog has no capstore tables" "$work/err" || fail "an empty catalog file: $(cat "$work/err")"
 "$capstore" fsck --help | grep -q "exit status" || fail "fsck --help"
 
 finish fsck_cli

@@ -35,8 +35,11 @@ add_test(NAME cli.spool
 set_tests_properties(cli.spool PROPERTIES LABELS "runtime;cli" TIMEOUT 120)
 
 # capstore demo: the README's first command, on the embedded defaults (tests/demo_cli.sh).
+add_library(demo_flip_shim MODULE ${CMAKE_CURRENT_SOURCE_DIR}/demo_flip_shim.c)
+target_link_libraries(demo_flip_shim PRIVATE ${CMAKE_DL_LIBS})
 add_test(NAME cli.demo
-  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/demo_cli.sh $<TARGET_FILE:capstore_cli> ${CMAKE_CURRENT_BINARY_DIR}/demo_cli)
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/demo_cli.sh $<TARGET_FILE:capstore_cli> ${CMAKE_CURRENT_BINARY_DIR}/demo_cli
+          $<TARGET_FILE:demo_flip_shim>)
 set_tests_properties(cli.demo PROPERTIES LABELS "runtime;cli" TIMEOUT 300)
 
 # capstore config and docs/configuration.md (tests/config_cli.sh).
@@ -47,7 +50,8 @@ set_tests_properties(cli.config PROPERTIES LABELS "runtime;cli" TIMEOUT 120)
 
 # capstore fsck on states made by capstore demo, one planted inconsistency each (tests/fsck_cli.sh).
 add_test(NAME cli.fsck
-  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/fsck_cli.sh $<TARGET_FILE:capstore_cli> ${CMAKE_CURRENT_BINARY_DIR}/fsck_cli)
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/fsck_cli.sh $<TARGET_FILE:capstore_cli> $<TARGET_FILE:spool_cli_fixture>
+          ${CMAKE_CURRENT_BINARY_DIR}/fsck_cli)
 set_tests_properties(cli.fsck PROPERTIES LABELS "runtime;cli" TIMEOUT 300)
 
 # capstore status on a state made by capstore demo (tests/status_cli.sh).

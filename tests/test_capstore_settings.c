@@ -132,6 +132,41 @@ static void test_keys_and_types_refused_by_name(void **state) {
   refused("{" BASE ", \"name\": [\"a\"]}", "name: expected a string, got an array");
 }
 
+static void test_edges_reported_by_review(void **state) {
+  (void)state;
+  /* A key given twice, once nested and once dotted, in either order. */
+  refused("{" BASE ", \"service.lease_ttl\": \"7s\", \"service\": {\"lease_ttl\": \"9s\"}}",
+          "service.lease_ttl: given twice (once nested, once dotted)");
+  refused("{" BASE ", \"service\": {\"lease_ttl\": \"9s\"}, \"service.lease_ttl\": \"7s\"}", "given twice");
+  /* A user or password in the ClickHouse URL's query: refused, the value never quoted. */
+  refused("{\"spool_dir\": \"/x\", \"store\": {\"dir\": \"/y\"}, "
+          "\"catalog\": {\"clickhouse\": {\"url\": \"https://ch:8443/?user=u&password=hunter2\"}}}",
+          "catalog.clickhouse.url carries a user or password in its query");
+  /* Values up to 2^64 - 1 reach a field by any unit, and the effective JSON parses back (the fuzz target's property). */
+  capstore_settings *s, *back;
+  char msg[300], json[8192];
+  assert_int_equal(parse(&s, "{" BASE ", \"capture\": {\"linger\": \"18446744073.709551615s\", "
+                             "\"spool_bytes_max\": \"18446744073709551.615kB\"}}", msg, sizeof msg), CS_E_OK);
+  assert_int_equal(capstore_settings_config(s)->capture.sink.linger_ns, UINT64_MAX);
+  assert_int_equal(capstore_settings_config(s)->capture.sink.spool_bytes_max, UINT64_MAX);
+  capstore_settings_json(s, json, sizeof json);
+  assert_int_equal(parse(&back, json, msg, sizeof msg), CS_E_OK);
+  assert_int_equal(capstore_settings_config(back)->capture.sink.linger_ns, UINT64_MAX);
+  assert_int_equal(capstore_settings_config(back)->capture.sink.spool_bytes_max, UINT64_MAX);
+  capstore_settings_free(s);
+  capstore_settings_free(back);
+  refused("{" BASE ", \"capture\": {\"spool_bytes_max\": \"18446744073709551616\"}}", "is not a size");
+  /* A UTF-8 byte order mark is skipped. */
+  assert_int_equal(parse(&s, "\xef\xbb\xbf{" BASE "}", msg, sizeof msg), CS_E_OK);
+  capstore_settings_free(s);
+  /* Refusals name the environment variable or the choice, not C names. */
+  unsetenv("AWS_ACCESS_KEY_ID");
+  refused("{\"spool_dir\": \"/x\", \"store\": {\"s3\": {\"endpoint\": \"https://s3:9000\", \"bucket\": \"bkt\"}}, "
+          "\"catalog\": {\"sqlite\": \"/z\"}}",
+          "AWS_ACCESS_KEY_ID is not set (S3 credentials come from the environment)");
+  refused("{" BASE ", \"capture\": {\"block_max\": \"0\"}}", "capture.block_max must be >= 1 ms under capture.full_policy block");
+}
+
 static void test_json_errors_name_line_and_column(void **state) {
   (void)state;
   refused("{\n  \"spool_dir\": \"/x\",\n}", "test.json:3:1:");
@@ -291,6 +326,7 @@ int main(void) {
       cmocka_unit_test(test_every_kind_of_value),
       cmocka_unit_test(test_keys_and_types_refused_by_name),
       cmocka_unit_test(test_json_errors_name_line_and_column),
+      cmocka_unit_test(test_edges_reported_by_review),
       cmocka_unit_test(test_validation_speaks_in_file_keys),
       cmocka_unit_test(test_secrets_only_from_the_environment),
       cmocka_unit_test(test_effective_json_round_trips),

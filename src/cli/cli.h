@@ -78,6 +78,16 @@ typedef struct spool_names {
 /* Reads the names of the directory dirfd; 0, or -1 with errno set. */
 int cli_spool_scan(int dirfd, spool_names *out);
 void cli_spool_names_free(spool_names *names);
+/* The pid the spool's lock file records (0: none) and whether that process runs; no lock is taken. */
+bool cli_spool_owner(int dirfd, long *pid);
+
+/*
+ * The tools read; they never create. A store.dir or catalog.sqlite that does
+ * not exist would be made by opening it: -1 with err naming it instead.
+ */
+struct capstore_config;
+int cli_embedded_paths_exist(const struct capstore_config *cfg, char *err, size_t err_size);
+
 /* The first line of "<quarantined name>.reason" ("(no reason recorded)" when none can be read). */
 void cli_spool_read_reason(int dirfd, const char *quarantined, char reason[REASON_BYTES_MAX]);
 

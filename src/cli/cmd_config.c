@@ -2,9 +2,13 @@
  * capstore config check|keys|defaults: the configuration file
  * (capstore/settings.h, docs/configuration.md) from the command line.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+
+#include <jansson.h>
 
 #include "capstore/capstore.h"
 #include "cli.h"
@@ -14,7 +18,8 @@ static int config_usage(FILE *out) {
           "usage: capstore config check FILE   validate FILE as the runtime will; print the\n"
           "                                    effective configuration (defaults filled in)\n"
           "       capstore config keys         every key a file may hold: type and meaning\n"
-          "       capstore config defaults     the defaults as a file to start from\n"
+          "       capstore config defaults     the defaults as a file to start from (spool_dir,\n"
+          "                                    store and catalog set to examples to replace)\n"
           "\n"
           "A configuration is a JSON object of nested keys (\"service\": {\"lease_ttl\": \"30s\"});\n"
           "whole lines starting with '#' are comments. Sizes take units (\"64MiB\"), durations\n"
@@ -61,6 +66,17 @@ capstore_settings *cli_settings_load(const char *command, const char *path) {
   return NULL;
 }
 
+int cli_embedded_paths_exist(const capstore_config *cfg, char *err, size_t err_size) {
+  struct stat st;
+  if (cfg->store_dir != NULL && stat(cfg->store_dir, &st) != 0)
+    return snprintf(err, err_size, "store.dir %s: %s (nothing was stored here yet, or CONFIG names another)",
+                    cfg->store_dir, strerror(errno)), -1;
+  if (cfg->sqlite_path != NULL && stat(cfg->sqlite_path, &st) != 0)
+    return snprintf(err, err_size, "catalog.sqlite %s: %s (nothing was published here yet, or CONFIG names another)",
+                    cfg->sqlite_path, strerror(errno)), -1;
+  return 0;
+}
+
 static int config_check(const char *path) {
   capstore_settings *s = cli_settings_load("config", path);
   if (s == NULL) return CLI_EXIT_FAILURE;
@@ -85,9 +101,32 @@ static int config_keys(void) {
 static int config_defaults(void) {
   capstore_settings *s;
   if (capstore_settings_new(&s) != CS_E_OK) return fprintf(stderr, "capstore config: out of memory\n"), CLI_EXIT_FAILURE;
-  int code = print_json(s);
+  size_t need = capstore_settings_json(s, NULL, 0);
+  char *text = malloc(need + 1);
+  json_t *doc = NULL;
+  if (text != NULL && need > 0) {
+    capstore_settings_json(s, text, need + 1);
+    doc = json_loads(text, 0, NULL);
+  }
+  free(text);
   capstore_settings_free(s);
-  return code;
+  if (doc == NULL) return fprintf(stderr, "capstore config: out of memory\n"), CLI_EXIT_FAILURE;
+  /* Their defaults follow the CPUs of the machine that runs, not of this one: a file leaves them out. */
+  json_t *capture = json_object_get(doc, "capture");
+  json_object_del(capture, "hash_thread");
+  json_object_del(capture, "demote_staging");
+  /* The three keys every configuration must set, as placeholders to replace. */
+  json_t *top = json_object();
+  json_object_set_new(top, "spool_dir", json_string("/var/lib/capstore/spool"));
+  json_object_set_new(top, "store", json_pack("{s:s}", "dir", "/var/lib/capstore/bucket"));
+  json_object_set_new(top, "catalog", json_pack("{s:s}", "sqlite", "/var/lib/capstore/catalog.db"));
+  json_object_update_recursive(top, doc);
+  json_decref(doc);
+  printf("# capstore's defaults (docs/configuration.md); spool_dir, store and catalog are examples to replace\n");
+  int rc = json_dumpf(top, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+  printf("\n");
+  json_decref(top);
+  return rc == 0 ? CLI_EXIT_OK : CLI_EXIT_FAILURE;
 }
 
 int cli_config_main(int argc, char **argv) {

@@ -420,10 +420,40 @@ out:
   return rc;
 }
 
-static int mkdir_one(const char *path, char *msg, size_t msg_size) {
-  if (mkdir(path, 0777) == 0 || errno == EEXIST) return CS_E_OK;
-  snprintf(msg, msg_size, "cannot create %s: %s", path, strerror(errno));
-  return CS_E_IO;
+/* mkdir -p: every missing directory of path. */
+static int mkdir_all(const char *path, char *msg, size_t msg_size) {
+  char partial[4096];
+  size_t n = strlen(path);
+  if (n >= sizeof partial) return snprintf(msg, msg_size, "--dir is longer than %zu bytes", sizeof partial - 1), CS_E_IO;
+  for (size_t i = 1; i <= n; i++) {
+    if (i < n && path[i] != '/') continue;
+    memcpy(partial, path, i);
+    partial[i] = '\0';
+    if (mkdir(partial, 0777) != 0 && errno != EEXIST) {
+      snprintf(msg, msg_size, "cannot create %.400s: %s", partial, strerror(errno));
+      return CS_E_IO;
+    }
+  }
+  return CS_E_OK;
+}
+
+/* path as a shell word: as it is when it needs no quoting, else in single quotes. */
+static const char *shell_word(const char *path, char *out, size_t cap) {
+  if (strspn(path, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789/._-+=:,@%") == strlen(path))
+    return snprintf(out, cap, "%s", path), out;
+  size_t o = 0;
+  out[o++] = '\'';
+  for (const char *p = path; *p != '\0' && o + 6 < cap; p++) {
+    if (*p == '\'') {
+      memcpy(out + o, "'\\''", 4);
+      o += 4;
+    } else {
+      out[o++] = *p;
+    }
+  }
+  out[o++] = '\'';
+  out[o] = '\0';
+  return out;
 }
 
 static int demo_usage(FILE *out) {
@@ -437,7 +467,7 @@ static int demo_usage(FILE *out) {
           "\n"
           "options:\n"
           "  --dir DIR      where the spool, the store and the catalog live\n"
-          "                 (default: capstore-demo, created when missing; runs add up)\n"
+          "                 (default: capstore-demo, created with its parents; runs add up)\n"
           "  --threads N    capture threads, 1..%u (default 4)\n"
           "  --records N    records per thread, 1..%u (default 2500)\n"
           "  --quiet        no progress line and no table, only errors\n"
@@ -497,7 +527,7 @@ int cli_demo_main(int argc, char **argv) {
       snprintf(bucket, sizeof bucket, "%s/bucket", o.dir) >= (int)sizeof bucket ||
       snprintf(catalog, sizeof catalog, "%s/catalog.db", o.dir) >= (int)sizeof catalog)
     return fprintf(stderr, "capstore demo: --dir is too long\n"), CLI_EXIT_USAGE;
-  if (mkdir_one(o.dir, msg, sizeof msg) != CS_E_OK) return fprintf(stderr, "capstore demo: %s\n", msg), CLI_EXIT_FAILURE;
+  if (mkdir_all(o.dir, msg, sizeof msg) != CS_E_OK) return fprintf(stderr, "capstore demo: %s\n", msg), CLI_EXIT_FAILURE;
 
   capstore_config cfg;
   capstore_config_default(&cfg);
@@ -538,8 +568,7 @@ int cli_demo_main(int argc, char **argv) {
   while (tty && atomic_load(&run.records_done) < total && !atomic_load(&run.failed)) {
     capstore_stats st;
     capstore_stats_get(run.cs, &st);
-    fprintf(stderr, "\rcapturing: %s of %s records, %s; packs: %" PRIu64 " sealed, %" PRIu64 " uploaded, %" PRIu64
-                    " in the catalog   ",
+    fprintf(stderr, "\rcaptured %s/%s, %s; packs %" PRIu64 " sealed %" PRIu64 " up %" PRIu64 " indexed  ",
             grouped(atomic_load(&run.records_done), a, sizeof a), grouped(total, b, sizeof b),
             mib(atomic_load(&run.bytes_done), c3, sizeof c3), st.capture.packs_sealed, st.service.uploaded,
             st.service.indexed);
@@ -548,7 +577,7 @@ int cli_demo_main(int argc, char **argv) {
   }
   for (uint32_t i = 0; i < started; i++) pthread_join(threads[i].thread, NULL);
   uint64_t t_captured = capstore_clock_ns();
-  if (tty) fprintf(stderr, "\r%-110s\rflushing...", "");
+  if (tty) fprintf(stderr, "\r%-79s\rflushing...", "");
   capstore_flush_report report;
   memset(&report, 0, sizeof report);
   int frc = CS_E_OK;
@@ -560,7 +589,7 @@ int cli_demo_main(int argc, char **argv) {
   capstore_stats st; /* after close: the packs published by the flush are handed off by then */
   capstore_stats_get(run.cs, &st);
   capstore_free(run.cs);
-  if (tty) fprintf(stderr, "\r%-110s\r", "");
+  if (tty) fprintf(stderr, "\r%-79s\r", "");
   if (atomic_load(&run.failed)) {
     fprintf(stderr, "capstore demo: %s\n", run.error);
     goto done;
@@ -579,7 +608,7 @@ int cli_demo_main(int argc, char **argv) {
   uint64_t t_read = capstore_clock_ns();
   int rrc = read_back(&run, &cfg, &check, msg, sizeof msg);
   uint64_t t_readdone = capstore_clock_ns();
-  if (tty) fprintf(stderr, "\r%-110s\r", "");
+  if (tty) fprintf(stderr, "\r%-79s\r", "");
   if (rrc != CS_E_OK) {
     fprintf(stderr, "capstore demo: read-back: %s\n", msg);
     goto done;
@@ -641,15 +670,19 @@ int cli_demo_main(int argc, char **argv) {
     }
   }
   if (!o.quiet) {
+    char qc[8300], qd[8300], qs[8300];
+    shell_word(config, qc, sizeof qc);
+    shell_word(o.dir, qd, sizeof qd);
+    shell_word(spool, qs, sizeof qs);
     printf("\nnext:\n");
     if (have_config) {
       printf("  %s fsck %s --deep\n      # the spool, the store and the catalog checked against each other\n", cli_program,
-             config);
-      printf("  %s status %s\n      # what the spool, the catalog and the store hold\n", cli_program, config);
-      printf("  %s config check %s\n      # the configuration with every default filled in\n", cli_program, config);
+             qc);
+      printf("  %s status %s\n      # what the spool, the catalog and the store hold\n", cli_program, qc);
+      printf("  %s config check %s\n      # the configuration with every default filled in\n", cli_program, qc);
     }
-    printf("  %s demo --dir %s --threads 8\n      # runs add up in the same catalog\n", cli_program, o.dir);
-    printf("  %s spool list %s\n      # the local spool (empty once drained)\n", cli_program, spool);
+    printf("  %s demo --dir %s --threads 8\n      # runs add up in the same catalog\n", cli_program, qd);
+    printf("  %s spool list %s\n      # the local spool (empty once drained)\n", cli_program, qs);
   }
   exit_code = CLI_EXIT_OK;
 done:

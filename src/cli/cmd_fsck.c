@@ -80,7 +80,15 @@ typedef struct fsck_run {
   obj *objs;
   size_t obj_count, obj_cap;
   uint64_t other_objects, rejected_objects, heads, gets;
+  uint64_t stray_copies;    /* objects of a catalog pack under another key than the catalog's (harmless) */
+  uint64_t foreign_objects; /* unknown objects under a prefix this configuration does not reconcile */
+  uint64_t in_flight;       /* unknown objects whose pack still waits in the spool: uploaded, not yet indexed */
+  uint64_t awaiting_handoff;/* spool packs the catalog holds while the spool's owner runs */
+  bool reconciles;          /* the configuration reconciles its prefix (at start or periodically) */
+  long owner_pid;
+  bool owner_running;
   size_t spool_ready, spool_pending, spool_open;
+  cs_uuid *spool_ids; /* the ready packs' ids, sorted */
   bool spool_missing;
   finding found[K_COUNT_];
   char error[600];
@@ -105,8 +113,18 @@ static const cat_pack *cat_find(const fsck_run *r, const cs_uuid *id) {
   return r->cat_count == 0 ? NULL : bsearch(id, r->cat, r->cat_count, sizeof *r->cat, id_cmp);
 }
 
-static const obj *obj_find(const fsck_run *r, const cs_uuid *id) {
-  return r->obj_count == 0 ? NULL : bsearch(id, r->objs, r->obj_count, sizeof *r->objs, id_cmp);
+/* The store's object of pack id under key, or NULL; *copies gets how many objects hold that pack id. */
+static const obj *obj_find(const fsck_run *r, const cs_uuid *id, const char *key, size_t *copies) {
+  *copies = 0;
+  const obj *hit = r->obj_count == 0 ? NULL : bsearch(id, r->objs, r->obj_count, sizeof *r->objs, id_cmp);
+  if (hit == NULL) return NULL;
+  while (hit > r->objs && cs_uuid_equal(&hit[-1].id, id)) hit--; /* the first of the run of equal ids */
+  const obj *found = NULL;
+  for (; hit < r->objs + r->obj_count && cs_uuid_equal(&hit->id, id); hit++) {
+    (*copies)++;
+    if (strcmp(hit->key, key) == 0) found = hit;
+  }
+  return found;
 }
 
 static bool grow(void **items, size_t *cap, size_t count, size_t size) {
@@ -256,12 +274,12 @@ static int check_objects(fsck_run *r, cs_store *store) {
   char text[400];
   for (size_t i = 0; i < r->cat_count; i++) {
     const cat_pack *p = &r->cat[i];
-    const obj *o = obj_find(r, &p->id);
-    char id[CS_UUID_TEXT_LEN + 1];
-    cs_uuid_format(&p->id, id);
+    size_t copies = 0;
+    const obj *o = obj_find(r, &p->id, p->key, &copies);
     progress(r, "objects checked:", i + 1, r->cat_count);
-    if (o == NULL || strcmp(o->key, p->key) != 0) {
-      snprintf(text, sizeof text, "%.300s%s", p->key, o == NULL ? "" : " (the store holds the pack under another key)");
+    r->stray_copies += o != NULL ? copies - 1 : copies;
+    if (o == NULL) {
+      snprintf(text, sizeof text, "%.300s%s", p->key, copies == 0 ? "" : " (the store holds the pack under another key)");
       add_example(&r->found[K_MISSING], text);
       continue;
     }
@@ -309,6 +327,10 @@ static int check_objects(fsck_run *r, cs_store *store) {
 }
 
 /* Store objects the catalog does not name: orphans, unless the catalog rejected the pack. */
+static bool spool_holds(const fsck_run *r, const cs_uuid *id) {
+  return r->spool_ready > 0 && bsearch(id, r->spool_ids, r->spool_ready, sizeof *r->spool_ids, id_cmp) != NULL;
+}
+
 static int check_orphans(fsck_run *r, cs_catalog *cat) {
   size_t n = 0;
   cs_uuid *ids = malloc((r->obj_count + 1) * sizeof *ids);
@@ -329,7 +351,12 @@ static int check_orphans(fsck_run *r, cs_catalog *cat) {
   for (size_t i = 0; code == CLI_EXIT_OK && i < n; i++) {
     if (rejected[i]) {
       r->rejected_objects++;
-    } else if (!held[i]) { /* held: published after the listing began */
+    } else if (held[i]) { /* published after the listing began */
+    } else if (spool_holds(r, &ids[i])) {
+      r->in_flight++; /* uploaded, its INDEX not yet done: the service that owns the spool finishes it */
+    } else if (!r->reconciles) {
+      r->foreign_objects++; /* a shared prefix: another catalog's, not this one's to adopt */
+    } else {
       add_example(&r->found[K_ORPHAN], which[i]->key);
     }
   }
@@ -360,13 +387,27 @@ static int check_spool(fsck_run *r, cs_catalog *cat) {
   }
   r->spool_ready = names.ready.count;
   r->spool_open = names.open_count;
+  r->owner_running = cli_spool_owner(dirfd, &r->owner_pid);
+  r->spool_ids = calloc(names.ready.count + 1, sizeof *r->spool_ids);
+  if (r->spool_ids == NULL) {
+    cli_spool_names_free(&names);
+    close(dirfd);
+    return fail(r, "spool", CS_E_NO_MEMORY, CS_OUT_OK, NULL);
+  }
+  for (size_t i = 0; i < names.ready.count; i++) {
+    cs_spool_entry e;
+    (void)cs_spool_parse_ready_name(names.ready.names[i], &e);
+    r->spool_ids[i] = e.pack_id; /* name order is pack id order */
+  }
   for (size_t i = 0; i < names.ready.count; i++) {
     cs_spool_entry e;
     (void)cs_spool_parse_ready_name(names.ready.names[i], &e); /* the scan kept parseable names only */
-    if (cat_find(r, &e.pack_id) != NULL)
-      add_example(&r->found[K_SPOOL_HELD], names.ready.names[i]);
-    else
+    if (cat_find(r, &e.pack_id) == NULL)
       r->spool_pending++;
+    else if (r->owner_running)
+      r->awaiting_handoff++; /* the running service hands it off next */
+    else
+      add_example(&r->found[K_SPOOL_HELD], names.ready.names[i]);
   }
   size_t n = names.quarantined.count;
   cs_uuid *ids = calloc(n + 1, sizeof *ids);
@@ -404,14 +445,18 @@ static void run_free(fsck_run *r) {
   for (size_t i = 0; i < r->obj_count; i++) free(r->objs[i].key);
   free(r->cat);
   free(r->objs);
+  free(r->spool_ids);
   r->cat = NULL;
   r->objs = NULL;
+  r->spool_ids = NULL;
   r->cat_count = r->cat_cap = r->obj_count = r->obj_cap = 0;
 }
 
 /* One whole check; EXIT_UNCHECKED with r->error when a source could not be read. */
 static int check(fsck_run *r) {
   char msg[512];
+  if (cli_embedded_paths_exist(r->cfg, r->error, sizeof r->error) != 0) return EXIT_UNCHECKED;
+  r->reconciles = r->cfg->reconcile_at_start || r->cfg->service.reconcile_interval_ns != 0;
   cs_store store;
   cs_catalog cat;
   if (capstore_open_store(r->cfg, &store, msg, sizeof msg) != CS_E_OK) {
@@ -426,8 +471,8 @@ static int check(fsck_run *r) {
   int code = read_catalog(r, &cat);
   if (code == CLI_EXIT_OK) code = read_store(r, &store);
   if (code == CLI_EXIT_OK) code = check_objects(r, &store);
-  if (code == CLI_EXIT_OK) code = check_orphans(r, &cat);
   if (code == CLI_EXIT_OK) code = check_spool(r, &cat);
+  if (code == CLI_EXIT_OK) code = check_orphans(r, &cat);
   if (r->tty) fprintf(stderr, "\r%-60s\r", "");
   cat.ops->close(cat.self);
   cs_store_close(&store);
@@ -450,6 +495,13 @@ static void report_text(const fsck_run *r, const char *config) {
   printf("  store    %s: %zu pack objects (%" PRIu64 " of packs the catalog rejected), %" PRIu64 " other objects\n",
          r->cfg->store_dir != NULL ? r->cfg->store_dir : r->cfg->s3_bucket, r->obj_count, r->rejected_objects,
          r->other_objects);
+  if (r->in_flight + r->awaiting_handoff + r->stray_copies + r->foreign_objects > 0)
+    printf("           in flight: %" PRIu64 " uploaded packs still in the spool, %" PRIu64
+           " indexed packs awaiting the running service's hand-off;\n           %" PRIu64
+           " copies of catalog packs under other keys; %" PRIu64 " objects of other catalogs (this one does not reconcile)\n",
+           r->in_flight, r->awaiting_handoff, r->stray_copies, r->foreign_objects);
+  if (r->owner_pid > 0)
+    printf("           the spool's owner: pid %ld (%s)\n", r->owner_pid, r->owner_running ? "running" : "not running");
   printf("  catalog  %s: watermark %" PRIu64 ", %zu packs\n",
          r->cfg->sqlite_path != NULL ? r->cfg->sqlite_path : r->cfg->clickhouse_url, r->watermark, r->cat_count);
   printf("  checked  %" PRIu64 " HEADs%s", r->heads, r->deep ? "" : "\n");
@@ -475,6 +527,11 @@ static void report_json(const fsck_run *r) {
                            "rejected_objects", (json_int_t)r->rejected_objects, "other_objects",
                            (json_int_t)r->other_objects, "heads", (json_int_t)r->heads, "gets",
                            (json_int_t)r->gets, "catalog", "packs", (json_int_t)r->cat_count);
+  json_t *flight = json_pack("{s:I, s:I, s:I, s:I, s:I, s:b}", "uploaded_in_spool", (json_int_t)r->in_flight,
+                             "awaiting_handoff", (json_int_t)r->awaiting_handoff, "stray_copies",
+                             (json_int_t)r->stray_copies, "other_catalogs_objects", (json_int_t)r->foreign_objects,
+                             "spool_owner_pid", (json_int_t)r->owner_pid, "spool_owner_running", r->owner_running);
+  json_object_set_new(root, "in_flight", flight);
   json_t *findings = json_object();
   for (int k = 0; k < K_COUNT_; k++) {
     json_t *examples = json_array();
@@ -489,14 +546,32 @@ static void report_json(const fsck_run *r) {
   json_decref(root);
 }
 
-/* Runs the service's own protocol once: open (recovery, a publisher's reconcile at start), drain, close. */
-static int repair(const capstore_config *base, bool tty) {
-  capstore_config cfg = *base;
-  cfg.reconcile_at_start = true;
+/* Runs the service's own protocol once: open (recovery, a publisher's reconcile at start if configured), drain, close. */
+static int repair(const capstore_config *cfg, bool tty) {
   char msg[512];
+  /* A running publisher elsewhere holds the lease: it reconciles and hands off on its own, and ours would wait. */
+  if (cfg->role == CS_ROLE_PUBLISHER) {
+    cs_catalog cat;
+    cs_cat_head head;
+    cs_catalog_result res;
+    cs_uuid reader = {{0}};
+    if (capstore_open_catalog(cfg, &cat, msg, sizeof msg) != CS_E_OK) {
+      fprintf(stderr, "capstore fsck: --repair: catalog: %s\n", msg);
+      return EXIT_UNCHECKED;
+    }
+    int hrc = cat.ops->head(cat.self, &reader, &head, &res);
+    cat.ops->close(cat.self);
+    if (hrc == CS_E_OK && res.outcome == CS_OUT_OK && !head.head_free) {
+      fprintf(stderr,
+              "capstore fsck: --repair: a publisher holds the catalog's lease (term %" PRIu64
+              "): it repairs these itself; run --repair when none runs (or after its lease expires)\n",
+              head.head_term);
+      return EXIT_UNCHECKED;
+    }
+  }
   capstore *cs;
   if (tty) fprintf(stderr, "fsck: repairing: running the service once on this configuration...");
-  int rc = capstore_open(&cfg, &cs, msg, sizeof msg);
+  int rc = capstore_open(cfg, &cs, msg, sizeof msg);
   if (rc == CS_E_BUSY) {
     fprintf(stderr, "\ncapstore fsck: --repair: a service owns the spool (%s); it repairs these on its own\n", msg);
     return EXIT_UNCHECKED;
@@ -508,8 +583,8 @@ static int repair(const capstore_config *base, bool tty) {
   /* A publisher's reconcile pass at start adopts the orphans: wait for it (it needs the lease first). */
   uint64_t deadline = capstore_clock_ns() + 120 * CS_SEC_NS;
   capstore_stats st;
-  for (capstore_stats_get(cs, &st); cfg.role == CS_ROLE_PUBLISHER && st.service.reconcile_passes == 0 &&
-                                    capstore_clock_ns() < deadline;
+  for (capstore_stats_get(cs, &st); cfg->role == CS_ROLE_PUBLISHER && cfg->reconcile_at_start &&
+                                    st.service.reconcile_passes == 0 && capstore_clock_ns() < deadline;
        capstore_stats_get(cs, &st)) {
     struct timespec pause = {0, 20 * 1000 * 1000};
     nanosleep(&pause, NULL);
@@ -576,6 +651,10 @@ int cli_fsck_main(int argc, char **argv) {
   fsck_run run = {.cfg = capstore_settings_config(s), .deep = deep, .tty = !json && isatty(STDERR_FILENO)};
   int code = check(&run);
   if (code == CLI_EXIT_OK && fix && (run.found[K_SPOOL_HELD].count > 0 || run.found[K_ORPHAN].count > 0)) {
+    if (run.found[K_ORPHAN].count > 0 && (run.cfg->role != CS_ROLE_PUBLISHER || !run.cfg->reconcile_at_start))
+      fprintf(stderr, "capstore fsck: --repair: orphans are adopted by a publisher's reconcile at start; this "
+                      "configuration %s, so they stay\n",
+              run.cfg->role != CS_ROLE_PUBLISHER ? "is an uploader's" : "turns reconcile.at_start off");
     code = repair(run.cfg, run.tty);
     if (code == CLI_EXIT_OK) {
       run_free(&run);

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include "capstore/spool.h"
@@ -373,4 +374,17 @@ int cli_spool_main(int argc, char **argv) {
   if (strcmp(argv[1], "sweep") == 0) return cmd_sweep(argv[2]);
   fprintf(stderr, "capstore spool: unknown subcommand '%s'\n", argv[1]);
   return spool_usage(stderr);
+}
+
+bool cli_spool_owner(int dirfd, long *pid) {
+  *pid = 0;
+  int fd = openat(dirfd, CS_SPOOL_LOCK_NAME, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) return false;
+  char text[32] = "";
+  ssize_t n = read(fd, text, sizeof text - 1);
+  close(fd);
+  if (n <= 0) return false;
+  text[n] = '\0';
+  *pid = strtol(text, NULL, 10);
+  return *pid > 0 && (kill((pid_t)*pid, 0) == 0 || errno == EPERM);
 }

@@ -9,7 +9,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,17 +64,7 @@ static int read_spool(const capstore_config *cfg, status *st, char *err, size_t 
     if (st->oldest_ready_ns == 0 || e.created_at_ns < st->oldest_ready_ns) st->oldest_ready_ns = e.created_at_ns;
   }
   /* The owner: the pid its lock file records, and whether that process still runs (no lock is taken). */
-  int fd = openat(dirfd, CS_SPOOL_LOCK_NAME, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-  if (fd >= 0) {
-    char text[32] = "";
-    ssize_t n = read(fd, text, sizeof text - 1);
-    close(fd);
-    if (n > 0) {
-      text[n] = '\0';
-      st->owner_pid = strtol(text, NULL, 10);
-      st->owner_running = st->owner_pid > 0 && (kill((pid_t)st->owner_pid, 0) == 0 || errno == EPERM);
-    }
-  }
+  st->owner_running = cli_spool_owner(dirfd, &st->owner_pid);
   cli_spool_names_free(&names);
   close(dirfd);
   return 0;
@@ -252,7 +241,7 @@ int cli_status_main(int argc, char **argv) {
   memset(&st, 0, sizeof st);
   const capstore_config *cfg = capstore_settings_config(s);
   int code = CLI_EXIT_UNREADABLE;
-  if (read_spool(cfg, &st, msg, sizeof msg) != 0 || read_catalog(cfg, &st, msg, sizeof msg) != 0 ||
+  if (cli_embedded_paths_exist(cfg, msg, sizeof msg) != 0 || read_spool(cfg, &st, msg, sizeof msg) != 0 || read_catalog(cfg, &st, msg, sizeof msg) != 0 ||
       read_store(cfg, &st, msg, sizeof msg) != 0) {
     fprintf(stderr, "capstore status: could not read: %s\n", msg);
   } else {

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -170,6 +171,15 @@ static int validate_store(const capstore_config *cfg, char *msg, size_t msg_size
   return CS_E_OK;
 }
 
+/* True when url's query holds the parameter name ("?name=..." or "&name=...", any case). */
+static bool url_query_has(const char *url, const char *name) {
+  const char *q = strchr(url, '?');
+  size_t n = strlen(name);
+  for (const char *p = q; p != NULL; p = strchr(p + 1, '&'))
+    if (strncasecmp(p + 1, name, n) == 0 && (p[1 + n] == '=' || p[1 + n] == '&' || p[1 + n] == '\0')) return true;
+  return false;
+}
+
 static int validate_catalog(const capstore_config *cfg, char *msg, size_t msg_size) {
   bool lite = cfg->sqlite_path != NULL, ch = cfg->clickhouse_url != NULL;
   if (lite == ch) return rt_refuse(CS_E_CONFIG, msg, msg_size, "catalog: set exactly one of sqlite_path and clickhouse_url");
@@ -188,6 +198,10 @@ static int validate_catalog(const capstore_config *cfg, char *msg, size_t msg_si
     return rt_refuse(CS_E_CONFIG, msg, msg_size, "clickhouse_url names a database and so does clickhouse_database");
   if (strchr(cfg->clickhouse_url, '#') != NULL)
     return rt_refuse(CS_E_CONFIG, msg, msg_size, "clickhouse_url has a fragment ('#')");
+  if (url_query_has(cfg->clickhouse_url, "password") || url_query_has(cfg->clickhouse_url, "user"))
+    return rt_refuse(CS_E_CONFIG, msg, msg_size,
+                     "clickhouse_url carries a user or password in its query: set clickhouse_user and the password "
+                     "(never in a URL, which is printed and logged)");
   if (cfg->clickhouse_password != NULL && has_control(cfg->clickhouse_password))
     return rt_refuse(CS_E_CONFIG, msg, msg_size, "clickhouse_password has a control byte (CR, LF, ...)");
   if (cfg->catalog_connect_timeout_ns != 0 && cfg->catalog_connect_timeout_ns < MS)

@@ -102,6 +102,7 @@ static const key_def keys[] = {
 struct capstore_settings {
   capstore_config cfg;
   char *owned[KEY_COUNT]; /* the text values set, one per key */
+  bool seen[KEY_COUNT];   /* set by the file being parsed: a key given twice (nested and dotted) is refused */
   char *password;         /* from CAPSTORE_CLICKHOUSE_PASSWORD at validate */
 };
 
@@ -212,8 +213,9 @@ static const char *parse_decimal(const char *p, uint64_t *whole, uint64_t *frac,
   const char *start = p;
   *whole = 0, *frac = 0, *frac_digits = 0;
   for (; *p >= '0' && *p <= '9'; p++) {
-    if (*whole > (UINT64_MAX - 9) / 10) return NULL;
-    *whole = *whole * 10 + (uint64_t)(*p - '0');
+    uint64_t digit = (uint64_t)(*p - '0');
+    if (*whole > (UINT64_MAX - digit) / 10) return NULL; /* every value up to 2^64 - 1, none past it */
+    *whole = *whole * 10 + digit;
   }
   if (p == start) return NULL;
   if (*p == '.') {
@@ -438,7 +440,10 @@ static int walk(capstore_settings *s, json_t *obj, const char *prefix, unsigned 
       return unknown_key(path, msg, msg_size);
     const key_def *k = find_key(path);
     int rc;
-    if (k != NULL) {
+    if (k != NULL && s->seen[k - keys]) {
+      rc = refuse(CS_E_CONFIG, msg, msg_size, "%s: given twice (once nested, once dotted)", path);
+    } else if (k != NULL) {
+      s->seen[k - keys] = true;
       rc = set_json(s, k, v, msg, msg_size);
     } else if (json_is_object(v) && is_section(path) && depth < 4) {
       rc = walk(s, v, path, depth + 1, msg, msg_size);
@@ -462,7 +467,12 @@ int capstore_settings_parse(capstore_settings *s, const char *text, size_t len, 
     return refuse(CS_E_CONFIG, msg, msg_size, "%s: %zu bytes; a configuration is at most %u", origin, len, FILE_BYTES_MAX);
   char *copy = malloc(len + 1);
   if (copy == NULL) return refuse(CS_E_NO_MEMORY, msg, msg_size, "%s: out of memory", origin);
-  if (len > 0) memcpy(copy, text, len);
+  if (len >= 3 && memcmp(text, "\xef\xbb\xbf", 3) == 0) { /* a UTF-8 byte order mark: editors write one; skip it */
+    memset(copy, ' ', 3);
+    memcpy(copy + 3, text + 3, len - 3);
+  } else if (len > 0) {
+    memcpy(copy, text, len);
+  }
   copy[len] = '\0';
   /* Whole-line comments become blanks: the same lines and columns for jansson's messages. */
   for (size_t i = 0; i < len;) {
@@ -480,6 +490,7 @@ int capstore_settings_parse(capstore_settings *s, const char *text, size_t len, 
     return refuse(CS_E_CONFIG, msg, msg_size, "%s:%d:%d: %s", origin, err.line, err.column, err.text);
   char inner[400];
   int rc = CS_E_OK;
+  memset(s->seen, 0, sizeof s->seen);
   if (!json_is_object(root)) {
     rc = refuse(CS_E_CONFIG, msg, msg_size, "%s: expected an object of keys, got %s", origin, json_kind(root));
   } else if ((rc = walk(s, root, "", 0, inner, sizeof inner)) != CS_E_OK) {
@@ -539,7 +550,11 @@ static void in_file_words(const char *text, char *out, size_t cap) {
     while (n > 0 && start[n - 1] == '.') n--; /* a sentence's full stop */
     char token[128], scoped[160];
     snprintf(token, sizeof token, "%.*s", (int)n, start);
-    const char *replacement = NULL;
+    const char *replacement = strcmp(token, "CS_FULL_BLOCK") == 0    ? "capture.full_policy block"
+                              : strcmp(token, "CS_FULL_REFUSE") == 0   ? "capture.full_policy refuse"
+                              : strcmp(token, "CS_ROLE_PUBLISHER") == 0 ? "publisher"
+                              : strcmp(token, "CS_ROLE_UPLOADER") == 0  ? "uploader"
+                                                                       : NULL;
     for (size_t i = 0; i < KEY_COUNT && replacement == NULL; i++) {
       if (keys[i].kind == K_SECRET) continue;
       snprintf(scoped, sizeof scoped, "%s%s", scope, token);
@@ -579,11 +594,20 @@ int capstore_settings_validate(capstore_settings *s, char *msg, size_t msg_size)
   char inner[400];
   int rc = capstore_config_validate(&s->cfg, inner, sizeof inner);
   if (rc == CS_E_OK) return CS_E_OK;
+  /* The secrets come from the environment: name the variable, not the C field. */
+  static const char *const secret_fields[][2] = {{"s3_access_key_id", "AWS_ACCESS_KEY_ID"},
+                                                 {"s3_secret_access_key", "AWS_SECRET_ACCESS_KEY"},
+                                                 {"s3_session_token", "AWS_SESSION_TOKEN"},
+                                                 {"clickhouse_password", "CAPSTORE_CLICKHOUSE_PASSWORD"}};
+  for (size_t i = 0; i < sizeof secret_fields / sizeof secret_fields[0]; i++) {
+    size_t n = strlen(secret_fields[i][0]);
+    if (strncmp(inner, secret_fields[i][0], n) != 0 || inner[n] != ' ') continue;
+    if (strstr(inner, "not set") != NULL)
+      return refuse(rc, msg, msg_size, "%s is not set (S3 credentials come from the environment)", secret_fields[i][1]);
+    return refuse(rc, msg, msg_size, "%s has a control byte (CR, LF, ...)", secret_fields[i][1]);
+  }
   char words[600];
   in_file_words(inner, words, sizeof words);
-  /* The password is the one value that comes from the environment here. */
-  if (strstr(inner, "clickhouse_password") != NULL)
-    return refuse(rc, msg, msg_size, "CAPSTORE_CLICKHOUSE_PASSWORD has a control byte (CR, LF, ...)");
   return refuse(rc, msg, msg_size, "%s", words);
 }
 
