@@ -191,7 +191,7 @@ static int read_catalog(fsck_run *r, cs_catalog *cat) {
   }
   free(rows);
   /* list_packs pages in the catalog's id order; bsearch needs bytewise order, which both catalogs give. */
-  qsort(r->cat, r->cat_count, sizeof *r->cat, id_cmp);
+  if (r->cat_count > 1) qsort(r->cat, r->cat_count, sizeof *r->cat, id_cmp);
   return CLI_EXIT_OK;
 }
 
@@ -227,7 +227,7 @@ static int read_store(fsck_run *r, cs_store *store) {
     snprintf(token, sizeof token, "%s", page.next_token);
   } while (token[0] != '\0');
   free(keys);
-  qsort(r->objs, r->obj_count, sizeof *r->objs, id_cmp);
+  if (r->obj_count > 1) qsort(r->objs, r->obj_count, sizeof *r->objs, id_cmp);
   return CLI_EXIT_OK;
 }
 
