@@ -560,6 +560,14 @@ static int repair(const capstore_config *cfg, bool tty) {
       return EXIT_UNCHECKED;
     }
     int hrc = cat.ops->head(cat.self, &reader, &head, &res);
+    /* A lease released moments ago stays busy for the fence margin (a tombstone): wait that out, once. */
+    if (hrc == CS_E_OK && res.outcome == CS_OUT_OK && !head.head_free && head.busy_for_ns > 0 &&
+        head.busy_for_ns <= 5 * CS_SEC_NS) {
+      uint64_t wait = head.busy_for_ns + 50 * CS_MS_NS;
+      struct timespec pause = {(time_t)(wait / CS_SEC_NS), (long)(wait % CS_SEC_NS)};
+      nanosleep(&pause, NULL);
+      hrc = cat.ops->head(cat.self, &reader, &head, &res);
+    }
     cat.ops->close(cat.self);
     if (hrc == CS_E_OK && res.outcome == CS_OUT_OK && !head.head_free) {
       fprintf(stderr,

@@ -175,7 +175,9 @@ static void print_text(const capstore_config *cfg, const status *st, const char 
   }
   printf("  catalog  %s: watermark %" PRIu64 "; lease term %" PRIu64 " (%s)\n",
          cfg->sqlite_path != NULL ? cfg->sqlite_path : cfg->clickhouse_url, st->head.watermark, st->head.head_term,
-         st->head.head_term == 0 ? "never claimed" : st->head.head_free ? "free" : "held");
+         st->head.head_term == 0 ? "never claimed"
+         : st->head.head_free  ? "free"
+                               : "held, or released less than the fence margin ago");
   printf("           published: %" PRIu64 " packs, %" PRIu64 " records, %.1f MiB\n", st->packs, st->records,
          (double)st->bytes / 1048576.0);
   printf("  store    %s: %" PRIu64 " pack objects, %" PRIu64 " other objects\n",
