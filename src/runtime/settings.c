@@ -9,7 +9,6 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -20,6 +19,7 @@
 
 #include "capstore/capstore.h"
 #include "capstore/settings.h"
+#include "runtime_internal.h"
 
 #define FILE_BYTES_MAX (1u << 20)
 
@@ -106,17 +106,6 @@ struct capstore_settings {
   char *password;         /* from CAPSTORE_CLICKHOUSE_PASSWORD at validate */
 };
 
-static int refuse(int rc, char *msg, size_t msg_size, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static int refuse(int rc, char *msg, size_t msg_size, const char *fmt, ...) {
-  if (msg != NULL && msg_size > 0) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, msg_size, fmt, ap);
-    va_end(ap);
-  }
-  return rc;
-}
-
 int capstore_settings_new(capstore_settings **out) {
   if (out == NULL) return CS_E_INVALID_ARGUMENT;
   capstore_settings *s = calloc(1, sizeof *s);
@@ -194,8 +183,8 @@ static int unknown_key(const char *key, char *msg, size_t msg_size) {
   }
   char quoted[200];
   cs_quote_bytes(key, strlen(key), 120, quoted, sizeof quoted);
-  if (best != NULL) return refuse(CS_E_CONFIG, msg, msg_size, "unknown key '%s' (did you mean %s?)", quoted, best);
-  return refuse(CS_E_CONFIG, msg, msg_size, "unknown key '%s' (docs/configuration.md lists them)", quoted);
+  if (best != NULL) return rt_refuse(CS_E_CONFIG, msg, msg_size, "unknown key '%s' (did you mean %s?)", quoted, best);
+  return rt_refuse(CS_E_CONFIG, msg, msg_size, "unknown key '%s' (docs/configuration.md lists them)", quoted);
 }
 
 /* ---- values ---------------------------------------------------------------------------------- */
@@ -269,23 +258,23 @@ static int parse_quantity(const char *key, const char *text, const unit *units, 
   char quoted[100];
   cs_quote_bytes(text, strlen(text), 60, quoted, sizeof quoted);
   if (p == NULL)
-    return refuse(CS_E_CONFIG, msg, msg_size, "%s: '%s' is not %s (a number and a unit: %s)", key, quoted, what, hint);
+    return rt_refuse(CS_E_CONFIG, msg, msg_size, "%s: '%s' is not %s (a number and a unit: %s)", key, quoted, what, hint);
   p = skip_space(p);
   if (*p == '\0') {
     if (whole == 0 && digits == 0) return *out = 0, CS_E_OK;
     if (unit_required || digits > 0)
-      return refuse(CS_E_CONFIG, msg, msg_size, "%s: %s needs a unit (%s): '%s'", key, what, hint, quoted);
+      return rt_refuse(CS_E_CONFIG, msg, msg_size, "%s: %s needs a unit (%s): '%s'", key, what, hint, quoted);
     return *out = whole, CS_E_OK; /* a size in bytes */
   }
   for (size_t i = 0; i < unit_count; i++) {
     size_t n = strlen(units[i].name);
     if (strncmp(p, units[i].name, n) != 0 || *skip_space(p + n) != '\0') continue;
     if (!scale(whole, frac, digits, units[i].factor, out))
-      return refuse(CS_E_CONFIG, msg, msg_size, "%s: '%s' is too large or not a whole number of %s", key, quoted,
+      return rt_refuse(CS_E_CONFIG, msg, msg_size, "%s: '%s' is too large or not a whole number of %s", key, quoted,
                     units == duration_units ? "nanoseconds" : "bytes");
     return CS_E_OK;
   }
-  return refuse(CS_E_CONFIG, msg, msg_size, "%s: '%s' has no known unit (%s)", key, quoted, hint);
+  return rt_refuse(CS_E_CONFIG, msg, msg_size, "%s: '%s' has no known unit (%s)", key, quoted, hint);
 }
 
 static int parse_count(const char *key, const char *text, uint64_t max, uint64_t *out, char *msg, size_t msg_size) {
@@ -295,13 +284,13 @@ static int parse_count(const char *key, const char *text, uint64_t max, uint64_t
   char quoted[100];
   cs_quote_bytes(text, strlen(text), 60, quoted, sizeof quoted);
   if (p == NULL || *p != '\0' || digits > 0 || whole > max)
-    return refuse(CS_E_CONFIG, msg, msg_size, "%s: '%s' is not a whole number from 0 to %" PRIu64, key, quoted, max);
+    return rt_refuse(CS_E_CONFIG, msg, msg_size, "%s: '%s' is not a whole number from 0 to %" PRIu64, key, quoted, max);
   *out = whole;
   return CS_E_OK;
 }
 
 static int secret_refused(const key_def *k, char *msg, size_t msg_size) {
-  return refuse(CS_E_CONFIG, msg, msg_size,
+  return rt_refuse(CS_E_CONFIG, msg, msg_size,
                 "%s: secrets are not read from configuration; set %s in the environment", k->info.key, k->field);
 }
 
@@ -315,7 +304,7 @@ static int set_text(capstore_settings *s, const key_def *k, const char *value, c
       return secret_refused(k, msg, msg_size);
     case K_TEXT: {
       char *copy = strdup(value);
-      if (copy == NULL) return refuse(CS_E_NO_MEMORY, msg, msg_size, "%s: out of memory", k->info.key);
+      if (copy == NULL) return rt_refuse(CS_E_NO_MEMORY, msg, msg_size, "%s: out of memory", k->info.key);
       size_t index = (size_t)(k - keys);
       free(s->owned[index]);
       s->owned[index] = copy;
@@ -324,7 +313,7 @@ static int set_text(capstore_settings *s, const key_def *k, const char *value, c
     }
     case K_BOOL:
       if (strcmp(value, "true") != 0 && strcmp(value, "false") != 0)
-        return refuse(CS_E_CONFIG, msg, msg_size, "%s: expected true or false", k->info.key);
+        return rt_refuse(CS_E_CONFIG, msg, msg_size, "%s: expected true or false", k->info.key);
       *(bool *)field = value[0] == 't';
       return CS_E_OK;
     case K_U32:
@@ -347,7 +336,7 @@ static int set_text(capstore_settings *s, const key_def *k, const char *value, c
       } else if (strcmp(value, "uploader") == 0) {
         *(cs_role *)field = CS_ROLE_UPLOADER;
       } else {
-        return refuse(CS_E_CONFIG, msg, msg_size, "%s: expected publisher or uploader", k->info.key);
+        return rt_refuse(CS_E_CONFIG, msg, msg_size, "%s: expected publisher or uploader", k->info.key);
       }
       return CS_E_OK;
     case K_FULL:
@@ -356,17 +345,17 @@ static int set_text(capstore_settings *s, const key_def *k, const char *value, c
       } else if (strcmp(value, "refuse") == 0) {
         *(cs_full_policy *)field = CS_FULL_REFUSE;
       } else {
-        return refuse(CS_E_CONFIG, msg, msg_size, "%s: expected block or refuse", k->info.key);
+        return rt_refuse(CS_E_CONFIG, msg, msg_size, "%s: expected block or refuse", k->info.key);
       }
       return CS_E_OK;
   }
-  return refuse(CS_E_CONFIG, msg, msg_size, "%s: no such kind of value", k->info.key);
+  return rt_refuse(CS_E_CONFIG, msg, msg_size, "%s: no such kind of value", k->info.key);
 }
 
 int capstore_settings_set(capstore_settings *s, const char *key, const char *value, char *msg, size_t msg_size) {
   if (msg != NULL && msg_size > 0) msg[0] = '\0';
   if (s == NULL || key == NULL || value == NULL)
-    return refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "settings, key and value must not be NULL");
+    return rt_refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "settings, key and value must not be NULL");
   const key_def *k = find_key(key);
   if (k == NULL) return unknown_key(key, msg, msg_size);
   return set_text(s, k, value, msg, msg_size);
@@ -394,7 +383,7 @@ static int set_json(capstore_settings *s, const key_def *k, const json_t *v, cha
   const char *text = NULL;
   if (k->kind == K_SECRET) return secret_refused(k, msg, msg_size);
   if (json_is_null(v))
-    return refuse(CS_E_CONFIG, msg, msg_size, "%s: null is not a value (leave the key out for its default)",
+    return rt_refuse(CS_E_CONFIG, msg, msg_size, "%s: null is not a value (leave the key out for its default)",
                   k->info.key);
   switch (k->kind) {
     case K_BOOL:
@@ -406,7 +395,7 @@ static int set_json(capstore_settings *s, const key_def *k, const json_t *v, cha
     case K_DURATION:
       if (json_is_integer(v)) {
         json_int_t n = json_integer_value(v);
-        if (n < 0) return refuse(CS_E_CONFIG, msg, msg_size, "%s: %" JSON_INTEGER_FORMAT " is negative", k->info.key, n);
+        if (n < 0) return rt_refuse(CS_E_CONFIG, msg, msg_size, "%s: %" JSON_INTEGER_FORMAT " is negative", k->info.key, n);
         snprintf(number, sizeof number, "%" JSON_INTEGER_FORMAT, n);
         text = number;
       } else if (json_is_string(v) && k->kind != K_U32) {
@@ -423,10 +412,10 @@ static int set_json(capstore_settings *s, const key_def *k, const json_t *v, cha
                        : k->kind == K_SIZE ? "a size (bytes, or text such as \"64MiB\")"
                        : k->kind == K_DURATION ? "a duration (text such as \"30s\")"
                                                : "a string";
-    return refuse(CS_E_CONFIG, msg, msg_size, "%s: expected %s, got %s", k->info.key, want, json_kind(v));
+    return rt_refuse(CS_E_CONFIG, msg, msg_size, "%s: expected %s, got %s", k->info.key, want, json_kind(v));
   }
   if (json_is_string(v) && strlen(text) != json_string_length(v))
-    return refuse(CS_E_CONFIG, msg, msg_size, "%s: the value holds a NUL byte (\\u0000)", k->info.key);
+    return rt_refuse(CS_E_CONFIG, msg, msg_size, "%s: the value holds a NUL byte (\\u0000)", k->info.key);
   return set_text(s, k, text, msg, msg_size);
 }
 
@@ -435,20 +424,20 @@ static int walk(capstore_settings *s, json_t *obj, const char *prefix, unsigned 
   json_t *v;
   json_object_foreach(obj, name, v) {
     char path[256];
-    if (name[0] == '\0') return refuse(CS_E_CONFIG, msg, msg_size, "%s%san empty key", prefix, prefix[0] ? ": " : "");
+    if (name[0] == '\0') return rt_refuse(CS_E_CONFIG, msg, msg_size, "%s%san empty key", prefix, prefix[0] ? ": " : "");
     if ((size_t)snprintf(path, sizeof path, "%s%s%s", prefix, prefix[0] ? "." : "", name) >= sizeof path)
       return unknown_key(path, msg, msg_size);
     const key_def *k = find_key(path);
     int rc;
     if (k != NULL && s->seen[k - keys]) {
-      rc = refuse(CS_E_CONFIG, msg, msg_size, "%s: given twice (once nested, once dotted)", path);
+      rc = rt_refuse(CS_E_CONFIG, msg, msg_size, "%s: given twice (once nested, once dotted)", path);
     } else if (k != NULL) {
       s->seen[k - keys] = true;
       rc = set_json(s, k, v, msg, msg_size);
     } else if (json_is_object(v) && is_section(path) && depth < 4) {
       rc = walk(s, v, path, depth + 1, msg, msg_size);
     } else if (is_section(path)) {
-      rc = refuse(CS_E_CONFIG, msg, msg_size, "%s: expected an object of keys, got %s", path, json_kind(v));
+      rc = rt_refuse(CS_E_CONFIG, msg, msg_size, "%s: expected an object of keys, got %s", path, json_kind(v));
     } else {
       rc = unknown_key(path, msg, msg_size);
     }
@@ -461,12 +450,12 @@ int capstore_settings_parse(capstore_settings *s, const char *text, size_t len, 
                             size_t msg_size) {
   if (msg != NULL && msg_size > 0) msg[0] = '\0';
   if (s == NULL || (text == NULL && len > 0))
-    return refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "settings and text must not be NULL");
+    return rt_refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "settings and text must not be NULL");
   if (origin == NULL) origin = "configuration";
   if (len > FILE_BYTES_MAX)
-    return refuse(CS_E_CONFIG, msg, msg_size, "%s: %zu bytes; a configuration is at most %u", origin, len, FILE_BYTES_MAX);
+    return rt_refuse(CS_E_CONFIG, msg, msg_size, "%s: %zu bytes; a configuration is at most %u", origin, len, FILE_BYTES_MAX);
   char *copy = malloc(len + 1);
-  if (copy == NULL) return refuse(CS_E_NO_MEMORY, msg, msg_size, "%s: out of memory", origin);
+  if (copy == NULL) return rt_refuse(CS_E_NO_MEMORY, msg, msg_size, "%s: out of memory", origin);
   if (len >= 3 && memcmp(text, "\xef\xbb\xbf", 3) == 0) { /* a UTF-8 byte order mark: editors write one; skip it */
     memset(copy, ' ', 3);
     memcpy(copy + 3, text + 3, len - 3);
@@ -487,14 +476,14 @@ int capstore_settings_parse(capstore_settings *s, const char *text, size_t len, 
   json_t *root = json_loadb(copy, len, JSON_REJECT_DUPLICATES, &err);
   free(copy);
   if (root == NULL)
-    return refuse(CS_E_CONFIG, msg, msg_size, "%s:%d:%d: %s", origin, err.line, err.column, err.text);
+    return rt_refuse(CS_E_CONFIG, msg, msg_size, "%s:%d:%d: %s", origin, err.line, err.column, err.text);
   char inner[400];
   int rc = CS_E_OK;
   memset(s->seen, 0, sizeof s->seen);
   if (!json_is_object(root)) {
-    rc = refuse(CS_E_CONFIG, msg, msg_size, "%s: expected an object of keys, got %s", origin, json_kind(root));
+    rc = rt_refuse(CS_E_CONFIG, msg, msg_size, "%s: expected an object of keys, got %s", origin, json_kind(root));
   } else if ((rc = walk(s, root, "", 0, inner, sizeof inner)) != CS_E_OK) {
-    refuse(rc, msg, msg_size, "%s: %s", origin, inner);
+    rt_refuse(rc, msg, msg_size, "%s: %s", origin, inner);
   }
   json_decref(root);
   return rc;
@@ -502,13 +491,13 @@ int capstore_settings_parse(capstore_settings *s, const char *text, size_t len, 
 
 int capstore_settings_load(capstore_settings *s, const char *path, char *msg, size_t msg_size) {
   if (msg != NULL && msg_size > 0) msg[0] = '\0';
-  if (s == NULL || path == NULL) return refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "settings and path must not be NULL");
+  if (s == NULL || path == NULL) return rt_refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "settings and path must not be NULL");
   FILE *f = fopen(path, "rb");
-  if (f == NULL) return refuse(CS_E_IO, msg, msg_size, "%s: %s", path, strerror(errno));
+  if (f == NULL) return rt_refuse(CS_E_IO, msg, msg_size, "%s: %s", path, strerror(errno));
   char *buf = malloc(FILE_BYTES_MAX + 1);
   if (buf == NULL) {
     fclose(f);
-    return refuse(CS_E_NO_MEMORY, msg, msg_size, "%s: out of memory", path);
+    return rt_refuse(CS_E_NO_MEMORY, msg, msg_size, "%s: out of memory", path);
   }
   size_t n = fread(buf, 1, FILE_BYTES_MAX + 1, f);
   int failed = ferror(f);
@@ -516,9 +505,9 @@ int capstore_settings_load(capstore_settings *s, const char *path, char *msg, si
   fclose(f);
   int rc;
   if (failed)
-    rc = refuse(CS_E_IO, msg, msg_size, "%s: %s", path, strerror(saved));
+    rc = rt_refuse(CS_E_IO, msg, msg_size, "%s: %s", path, strerror(saved));
   else if (n > FILE_BYTES_MAX)
-    rc = refuse(CS_E_CONFIG, msg, msg_size, "%s: over %u bytes; a configuration is at most that", path, FILE_BYTES_MAX);
+    rc = rt_refuse(CS_E_CONFIG, msg, msg_size, "%s: over %u bytes; a configuration is at most that", path, FILE_BYTES_MAX);
   else
     rc = capstore_settings_parse(s, buf, n, path, msg, msg_size);
   free(buf);
@@ -578,7 +567,7 @@ static void in_file_words(const char *text, char *out, size_t cap) {
 
 int capstore_settings_validate(capstore_settings *s, char *msg, size_t msg_size) {
   if (msg != NULL && msg_size > 0) msg[0] = '\0';
-  if (s == NULL) return refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "settings is NULL");
+  if (s == NULL) return rt_refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "settings is NULL");
   const char *password = getenv("CAPSTORE_CLICKHOUSE_PASSWORD");
   if (s->password != NULL) {
     memset(s->password, 0, strlen(s->password));
@@ -588,7 +577,7 @@ int capstore_settings_validate(capstore_settings *s, char *msg, size_t msg_size)
   s->cfg.clickhouse_password = NULL;
   if (password != NULL && s->cfg.clickhouse_url != NULL) {
     s->password = strdup(password);
-    if (s->password == NULL) return refuse(CS_E_NO_MEMORY, msg, msg_size, "out of memory");
+    if (s->password == NULL) return rt_refuse(CS_E_NO_MEMORY, msg, msg_size, "out of memory");
     s->cfg.clickhouse_password = s->password;
   }
   char inner[400];
@@ -603,12 +592,12 @@ int capstore_settings_validate(capstore_settings *s, char *msg, size_t msg_size)
     size_t n = strlen(secret_fields[i][0]);
     if (strncmp(inner, secret_fields[i][0], n) != 0 || inner[n] != ' ') continue;
     if (strstr(inner, "not set") != NULL)
-      return refuse(rc, msg, msg_size, "%s is not set (S3 credentials come from the environment)", secret_fields[i][1]);
-    return refuse(rc, msg, msg_size, "%s has a control byte (CR, LF, ...)", secret_fields[i][1]);
+      return rt_refuse(rc, msg, msg_size, "%s is not set (S3 credentials come from the environment)", secret_fields[i][1]);
+    return rt_refuse(rc, msg, msg_size, "%s has a control byte (CR, LF, ...)", secret_fields[i][1]);
   }
   char words[600];
   in_file_words(inner, words, sizeof words);
-  return refuse(rc, msg, msg_size, "%s", words);
+  return rt_refuse(rc, msg, msg_size, "%s", words);
 }
 
 /* ---- the effective configuration ---------------------------------------------------------------- */
