@@ -126,7 +126,7 @@ static void test_keys_and_types_refused_by_name(void **state) {
   refused("{" BASE ", \"service\": {\"flush_max\": \"3\"}}", "service.flush_max: expected a whole number, got a string");
   refused("{" BASE ", \"service\": {\"flush_max\": 4294967296}}", "service.flush_max: '4294967296' is not a whole number from 0 to 4294967295");
   refused("{" BASE ", \"reconcile\": {\"at_start\": \"yes\"}}", "reconcile.at_start: expected true or false, got a string");
-  refused("{" BASE ", \"role\": \"boss\"}", "role: expected publisher or uploader");
+  refused("{" BASE ", \"role\": \"boss\"}", "role: expected publisher, uploader or capture");
   refused("{" BASE ", \"capture\": {\"full_policy\": \"drop\"}}", "capture.full_policy: expected block or refuse");
   refused("{" BASE ", \"key_prefix\": null}", "key_prefix: null is not a value (leave the key out for its default)");
   refused("{" BASE ", \"name\": [\"a\"]}", "name: expected a string, got an array");

@@ -57,7 +57,13 @@ typedef struct capstore_config {
    * prefix. The SQLite catalog's tables carry no prefix: one catalog per SQLite file.
    */
   const char *name;
-  cs_role role;                  /* CS_ROLE_PUBLISHER (default) or CS_ROLE_UPLOADER */
+  /*
+   * CS_ROLE_PUBLISHER (default) or CS_ROLE_UPLOADER: this process runs the service. CS_ROLE_CAPTURE:
+   * this process only captures; it seals packs into a private spool under spool_dir/.capture/ and
+   * hands each to the `capstore serve` daemon that owns spool_dir (a hard link, so no byte is
+   * copied); no store or catalog is opened here, and none may be configured.
+   */
+  cs_role role;
   const char *spool_dir;         /* required: the local spool (created when missing) */
 
   /* The object store: store_dir (a dirstore), or s3_endpoint + s3_bucket. Exactly one. */
@@ -94,6 +100,21 @@ typedef struct capstore_config {
   cs_capture_config capture;     /* the sink: sealing, quota, staging, device copies */
   cs_service_config service;     /* the service's bounds, timers and retries */
   cs_engine_config engine;       /* start timeout and the stop reserve of close */
+
+  /*
+   * Serving: the runtime also takes the packs capture-role processes hand into spool_dir
+   * (scanned every daemon.scan_interval_ns; each pack is verified as recovery does, then
+   * shipped; a crashed capture process's private spool is adopted). capstore serve sets it.
+   */
+  bool serve;
+  struct {
+    const char *listen;          /* "host:port" serving /metrics and /status; "" none. "127.0.0.1:9741" */
+    const char *log_path;        /* the log file (reopened on SIGHUP); NULL or "": stderr */
+    const char *log_format;      /* "logfmt" (default) or "json": one event per line */
+    uint64_t close_timeout_ns;   /* the close budget on SIGTERM or SIGINT; default 30 s */
+    uint64_t scan_interval_ns;   /* how often serving scans the spool for hand-offs; default 100 ms */
+    uint64_t stats_interval_ns;  /* a stats line in the log this often; 0 none; default 60 s */
+  } daemon;
 } capstore_config;
 
 /* The documented defaults: publisher, name "capstore", reconcile at start only, the catalog's fence margin. */

@@ -22,6 +22,8 @@ extern "C" {
 typedef enum cs_role {
   CS_ROLE_PUBLISHER = 1, /* holds the lease, indexes, reconciles */
   CS_ROLE_UPLOADER = 2,  /* uploads its own spool; hands off at a verified upload */
+  CS_ROLE_CAPTURE = 3,   /* the runtime only (capstore.h): captures and hands each sealed pack to the
+                            `capstore serve` that owns the spool; no service runs. Never a service's role */
 } cs_role;
 
 typedef struct cs_service_config {

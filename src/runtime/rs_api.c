@@ -47,6 +47,11 @@ void capstore_config_default(capstore_config *cfg) {
   cfg->service.index_batch_bytes_max = CS_PACK_FOOTER_BYTES_MAX;
   cs_engine_config_default(&cfg->engine);
   cfg->engine.stop_reserve_ns = 2 * SEC; /* of a close's budget, kept for the stop and the lease release */
+  cfg->daemon.listen = "127.0.0.1:9741";
+  cfg->daemon.log_format = "logfmt";
+  cfg->daemon.close_timeout_ns = 30 * SEC;
+  cfg->daemon.scan_interval_ns = 100 * MS;
+  cfg->daemon.stats_interval_ns = 60 * SEC;
 }
 
 /* ---- validation --------------------------------------------------------------------------- */
@@ -211,6 +216,39 @@ static int validate_catalog(const capstore_config *cfg, char *msg, size_t msg_si
   return CS_E_OK;
 }
 
+static int validate_daemon(const capstore_config *cfg, char *msg, size_t msg_size) {
+  const char *format = cfg->daemon.log_format;
+  if (format != NULL && strcmp(format, "logfmt") != 0 && strcmp(format, "json") != 0)
+    return rt_refuse(CS_E_CONFIG, msg, msg_size, "daemon.log_format must be logfmt or json");
+  if (cfg->daemon.listen != NULL && has_control(cfg->daemon.listen))
+    return rt_refuse(CS_E_CONFIG, msg, msg_size, "daemon.listen has a control byte");
+  if (cfg->daemon.scan_interval_ns < MS || cfg->daemon.scan_interval_ns > 60 * SEC)
+    return rt_refuse(CS_E_CONFIG, msg, msg_size, "daemon.scan_interval_ns must be >= 1 ms and <= 60 s");
+  if (cfg->daemon.close_timeout_ns <= cfg->engine.stop_reserve_ns)
+    return rt_refuse(CS_E_CONFIG, msg, msg_size,
+                     "daemon.close_timeout_ns must be > engine.stop_reserve_ns: a smaller budget drains nothing");
+  if (cfg->daemon.stats_interval_ns != 0 && cfg->daemon.stats_interval_ns < SEC)
+    return rt_refuse(CS_E_CONFIG, msg, msg_size, "daemon.stats_interval_ns must be 0 (none) or >= 1 s");
+  return CS_E_OK;
+}
+
+/* A capture-role process opens no store and no catalog: naming one is a mistake worth saying. */
+static int validate_capture_role(const capstore_config *cfg, char *msg, size_t msg_size) {
+  if (cfg->store_dir != NULL || cfg->s3_endpoint != NULL || cfg->s3_bucket != NULL)
+    return rt_refuse(CS_E_CONFIG, msg, msg_size,
+                     "role CS_ROLE_CAPTURE hands packs to capstore serve, which owns the store: leave store_dir and "
+                     "s3_* unset here");
+  if (cfg->sqlite_path != NULL || cfg->clickhouse_url != NULL)
+    return rt_refuse(CS_E_CONFIG, msg, msg_size,
+                     "role CS_ROLE_CAPTURE hands packs to capstore serve, which owns the catalog: leave sqlite_path and "
+                     "clickhouse_url unset here");
+  if (cfg->serve) return rt_refuse(CS_E_CONFIG, msg, msg_size, "serve needs role CS_ROLE_PUBLISHER or CS_ROLE_UPLOADER");
+  char inner[200];
+  if (cs_capture_config_validate(&cfg->capture, inner, sizeof inner) != CS_E_OK)
+    return rt_refuse(CS_E_CONFIG, msg, msg_size, "capture.%s", inner);
+  return CS_E_OK;
+}
+
 /* The service's config as the runtime runs it; the store's LIST order only when lists_known (after the probe). */
 static int validate_service(const capstore_config *cfg, bool lists_known, char *msg, size_t msg_size) {
   cs_service_config svc = cfg->service;
@@ -229,10 +267,13 @@ static int validate(const capstore_config *cfg, bool lists_known, char *msg, siz
   if (cfg == NULL) return rt_refuse(CS_E_CONFIG, msg, msg_size, "config is NULL");
   if (cfg->name == NULL || !name_ok(cfg->name))
     return rt_refuse(CS_E_CONFIG, msg, msg_size, "name must be 1..64 of A-Z a-z 0-9 _");
-  if (cfg->role != CS_ROLE_PUBLISHER && cfg->role != CS_ROLE_UPLOADER)
-    return rt_refuse(CS_E_CONFIG, msg, msg_size, "role must be CS_ROLE_PUBLISHER or CS_ROLE_UPLOADER");
+  if (cfg->role != CS_ROLE_PUBLISHER && cfg->role != CS_ROLE_UPLOADER && cfg->role != CS_ROLE_CAPTURE)
+    return rt_refuse(CS_E_CONFIG, msg, msg_size, "role must be CS_ROLE_PUBLISHER, CS_ROLE_UPLOADER or CS_ROLE_CAPTURE");
   if (cfg->spool_dir == NULL || cfg->spool_dir[0] == '\0') return rt_refuse(CS_E_CONFIG, msg, msg_size, "spool_dir is not set");
-  int rc = validate_store(cfg, msg, msg_size);
+  int rc = validate_daemon(cfg, msg, msg_size);
+  if (rc != CS_E_OK) return rc;
+  if (cfg->role == CS_ROLE_CAPTURE) return validate_capture_role(cfg, msg, msg_size);
+  rc = validate_store(cfg, msg, msg_size);
   if (rc == CS_E_OK) rc = validate_catalog(cfg, msg, msg_size);
   if (rc != CS_E_OK) return rc;
   if (cfg->key_prefix != NULL) {

@@ -41,7 +41,7 @@ typedef struct key_def {
 
 static const key_def keys[] = {
     {{"name", TEXT, "the catalog's name: ClickHouse table prefix and, with '/', the key prefix"}, K_TEXT, F(name), "name"},
-    {{"role", "publisher|uploader", "publisher: lease, index, reconcile; uploader: upload and hand off"}, K_ROLE, F(role), "role"},
+    {{"role", "publisher|uploader|capture", "publisher: lease, index, reconcile; uploader: upload and hand off; capture: hand packs to capstore serve"}, K_ROLE, F(role), "role"},
     {{"spool_dir", TEXT, "the local spool (created with its parents)"}, K_TEXT, F(spool_dir), "spool_dir"},
     {{"key_prefix", TEXT, "object keys start with this: empty or 'a/b/' (default '<name>/')"}, K_TEXT, F(key_prefix), "key_prefix"},
     {{"store.dir", TEXT, "a directory as the object store (or store.s3.*)"}, K_TEXT, F(store_dir), "store_dir"},
@@ -95,6 +95,12 @@ static const key_def keys[] = {
     {{"service.request_timeout", DUR, "the adapters' whole-request timeout"}, K_DURATION, F(service.request_timeout_ns), "service.request_timeout_ns"},
     {{"service.store_lists_complete", BOOL, "the store's LIST pages are complete (set by the probe; an uploader needs it)"}, K_BOOL, F(service.store_lists_complete), "service.store_lists_complete"},
     {{"engine.start_timeout", DUR, "each step of the engine's open"}, K_DURATION, F(engine.start_timeout_ns), "engine.start_timeout_ns"},
+    {{"daemon.listen", TEXT, "host:port of capstore serve's /metrics and /status (empty: none)"}, K_TEXT, F(daemon.listen), "daemon.listen"},
+    {{"daemon.log", TEXT, "capstore serve's log file, reopened on SIGHUP (empty: standard error)"}, K_TEXT, F(daemon.log_path), "daemon.log_path"},
+    {{"daemon.log_format", "logfmt|json", "one event per line, as logfmt or as JSON"}, K_TEXT, F(daemon.log_format), "daemon.log_format"},
+    {{"daemon.close_timeout", DUR, "the close budget on SIGTERM or SIGINT"}, K_DURATION, F(daemon.close_timeout_ns), "daemon.close_timeout_ns"},
+    {{"daemon.scan_interval", DUR, "how often capstore serve looks for packs capture processes handed in"}, K_DURATION, F(daemon.scan_interval_ns), "daemon.scan_interval_ns"},
+    {{"daemon.stats_interval", DUR, "a stats line in the log this often (0: none)"}, K_DURATION, F(daemon.stats_interval_ns), "daemon.stats_interval_ns"},
     {{"engine.stop_reserve", DUR, "kept back from a close's budget for the stop and the lease release"}, K_DURATION, F(engine.stop_reserve_ns), "engine.stop_reserve_ns"},
 };
 #define KEY_COUNT (sizeof keys / sizeof keys[0])
@@ -335,8 +341,10 @@ static int set_text(capstore_settings *s, const key_def *k, const char *value, c
         *(cs_role *)field = CS_ROLE_PUBLISHER;
       } else if (strcmp(value, "uploader") == 0) {
         *(cs_role *)field = CS_ROLE_UPLOADER;
+      } else if (strcmp(value, "capture") == 0) {
+        *(cs_role *)field = CS_ROLE_CAPTURE;
       } else {
-        return rt_refuse(CS_E_CONFIG, msg, msg_size, "%s: expected publisher or uploader", k->info.key);
+        return rt_refuse(CS_E_CONFIG, msg, msg_size, "%s: expected publisher, uploader or capture", k->info.key);
       }
       return CS_E_OK;
     case K_FULL:
@@ -543,6 +551,7 @@ static void in_file_words(const char *text, char *out, size_t cap) {
                               : strcmp(token, "CS_FULL_REFUSE") == 0   ? "capture.full_policy refuse"
                               : strcmp(token, "CS_ROLE_PUBLISHER") == 0 ? "publisher"
                               : strcmp(token, "CS_ROLE_UPLOADER") == 0  ? "uploader"
+                              : strcmp(token, "CS_ROLE_CAPTURE") == 0   ? "capture"
                                                                        : NULL;
     for (size_t i = 0; i < KEY_COUNT && replacement == NULL; i++) {
       if (keys[i].kind == K_SECRET) continue;
@@ -671,7 +680,11 @@ size_t capstore_settings_json(const capstore_settings *s, char *buf, size_t size
         duration_text(*(const uint64_t *)field, text, sizeof text);
         v = json_string(text);
         break;
-      case K_ROLE: v = json_string(*(const cs_role *)field == CS_ROLE_UPLOADER ? "uploader" : "publisher"); break;
+      case K_ROLE: {
+        cs_role role = *(const cs_role *)field;
+        v = json_string(role == CS_ROLE_UPLOADER ? "uploader" : role == CS_ROLE_CAPTURE ? "capture" : "publisher");
+        break;
+      }
       case K_FULL: v = json_string(*(const cs_full_policy *)field == CS_FULL_REFUSE ? "refuse" : "block"); break;
     }
     if (v != NULL) put(root, k->info.key, v);
