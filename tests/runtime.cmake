@@ -72,3 +72,7 @@ set_tests_properties(example.quickstart PROPERTIES LABELS "runtime;example" TIME
 add_executable(capstore_rt_fixture ${CMAKE_CURRENT_SOURCE_DIR}/rt_fixture.c)
 target_link_libraries(capstore_rt_fixture PRIVATE capstore_runtime)
 target_include_directories(capstore_rt_fixture PRIVATE ${CMAKE_SOURCE_DIR}/faults)
+
+# capstore serve with capture processes beside it (tests/serve_cli.sh, tests/serve_client.c).
+add_executable(serve_client ${CMAKE_CURRENT_SOURCE_DIR}/serve_client.c)
+target_link_libraries(serve_client PRIVATE capstore_runtime)

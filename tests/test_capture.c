@@ -603,6 +603,15 @@ static void test_full_spool_refuse(void **state) {
   assert_int_equal(cs_capture_list(cap, entries, 4, &count), CS_E_OK);
   assert_int_equal(count, 3);
   assert_int_equal(cs_capture_remove_pack(cap, &entries[0].pack_id, msg, sizeof msg), CS_E_OK);
+  /* Its bytes come back to the quota, not only its place (a removal once returned 0 bytes). */
+  cs_capture_stats after;
+  cs_capture_stats_get(cap, &after);
+  assert_int_equal(after.sink.spool_packs, stats.sink.spool_packs - 1);
+  assert_int_equal(after.sink.spool_bytes, stats.sink.spool_bytes - entries[0].size_bytes);
+  assert_true(entries[0].size_bytes > 0);
+  assert_int_equal(cs_capture_quarantine_pack(cap, &entries[1].pack_id, "test", msg, sizeof msg), CS_E_OK);
+  cs_capture_stats_get(cap, &after);
+  assert_int_equal(after.sink.spool_bytes, stats.sink.spool_bytes - entries[0].size_bytes - entries[1].size_bytes);
   assert_int_equal(cs_capture_remove_pack(cap, &entries[0].pack_id, msg, sizeof msg), CS_E_NOT_FOUND);
   assert_non_null(strstr(msg, "not in the spool"));
   write_ok(cap, "fr", 1000, 100);

@@ -214,6 +214,11 @@ typedef struct capstore_stats {
   uint64_t lane_queue_peak;    /* most jobs waiting on one lane */
   uint32_t engine_failures;    /* failed engine steps so far */
   char engine_last_error[160];
+  uint64_t adopted_spools;     /* serving: private spools of dead capture processes taken over */
+  /* Capture role: packs handed to capstore serve (linked into its spool), shipped by it, set aside by it, and
+     sealed here but not yet shipped (still counted against this process's quota). */
+  uint64_t handoff_linked, handoff_shipped, handoff_rejected;
+  uint32_t handoff_waiting;
 } capstore_stats;
 
 void capstore_stats_get(capstore *cs, capstore_stats *out);

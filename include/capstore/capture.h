@@ -195,8 +195,20 @@ int cs_capture_open_pack(cs_capture *cap, const cs_uuid *pack_id, int *fd, cs_sp
 int cs_capture_quarantine_pack(cs_capture *cap, const cs_uuid *pack_id, const char *reason, char *msg,
                                size_t msg_size);
 
-/* Lists the sealed packs (by name, no hashing): see cs_spool_list. */
+/*
+ * Lists the sealed packs this capture hands out (cs_spool_entries: its
+ * seals, what recovery checked at open, what cs_capture_admit admitted),
+ * without reading the directory.
+ */
 int cs_capture_list(cs_capture *cap, cs_spool_entry *entries, size_t capacity, size_t *count);
+
+/*
+ * Admits packs other processes linked into the spool (cs_spool_admit): each
+ * is verified, counted against the quota as a recovered pack, and copied to
+ * out (at most capacity per call). CS_E_OK or what stopped the pass;
+ * stats say how many were admitted, quarantined or left for a later pass.
+ */
+int cs_capture_admit(cs_capture *cap, cs_spool_entry *out, size_t capacity, size_t *count);
 
 typedef struct cs_capture_stats {
   cs_sink_stats sink;          /* the core's counters and quota use */
@@ -212,6 +224,10 @@ typedef struct cs_capture_stats {
   uint64_t bytes_sealed;       /* sizes of those packs */
   uint32_t recovered_packs;    /* found in the spool at open */
   uint64_t recovered_bytes;
+  uint64_t admitted_packs;     /* linked in by other processes and verified (cs_capture_admit) */
+  uint64_t admitted_bytes;
+  uint64_t admit_quarantined;  /* linked in and found corrupt: quarantined */
+  uint64_t admit_errors;       /* linked-in packs that could not be judged yet (tried again later) */
   cs_spool_recovery recovery;  /* what recovery at open did: kept and problem name the packs
                                   it left in place without a verdict */
   uint64_t staging_used_bytes; /* now */

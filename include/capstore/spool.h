@@ -193,6 +193,13 @@ int cs_spool_put(cs_spool *spool, const uint8_t *object, size_t size, cs_spool_e
  */
 int cs_spool_list(cs_spool *spool, cs_spool_entry *entries, size_t capacity, size_t *count);
 
+/*
+ * The ready packs this handle hands out (its index: what recovery checked,
+ * what it sealed and what cs_spool_admit admitted), in name order, without
+ * reading the directory. Fills up to capacity; *count gets how many exist.
+ */
+int cs_spool_entries(const cs_spool *spool, cs_spool_entry *entries, size_t capacity, size_t *count);
+
 /* Quota use from the index: ready packs and their bytes. */
 void cs_spool_usage(const cs_spool *spool, uint64_t *bytes, uint32_t *packs);
 
@@ -289,6 +296,22 @@ size_t cs_spool_kept(const cs_spool *spool, cs_spool_kept_pack *out, size_t capa
 
 /* cs_spool_sweep_open then cs_spool_check (the recovery pass at start). */
 int cs_spool_recover(cs_spool *spool, cs_spool_recovery *report);
+
+/*
+ * Admits ready packs another process linked into the directory since the
+ * index was built (capstore serve takes capture processes' packs this way):
+ * each ready name not in the index is checked as cs_spool_check checks it
+ * (the full verifier, bytes against name). A good one is indexed and copied
+ * to out; a corrupt one is quarantined with the verifier's reason
+ * (report->quarantined); one that cannot be judged now (a read failed,
+ * memory ran short) is left as it is, not indexed, for the next pass
+ * (report->errors, report->problem). At most capacity packs are admitted per
+ * call; the rest wait, unindexed, for the next. *count gets how many were
+ * admitted, out holds them in name order. Returns CS_E_OK, or what stopped
+ * the walk (the directory could not be read; the index could not grow).
+ */
+int cs_spool_admit(cs_spool *spool, cs_spool_entry *out, size_t capacity, size_t *count,
+                   cs_spool_recovery *report);
 
 /* ---- Names ------------------------------------------------------------------- */
 

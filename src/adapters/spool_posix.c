@@ -1276,6 +1276,62 @@ int cs_spool_check(cs_spool *spool, cs_spool_recovery *report) {
   return spool_walk(spool, visit_check, report);
 }
 
+/* What an admission pass carries through the walk. */
+typedef struct admit_pass {
+  cs_spool_entry *out;
+  size_t capacity, count;
+  cs_spool_recovery *report;
+} admit_pass;
+
+static int visit_admit(cs_spool *spool, const char *name, void *context) {
+  admit_pass *pass = context;
+  cs_spool_entry entry;
+  if (pass->count == pass->capacity) return CS_E_OK; /* the rest wait for the next pass, unindexed */
+  if (!has_suffix(name, SPOOL_READY_SUFFIX) || cs_spool_parse_ready_name(name, &entry) != CS_E_OK) return CS_E_OK;
+  bool known = false;
+  (void)index_search(spool, &entry.pack_id, &known);
+  if (known || kept_contains(spool, name)) return CS_E_OK;
+  int rc = check_ready_file(spool, &entry);
+  if (rc == CS_E_OK) {
+    rc = index_put(spool, &entry);
+    if (rc != CS_E_OK) return rc;
+    pass->report->ready_ok++;
+    pass->report->ready_bytes += entry.size_bytes;
+    pass->out[pass->count++] = entry;
+    return CS_E_OK;
+  }
+  if (rc == CS_E_CORRUPT) return check_quarantine(spool, pass->report, name);
+  /* No verdict (a read failed, memory ran short): not indexed, not kept; the next pass tries again. */
+  pass->report->errors++;
+  report_problem(pass->report, rc, spool->error);
+  return CS_E_OK;
+}
+
+static int entry_name_order(const void *a, const void *b) {
+  return strcmp(((const cs_spool_entry *)a)->name, ((const cs_spool_entry *)b)->name);
+}
+
+int cs_spool_admit(cs_spool *spool, cs_spool_entry *out, size_t capacity, size_t *count,
+                   cs_spool_recovery *report) {
+  if (spool == NULL || count == NULL || (out == NULL && capacity > 0)) return CS_E_INVALID_ARGUMENT;
+  cs_spool_recovery local = {0};
+  if (report == NULL) report = &local;
+  memset(report, 0, sizeof *report);
+  admit_pass pass = {.out = out, .capacity = capacity, .report = report};
+  int rc = spool_walk(spool, visit_admit, &pass);
+  if (pass.count > 1) qsort(out, pass.count, sizeof *out, entry_name_order);
+  *count = pass.count;
+  return rc;
+}
+
+int cs_spool_entries(const cs_spool *spool, cs_spool_entry *entries, size_t capacity, size_t *count) {
+  if (spool == NULL || count == NULL || (entries == NULL && capacity > 0)) return CS_E_INVALID_ARGUMENT;
+  *count = spool->index_count;
+  size_t n = capacity < spool->index_count ? capacity : spool->index_count;
+  if (n > 0) memcpy(entries, spool->index, n * sizeof *entries);
+  return CS_E_OK;
+}
+
 int cs_spool_recover(cs_spool *spool, cs_spool_recovery *report) {
   if (spool == NULL) return CS_E_INVALID_ARGUMENT;
   cs_spool_recovery local = {0};

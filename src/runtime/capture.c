@@ -245,11 +245,12 @@ static int open_spool(cs_capture *cap, const char *dir, char *msg, size_t msg_si
   }
   size_t count = 0;
   cs_spool_entry *entries = NULL;
-  rc = cs_spool_list(cap->spool, NULL, 0, &count);
+  /* The index (what recovery checked, or the names at open without it): never a name linked in since. */
+  rc = cs_spool_entries(cap->spool, NULL, 0, &count);
   if (rc == CS_E_OK && count > 0) {
     entries = calloc(count, sizeof *entries);
     if (entries == NULL) return rt_refuse(CS_E_NO_MEMORY, msg, msg_size, "spool listing allocation failed");
-    rc = cs_spool_list(cap->spool, entries, count, &count);
+    rc = cs_spool_entries(cap->spool, entries, count, &count);
   }
   if (rc != CS_E_OK) {
     free(entries);

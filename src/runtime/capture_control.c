@@ -165,7 +165,8 @@ int cs_capture_remove_pack(cs_capture *cap, const cs_uuid *pack_id, char *msg, s
   }
   pthread_mutex_lock(&cap->spool_mutex);
   uint64_t size = 0;
-  int rc = pack_left(cap, cs_spool_remove(cap->spool, pack_id, &size), size, msg, msg_size);
+  int removed = cs_spool_remove(cap->spool, pack_id, &size); /* before size is read: argument order is unspecified */
+  int rc = pack_left(cap, removed, size, msg, msg_size);
   pthread_mutex_unlock(&cap->spool_mutex);
   return rc;
 }
@@ -177,7 +178,8 @@ int cs_capture_quarantine_pack(cs_capture *cap, const cs_uuid *pack_id, const ch
   }
   pthread_mutex_lock(&cap->spool_mutex);
   uint64_t size = 0;
-  int rc = pack_left(cap, cs_spool_quarantine(cap->spool, pack_id, reason, &size), size, msg, msg_size);
+  int sidelined = cs_spool_quarantine(cap->spool, pack_id, reason, &size); /* before size is read */
+  int rc = pack_left(cap, sidelined, size, msg, msg_size);
   pthread_mutex_unlock(&cap->spool_mutex);
   return rc;
 }
@@ -193,7 +195,24 @@ int cs_capture_open_pack(cs_capture *cap, const cs_uuid *pack_id, int *fd, cs_sp
 int cs_capture_list(cs_capture *cap, cs_spool_entry *entries, size_t capacity, size_t *count) {
   if (cap == NULL) return CS_E_INVALID_ARGUMENT;
   pthread_mutex_lock(&cap->spool_mutex);
-  int rc = cs_spool_list(cap->spool, entries, capacity, count);
+  int rc = cs_spool_entries(cap->spool, entries, capacity, count);
+  pthread_mutex_unlock(&cap->spool_mutex);
+  return rc;
+}
+
+int cs_capture_admit(cs_capture *cap, cs_spool_entry *out, size_t capacity, size_t *count) {
+  if (cap == NULL || count == NULL) return CS_E_INVALID_ARGUMENT;
+  cs_spool_recovery pass;
+  pthread_mutex_lock(&cap->spool_mutex);
+  int rc = cs_spool_admit(cap->spool, out, capacity, count, &pass);
+  /* Under spool_mutex, as every change of what the spool lists reaches the core. */
+  pthread_mutex_lock(&cap->mutex);
+  for (size_t i = 0; i < *count; i++) cs_sink_on_recovered(&cap->sink, out[i].size_bytes);
+  cap->stats.admitted_packs += *count;
+  cap->stats.admitted_bytes += pass.ready_bytes;
+  cap->stats.admit_quarantined += pass.quarantined;
+  cap->stats.admit_errors += pass.errors;
+  pthread_mutex_unlock(&cap->mutex);
   pthread_mutex_unlock(&cap->spool_mutex);
   return rc;
 }

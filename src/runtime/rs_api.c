@@ -457,6 +457,7 @@ static void teardown(capstore *cs, bool free_capture) {
   rs_lanes_stop(rt);
   if (!free_capture) return;
   rs_footers_stop(rt);
+  if (rt->handoff != NULL) rs_handoff_free(rt); /* frees the capture too */
   atomic_store(&rt->capture_live, NULL);
   if (rt->capture != NULL) cs_capture_free(rt->capture);
   rt->capture = NULL;
@@ -526,6 +527,14 @@ static int open_runtime(capstore *cs, char *msg, size_t msg_size) {
   return rc;
 }
 
+/* Capture role: no store, catalog, service or driver; the hand-off to capstore serve (rs_handoff.c). */
+static int open_capture_role(capstore *cs, char *msg, size_t msg_size) {
+  rs_runtime *rt = &cs->rt;
+  int rc = make_parents("spool_dir", rt->cfg.spool_dir, false, msg, msg_size);
+  if (rc == CS_E_OK) rc = rs_handoff_open(rt, msg, msg_size);
+  return rc;
+}
+
 int capstore_open(const capstore_config *cfg, capstore **out, char *msg, size_t msg_size) {
   if (out == NULL) return rt_refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "out is NULL");
   *out = NULL;
@@ -551,7 +560,7 @@ int capstore_open(const capstore_config *cfg, capstore **out, char *msg, size_t 
     destroy(cs);
     return rt_refuse(CS_E_IO, msg, msg_size, "getrandom failed");
   }
-  rc = open_runtime(cs, msg, msg_size);
+  rc = cfg->role == CS_ROLE_CAPTURE ? open_capture_role(cs, msg, msg_size) : open_runtime(cs, msg, msg_size);
   if (rc != CS_E_OK) {
     teardown(cs, true);
     destroy(cs);
@@ -669,6 +678,15 @@ int capstore_flush(capstore *cs, uint64_t deadline_ns, capstore_flush_report *re
     pthread_mutex_unlock(&cs->api_mutex);
     return rt_refuse(CS_E_CLOSED, msg, msg_size, "capstore is closed");
   }
+  if (rt->handoff != NULL) {
+    int rc = rs_handoff_flush(rt, deadline_ns, report, msg, msg_size);
+    pthread_mutex_unlock(&cs->api_mutex);
+    if (rc == CS_E_OK && report->rejected_count > 0) {
+      name_rejected(report, msg, msg_size);
+      return CS_E_CORRUPT;
+    }
+    return rc == CS_E_OK ? rt_refuse(CS_E_OK, msg, msg_size, "%s", "") : rc;
+  }
   int rc = call(rt, RS_CALL_FLUSH, deadline_ns);
   pthread_mutex_lock(&rt->mutex);
   fill_report(rt, report);
@@ -704,11 +722,16 @@ int capstore_close(capstore *cs, uint64_t budget_ns, char *msg, size_t msg_size)
     pthread_mutex_unlock(&cs->api_mutex);
     return rc;
   }
-  int rc = call(rt, RS_CALL_CLOSE, budget_ns);
-  pthread_mutex_lock(&rt->mutex);
-  if (rc != CS_E_OK)
-    snprintf(rt->close_msg, sizeof rt->close_msg, "close: %.240s", rt->call_msg[0] != '\0' ? rt->call_msg : cs_strerror(rc));
-  pthread_mutex_unlock(&rt->mutex);
+  int rc;
+  if (rt->handoff != NULL) {
+    rc = rs_handoff_close(rt, budget_ns, rt->close_msg, sizeof rt->close_msg);
+  } else {
+    rc = call(rt, RS_CALL_CLOSE, budget_ns);
+    pthread_mutex_lock(&rt->mutex);
+    if (rc != CS_E_OK)
+      snprintf(rt->close_msg, sizeof rt->close_msg, "close: %.240s", rt->call_msg[0] != '\0' ? rt->call_msg : cs_strerror(rc));
+    pthread_mutex_unlock(&rt->mutex);
+  }
   rt->close_err = rc;
   teardown(cs, false);
   rt->closed = true;
@@ -752,4 +775,6 @@ void capstore_stats_get(capstore *cs, capstore_stats *out) {
                       atomic_load(&rt->lease_lane.queue_peak), atomic_load(&rt->spool_lane.queue_peak)};
   for (size_t i = 0; i < 4; i++)
     if (peaks[i] > out->lane_queue_peak) out->lane_queue_peak = peaks[i];
+  out->adopted_spools = atomic_load(&rt->adopted_spools);
+  rs_handoff_stats(rt, out);
 }

@@ -38,11 +38,13 @@ void rs_inbox_post(rs_runtime *rt, const rs_msg *msg) {
 
 static bool refused_push(rs_runtime *rt, const cs_pack_ref *ref);
 
-static void log_failure(rs_runtime *rt, const char *what, const char *detail) {
+void rs_log_failure(rs_runtime *rt, const char *what, const char *detail) {
   pthread_mutex_lock(&rt->mutex);
   snprintf(rt->engine_last_error, sizeof rt->engine_last_error, "%s: %.120s", what, detail);
   pthread_mutex_unlock(&rt->mutex);
 }
+
+static void log_failure(rs_runtime *rt, const char *what, const char *detail) { rs_log_failure(rt, what, detail); }
 
 /* ---- jobs ------------------------------------------------------------------------------ */
 
@@ -290,6 +292,12 @@ static void recover_more(rs_runtime *rt) {
 static void refused_report(rs_runtime *rt, uint64_t now);
 
 static void deliver_done(rs_runtime *rt, uint64_t now, rs_job *job) {
+  if (job->kind == RS_JOB_ARRIVALS) {
+    rt->arrivals_busy = false;
+    /* A scan that admitted a full batch is followed at once: more may be waiting. */
+    rt->arrivals_next_ns = job->key_count > 0 ? now : now + rt->cfg.daemon.scan_interval_ns;
+    return;
+  }
   if (job->kind == RS_JOB_RECOVER) {
     rt->recover_busy = false;
     recover_more(rt);
@@ -309,7 +317,9 @@ static void deliver_done(rs_runtime *rt, uint64_t now, rs_job *job) {
     return;
   }
   const cs_action *a = &job->act;
-  if (job->outcome != CS_OUT_OK && job->detail[0] != '\0') log_failure(rt, cs_op_name(a->op), job->detail);
+  /* A HEAD that finds nothing is an answer, not a failure: a recovered or handed-in pack not yet uploaded. */
+  bool answer = a->op == CS_OP_STORE_HEAD && job->outcome == CS_OUT_NOT_FOUND;
+  if (job->outcome != CS_OUT_OK && !answer && job->detail[0] != '\0') log_failure(rt, cs_op_name(a->op), job->detail);
   cs_event ev = {.kind = CS_EV_DONE, .id = a->id, .outcome = job->outcome, .head = job->head,
                  .cat_head = job->cat_head, .claims = job->claims};
   if (a->op == CS_OP_CAT_COMMITTED && job->outcome == CS_OUT_OK) {
@@ -360,9 +370,11 @@ static void refused_report(rs_runtime *rt, uint64_t now) {
 
 static void deliver_sealed(rs_runtime *rt, uint64_t now, const rs_msg *msg) {
   if (rt->svc == NULL || !rt->svc_started) return; /* stays in the spool: the next start recovers it */
-  /* RECOVERED: from the backlog, counted by the CS_EV_BACKLOG at start */
+  /* RECOVERED: from the backlog, counted by the CS_EV_BACKLOG at start. ARRIVED: handed in by a capture
+     process, which may have handed in a pack already shipped (a crash before its private removal): HEAD first. */
   bool from_backlog = msg->kind == RS_MSG_RECOVERED;
-  cs_event ev = {.kind = CS_EV_SEALED, .pack = &msg->ref, .recovered = from_backlog, .backlog = from_backlog};
+  cs_event ev = {.kind = CS_EV_SEALED, .pack = &msg->ref, .recovered = from_backlog || msg->kind == RS_MSG_ARRIVED,
+                 .backlog = from_backlog};
   int rc = cs_service_on_event(rt->svc, now, &ev);
   if (rc == CS_E_FULL && !refused_push(rt, &msg->ref)) {
     /* Counted outside the table by the service; it stays in the spool for the next start. */
@@ -444,8 +456,23 @@ static void pump(rs_runtime *rt) {
   }
 }
 
+/* Serving: one arrivals scan at a time on the spool lane, every daemon.scan_interval, while the service runs. */
+static void arrivals_due(rs_runtime *rt, uint64_t now) {
+  if (!rt->cfg.serve || rt->svc == NULL || !rt->svc_started || rt->arrivals_busy || now < rt->arrivals_next_ns ||
+      cs_service_stopped(rt->svc))
+    return;
+  rs_job *job = &rt->arrivals_job;
+  memset(job, 0, sizeof *job);
+  job->kind = RS_JOB_ARRIVALS;
+  job->busy = true;
+  job->fd = -1;
+  rt->arrivals_busy = true;
+  rs_lane_push(&rt->spool_lane, job);
+}
+
 static uint64_t next_deadline(rs_runtime *rt) {
   uint64_t at = cs_engine_next_deadline(&rt->engine);
+  if (rt->cfg.serve && rt->svc_started && !rt->arrivals_busy && rt->arrivals_next_ns < at) at = rt->arrivals_next_ns;
   if (rt->svc != NULL && rt->svc_started) {
     uint64_t d = cs_service_next_deadline(rt->svc);
     if (d < at) at = d;
@@ -483,6 +510,7 @@ void *rs_driver_main(void *context) {
     (void)cut_flush_short(rt, cs_capture_clock_ns());
     take_call(rt, cs_capture_clock_ns());
     pump(rt);
+    arrivals_due(rt, cs_capture_clock_ns());
     publish_snapshot(rt);
     pthread_mutex_lock(&rt->mutex);
     bool stop = rt->stopping;
@@ -571,6 +599,12 @@ void rs_run_step(rs_runtime *rt, rs_job *job) {
                                    : cs_capture_flush(rt->capture, act->deadline_ns, job->detail, sizeof job->detail);
     break;
   case CS_STEP_SEAL_SINK:
+    /* Serving: what was handed in before the close is taken with it (posted before this step's answer). */
+    if (rt->cfg.serve && rt->capture != NULL) {
+      rs_job scan = {.kind = RS_JOB_ARRIVALS};
+      do rs_arrivals_scan(rt, &scan);
+      while (scan.key_count > 0 && cs_capture_clock_ns() < act->deadline_ns);
+    }
     job->err = rt->capture == NULL ? CS_E_OK
                                    : cs_capture_close(rt->capture, act->deadline_ns, job->detail, sizeof job->detail);
     break;

@@ -30,6 +30,7 @@ enum rs_job_kind {
   RS_JOB_ACTION = 1, /* a service request (cs_action) */
   RS_JOB_STEP,       /* an engine step that blocks (sink open, flush, seal) */
   RS_JOB_RECOVER,    /* report more packs a previous process left in the spool (the backlog) */
+  RS_JOB_ARRIVALS,   /* serving: admit the packs capture processes handed into the spool (rs_handoff.c) */
 };
 
 typedef struct rs_job rs_job;
@@ -113,7 +114,9 @@ typedef struct rs_footers {
 } rs_footers;
 
 /* What the inbox carries to the driver. */
-enum rs_msg_kind { RS_MSG_DONE = 1, RS_MSG_SEALED, RS_MSG_RECOVERED };
+enum rs_msg_kind { RS_MSG_DONE = 1, RS_MSG_SEALED, RS_MSG_RECOVERED, RS_MSG_ARRIVED };
+
+typedef struct rs_handoff rs_handoff;
 
 typedef struct rs_msg {
   uint32_t kind;
@@ -214,6 +217,14 @@ typedef struct rs_runtime {
 
   rs_footers footers;
 
+  /* Serving (cfg.serve): the arrivals scan, one at a time on the spool lane. Driver thread only. */
+  bool arrivals_busy;
+  rs_job arrivals_job;
+  uint64_t arrivals_next_ns;
+  _Atomic uint64_t adopted_spools; /* private spools of dead capture processes taken over */
+  /* Capture role (CS_ROLE_CAPTURE): the hand-off to capstore serve instead of the service. */
+  rs_handoff *handoff;
+
   /* Counters (atomic: read by stats without the driver). */
   _Atomic uint64_t store_requests;
   _Atomic uint64_t catalog_requests;
@@ -263,7 +274,21 @@ RS_HIDDEN void rs_footer_put(rs_runtime *rt, const cs_uuid *pack_id, cs_pack_foo
 RS_HIDDEN int rs_footer_read_fd(int fd, uint64_t size, cs_pack_footer *footer, uint64_t *footer_len, char *msg,
                                 size_t msg_size);
 
+/* ---- rs_handoff.c ---- */
+/* Capture role: the private spool, its capture (rt->capture) and the hand-off thread. */
+RS_HIDDEN int rs_handoff_open(rs_runtime *rt, char *msg, size_t msg_size);
+RS_HIDDEN int rs_handoff_flush(rs_runtime *rt, uint64_t deadline_ns, capstore_flush_report *report, char *msg,
+                               size_t msg_size);
+/* Seals, hands every pack over (within budget_ns) and stops the thread. */
+RS_HIDDEN int rs_handoff_close(rs_runtime *rt, uint64_t budget_ns, char *msg, size_t msg_size);
+RS_HIDDEN void rs_handoff_free(rs_runtime *rt);
+RS_HIDDEN void rs_handoff_stats(rs_runtime *rt, capstore_stats *out);
+/* Serving, on the spool lane: adopts dead capture processes' spools, admits handed-in packs, posts them. */
+RS_HIDDEN void rs_arrivals_scan(rs_runtime *rt, rs_job *job);
+
 /* ---- rs_driver.c ---- */
+/* Records a failure as the runtime's last error (any thread). */
+RS_HIDDEN void rs_log_failure(rs_runtime *rt, const char *what, const char *detail);
 /* Opens the capture and builds the refs of the packs already in its spool (before the engine starts). */
 RS_HIDDEN int rs_open_sink(rs_runtime *rt, char *msg, size_t msg_size);
 /* The engine's blocking steps (OPEN_SINK, FLUSH_SINK, SEAL_SINK), run on the spool lane. */

@@ -400,6 +400,10 @@ static void run_spool(rs_runtime *rt, rs_lane *lane, rs_job *job) {
     rs_run_step(rt, job);
     return;
   }
+  if (job->kind == RS_JOB_ARRIVALS) {
+    rs_arrivals_scan(rt, job);
+    return;
+  }
   const cs_action *a = &job->act;
   char msg[160] = "";
   int rc = a->op == CS_OP_SPOOL_REMOVE

@@ -95,11 +95,20 @@ static uint32_t metrics_of(const capstore_stats *s, metric *m) {
   M("footer_errors", "packs whose footer could not be read for INDEX", true, s->footer_errors);
   M("footer_cache_hits", "INDEX footers parsed already while their packs uploaded", true, s->footer_cache_hits);
   M("engine_failures", "failed engine steps", true, s->engine_failures);
+  M("arrivals_admitted", "serving: packs capture processes handed in, verified and taken", true, c->admitted_packs);
+  M("arrivals_admitted_bytes", "serving: their bytes", true, c->admitted_bytes);
+  M("arrivals_quarantined", "serving: handed-in packs found corrupt and quarantined", true, c->admit_quarantined);
+  M("arrivals_errors", "serving: handed-in packs that could not be read yet (tried again)", true, c->admit_errors);
+  M("adopted_spools", "serving: private spools of capture processes that died, taken over", true, s->adopted_spools);
+  M("handoff_linked", "capture role: packs handed to capstore serve", true, s->handoff_linked);
+  M("handoff_shipped", "capture role: handed packs capstore serve shipped", true, s->handoff_shipped);
+  M("handoff_rejected", "capture role: handed packs capstore serve set aside", true, s->handoff_rejected);
+  M("handoff_waiting", "capture role: sealed packs not yet shipped by capstore serve", false, s->handoff_waiting);
 #undef M
   return n;
 }
 
-#define METRICS_MAX 48u
+#define METRICS_MAX 64u
 
 size_t capstore_stats_json(capstore *cs, char *buf, size_t size) {
   capstore_stats s;
