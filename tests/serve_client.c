@@ -7,8 +7,9 @@
  *       TAG-<N-1>, run id TAG, payloads derived from the index), flushes
  *       (60 s) and closes. Exit 0 when the flush drained (every record
  *       shipped by the daemon) and the close handed everything over.
- *       --no-close: exits right after the writes, without flush or close
- *       (a capture process that dies: the daemon must adopt its spool).
+ *       --no-close: seals (a flush of 2 s, which no daemon answers) and exits,
+ *       without close: a capture process that dies; the daemon must ship
+ *       what it sealed, adopting its private spool.
  *   serve_client count CONFIG TAG N
  *       opens the catalog of CONFIG (the daemon's) and checks that its
  *       descriptors at the watermark hold exactly TAG-0 .. TAG-<N-1> once
@@ -84,7 +85,9 @@ static int capture(const char *path, const char *tag, uint32_t n, bool no_close)
   }
   free(buf);
   if (no_close) {
-    printf("%s: wrote %" PRIu32 " records, exiting without flush or close\n", tag, n);
+    /* Sealed (a flush with no time to wait for shipping), then gone without a close, as a killed process. */
+    (void)capstore_flush(cs, capstore_clock_ns() + 2 * CS_SEC_NS, NULL, msg, sizeof msg);
+    printf("%s: wrote and sealed %" PRIu32 " records, exiting without close\n", tag, n);
     fflush(stdout);
     _Exit(0);
   }
