@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include <cmocka.h>
+#include <dirent.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <pthread.h>
@@ -108,6 +109,114 @@ static void test_capture_flush_query(void **state) {
   assert_int_equal(capstore_close(cs, 10 * SEC, msg, sizeof msg), CS_E_OK);
   assert_int_equal(capstore_flush(cs, capstore_clock_ns() + SEC, NULL, msg, sizeof msg), CS_E_CLOSED);
   capstore_free(cs);
+  tc_remove_all(e.root);
+}
+
+/* The capture role's config: the serving runtime's spool, no store, no catalog. */
+static capstore_config capture_role_config(const env *e) {
+  capstore_config cfg = env_config(e);
+  cfg.role = CS_ROLE_CAPTURE;
+  cfg.store_dir = NULL;
+  cfg.sqlite_path = NULL;
+  cfg.capture.sink.linger_ns = 50 * CS_MS_NS;
+  return cfg;
+}
+
+static uint32_t private_spools(const env *e) {
+  char path[700];
+  snprintf(path, sizeof path, "%s/.capture", e->spool);
+  DIR *dir = opendir(path);
+  if (dir == NULL) return 0;
+  uint32_t n = 0;
+  for (struct dirent *d; (d = readdir(dir)) != NULL;) n += d->d_name[0] != '.';
+  closedir(dir);
+  return n;
+}
+
+/*
+ * Side-car: two capture-role processes hand packs to a serving runtime. Without it a flush waits at stage "daemon"
+ * and capture holds at its own quota; with it every record is in the catalog once, and close leaves nothing behind.
+ */
+static void test_capture_role_and_serve(void **state) {
+  (void)state;
+  env e;
+  env_make(&e, "rt_serve");
+  char msg[512];
+  capstore *cs = NULL;
+  /* A capture-role config naming a store or catalog is a mistake, said as such. */
+  capstore_config bad = capture_role_config(&e);
+  bad.store_dir = e.bucket;
+  assert_int_equal(capstore_open(&bad, &cs, msg, sizeof msg), CS_E_CONFIG);
+  assert_non_null(strstr(msg, "leave store_dir"));
+  bad = capture_role_config(&e);
+  bad.sqlite_path = e.db;
+  assert_int_equal(capstore_config_validate(&bad, msg, sizeof msg), CS_E_CONFIG);
+  assert_non_null(strstr(msg, "catalog"));
+  bad = env_config(&e);
+  bad.role = CS_ROLE_CAPTURE;
+  bad.store_dir = NULL;
+  bad.sqlite_path = NULL;
+  bad.serve = true;
+  assert_int_equal(capstore_config_validate(&bad, msg, sizeof msg), CS_E_CONFIG);
+
+  /* No daemon yet: the packs wait, counted against this process's quota. */
+  capstore_config cc = capture_role_config(&e);
+  cc.capture.sink.spool_packs_max = 3;
+  cc.capture.sink.full_policy = CS_FULL_REFUSE;
+  capstore *a = NULL, *b = NULL;
+  assert_int_equal(capstore_open(&cc, &a, msg, sizeof msg), CS_E_OK);
+  assert_int_equal(private_spools(&e), 1);
+  assert_int_equal(tc_capture(a, 0, 300, 64), CS_E_OK); /* 3 packs: the quota */
+  capstore_flush_report report;
+  assert_int_equal(capstore_flush(a, capstore_clock_ns() + 300 * CS_MS_NS, &report, msg, sizeof msg), CS_E_TIMEOUT);
+  assert_false(report.drained);
+  assert_string_equal(report.stage, "daemon");
+  assert_int_equal(report.missing_packs, 3);
+  assert_non_null(strstr(msg, "not yet shipped by capstore serve"));
+  capstore_stats st;
+  capstore_stats_get(a, &st);
+  assert_int_equal(st.handoff_linked, 3);
+  assert_int_equal(st.handoff_waiting, 3);
+  assert_int_equal(st.capture.sink.spool_packs, 3);
+  assert_int_equal(tc_capture(a, 300, 1, 64), CS_E_SPOOL_FULL); /* refused, as the quota says */
+
+  /* The daemon starts: what waited ships, and a second capture process joins. */
+  capstore_config sc = env_config(&e);
+  sc.serve = true;
+  sc.daemon.scan_interval_ns = 20 * CS_MS_NS;
+  capstore *daemon = NULL;
+  assert_int_equal(capstore_open(&sc, &daemon, msg, sizeof msg), CS_E_OK);
+  assert_int_equal(capstore_open(&cc, &b, msg, sizeof msg), CS_E_OK);
+  assert_int_equal(private_spools(&e), 2);
+  assert_int_equal(tc_capture(b, 400, 250, 64), CS_E_OK);
+  int rc = capstore_flush(a, capstore_clock_ns() + 20 * SEC, &report, msg, sizeof msg);
+  if (rc != CS_E_OK) fprintf(stderr, "flush a: %s\n", msg);
+  assert_int_equal(rc, CS_E_OK);
+  assert_true(report.drained);
+  assert_int_equal(tc_capture(a, 300, 100, 64), CS_E_OK); /* the quota came back */
+  assert_int_equal(capstore_flush(a, capstore_clock_ns() + 20 * SEC, &report, msg, sizeof msg), CS_E_OK);
+  assert_int_equal(capstore_flush(b, capstore_clock_ns() + 20 * SEC, &report, msg, sizeof msg), CS_E_OK);
+  capstore_stats_get(b, &st);
+  assert_int_equal(st.handoff_shipped, 3);
+  assert_int_equal(st.handoff_waiting, 0);
+  assert_int_equal(st.capture.sink.spool_packs, 0);
+  /* Everything both captured is in the catalog once, byte-exact. */
+  tc_seen seen;
+  read_back(&e, 650, &seen);
+  assert_int_equal(seen.records, 650);
+  assert_int_equal(seen.missing + seen.duplicates + seen.unknown + seen.bad_bytes, 0);
+  capstore_stats_get(daemon, &st);
+  assert_int_equal(st.capture.admitted_packs + st.capture.recovered_packs, 7); /* a's first 3 were there at its open */
+  assert_int_equal(st.capture.recovered_packs, 3);
+  assert_int_equal(st.service.indexed, 7);
+  /* Close hands over and removes the private spools. */
+  assert_int_equal(capstore_close(a, 10 * SEC, msg, sizeof msg), CS_E_OK);
+  assert_int_equal(capstore_close(b, 10 * SEC, msg, sizeof msg), CS_E_OK);
+  capstore_free(a);
+  capstore_free(b);
+  assert_int_equal(private_spools(&e), 0);
+  assert_int_equal(capstore_close(daemon, 10 * SEC, msg, sizeof msg), CS_E_OK);
+  capstore_free(daemon);
   tc_remove_all(e.root);
 }
 
@@ -548,6 +657,7 @@ int main(void) {
       cmocka_unit_test(test_calls_racing_close),
       cmocka_unit_test(test_close_cuts_flush_short),
       cmocka_unit_test(test_config_refusals),
+      cmocka_unit_test(test_capture_role_and_serve),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -349,6 +349,73 @@ static void test_recover_sweeps_and_quarantines(void **state) {
   tf_remove_tree(dir);
 }
 
+/* Packs another process linked in: admitted once each after the full check, corrupt ones quarantined. */
+static void test_admit_arrivals(void **state) {
+  (void)state;
+  char *dir = tf_temp_dir("spool");
+  char *other = tf_temp_dir("spool-other");
+  cs_spool *spool = spool_start(dir);
+  tp_bytes own = build_pack(tf_pack_id(20), 1, 100, 1);
+  assert_int_equal(cs_spool_put(spool, own.data, own.len, NULL, NULL), CS_E_OK);
+  /* Three packs made elsewhere arrive under their ready names; one with a flipped payload bit. */
+  cs_spool *maker = spool_start(other);
+  tp_bytes a = build_pack(tf_pack_id(21), 2, 200, 2), b = build_pack(tf_pack_id(22), 3, 50, 3),
+           c = build_pack(tf_pack_id(23), 1, 400, 4);
+  cs_spool_entry ea, eb, ec;
+  assert_int_equal(cs_spool_put(maker, a.data, a.len, &ea, NULL), CS_E_OK);
+  assert_int_equal(cs_spool_put(maker, b.data, b.len, &eb, NULL), CS_E_OK);
+  assert_int_equal(cs_spool_put(maker, c.data, c.len, &ec, NULL), CS_E_OK);
+  cs_spool_close(maker);
+  c.data[150] ^= 0x01;
+  tf_write_file(dir, ec.name, c.data, c.len);
+  tf_write_file(dir, eb.name, b.data, b.len);
+  tf_write_file(dir, ea.name, a.data, a.len);
+  /* The index still hands out only what this handle knows. */
+  size_t count = 0;
+  assert_int_equal(cs_spool_entries(spool, NULL, 0, &count), CS_E_OK);
+  assert_int_equal(count, 1);
+  /* A capacity of 1 admits one and leaves the rest for the next pass. */
+  cs_spool_entry got[4];
+  cs_spool_recovery report;
+  assert_int_equal(cs_spool_admit(spool, got, 1, &count, &report), CS_E_OK);
+  assert_int_equal(count, 1);
+  assert_int_equal(report.ready_ok, 1);
+  uint32_t quarantined = report.quarantined; /* the corrupt one, if the walk met it before the capacity was reached */
+  assert_int_equal(cs_spool_admit(spool, got + 1, 3, &count, &report), CS_E_OK);
+  assert_int_equal(count, 1);
+  assert_int_equal(quarantined + report.quarantined, 1);
+  /* Both good ones admitted exactly once, with their sizes; the corrupt one is out of the ready set. */
+  assert_false(cs_uuid_equal(&got[0].pack_id, &got[1].pack_id));
+  for (int i = 0; i < 2; i++) {
+    bool is_a = cs_uuid_equal(&got[i].pack_id, &ea.pack_id), is_b = cs_uuid_equal(&got[i].pack_id, &eb.pack_id);
+    assert_true(is_a || is_b);
+    assert_int_equal(got[i].size_bytes, is_a ? a.len : b.len);
+  }
+  char qname[CS_SPOOL_NAME_MAX + 32];
+  snprintf(qname, sizeof qname, "%s.quarantined", ec.name);
+  assert_true(file_exists(dir, qname));
+  assert_false(file_exists(dir, ec.name));
+  assert_int_equal(cs_spool_entries(spool, NULL, 0, &count), CS_E_OK);
+  assert_int_equal(count, 3);
+  /* Nothing new: nothing admitted. A removed pack linked in again is admitted again (a re-arrival). */
+  assert_int_equal(cs_spool_admit(spool, got, 4, &count, &report), CS_E_OK);
+  assert_int_equal(count, 0);
+  assert_int_equal(cs_spool_remove(spool, &ea.pack_id, NULL), CS_E_OK);
+  tf_write_file(dir, ea.name, a.data, a.len);
+  assert_int_equal(cs_spool_admit(spool, got, 4, &count, &report), CS_E_OK);
+  assert_int_equal(count, 1);
+  assert_true(cs_uuid_equal(&got[0].pack_id, &ea.pack_id));
+  assert_int_equal(cs_spool_admit(NULL, got, 4, &count, NULL), CS_E_INVALID_ARGUMENT);
+  assert_int_equal(cs_spool_admit(spool, NULL, 4, &count, NULL), CS_E_INVALID_ARGUMENT);
+  cs_spool_close(spool);
+  tp_free(&own);
+  tp_free(&a);
+  tp_free(&b);
+  tp_free(&c);
+  tf_remove_tree(dir);
+  tf_remove_tree(other);
+}
+
 static void test_sweep_refused_while_writing(void **state) {
   (void)state;
   char *dir = tf_temp_dir("spool");
@@ -709,6 +776,7 @@ int main(void) {
       cmocka_unit_test(test_owner_lock),
       cmocka_unit_test(test_open_refusals),
       cmocka_unit_test(test_recover_sweeps_and_quarantines),
+      cmocka_unit_test(test_admit_arrivals),
       cmocka_unit_test(test_sweep_refused_while_writing),
       cmocka_unit_test(test_quarantine_by_caller),
       cmocka_unit_test(test_symlink_not_followed),
