@@ -400,6 +400,7 @@ static int alloc_tables(rs_runtime *rt) {
   rt->list_keys = calloc((size_t)RS_LIST_SLOTS * svc->list_page_max, sizeof *rt->list_keys);
   rt->list_ptrs = calloc((size_t)RS_LIST_SLOTS * svc->list_page_max, sizeof *rt->list_ptrs);
   rt->inbox_max = 2u * svc->spool_packs_max + rt->job_count + 8u;
+  if (rt->cfg.serve) rt->inbox_max += 2u * RS_ARRIVALS_PER_SCAN; /* a periodic scan's and the close's */
   rt->inbox = calloc(rt->inbox_max, sizeof *rt->inbox);
   if (rt->svc_mem == NULL || rt->jobs == NULL || rt->bool_pool == NULL || rt->list_keys == NULL ||
       rt->list_ptrs == NULL || rt->inbox == NULL)

@@ -600,10 +600,9 @@ void rs_run_step(rs_runtime *rt, rs_job *job) {
     break;
   case CS_STEP_SEAL_SINK:
     /* Serving: what was handed in before the close is taken with it (posted before this step's answer). */
-    if (rt->cfg.serve && rt->capture != NULL) {
+    if (rt->cfg.serve && rt->capture != NULL) { /* one scan (its inbox room is reserved); more wait for the next start */
       rs_job scan = {.kind = RS_JOB_ARRIVALS};
-      do rs_arrivals_scan(rt, &scan);
-      while (scan.key_count > 0 && cs_capture_clock_ns() < act->deadline_ns);
+      rs_arrivals_scan(rt, &scan);
     }
     job->err = rt->capture == NULL ? CS_E_OK
                                    : cs_capture_close(rt->capture, act->deadline_ns, job->detail, sizeof job->detail);

@@ -41,7 +41,6 @@
 #define NEW_PREFIX ".new-"            /* a private spool being made: never adopted */
 #define POLL_NS (20 * MS)             /* how often departures are looked for while packs wait */
 #define RETRY_NS (200 * MS)           /* after a failed link */
-#define ARRIVALS_PER_SCAN 256u        /* packs admitted per scan; more: the next scan at once */
 #define QUARANTINE_SUFFIX ".quarantined"
 
 typedef struct handoff_pack {
@@ -551,9 +550,9 @@ void rs_arrivals_scan(rs_runtime *rt, rs_job *job) {
   }
   adopt_private_spools(rt, main_fd);
   close(main_fd);
-  cs_spool_entry entries[ARRIVALS_PER_SCAN];
+  cs_spool_entry entries[RS_ARRIVALS_PER_SCAN];
   size_t count = 0;
-  int rc = cs_capture_admit(cap, entries, ARRIVALS_PER_SCAN, &count);
+  int rc = cs_capture_admit(cap, entries, RS_ARRIVALS_PER_SCAN, &count);
   if (rc != CS_E_OK) rs_log_failure(rt, "scanning the spool", cs_strerror(rc));
   for (size_t i = 0; i < count; i++) {
     rs_msg msg = {.kind = RS_MSG_ARRIVED};

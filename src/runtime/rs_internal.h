@@ -237,6 +237,8 @@ typedef struct rs_runtime {
 } rs_runtime;
 
 #define RS_LIST_SLOTS 2u
+/* Serving: packs one arrivals scan admits at most (its messages wait in the inbox; two scans may overlap there). */
+#define RS_ARRIVALS_PER_SCAN 256u
 /* Jobs for the engine's blocking steps: one runs, the others are steps the engine timed out, still on the lane. */
 #define RS_STEP_JOBS 4u
 
