@@ -28,7 +28,12 @@
  *   backoff  --dead store|catalog: that side at http://127.0.0.1:1 (a closed port; a dead store is an S3
  *            endpoint, a dead catalog a ClickHouse url). Captures 8 records in 2 packs, then counts the
  *            service's cycles and failed cycles over --window-ms (3000); --runs K.
- *   smoke    small flush, ship, latency and backoff runs on the embedded defaults (ctest bench.service_smoke).
+ *   sidecar  the flush mode's capture + flush through the side-car shape against the in-process shape, in the
+ *            same run, alternating: a serving runtime (cfg.serve, daemon.scan_interval --scan-ms S, 100) with a
+ *            capture-role runtime beside it on the same spool (both in this process: the hand-off is the same
+ *            hard links and directory scans it is between processes), against one in-process runtime. Times
+ *            capture + drained flush; "median" gives the ratio side-car / in-process.
+ *   smoke    small flush, ship, latency, backoff and sidecar runs on the embedded defaults (ctest bench.service_smoke).
  *
  * Every result is one line of key=value pairs ("mode=flush backend=s3+clickhouse run=1 ... flush_s=0.1234"),
  * then "median mode=... " lines with the medians and ratios. Exit status 0 only when every run drained and
@@ -66,6 +71,7 @@
 typedef struct opts {
   const char *mode, *work, *s3_file, *ch_file, *dead, *method;
   unsigned runs, records, bytes, pack_records, packs, rate, seconds, linger_ms, poll_ms, flush_ms, window_ms;
+  unsigned scan_ms;  /* sidecar: the serving runtime's daemon.scan_interval */
   unsigned inflight; /* ship: store requests in flight (service.store_inflight_max) and rclone's --transfers */
   bool live;  /* ship: the runtime captures the packs while it runs, instead of opening on a sealed spool */
   bool trace; /* flush, ship: a line of the stages' counts every millisecond while the flush waits */
@@ -93,10 +99,10 @@ static void sleep_ms(unsigned ms) { sleep_until(now_ns() + (uint64_t)ms * MS); }
 
 static int usage(void) {
   fprintf(stderr,
-          "usage: capstore-bench-service flush|ship|latency|backoff|smoke --work DIR [--s3 FILE] [--clickhouse FILE]\n"
+          "usage: capstore-bench-service flush|ship|latency|backoff|sidecar|smoke --work DIR [--s3 FILE] [--clickhouse FILE]\n"
           "       [--runs K] [--records N] [--bytes B] [--pack-records R] [--packs P] [--rate N] [--seconds S]\n"
           "       [--linger-ms L] [--method poll|flush] [--poll-ms M] [--flush-ms M] [--dead store|catalog]\n"
-          "       [--window-ms M] [--inflight K] [--live] [--trace]\n");
+          "       [--window-ms M] [--inflight K] [--scan-ms S] [--live] [--trace]\n");
   return 2;
 }
 
@@ -106,7 +112,7 @@ static bool mode_is(const opts *o, const char *mode) { return strcmp(o->mode, mo
 static void opts_default(opts *o, const char *mode) {
   *o = (opts){.mode = mode, .method = "poll", .runs = 5, .records = 12288, .bytes = 1792, .pack_records = 4096,
               .packs = 200, .rate = 2000, .seconds = 10, .linger_ms = 50, .poll_ms = 2, .flush_ms = 100,
-              .window_ms = 3000, .inflight = 4};
+              .window_ms = 3000, .inflight = 4, .scan_ms = 100};
   if (strcmp(mode, "ship") == 0) {
     o->bytes = 16384;
     o->pack_records = 64;
@@ -142,13 +148,14 @@ static int opts_parse(int argc, char **argv, opts *o) {
     else if (strcmp(name, "--flush-ms") == 0) number = &o->flush_ms;
     else if (strcmp(name, "--window-ms") == 0) number = &o->window_ms;
     else if (strcmp(name, "--inflight") == 0) number = &o->inflight;
+    else if (strcmp(name, "--scan-ms") == 0) number = &o->scan_ms;
     else return usage();
     if (++i == argc) return usage();
     if (text != NULL) *text = argv[i];
     if (number != NULL && (*number = (unsigned)strtoul(argv[i], NULL, 10)) == 0) return usage();
   }
   bool known = mode_is(o, "flush") || mode_is(o, "ship") || mode_is(o, "latency") || mode_is(o, "backoff") ||
-               mode_is(o, "smoke");
+               mode_is(o, "smoke") || mode_is(o, "sidecar");
   bool method_ok = strcmp(o->method, "poll") == 0 || strcmp(o->method, "flush") == 0;
   bool dead_ok = !mode_is(o, "backoff") ||
                  (o->dead != NULL && (strcmp(o->dead, "store") == 0 || strcmp(o->dead, "catalog") == 0));
@@ -501,6 +508,68 @@ static int flush_main(const opts *o, const targets *t) {
          backend_name(&e, name, sizeof name), o->runs, o->records, o->bytes, median(v[F_OPEN], o->runs),
          median(v[F_CAPTURE], o->runs), flush_s, median(v[F_TOTAL], o->runs), median(v[F_CLOSE], o->runs),
          flush_s <= 0.2 ? "yes" : "no");
+  return ok ? 0 : 1;
+}
+
+/* ---- sidecar: capture + flush through capstore serve's hand-off, against in-process ---------------------- */
+
+/* One side-car run: capture + drained flush, in seconds; -1 when it did not drain or lost a record. */
+static double sidecar_run(const opts *o, const targets *t, unsigned run) {
+  run_env e;
+  capstore_config daemon_cfg;
+  config_make(o, t, "sidecar", run, &e, &daemon_cfg);
+  daemon_cfg.serve = true;
+  daemon_cfg.daemon.scan_interval_ns = (uint64_t)o->scan_ms * MS;
+  capstore_config cap_cfg;
+  capstore_config_default(&cap_cfg);
+  cap_cfg.role = CS_ROLE_CAPTURE;
+  cap_cfg.spool_dir = e.spool;
+  cap_cfg.capture.sink.pack_records_max = o->pack_records;
+  uint64_t open_ns = 0;
+  capstore *daemon = open_ready(&daemon_cfg, true, &open_ns);
+  char msg[256], name[64];
+  capstore *cs = NULL;
+  if (daemon == NULL || capstore_open(&cap_cfg, &cs, msg, sizeof msg) != CS_E_OK) {
+    fprintf(stderr, "sidecar open: %s\n", msg);
+    if (daemon != NULL) close_free(daemon, 10 * SEC);
+    return -1;
+  }
+  uint8_t *payload = payload_make(o->bytes);
+  capstore_flush_report report;
+  uint64_t t0 = now_ns();
+  bool captured = payload != NULL && capture_range(cs, 0, o->records, payload, o->bytes);
+  int rc = capstore_flush(cs, now_ns() + 60 * SEC, &report, msg, sizeof msg);
+  uint64_t t1 = now_ns();
+  if (rc != CS_E_OK) fprintf(stderr, "sidecar flush: %s (%s)\n", cs_strerror(rc), msg);
+  close_free(cs, 10 * SEC);
+  close_free(daemon, 30 * SEC);
+  char prefix[80];
+  snprintf(prefix, sizeof prefix, "%s/", e.name);
+  int64_t found = count_queryable(&daemon_cfg, prefix, o->pack_records);
+  printf("mode=sidecar shape=sidecar backend=%s run=%u records=%u record_bytes=%u scan_ms=%u total_s=%.4f drained=%d "
+         "queryable=%" PRId64 "\n",
+         backend_name(&e, name, sizeof name), run, o->records, o->bytes, o->scan_ms, secs(t1 - t0), report.drained, found);
+  remove_tree(e.dir);
+  free(payload);
+  return captured && rc == CS_E_OK && report.drained && found == (int64_t)o->records ? secs(t1 - t0) : -1;
+}
+
+static int sidecar_main(const opts *o, const targets *t) {
+  double side[RUNS_MAX], in[RUNS_MAX];
+  bool ok = true;
+  for (unsigned run = 1; run <= o->runs; run++) {
+    side[run - 1] = sidecar_run(o, t, run);
+    double out[F_COUNT];
+    ok = flush_run(o, t, run, out) && side[run - 1] >= 0 && ok;
+    in[run - 1] = out[F_TOTAL];
+  }
+  run_env e;
+  char name[64];
+  run_env_make(o, "sidecar", 0, &e);
+  double ms = median(side, o->runs), mi = median(in, o->runs);
+  printf("median mode=sidecar backend=%s runs=%u records=%u record_bytes=%u scan_ms=%u sidecar_total_s=%.4f "
+         "inprocess_total_s=%.4f ratio=%.2f\n",
+         backend_name(&e, name, sizeof name), o->runs, o->records, o->bytes, o->scan_ms, ms, mi, mi > 0 ? ms / mi : 0);
   return ok ? 0 : 1;
 }
 
@@ -1147,6 +1216,12 @@ static int smoke_main(const opts *base, const targets *t) {
   o.dead = "store";
   o.window_ms = 1000;
   rc = rc != 0 ? rc : backoff_main(&o, t);
+  opts_default(&o, "sidecar");
+  o.work = base->work;
+  o.runs = 1;
+  o.records = 1024;
+  o.pack_records = 256;
+  rc = rc != 0 ? rc : sidecar_main(&o, t);
   return rc;
 }
 
@@ -1171,6 +1246,7 @@ int main(int argc, char **argv) {
   if (mode_is(&o, "latency")) rc = latency_main(&o, &t);
   if (mode_is(&o, "backoff")) rc = backoff_main(&o, &t);
   if (mode_is(&o, "smoke")) rc = smoke_main(&o, &t);
+  if (mode_is(&o, "sidecar")) rc = sidecar_main(&o, &t);
   curl_global_cleanup();
   return rc;
 }
