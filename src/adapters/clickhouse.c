@@ -1046,6 +1046,12 @@ static int ch_list_packs(void *self, uint64_t watermark, const cs_uuid *after, c
   ch_buf *q = &ch->query;
   if (count == NULL || res == NULL || (rows == NULL && capacity > 0)) return CS_E_INVALID_ARGUMENT;
   *count = 0;
+  if (capacity == 0) { /* nothing to ask for: answered here, as SQLite's LIMIT 0 answers, without a statement */
+    res->outcome = CS_OUT_OK;
+    res->server_code = 0;
+    res->detail[0] = '\0';
+    return CS_E_OK;
+  }
   /* pack_id is canonical lowercase UUID text: its string order is the bytes' order. */
   buf_reset(q);
   buf_str(q, "SELECT pack_id, argMax(key, version), argMax(size_bytes, version), argMax(sha256, version),"
@@ -1060,12 +1066,6 @@ static int ch_list_packs(void *self, uint64_t watermark, const cs_uuid *after, c
   buf_str(q, " GROUP BY pack_id ORDER BY pack_id LIMIT ");
   buf_u64(q, capacity);
   buf_str(q, " FORMAT TabSeparated");
-  if (capacity == 0) { /* nothing to ask for: the statement would LIMIT 0 */
-    res->outcome = CS_OUT_OK;
-    res->server_code = 0;
-    res->detail[0] = '\0';
-    return CS_E_OK;
-  }
   ch_exec(ch, res);
   if (res->outcome != CS_OUT_OK || ch->answer.len == 0) return CS_E_OK;
   cs_clickhouse_tsv tsv = {ch->answer.bytes, ch->answer.bytes + ch->answer.len};
