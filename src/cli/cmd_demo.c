@@ -365,8 +365,8 @@ static int read_back(demo_run *run, const capstore_config *cfg, demo_check *c, c
   cs_descriptor_row *rows = calloc(capacity, sizeof *rows);
   char(*keys)[CS_KEY_MAX] = calloc(1000, CS_KEY_MAX);
   uint8_t *expect = malloc(demo_length(&demo_big));
-  char prefix[80], token[CS_KEY_MAX] = "";
-  snprintf(prefix, sizeof prefix, "%s/", cfg->name);
+  char prefix[CS_KEY_MAX], token[CS_KEY_MAX] = "";
+  capstore_key_prefix(cfg, prefix, sizeof prefix);
   cs_cat_head head;
   cs_catalog_result cres;
   cs_store_result sres;

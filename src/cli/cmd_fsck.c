@@ -198,8 +198,7 @@ static int read_catalog(fsck_run *r, cs_catalog *cat) {
 /* Every pack object under the catalog's key prefix (other objects are counted). */
 static int read_store(fsck_run *r, cs_store *store) {
   char prefix[CS_KEY_MAX], token[CS_KEY_MAX] = "";
-  snprintf(prefix, sizeof prefix, "%s", r->cfg->key_prefix != NULL ? r->cfg->key_prefix : "");
-  if (r->cfg->key_prefix == NULL) snprintf(prefix, sizeof prefix, "%s/", r->cfg->name);
+  capstore_key_prefix(r->cfg, prefix, sizeof prefix);
   char(*keys)[CS_KEY_MAX] = calloc(PAGE, CS_KEY_MAX);
   if (keys == NULL) return fail(r, "store", CS_E_NO_MEMORY, CS_OUT_OK, NULL);
   do {

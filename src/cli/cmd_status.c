@@ -114,10 +114,7 @@ static int read_store(const capstore_config *cfg, status *st, char *err, size_t 
   cs_store store;
   char msg[512], prefix[CS_KEY_MAX], token[CS_KEY_MAX] = "";
   if (capstore_open_store(cfg, &store, msg, sizeof msg) != CS_E_OK) return snprintf(err, err_size, "store: %s", msg), -1;
-  if (cfg->key_prefix != NULL)
-    snprintf(prefix, sizeof prefix, "%s", cfg->key_prefix);
-  else
-    snprintf(prefix, sizeof prefix, "%s/", cfg->name);
+  capstore_key_prefix(cfg, prefix, sizeof prefix);
   char(*keys)[CS_KEY_MAX] = calloc(PAGE, CS_KEY_MAX);
   int code = keys == NULL ? -1 : 0;
   if (keys == NULL) snprintf(err, err_size, "store: out of memory");
