@@ -528,8 +528,15 @@ static void report_json(const fsck_run *r) {
   json_decref(root);
 }
 
-/* Runs the service's own protocol once: open (recovery, a publisher's reconcile at start if configured), drain, close. */
-static int repair(const capstore_config *cfg, bool tty) {
+/* What --repair did: ran the service once, was refused (another owns the work), or failed (the reason on stderr). */
+typedef enum repair_answer { REPAIR_RAN, REPAIR_REFUSED, REPAIR_FAILED } repair_answer;
+
+/*
+ * Runs the service's own protocol once: open (recovery, a publisher's reconcile at start if configured), drain,
+ * close. Refused while a publisher elsewhere holds the catalog's lease or a service owns the spool: the running
+ * service repairs these itself.
+ */
+static repair_answer repair(const capstore_config *cfg, bool tty) {
   char msg[512];
   /* A running publisher elsewhere holds the lease: it reconciles and hands off on its own, and ours would wait. */
   if (cfg->role == CS_ROLE_PUBLISHER) {
@@ -539,7 +546,7 @@ static int repair(const capstore_config *cfg, bool tty) {
     cs_uuid reader = {{0}};
     if (capstore_open_catalog(cfg, &cat, msg, sizeof msg) != CS_E_OK) {
       fprintf(stderr, "capstore fsck: --repair: catalog: %s\n", msg);
-      return EXIT_UNCHECKED;
+      return REPAIR_FAILED;
     }
     int hrc = cat.ops->head(cat.self, &reader, &head, &res);
     /* A lease released moments ago stays busy for the fence margin (a tombstone): wait that out, once. */
@@ -556,19 +563,21 @@ static int repair(const capstore_config *cfg, bool tty) {
               "capstore fsck: --repair: a publisher holds the catalog's lease (term %" PRIu64
               "): it repairs these itself; run --repair when none runs (or after its lease expires)\n",
               head.head_term);
-      return EXIT_UNCHECKED;
+      return REPAIR_REFUSED;
     }
   }
   capstore *cs;
+  /* A progress line on a terminal, which a refusal or failure below ends with a new line. */
   if (tty) fprintf(stderr, "fsck: repairing: running the service once on this configuration...");
   int rc = capstore_open(cfg, &cs, msg, sizeof msg);
   if (rc == CS_E_BUSY) {
-    fprintf(stderr, "\ncapstore fsck: --repair: a service owns the spool (%s); it repairs these on its own\n", msg);
-    return EXIT_UNCHECKED;
+    fprintf(stderr, "%scapstore fsck: --repair: a service owns the spool (%s); it repairs these on its own\n",
+            tty ? "\n" : "", msg);
+    return REPAIR_REFUSED;
   }
   if (rc != CS_E_OK) {
-    fprintf(stderr, "\ncapstore fsck: --repair: open: %s\n", msg);
-    return EXIT_UNCHECKED;
+    fprintf(stderr, "%scapstore fsck: --repair: open: %s\n", tty ? "\n" : "", msg);
+    return REPAIR_FAILED;
   }
   /* A publisher's reconcile pass at start adopts the orphans: wait for it (it needs the lease first). */
   uint64_t deadline = capstore_clock_ns() + 120 * CS_SEC_NS;
@@ -589,7 +598,7 @@ static int repair(const capstore_config *cfg, bool tty) {
                   " packs handed off; flush %s, close %s\n",
           st.service.reconcile_passes, st.service.reconcile_adopted, st.service.handed_off, cs_strerror(rc),
           cs_strerror(crc));
-  return CLI_EXIT_OK;
+  return REPAIR_RAN;
 }
 
 static int fsck_usage(FILE *out) {
@@ -612,7 +621,8 @@ static int fsck_usage(FILE *out) {
           "  --json     the report as one JSON object on stdout\n"
           "  --repair   run the service's own protocol once (open the runtime on CONFIG,\n"
           "             reconcile at start, drain, close), then check again; refused while\n"
-          "             a service owns the spool. Nothing else is changed.\n"
+          "             a service owns the spool or another publisher holds the catalog's\n"
+          "             lease (the read-only report stands). Nothing else is changed.\n"
           "\n"
           "exit status: 0 clean; 1 inconsistencies found (after --repair: still found);\n"
           "             2 usage; 3 could not check (CONFIG invalid, a source unreadable).\n"
@@ -645,13 +655,16 @@ int cli_fsck_main(int argc, char **argv) {
       fprintf(stderr, "capstore fsck: --repair: orphans are adopted by a publisher's reconcile at start; this "
                       "configuration %s, so they stay\n",
               run.cfg->role != CS_ROLE_PUBLISHER ? "is an uploader's" : "turns reconcile.at_start off");
-    code = repair(run.cfg, run.tty);
-    if (code == CLI_EXIT_OK) {
+    repair_answer done = repair(run.cfg, run.tty);
+    if (done == REPAIR_RAN) {
       run_free(&run);
       fsck_run again = {.cfg = run.cfg, .deep = deep, .tty = run.tty};
       run = again;
       code = check(&run);
+    } else if (done == REPAIR_FAILED) {
+      code = EXIT_UNCHECKED;
     }
+    /* Refused: the read-only check's report stands (it found something: exit 1), the refusal on stderr. */
   }
   if (code == CLI_EXIT_OK) {
     if (json)
