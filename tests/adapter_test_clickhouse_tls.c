@@ -14,7 +14,8 @@
  *             refused. The statement reached the peer, so the answer is
  *             UNKNOWN, never REFUSED (it was REFUSED before the fix).
  * Each peer records what it received, so the test also shows that no
- * statement and no credential reached a peer that failed TLS.
+ * statement and no credential reached a peer that failed TLS. Last,
+ * list_packs with no room answers without a statement (nobody listening).
  */
 #define _GNU_SOURCE /* memmem */
 #include <setjmp.h>
@@ -260,21 +261,54 @@ static void test_sent_then_refused_is_unknown(void **state) {
     fail_msg("outcome %d, detail '%s': want UNKNOWN (the statement left)", (int)res.outcome, res.detail);
 }
 
-/* Its twin: nobody listening from the start (a port bound and let go): REFUSED, nothing was sent. */
-static void test_refused_connect(void **state) {
-  (void)state;
-  peer p;
-  memset(&p, 0, sizeof p);
+/* A loopback port nobody listens on (bound and let go). */
+static uint16_t unused_port(void) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
   socklen_t len = sizeof addr;
   assert_int_equal(bind(fd, (struct sockaddr *)&addr, sizeof addr), 0);
   assert_int_equal(getsockname(fd, (struct sockaddr *)&addr, &len), 0);
   close(fd);
-  p.port = ntohs(addr.sin_port);
+  return ntohs(addr.sin_port);
+}
+
+/* Its twin: nobody listening from the start: REFUSED, nothing was sent. */
+static void test_refused_connect(void **state) {
+  (void)state;
+  peer p;
+  memset(&p, 0, sizeof p);
+  p.port = unused_port();
   cs_catalog_result res = publish_to(&p, false);
   if (res.outcome != CS_OUT_REFUSED || strstr(res.detail, "nothing was sent") == NULL)
     fail_msg("outcome %d, detail '%s': want REFUSED, nothing sent", (int)res.outcome, res.detail);
+}
+
+/*
+ * list_packs with no room asks nothing: OK with no rows even where nobody
+ * listens. Its twin, room for one row, goes out and is refused.
+ */
+static void test_list_packs_without_room_sends_nothing(void **state) {
+  (void)state;
+  char url[64];
+  snprintf(url, sizeof url, "http://127.0.0.1:%u/", (unsigned)unused_port());
+  cs_clickhouse_config cfg = {.url = url, .user = "capstore", .password = PASSWORD, .table_prefix = "tls",
+                              .connect_timeout_ns = 5 * CS_SEC_NS, .request_timeout_ns = 10 * CS_SEC_NS,
+                              .allow_insecure = true};
+  cs_catalog cat;
+  assert_int_equal(cs_clickhouse_open(&cfg, &cat), CS_E_OK);
+  cs_inventory_row row;
+  uint32_t count = 99;
+  cs_catalog_result res;
+  memset(&res, 0, sizeof res);
+  res.outcome = CS_OUT_UNKNOWN;
+  assert_int_equal(cat.ops->list_packs(cat.self, 5, NULL, NULL, 0, &count, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_OK);
+  assert_int_equal(count, 0);
+  count = 99;
+  assert_int_equal(cat.ops->list_packs(cat.self, 5, NULL, &row, 1, &count, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_REFUSED);
+  assert_int_equal(count, 0);
+  cat.ops->close(cat.self);
 }
 
 int main(void) {
@@ -284,6 +318,7 @@ int main(void) {
       cmocka_unit_test(test_sent_then_closed_is_unknown),
       cmocka_unit_test(test_sent_then_refused_is_unknown),
       cmocka_unit_test(test_refused_connect),
+      cmocka_unit_test(test_list_packs_without_room_sends_nothing),
   };
   return cmocka_run_group_tests_name("clickhouse tls", tests, NULL, NULL);
 }

@@ -3,8 +3,10 @@
 # clean; each kind of inconsistency, planted alone in a fresh state, is found
 # with its count and example and no other kind; --deep finds bytes that HEAD
 # cannot; --repair fixes what the service's protocol fixes (spool packs the
-# catalog holds, orphan objects) and leaves the rest; exit codes as
-# documented (0 clean, 1 found, 2 usage, 3 could not check).
+# catalog holds, orphan objects) and leaves the rest, and when it is refused
+# (a service owns the spool, another publisher holds the lease) the
+# read-only report stands; exit codes as documented (0 clean, 1 found,
+# 2 usage, 3 could not check).
 # Replay: tests/fsck_cli.sh CAPSTORE SPOOL_FIXTURE WORKDIR
 set -uo pipefail
 capstore=$1
@@ -71,6 +73,47 @@ example_of orphan_objects | grep -q "dmi-pack" || fail "the orphan is not named"
 fsck_json "$work/orphan.json" --repair
 expect_clean "an orphan after --repair"
 grep -q "objects adopted" "$work/err" || fail "--repair did not say what the service did"
+
+# --repair refused: the read-only report stands (exit 1, the orphan reported), the refusal on stderr.
+# While a service owns the spool (the fixture holds its lock):
+fresh busy
+(cd "$work/other/bucket" && find objects -name '*.obj' -exec cp --parents {} "$work/busy/bucket/" \;)
+"$fixture" hold "$work/busy/spool" 30 >"$work/holding" &
+holder=$!
+for _ in $(seq 100); do grep -q holding "$work/holding" && break; sleep 0.1; done
+fsck_json "$work/busy.json" --repair
+kill "$holder"
+wait "$holder" 2>/dev/null
+expect_only orphan_objects 1 "--repair while a service owns the spool"
+grep -q "a service owns the spool" "$work/err" || fail "--repair refused for the spool: $(cat "$work/err")"
+grep -q "objects adopted" "$work/err" && fail "--repair ran while a service owns the spool"
+# While another publisher holds the catalog's lease (a claim planted for two minutes), text report too:
+fresh leased
+(cd "$work/other/bucket" && find objects -name '*.obj' -exec cp --parents {} "$work/leased/bucket/" \;)
+python3 - "$work/leased/catalog.db" <<'PY'
+import os, sqlite3, sys, time
+db = sqlite3.connect(sys.argv[1])
+now = time.time_ns()
+term = db.execute("SELECT coalesce(max(term), 0) FROM cs_lease_v1").fetchone()[0] + 1
+db.execute("INSERT INTO cs_lease_v1 VALUES (?, ?, ?, ?)", (term, os.urandom(16), now, now + 120 * 10**9))
+db.commit()
+PY
+fsck_json "$work/leased.json" --repair
+expect_only orphan_objects 1 "--repair while another publisher holds the lease"
+grep -q "a publisher holds the catalog's lease" "$work/err" || fail "--repair refused for the lease: $(cat "$work/err")"
+"$capstore" fsck "$work/leased.json" --repair >"$work/text" 2>"$work/err"
+[[ $? == 1 ]] || fail "--repair refused, text report: exit not 1 ($(cat "$work/err"))"
+grep -q "^inconsistent$" "$work/text" || fail "--repair refused: no read-only report: $(cat "$work/text")"
+grep -q "a publisher holds the catalog's lease" "$work/err" || fail "--repair refused (text): $(cat "$work/err")"
+# Its twin: the same state once the claim is gone is repaired.
+python3 - "$work/leased/catalog.db" <<'PY'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+db.execute("DELETE FROM cs_lease_v1 WHERE term = (SELECT max(term) FROM cs_lease_v1)")
+db.commit()
+PY
+fsck_json "$work/leased.json" --repair
+expect_clean "--repair once the other publisher's lease is gone"
 
 # A shared prefix (reconcile off): another catalog's objects are not orphans, and --repair adopts none.
 fresh shared

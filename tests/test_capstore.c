@@ -645,8 +645,32 @@ static void test_config_refusals(void **state) {
   tc_remove_all(e.root);
 }
 
+/* The key prefix: "<name>/" by default, else the configured one (empty included); the length as snprintf. */
+static void test_key_prefix(void **state) {
+  (void)state;
+  capstore_config c;
+  capstore_config_default(&c);
+  char out[CS_KEY_MAX];
+  c.name = "runs";
+  assert_int_equal(capstore_key_prefix(&c, out, sizeof out), 5);
+  assert_string_equal(out, "runs/");
+  c.key_prefix = "team/a/";
+  assert_int_equal(capstore_key_prefix(&c, out, sizeof out), 7);
+  assert_string_equal(out, "team/a/");
+  c.key_prefix = "";
+  assert_int_equal(capstore_key_prefix(&c, out, sizeof out), 0);
+  assert_string_equal(out, "");
+  /* Too small a buffer: cut and terminated, the answer still the whole length. */
+  char small[4];
+  c.key_prefix = NULL;
+  assert_int_equal(capstore_key_prefix(&c, small, sizeof small), 5);
+  assert_string_equal(small, "run");
+  assert_int_equal(capstore_key_prefix(&c, NULL, 0), 5);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_key_prefix),
       cmocka_unit_test(test_capture_flush_query),
       cmocka_unit_test(test_recovery_kept_in_stats),
       cmocka_unit_test(test_empty_flush_and_busy_spool),

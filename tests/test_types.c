@@ -1,8 +1,8 @@
 /*
  * Unit tests of the shared vocabulary (capstore/types.h): canonical UUID
- * text, the pack key rule, pack reference keys, error and outcome names, the
- * outcome classes and the PRNG. Each accepted value sits next to the refused
- * values around it.
+ * text, hex digits, the pack key rule, pack reference keys, error and
+ * outcome names, the outcome classes and the PRNG. Each accepted value sits
+ * next to the refused values around it.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -85,6 +85,38 @@ static void test_uuid_parse_refuses_non_hex(void **state) {
     cs_uuid id;
     assert_int_equal(cs_uuid_parse(text, CS_UUID_TEXT_LEN, &id), CS_E_PARSE);
   }
+}
+
+/* ---- hex digits ---------------------------------------------------------- */
+
+static void test_hex_value_by_case(void **state) {
+  (void)state;
+  assert_int_equal(cs_hex_value('0', CS_HEX_LOWER), 0);
+  assert_int_equal(cs_hex_value('9', CS_HEX_UPPER), 9);
+  assert_int_equal(cs_hex_value('a', CS_HEX_LOWER), 10);
+  assert_int_equal(cs_hex_value('f', CS_HEX_ANY), 15);
+  assert_int_equal(cs_hex_value('A', CS_HEX_UPPER), 10);
+  assert_int_equal(cs_hex_value('F', CS_HEX_ANY), 15);
+  /* The other case is refused where the caller asked for one. */
+  assert_int_equal(cs_hex_value('a', CS_HEX_UPPER), -1);
+  assert_int_equal(cs_hex_value('F', CS_HEX_LOWER), -1);
+  static const char bad[] = {'g', 'G', '/', ':', '@', '`', ' ', '\0', '-', (char)0xff};
+  for (size_t i = 0; i < sizeof bad; i++) assert_int_equal(cs_hex_value(bad[i], CS_HEX_ANY), -1);
+}
+
+static void test_hex_decode(void **state) {
+  (void)state;
+  uint8_t out[4] = {0};
+  assert_int_equal(cs_hex_decode("00ff7a10", 8, CS_HEX_LOWER, out), CS_E_OK);
+  assert_memory_equal(out, ((uint8_t[]){0x00, 0xff, 0x7a, 0x10}), 4);
+  assert_int_equal(cs_hex_decode("DeadBEEF", 8, CS_HEX_ANY, out), CS_E_OK);
+  assert_memory_equal(out, ((uint8_t[]){0xde, 0xad, 0xbe, 0xef}), 4);
+  assert_int_equal(cs_hex_decode("", 0, CS_HEX_LOWER, NULL), CS_E_OK);
+  /* Refused: an odd length, a non-digit anywhere, a digit of the other case. */
+  assert_int_equal(cs_hex_decode("abc", 3, CS_HEX_LOWER, out), CS_E_PARSE);
+  assert_int_equal(cs_hex_decode("ab0g", 4, CS_HEX_LOWER, out), CS_E_PARSE);
+  assert_int_equal(cs_hex_decode("DEADBEEF", 8, CS_HEX_LOWER, out), CS_E_PARSE);
+  assert_int_equal(cs_hex_decode("deadbeef", 8, CS_HEX_UPPER, out), CS_E_PARSE);
 }
 
 static void test_uuid_format_round_trip(void **state) {
@@ -331,6 +363,8 @@ int main(void) {
       cmocka_unit_test(test_uuid_parse_refuses_dash_positions),
       cmocka_unit_test(test_uuid_parse_refuses_length),
       cmocka_unit_test(test_uuid_parse_refuses_non_hex),
+      cmocka_unit_test(test_hex_value_by_case),
+      cmocka_unit_test(test_hex_decode),
       cmocka_unit_test(test_uuid_format_round_trip),
       cmocka_unit_test(test_uuid_equal_and_compare),
       cmocka_unit_test(test_key_pack_id_valid),

@@ -200,6 +200,14 @@ uint64_t capstore_clock_ns(void);
 int capstore_open_store(const capstore_config *cfg, cs_store *out, char *msg, size_t msg_size);
 int capstore_open_catalog(const capstore_config *cfg, cs_catalog *out, char *msg, size_t msg_size);
 
+/*
+ * The object key prefix of cfg, under which the runtime writes and lists:
+ * cfg->key_prefix, or "<name>/" when it is NULL. Writes at most size bytes,
+ * NUL-terminated; returns the length the whole prefix needs (as snprintf),
+ * so size too small shows. A validated cfg's prefix fits CS_KEY_MAX.
+ */
+size_t capstore_key_prefix(const capstore_config *cfg, char *out, size_t size);
+
 /* Per-stage counts of the service, the sink and the runtime. */
 typedef struct capstore_stats {
   cs_snapshot service;

@@ -102,6 +102,24 @@ typedef struct cs_uuid {
  */
 int cs_uuid_parse(const char *text, size_t text_len, cs_uuid *out);
 
+/* Which letters a hex digit may use: canonical text is lowercase, dirstore's escapes uppercase. */
+typedef enum cs_hex_case {
+  CS_HEX_LOWER = 1, /* 0-9 a-f */
+  CS_HEX_UPPER = 2, /* 0-9 A-F */
+  CS_HEX_ANY = 3    /* 0-9 a-f A-F */
+} cs_hex_case;
+
+/* The value (0..15) of the hex digit c when accept allows its letter case; -1 for anything else. */
+int cs_hex_value(char c, cs_hex_case accept);
+
+/*
+ * Decodes the text_len hex digits of text into out[text_len / 2], the first
+ * digit the high half of out[0]. Returns CS_E_OK, or CS_E_PARSE for an odd
+ * text_len or a character that is not a digit accept allows (out may then
+ * be partly written).
+ */
+int cs_hex_decode(const char *text, size_t text_len, cs_hex_case accept, uint8_t *out);
+
 /* Writes the canonical text and a terminating NUL into out[37]. */
 void cs_uuid_format(const cs_uuid *id, char out[CS_UUID_TEXT_LEN + 1]);
 

@@ -1025,12 +1025,6 @@ static int ch_read_descriptors(void *self, uint64_t watermark, const cs_uuid *pa
   return CS_E_OK;
 }
 
-static int hex_digit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  return -1;
-}
-
 int cs_clickhouse_inventory_row(char **f, const size_t *len, cs_inventory_row *row) {
   memset(row, 0, sizeof *row);
   for (uint32_t i = 0; i < CS_CLICKHOUSE_INVENTORY_COLUMN_COUNT; i++)
@@ -1038,12 +1032,7 @@ int cs_clickhouse_inventory_row(char **f, const size_t *len, cs_inventory_row *r
   cs_pack_ref *ref = &row->ref;
   if (len[0] != CS_UUID_TEXT_LEN || cs_uuid_parse(f[0], len[0], &ref->pack_id) != CS_E_OK) return CS_E_PARSE;
   if (cs_pack_ref_set_key(ref, f[1], len[1]) != CS_E_OK) return CS_E_PARSE;
-  if (len[3] != 64) return CS_E_PARSE;
-  for (int b = 0; b < 32; b++) {
-    int hi = hex_digit(f[3][2 * b]), lo = hex_digit(f[3][2 * b + 1]);
-    if (hi < 0 || lo < 0) return CS_E_PARSE;
-    ref->sha256[b] = (uint8_t)(hi << 4 | lo);
-  }
+  if (len[3] != 64 || cs_hex_decode(f[3], 64, CS_HEX_LOWER, ref->sha256) != CS_E_OK) return CS_E_PARSE;
   if (cs_clickhouse_parse_u64(f[2], &ref->size_bytes) != CS_E_OK || parse_u32(f[4], &ref->record_count) != CS_E_OK ||
       cs_clickhouse_parse_u64(f[5], &ref->created_at_ns) != CS_E_OK ||
       cs_clickhouse_parse_u64(f[6], &row->version) != CS_E_OK)
@@ -1057,6 +1046,12 @@ static int ch_list_packs(void *self, uint64_t watermark, const cs_uuid *after, c
   ch_buf *q = &ch->query;
   if (count == NULL || res == NULL || (rows == NULL && capacity > 0)) return CS_E_INVALID_ARGUMENT;
   *count = 0;
+  if (capacity == 0) { /* nothing to ask for: answered here, as SQLite's LIMIT 0 answers, without a statement */
+    res->outcome = CS_OUT_OK;
+    res->server_code = 0;
+    res->detail[0] = '\0';
+    return CS_E_OK;
+  }
   /* pack_id is canonical lowercase UUID text: its string order is the bytes' order. */
   buf_reset(q);
   buf_str(q, "SELECT pack_id, argMax(key, version), argMax(size_bytes, version), argMax(sha256, version),"
@@ -1071,12 +1066,6 @@ static int ch_list_packs(void *self, uint64_t watermark, const cs_uuid *after, c
   buf_str(q, " GROUP BY pack_id ORDER BY pack_id LIMIT ");
   buf_u64(q, capacity);
   buf_str(q, " FORMAT TabSeparated");
-  if (capacity == 0) { /* nothing to ask for: the statement would LIMIT 0 */
-    res->outcome = CS_OUT_OK;
-    res->server_code = 0;
-    res->detail[0] = '\0';
-    return CS_E_OK;
-  }
   ch_exec(ch, res);
   if (res->outcome != CS_OUT_OK || ch->answer.len == 0) return CS_E_OK;
   cs_clickhouse_tsv tsv = {ch->answer.bytes, ch->answer.bytes + ch->answer.len};

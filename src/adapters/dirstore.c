@@ -143,12 +143,6 @@ static bool key_path(const dirstore *ds, const char *key, char *out, size_t cap)
   }
 }
 
-static int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
 /* The store rule (cs_store_key_check): a refused key or prefix is CS_E_INVALID_ARGUMENT, named in res. */
 static int key_refused(const char *key, bool is_prefix, cs_store_result *res) {
   int rc = cs_store_key_check(key, is_prefix, res->detail, sizeof res->detail);
@@ -168,10 +162,9 @@ static bool name_decode(const char *name, size_t len, char *out, size_t *used, s
       continue;
     }
     if (i + 2 >= len) return false;
-    int hi = hex_value(name[i + 1]);
-    int lo = hex_value(name[i + 2]);
-    if (hi < 0 || lo < 0) return false;
-    out[(*used)++] = (char)(hi << 4 | lo);
+    uint8_t byte;
+    if (cs_hex_decode(name + i + 1, 2, CS_HEX_UPPER, &byte) != CS_E_OK) return false;
+    out[(*used)++] = (char)byte;
     i += 2;
   }
   out[*used] = '\0';

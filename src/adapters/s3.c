@@ -401,15 +401,7 @@ static void call_classify(s3_call *c, CURLcode cc, cs_store_result *res) {
 }
 
 static bool hex_sha256(const char *text, uint8_t out[32]) {
-  if (strlen(text) != 64) return false;
-  for (int i = 0; i < 64; i++) {
-    char ch = text[i];
-    int v = (ch >= '0' && ch <= '9') ? ch - '0' : (ch >= 'a' && ch <= 'f') ? ch - 'a' + 10 : -1;
-    if (v < 0) return false;
-    if (i % 2 == 0) out[i / 2] = (uint8_t)(v << 4);
-    else out[i / 2] |= (uint8_t)v;
-  }
-  return true;
+  return strlen(text) == 64 && cs_hex_decode(text, 64, CS_HEX_LOWER, out) == CS_E_OK;
 }
 
 /* Decimal digits only, at most max (a value past UINT64_MAX is refused, not clamped). */

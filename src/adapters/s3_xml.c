@@ -120,13 +120,6 @@ static void XMLCALL on_text(void *ud, const XML_Char *s, int len) {
   w->text[w->text_len] = '\0';
 }
 
-static int hex_digit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
 /*
  * Decodes S3's url encoding of text[0..len) into out (len + 1 bytes, NUL
  * after the key): "%XX" is the byte 0xXX, "+" a space (S3 writes a space as
@@ -147,10 +140,9 @@ static long url_decode(const char *text, size_t len, bool cut, char *out) {
       continue;
     }
     if (cut && len - i < 3) break;
-    int hi = i + 1 < len ? hex_digit(text[i + 1]) : -1;
-    int lo = i + 2 < len ? hex_digit(text[i + 2]) : -1;
-    if (hi < 0 || lo < 0) return -1;
-    out[n++] = (char)(hi << 4 | lo);
+    uint8_t byte;
+    if (len - i < 3 || cs_hex_decode(text + i + 1, 2, CS_HEX_ANY, &byte) != CS_E_OK) return -1;
+    out[n++] = (char)byte;
     i += 2;
   }
   assert(n <= len);

@@ -103,20 +103,14 @@ long cs_sigv4_uri_encode(const char *in, size_t len, bool keep_slash, char *out,
   return (long)n;
 }
 
-static int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
 size_t cs_sigv4_uri_decode(const char *in, size_t len, char *out, size_t cap) {
   assert(in || len == 0);
   assert(out && cap > len);
   size_t n = 0;
   for (size_t i = 0; i < len; i++) {
-    if (in[i] == '%' && i + 2 < len && hex_value(in[i + 1]) >= 0 && hex_value(in[i + 2]) >= 0) {
-      out[n++] = (char)(hex_value(in[i + 1]) * 16 + hex_value(in[i + 2]));
+    uint8_t byte;
+    if (in[i] == '%' && i + 2 < len && cs_hex_decode(in + i + 1, 2, CS_HEX_ANY, &byte) == CS_E_OK) {
+      out[n++] = (char)byte;
       i += 2;
       continue;
     }
@@ -390,7 +384,7 @@ static bool payload_hash_valid(const char *h) {
   if (strcmp(h, CS_SIGV4_UNSIGNED_PAYLOAD) == 0) return true;
   if (strlen(h) != 64) return false;
   for (int i = 0; i < 64; i++) {
-    if (hex_value(h[i]) < 0 || (h[i] >= 'A' && h[i] <= 'F')) return false;
+    if (cs_hex_value(h[i], CS_HEX_LOWER) < 0) return false;
   }
   return true;
 }

@@ -192,22 +192,6 @@ static bool parse_decimal(const char **text, uint64_t max, uint64_t *out) {
   return true;
 }
 
-static int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  return -1;
-}
-
-static bool parse_sha256(const char *text, uint8_t out[32]) {
-  for (size_t i = 0; i < 32; i++) {
-    int high = hex_value(text[2 * i]);
-    int low = hex_value(text[2 * i + 1]);
-    if (high < 0 || low < 0) return false;
-    out[i] = (uint8_t)(high << 4 | low);
-  }
-  return true;
-}
-
 int cs_spool_parse_ready_name(const char *name, cs_spool_entry *out) {
   if (name == NULL || out == NULL) return CS_E_INVALID_ARGUMENT;
   size_t len = strnlen(name, CS_SPOOL_NAME_MAX + 1);
@@ -221,7 +205,7 @@ int cs_spool_parse_ready_name(const char *name, cs_spool_entry *out) {
   if (!parse_decimal(&p, UINT64_MAX, &entry.created_at_ns)) return CS_E_PARSE;
   if (!parse_decimal(&p, CS_PACK_RECORDS_MAX, &count)) return CS_E_PARSE;
   entry.record_count = (uint32_t)count;
-  if (strnlen(p, 65) < 64 || !parse_sha256(p, entry.sha256)) return CS_E_PARSE;
+  if (strnlen(p, 65) < 64 || cs_hex_decode(p, 64, CS_HEX_LOWER, entry.sha256) != CS_E_OK) return CS_E_PARSE;
   if (strcmp(p + 64, SPOOL_READY_SUFFIX) != 0) return CS_E_PARSE;
   memcpy(entry.name, name, len + 1);
   *out = entry;
@@ -242,7 +226,7 @@ bool cs_spool_is_open_name(const char *name) {
   const char *p = name + 1 + CS_UUID_TEXT_LEN;
   if (*p++ != '.') return false;
   for (int i = 0; i < 16; i++) {
-    if (hex_value(p[i]) < 0) return false;
+    if (cs_hex_value(p[i], CS_HEX_LOWER) < 0) return false;
   }
   return strcmp(p + 16, SPOOL_OPEN_SUFFIX) == 0;
 }

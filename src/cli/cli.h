@@ -12,7 +12,9 @@
 #include <stdio.h>
 #include <sys/stat.h>
 
+#include "capstore/catalog.h"
 #include "capstore/settings.h"
+#include "capstore/store.h"
 
 #define CLI_EXIT_OK 0
 #define CLI_EXIT_FAILURE 1
@@ -87,6 +89,24 @@ bool cli_spool_owner(int dirfd, long *pid);
  */
 struct capstore_config;
 int cli_embedded_paths_exist(const struct capstore_config *cfg, char *err, size_t err_size);
+
+/*
+ * The walks of the tools (cli_walk.c), a page of 1000 at a time. Each item
+ * goes to the callback; a callback's answer other than CS_E_OK stops the walk
+ * and is its answer (the callback writes its own message). The walk's own
+ * failures are a cs_err with err naming them ("store LIST: ...",
+ * "catalog list_packs: ..."): the adapter's error, CS_E_IO for an outcome
+ * other than OK, CS_E_NO_MEMORY.
+ */
+typedef int (*cli_key_fn)(void *context, const char *key);
+typedef int (*cli_pack_fn)(void *context, const cs_inventory_row *row);
+
+/* Every key under prefix, in the store's LIST order. */
+int cli_store_walk(cs_store *store, const char *prefix, cli_key_fn each, void *context, char *err, size_t err_size);
+
+/* Every pack of the catalog at watermark (list_packs), in the catalog's pack id order. */
+int cli_catalog_walk(cs_catalog *cat, uint64_t watermark, cli_pack_fn each, void *context, char *err,
+                     size_t err_size);
 
 /* The first line of "<quarantined name>.reason" ("(no reason recorded)" when none can be read). */
 void cli_spool_read_reason(int dirfd, const char *quarantined, char reason[REASON_BYTES_MAX]);

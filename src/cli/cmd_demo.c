@@ -350,6 +350,53 @@ static int check_pack(demo_run *run, cs_store *store, const char *key, cs_descri
   return rc;
 }
 
+/* What the read-back's walk over the store carries to each key. */
+typedef struct read_back_walk {
+  demo_run *run;
+  demo_check *check;
+  cs_store *store;
+  cs_catalog *cat;
+  uint64_t watermark;
+  cs_descriptor_row *rows;
+  uint32_t capacity;
+  uint8_t *expect;
+  char *msg;
+  size_t msg_size;
+} read_back_walk;
+
+/* One listed key: a pack's descriptors at the watermark, checked against its object (other keys are skipped). */
+static int read_back_key(void *context, const char *key) {
+  read_back_walk *w = context;
+  cs_uuid pack;
+  if (cs_key_pack_id(key, strlen(key), &pack) != CS_E_OK) return CS_E_OK; /* not a pack (a probe's object) */
+  uint32_t count = 0;
+  cs_catalog_result res;
+  int rc = w->cat->ops->read_descriptors(w->cat->self, w->watermark, &pack, w->rows, w->capacity, &count, &res);
+  if (rc != CS_E_OK || res.outcome != CS_OUT_OK) {
+    snprintf(w->msg, w->msg_size, "catalog descriptors of %s: %s (%s)", key,
+             rc != CS_E_OK ? cs_strerror(rc) : cs_outcome_name(res.outcome), res.detail);
+    return rc != CS_E_OK ? rc : CS_E_IO;
+  }
+  rc = check_pack(w->run, w->store, key, w->rows, count, w->check, w->expect);
+  if (rc != CS_E_OK) snprintf(w->msg, w->msg_size, "read-back of %s: %s", key, cs_strerror(rc));
+  return rc;
+}
+
+/* The catalog's watermark (its head), or the error with msg naming it. */
+static int catalog_watermark(cs_catalog *cat, uint64_t *watermark, char *msg, size_t msg_size) {
+  cs_cat_head head;
+  cs_catalog_result res;
+  cs_uuid reader = {{0}};
+  int rc = cat->ops->head(cat->self, &reader, &head, &res);
+  if (rc != CS_E_OK || res.outcome != CS_OUT_OK) {
+    snprintf(msg, msg_size, "catalog head: %s (%s)", rc != CS_E_OK ? cs_strerror(rc) : cs_outcome_name(res.outcome),
+             res.detail);
+    return rc != CS_E_OK ? rc : CS_E_IO;
+  }
+  *watermark = head.watermark;
+  return CS_E_OK;
+}
+
 /* Every pack under the catalog's prefix, its descriptors at the catalog's watermark, checked. */
 static int read_back(demo_run *run, const capstore_config *cfg, demo_check *c, char *msg, size_t msg_size) {
   cs_store store;
@@ -361,60 +408,21 @@ static int read_back(demo_run *run, const capstore_config *cfg, demo_check *c, c
     cs_store_close(&store);
     return rc;
   }
-  uint32_t capacity = cfg->capture.sink.pack_records_max;
-  cs_descriptor_row *rows = calloc(capacity, sizeof *rows);
-  char(*keys)[CS_KEY_MAX] = calloc(1000, CS_KEY_MAX);
-  uint8_t *expect = malloc(demo_length(&demo_big));
-  char prefix[80], token[CS_KEY_MAX] = "";
-  snprintf(prefix, sizeof prefix, "%s/", cfg->name);
-  cs_cat_head head;
-  cs_catalog_result cres;
-  cs_store_result sres;
-  cs_uuid reader = {{0}};
-  if (rows == NULL || keys == NULL || expect == NULL) {
+  read_back_walk walk = {.run = run, .check = c, .store = &store, .cat = &cat,
+                         .capacity = cfg->capture.sink.pack_records_max, .msg = msg, .msg_size = msg_size};
+  walk.rows = calloc(walk.capacity, sizeof *walk.rows);
+  walk.expect = malloc(demo_length(&demo_big));
+  char prefix[CS_KEY_MAX];
+  capstore_key_prefix(cfg, prefix, sizeof prefix);
+  if (walk.rows == NULL || walk.expect == NULL) {
     rc = CS_E_NO_MEMORY;
     snprintf(msg, msg_size, "read-back: out of memory");
-    goto out;
+  } else {
+    rc = catalog_watermark(&cat, &walk.watermark, msg, msg_size);
   }
-  rc = cat.ops->head(cat.self, &reader, &head, &cres);
-  if (rc != CS_E_OK || cres.outcome != CS_OUT_OK) {
-    snprintf(msg, msg_size, "catalog head: %s (%s)", rc != CS_E_OK ? cs_strerror(rc) : cs_outcome_name(cres.outcome),
-             cres.detail);
-    rc = rc != CS_E_OK ? rc : CS_E_IO;
-    goto out;
-  }
-  do {
-    cs_list_page page = {.keys = keys, .key_capacity = 1000};
-    rc = store.ops->list(store.self, prefix, token, 1000, &page, &sres);
-    if (rc != CS_E_OK || sres.outcome != CS_OUT_OK) {
-      snprintf(msg, msg_size, "LIST %s: %s (%s)", prefix, rc != CS_E_OK ? cs_strerror(rc) : cs_outcome_name(sres.outcome),
-               sres.detail);
-      rc = rc != CS_E_OK ? rc : CS_E_IO;
-      goto out;
-    }
-    for (uint32_t k = 0; k < page.key_count; k++) {
-      cs_uuid pack;
-      if (cs_key_pack_id(keys[k], strlen(keys[k]), &pack) != CS_E_OK) continue; /* not a pack (a probe's object) */
-      uint32_t count = 0;
-      rc = cat.ops->read_descriptors(cat.self, head.watermark, &pack, rows, capacity, &count, &cres);
-      if (rc != CS_E_OK || cres.outcome != CS_OUT_OK) {
-        snprintf(msg, msg_size, "catalog descriptors of %s: %s (%s)", keys[k],
-                 rc != CS_E_OK ? cs_strerror(rc) : cs_outcome_name(cres.outcome), cres.detail);
-        rc = rc != CS_E_OK ? rc : CS_E_IO;
-        goto out;
-      }
-      rc = check_pack(run, &store, keys[k], rows, count, c, expect);
-      if (rc != CS_E_OK) {
-        snprintf(msg, msg_size, "read-back of %s: %s", keys[k], cs_strerror(rc));
-        goto out;
-      }
-    }
-    snprintf(token, sizeof token, "%s", page.next_token);
-  } while (token[0] != '\0');
-out:
-  free(rows);
-  free(keys);
-  free(expect);
+  if (rc == CS_E_OK) rc = cli_store_walk(&store, prefix, read_back_key, &walk, msg, msg_size);
+  free(walk.rows);
+  free(walk.expect);
   cat.ops->close(cat.self);
   cs_store_close(&store);
   return rc;

@@ -26,7 +26,7 @@
 #define EXIT_FOUND 1
 #define EXIT_UNCHECKED CLI_EXIT_UNREADABLE
 #define EXAMPLES_MAX 5u
-#define PAGE 1000u
+#define PROGRESS_EVERY 1000u /* items listed between progress lines */
 
 typedef enum kind {
   K_SPOOL_HELD,
@@ -143,6 +143,28 @@ static int fail(fsck_run *r, const char *what, int rc, cs_outcome outcome, const
   return EXIT_UNCHECKED;
 }
 
+/* One catalog pack, kept (compact); progress once a page. */
+static int add_cat_pack(void *context, const cs_inventory_row *row) {
+  fsck_run *r = context;
+  if (!grow((void **)&r->cat, &r->cat_cap, r->cat_count, sizeof *r->cat)) {
+    fail(r, "catalog", CS_E_NO_MEMORY, CS_OUT_OK, NULL);
+    return CS_E_NO_MEMORY;
+  }
+  cat_pack *p = &r->cat[r->cat_count];
+  p->key = strdup(row->ref.key);
+  if (p->key == NULL) {
+    fail(r, "catalog", CS_E_NO_MEMORY, CS_OUT_OK, NULL);
+    return CS_E_NO_MEMORY;
+  }
+  p->id = row->ref.pack_id;
+  p->size = row->ref.size_bytes;
+  memcpy(p->sha256, row->ref.sha256, 32);
+  p->records = row->ref.record_count;
+  p->created = row->ref.created_at_ns;
+  if (++r->cat_count % PROGRESS_EVERY == 0) progress(r, "catalog packs listed:", r->cat_count, 0);
+  return CS_E_OK;
+}
+
 /* The catalog's packs at its watermark, in pack id order. */
 static int read_catalog(fsck_run *r, cs_catalog *cat) {
   cs_catalog_result res;
@@ -155,78 +177,38 @@ static int read_catalog(fsck_run *r, cs_catalog *cat) {
                 "the catalog has no capstore tables (nothing was ever published to it, or CONFIG names another)");
   if (rc != CS_E_OK || res.outcome != CS_OUT_OK) return fail(r, "catalog head", rc, res.outcome, res.detail);
   r->watermark = head.watermark;
-  cs_inventory_row *rows = calloc(PAGE, sizeof *rows);
-  if (rows == NULL) return fail(r, "catalog", CS_E_NO_MEMORY, CS_OUT_OK, NULL);
-  cs_uuid after;
-  bool first = true;
-  for (;;) {
-    uint32_t count = 0;
-    rc = cat->ops->list_packs(cat->self, r->watermark, first ? NULL : &after, rows, PAGE, &count, &res);
-    if (rc != CS_E_OK || res.outcome != CS_OUT_OK) {
-      free(rows);
-      return fail(r, "catalog list_packs", rc, res.outcome, res.detail);
-    }
-    for (uint32_t i = 0; i < count; i++) {
-      if (!grow((void **)&r->cat, &r->cat_cap, r->cat_count, sizeof *r->cat)) {
-        free(rows);
-        return fail(r, "catalog", CS_E_NO_MEMORY, CS_OUT_OK, NULL);
-      }
-      cat_pack *p = &r->cat[r->cat_count];
-      p->id = rows[i].ref.pack_id;
-      p->key = strdup(rows[i].ref.key);
-      p->size = rows[i].ref.size_bytes;
-      memcpy(p->sha256, rows[i].ref.sha256, 32);
-      p->records = rows[i].ref.record_count;
-      p->created = rows[i].ref.created_at_ns;
-      if (p->key == NULL) {
-        free(rows);
-        return fail(r, "catalog", CS_E_NO_MEMORY, CS_OUT_OK, NULL);
-      }
-      r->cat_count++;
-    }
-    progress(r, "catalog packs listed:", r->cat_count, 0);
-    if (count < PAGE) break;
-    after = rows[count - 1].ref.pack_id;
-    first = false;
-  }
-  free(rows);
+  if (cli_catalog_walk(cat, r->watermark, add_cat_pack, r, r->error, sizeof r->error) != CS_E_OK)
+    return EXIT_UNCHECKED;
+  progress(r, "catalog packs listed:", r->cat_count, 0);
   /* list_packs pages in the catalog's id order; bsearch needs bytewise order, which both catalogs give. */
   if (r->cat_count > 1) qsort(r->cat, r->cat_count, sizeof *r->cat, id_cmp);
   return CLI_EXIT_OK;
 }
 
+/* One listed key: a pack object is kept, any other object counted; progress once a page. */
+static int add_obj(void *context, const char *key) {
+  fsck_run *r = context;
+  cs_uuid id;
+  if (cs_key_pack_id(key, strlen(key), &id) != CS_E_OK) {
+    r->other_objects++;
+  } else if (!grow((void **)&r->objs, &r->obj_cap, r->obj_count, sizeof *r->objs) ||
+             (r->objs[r->obj_count].key = strdup(key)) == NULL) {
+    fail(r, "store", CS_E_NO_MEMORY, CS_OUT_OK, NULL);
+    return CS_E_NO_MEMORY;
+  } else {
+    r->objs[r->obj_count++].id = id;
+  }
+  uint64_t listed = r->obj_count + r->other_objects;
+  if (listed % PROGRESS_EVERY == 0) progress(r, "store objects listed:", listed, 0);
+  return CS_E_OK;
+}
+
 /* Every pack object under the catalog's key prefix (other objects are counted). */
 static int read_store(fsck_run *r, cs_store *store) {
-  char prefix[CS_KEY_MAX], token[CS_KEY_MAX] = "";
-  snprintf(prefix, sizeof prefix, "%s", r->cfg->key_prefix != NULL ? r->cfg->key_prefix : "");
-  if (r->cfg->key_prefix == NULL) snprintf(prefix, sizeof prefix, "%s/", r->cfg->name);
-  char(*keys)[CS_KEY_MAX] = calloc(PAGE, CS_KEY_MAX);
-  if (keys == NULL) return fail(r, "store", CS_E_NO_MEMORY, CS_OUT_OK, NULL);
-  do {
-    cs_list_page page = {.keys = keys, .key_capacity = PAGE};
-    cs_store_result res;
-    int rc = store->ops->list(store->self, prefix, token, PAGE, &page, &res);
-    if (rc != CS_E_OK || res.outcome != CS_OUT_OK) {
-      free(keys);
-      return fail(r, "store LIST", rc, res.outcome, res.detail);
-    }
-    for (uint32_t k = 0; k < page.key_count; k++) {
-      cs_uuid id;
-      if (cs_key_pack_id(keys[k], strlen(keys[k]), &id) != CS_E_OK) {
-        r->other_objects++;
-        continue;
-      }
-      if (!grow((void **)&r->objs, &r->obj_cap, r->obj_count, sizeof *r->objs) ||
-          (r->objs[r->obj_count].key = strdup(keys[k])) == NULL) {
-        free(keys);
-        return fail(r, "store", CS_E_NO_MEMORY, CS_OUT_OK, NULL);
-      }
-      r->objs[r->obj_count++].id = id;
-    }
-    progress(r, "store objects listed:", r->obj_count + r->other_objects, 0);
-    snprintf(token, sizeof token, "%s", page.next_token);
-  } while (token[0] != '\0');
-  free(keys);
+  char prefix[CS_KEY_MAX];
+  capstore_key_prefix(r->cfg, prefix, sizeof prefix);
+  if (cli_store_walk(store, prefix, add_obj, r, r->error, sizeof r->error) != CS_E_OK) return EXIT_UNCHECKED;
+  progress(r, "store objects listed:", r->obj_count + r->other_objects, 0);
   if (r->obj_count > 1) qsort(r->objs, r->obj_count, sizeof *r->objs, id_cmp);
   return CLI_EXIT_OK;
 }
@@ -546,8 +528,15 @@ static void report_json(const fsck_run *r) {
   json_decref(root);
 }
 
-/* Runs the service's own protocol once: open (recovery, a publisher's reconcile at start if configured), drain, close. */
-static int repair(const capstore_config *cfg, bool tty) {
+/* What --repair did: ran the service once, was refused (another owns the work), or failed (the reason on stderr). */
+typedef enum repair_answer { REPAIR_RAN, REPAIR_REFUSED, REPAIR_FAILED } repair_answer;
+
+/*
+ * Runs the service's own protocol once: open (recovery, a publisher's reconcile at start if configured), drain,
+ * close. Refused while a publisher elsewhere holds the catalog's lease or a service owns the spool: the running
+ * service repairs these itself.
+ */
+static repair_answer repair(const capstore_config *cfg, bool tty) {
   char msg[512];
   /* A running publisher elsewhere holds the lease: it reconciles and hands off on its own, and ours would wait. */
   if (cfg->role == CS_ROLE_PUBLISHER) {
@@ -557,7 +546,7 @@ static int repair(const capstore_config *cfg, bool tty) {
     cs_uuid reader = {{0}};
     if (capstore_open_catalog(cfg, &cat, msg, sizeof msg) != CS_E_OK) {
       fprintf(stderr, "capstore fsck: --repair: catalog: %s\n", msg);
-      return EXIT_UNCHECKED;
+      return REPAIR_FAILED;
     }
     int hrc = cat.ops->head(cat.self, &reader, &head, &res);
     /* A lease released moments ago stays busy for the fence margin (a tombstone): wait that out, once. */
@@ -574,19 +563,21 @@ static int repair(const capstore_config *cfg, bool tty) {
               "capstore fsck: --repair: a publisher holds the catalog's lease (term %" PRIu64
               "): it repairs these itself; run --repair when none runs (or after its lease expires)\n",
               head.head_term);
-      return EXIT_UNCHECKED;
+      return REPAIR_REFUSED;
     }
   }
   capstore *cs;
+  /* A progress line on a terminal, which a refusal or failure below ends with a new line. */
   if (tty) fprintf(stderr, "fsck: repairing: running the service once on this configuration...");
   int rc = capstore_open(cfg, &cs, msg, sizeof msg);
   if (rc == CS_E_BUSY) {
-    fprintf(stderr, "\ncapstore fsck: --repair: a service owns the spool (%s); it repairs these on its own\n", msg);
-    return EXIT_UNCHECKED;
+    fprintf(stderr, "%scapstore fsck: --repair: a service owns the spool (%s); it repairs these on its own\n",
+            tty ? "\n" : "", msg);
+    return REPAIR_REFUSED;
   }
   if (rc != CS_E_OK) {
-    fprintf(stderr, "\ncapstore fsck: --repair: open: %s\n", msg);
-    return EXIT_UNCHECKED;
+    fprintf(stderr, "%scapstore fsck: --repair: open: %s\n", tty ? "\n" : "", msg);
+    return REPAIR_FAILED;
   }
   /* A publisher's reconcile pass at start adopts the orphans: wait for it (it needs the lease first). */
   uint64_t deadline = capstore_clock_ns() + 120 * CS_SEC_NS;
@@ -607,7 +598,7 @@ static int repair(const capstore_config *cfg, bool tty) {
                   " packs handed off; flush %s, close %s\n",
           st.service.reconcile_passes, st.service.reconcile_adopted, st.service.handed_off, cs_strerror(rc),
           cs_strerror(crc));
-  return CLI_EXIT_OK;
+  return REPAIR_RAN;
 }
 
 static int fsck_usage(FILE *out) {
@@ -630,7 +621,8 @@ static int fsck_usage(FILE *out) {
           "  --json     the report as one JSON object on stdout\n"
           "  --repair   run the service's own protocol once (open the runtime on CONFIG,\n"
           "             reconcile at start, drain, close), then check again; refused while\n"
-          "             a service owns the spool. Nothing else is changed.\n"
+          "             a service owns the spool or another publisher holds the catalog's\n"
+          "             lease (the read-only report stands). Nothing else is changed.\n"
           "\n"
           "exit status: 0 clean; 1 inconsistencies found (after --repair: still found);\n"
           "             2 usage; 3 could not check (CONFIG invalid, a source unreadable).\n"
@@ -663,13 +655,16 @@ int cli_fsck_main(int argc, char **argv) {
       fprintf(stderr, "capstore fsck: --repair: orphans are adopted by a publisher's reconcile at start; this "
                       "configuration %s, so they stay\n",
               run.cfg->role != CS_ROLE_PUBLISHER ? "is an uploader's" : "turns reconcile.at_start off");
-    code = repair(run.cfg, run.tty);
-    if (code == CLI_EXIT_OK) {
+    repair_answer done = repair(run.cfg, run.tty);
+    if (done == REPAIR_RAN) {
       run_free(&run);
       fsck_run again = {.cfg = run.cfg, .deep = deep, .tty = run.tty};
       run = again;
       code = check(&run);
+    } else if (done == REPAIR_FAILED) {
+      code = EXIT_UNCHECKED;
     }
+    /* Refused: the read-only check's report stands (it found something: exit 1), the refusal on stderr. */
   }
   if (code == CLI_EXIT_OK) {
     if (json)

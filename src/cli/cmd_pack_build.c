@@ -80,27 +80,15 @@ static int write_file(void *context, const uint8_t *bytes, size_t length) {
   return fwrite(bytes, 1, length, (FILE *)context) == length ? 0 : -1;
 }
 
-static int hex_digit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
 static int add_hex_payload(build_ctx *b, const cs_pack_meta *meta, const json_t *hex) {
   const char *text = json_string_value(hex);
   size_t len = json_string_length(hex);
   if (text == NULL || len % 2 != 0) return spec_error(b, "%s", "payload_hex is not an even number of hex digits");
   uint8_t *bytes = malloc(len / 2 + 1);
   if (bytes == NULL) return spec_error(b, "%s", "out of memory");
-  for (size_t i = 0; i < len / 2; i++) {
-    int hi = hex_digit(text[2 * i]);
-    int lo = hex_digit(text[2 * i + 1]);
-    if (hi < 0 || lo < 0) {
-      free(bytes);
-      return spec_error(b, "%s", "payload_hex holds a character that is not a hex digit");
-    }
-    bytes[i] = (uint8_t)(hi << 4 | lo);
+  if (cs_hex_decode(text, len, CS_HEX_ANY, bytes) != CS_E_OK) {
+    free(bytes);
+    return spec_error(b, "%s", "payload_hex holds a character that is not a hex digit");
   }
   int rc = cs_pack_writer_add_record(b->writer, meta, bytes, len / 2, &b->err);
   free(bytes);

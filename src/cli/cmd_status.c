@@ -20,8 +20,6 @@
 #include "capstore/capstore.h"
 #include "cli.h"
 
-#define PAGE 1000u
-
 typedef struct status {
   /* spool */
   bool spool_missing;
@@ -70,6 +68,15 @@ static int read_spool(const capstore_config *cfg, status *st, char *err, size_t 
   return 0;
 }
 
+/* One catalog pack: counted with its records and bytes. */
+static int count_pack(void *context, const cs_inventory_row *row) {
+  status *st = context;
+  st->packs++;
+  st->records += row->ref.record_count;
+  st->bytes += row->ref.size_bytes;
+  return CS_E_OK;
+}
+
 static int read_catalog(const capstore_config *cfg, status *st, char *err, size_t err_size) {
   cs_catalog cat;
   char msg[512];
@@ -85,63 +92,28 @@ static int read_catalog(const capstore_config *cfg, status *st, char *err, size_
                  : res.detail);
     code = -1;
   }
-  cs_inventory_row *rows = code == 0 ? calloc(PAGE, sizeof *rows) : NULL;
-  if (code == 0 && rows == NULL) code = -1, snprintf(err, err_size, "catalog: out of memory");
-  cs_uuid after;
-  for (bool first = true; code == 0; first = false) {
-    uint32_t count = 0;
-    rc = cat.ops->list_packs(cat.self, st->head.watermark, first ? NULL : &after, rows, PAGE, &count, &res);
-    if (rc != CS_E_OK || res.outcome != CS_OUT_OK) {
-      snprintf(err, err_size, "catalog list_packs: %s: %s",
-               rc != CS_E_OK ? cs_strerror(rc) : cs_outcome_name(res.outcome), res.detail);
-      code = -1;
-      break;
-    }
-    for (uint32_t i = 0; i < count; i++) {
-      st->packs++;
-      st->records += rows[i].ref.record_count;
-      st->bytes += rows[i].ref.size_bytes;
-    }
-    if (count < PAGE) break;
-    after = rows[count - 1].ref.pack_id;
-  }
-  free(rows);
+  if (code == 0 && cli_catalog_walk(&cat, st->head.watermark, count_pack, st, err, err_size) != CS_E_OK) code = -1;
   cat.ops->close(cat.self);
   return code;
 }
 
+/* One listed key: a pack object, or another object. */
+static int count_object(void *context, const char *key) {
+  status *st = context;
+  cs_uuid id;
+  if (cs_key_pack_id(key, strlen(key), &id) == CS_E_OK)
+    st->objects++;
+  else
+    st->other_objects++;
+  return CS_E_OK;
+}
+
 static int read_store(const capstore_config *cfg, status *st, char *err, size_t err_size) {
   cs_store store;
-  char msg[512], prefix[CS_KEY_MAX], token[CS_KEY_MAX] = "";
+  char msg[512], prefix[CS_KEY_MAX];
   if (capstore_open_store(cfg, &store, msg, sizeof msg) != CS_E_OK) return snprintf(err, err_size, "store: %s", msg), -1;
-  if (cfg->key_prefix != NULL)
-    snprintf(prefix, sizeof prefix, "%s", cfg->key_prefix);
-  else
-    snprintf(prefix, sizeof prefix, "%s/", cfg->name);
-  char(*keys)[CS_KEY_MAX] = calloc(PAGE, CS_KEY_MAX);
-  int code = keys == NULL ? -1 : 0;
-  if (keys == NULL) snprintf(err, err_size, "store: out of memory");
-  while (code == 0) {
-    cs_list_page page = {.keys = keys, .key_capacity = PAGE};
-    cs_store_result res;
-    int rc = store.ops->list(store.self, prefix, token, PAGE, &page, &res);
-    if (rc != CS_E_OK || res.outcome != CS_OUT_OK) {
-      snprintf(err, err_size, "store LIST: %s: %s", rc != CS_E_OK ? cs_strerror(rc) : cs_outcome_name(res.outcome),
-               res.detail);
-      code = -1;
-      break;
-    }
-    for (uint32_t k = 0; k < page.key_count; k++) {
-      cs_uuid id;
-      if (cs_key_pack_id(keys[k], strlen(keys[k]), &id) == CS_E_OK)
-        st->objects++;
-      else
-        st->other_objects++;
-    }
-    snprintf(token, sizeof token, "%s", page.next_token);
-    if (token[0] == '\0') break;
-  }
-  free(keys);
+  capstore_key_prefix(cfg, prefix, sizeof prefix);
+  int code = cli_store_walk(&store, prefix, count_object, st, err, err_size) == CS_E_OK ? 0 : -1;
   cs_store_close(&store);
   return code;
 }

@@ -65,29 +65,41 @@ bool cs_outcome_maybe_applied(cs_outcome outcome) {
   return outcome == CS_OUT_TIMEOUT || outcome == CS_OUT_UNKNOWN || outcome == CS_OUT_SERVER_ERROR;
 }
 
-static int hex_value(char c) {
+int cs_hex_value(char c, cs_hex_case accept) {
+  assert(accept == CS_HEX_LOWER || accept == CS_HEX_UPPER || accept == CS_HEX_ANY);
   if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'a' && c <= 'f' && (accept & CS_HEX_LOWER) != 0) return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F' && (accept & CS_HEX_UPPER) != 0) return c - 'A' + 10;
   return -1;
 }
 
+int cs_hex_decode(const char *text, size_t text_len, cs_hex_case accept, uint8_t *out) {
+  assert(text != NULL || text_len == 0);
+  assert(out != NULL || text_len < 2);
+  if (text_len % 2 != 0) return CS_E_PARSE;
+  for (size_t i = 0; i < text_len / 2; i++) {
+    int hi = cs_hex_value(text[2 * i], accept);
+    int lo = cs_hex_value(text[2 * i + 1], accept);
+    if (hi < 0 || lo < 0) return CS_E_PARSE;
+    out[i] = (uint8_t)(hi << 4 | lo);
+  }
+  return CS_E_OK;
+}
+
 int cs_uuid_parse(const char *text, size_t text_len, cs_uuid *out) {
+  static const uint8_t group_digits[5] = {8, 4, 4, 4, 12}; /* 8-4-4-4-12, a dash between */
   assert(out != NULL);
   if (text == NULL || text_len != CS_UUID_TEXT_LEN) return CS_E_PARSE;
-  uint32_t byte_index = 0;
-  for (uint32_t i = 0; i < CS_UUID_TEXT_LEN;) {
-    if (i == 8 || i == 13 || i == 18 || i == 23) {
-      if (text[i] != '-') return CS_E_PARSE;
-      i++;
-      continue;
-    }
-    int hi = hex_value(text[i]);
-    int lo = hex_value(text[i + 1]);
-    if (hi < 0 || lo < 0) return CS_E_PARSE;
-    out->bytes[byte_index++] = (uint8_t)(hi << 4 | lo);
-    i += 2;
+  cs_uuid id;
+  size_t pos = 0, byte_index = 0;
+  for (size_t g = 0; g < 5; g++) {
+    if (g > 0 && text[pos++] != '-') return CS_E_PARSE;
+    if (cs_hex_decode(text + pos, group_digits[g], CS_HEX_LOWER, id.bytes + byte_index) != CS_E_OK) return CS_E_PARSE;
+    pos += group_digits[g];
+    byte_index += group_digits[g] / 2u;
   }
-  assert(byte_index == 16);
+  assert(pos == CS_UUID_TEXT_LEN && byte_index == 16);
+  *out = id;
   return CS_E_OK;
 }
 

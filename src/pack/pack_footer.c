@@ -18,17 +18,9 @@ static const char *const record_keys[] = {"checksum", "codec",  "decoded_length"
                                           "metadata", "offset", "stored_length"};
 
 static bool parse_crc_text(const char *text, size_t len, uint32_t *out) {
-  if (len != 8) return false;
-  uint32_t value = 0;
-  for (size_t i = 0; i < 8; i++) {
-    char c = text[i];
-    uint32_t digit = 0;
-    if (c >= '0' && c <= '9') digit = (uint32_t)(c - '0');
-    else if (c >= 'a' && c <= 'f') digit = (uint32_t)(c - 'a' + 10);
-    else return false;
-    value = value << 4 | digit;
-  }
-  *out = value;
+  uint8_t bytes[4]; /* big-endian: the text's first digits are the high bits */
+  if (len != 8 || cs_hex_decode(text, len, CS_HEX_LOWER, bytes) != CS_E_OK) return false;
+  *out = (uint32_t)bytes[0] << 24 | (uint32_t)bytes[1] << 16 | (uint32_t)bytes[2] << 8 | (uint32_t)bytes[3];
   return true;
 }
 

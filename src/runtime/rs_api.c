@@ -305,6 +305,14 @@ int capstore_config_validate(const capstore_config *cfg, char *msg, size_t msg_s
   return validate(cfg, false, msg, msg_size);
 }
 
+size_t capstore_key_prefix(const capstore_config *cfg, char *out, size_t size) {
+  assert(cfg != NULL && (cfg->key_prefix != NULL || cfg->name != NULL));
+  assert(out != NULL || size == 0);
+  int len = cfg->key_prefix != NULL ? snprintf(out, size, "%s", cfg->key_prefix)
+                                    : snprintf(out, size, "%s/", cfg->name);
+  return len < 0 ? 0 : (size_t)len;
+}
+
 /* ---- open ------------------------------------------------------------------------------------- */
 
 /* Replaces *field with a copy owned by the runtime (NULL stays NULL). */
@@ -330,8 +338,7 @@ static bool own_strings(rs_runtime *rt, const capstore_config *cfg) {
 #undef OWN
   snprintf(rt->name, sizeof rt->name, "%s", cfg->name);
   rt->cfg.name = rt->name;
-  snprintf(rt->key_prefix, sizeof rt->key_prefix, "%s", cfg->key_prefix != NULL ? cfg->key_prefix : "");
-  if (cfg->key_prefix == NULL) snprintf(rt->key_prefix, sizeof rt->key_prefix, "%s/", cfg->name);
+  capstore_key_prefix(cfg, rt->key_prefix, sizeof rt->key_prefix);
   rt->cfg.key_prefix = rt->key_prefix;
   if (cfg->s3_endpoint != NULL) {
     const char *region = or_env(cfg->s3_region, "AWS_REGION");
