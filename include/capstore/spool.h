@@ -92,6 +92,8 @@ typedef struct cs_spool cs_spool;
 /* Longest name the spool builds or accepts (a ready name is 164 bytes). */
 #define CS_SPOOL_NAME_MAX 255u
 #define CS_SPOOL_LOCK_NAME ".capstore-spool.lock"
+/* The directory in a served spool holding capture-role processes' private spools (capstore.h, rs_handoff.c). */
+#define CS_SPOOL_HANDOFF_DIR ".capture"
 
 /* A sealed pack as its ready name (and the file's size) tell it. */
 typedef struct cs_spool_entry {

@@ -72,7 +72,10 @@ typedef struct spool_names {
   name_list ready;       /* parseable ready names, sorted (pack id order) */
   name_list quarantined; /* "<ready name>.quarantined", sorted */
   size_t open_count;     /* ".<...>.open" temp files */
-  size_t other_count;    /* anything else but the lock */
+  size_t other_count;    /* anything else but the lock and the private spools' directory */
+  /* Capture-role processes' private spools (CS_SPOOL_HANDOFF_DIR/<uuid>/): how many, how many of them have a live
+     owner (the others were left by a process that died: a serving daemon adopts them), their ready packs. */
+  size_t private_spools, private_live, private_ready;
 } spool_names;
 
 #define REASON_BYTES_MAX 512u

@@ -88,6 +88,7 @@ typedef struct fsck_run {
   long owner_pid;
   bool owner_running;
   size_t spool_ready, spool_pending, spool_open;
+  size_t private_spools, private_live, private_ready; /* capture processes' private spools (role capture) */
   cs_uuid *spool_ids; /* the ready packs' ids, sorted */
   bool spool_missing;
   finding found[K_COUNT_];
@@ -369,6 +370,9 @@ static int check_spool(fsck_run *r, cs_catalog *cat) {
   }
   r->spool_ready = names.ready.count;
   r->spool_open = names.open_count;
+  r->private_spools = names.private_spools;
+  r->private_live = names.private_live;
+  r->private_ready = names.private_ready;
   r->owner_running = cli_spool_owner(dirfd, &r->owner_pid);
   r->spool_ids = calloc(names.ready.count + 1, sizeof *r->spool_ids);
   if (r->spool_ids == NULL) {
@@ -484,6 +488,10 @@ static void report_text(const fsck_run *r, const char *config) {
            r->in_flight, r->awaiting_handoff, r->stray_copies, r->foreign_objects);
   if (r->owner_pid > 0)
     printf("           the spool's owner: pid %ld (%s)\n", r->owner_pid, r->owner_running ? "running" : "not running");
+  if (r->private_spools > 0)
+    printf("           capture processes' private spools: %zu (%zu live, %zu left by a process that died: capstore "
+           "serve adopts them), %zu ready packs in them\n",
+           r->private_spools, r->private_live, r->private_spools - r->private_live, r->private_ready);
   printf("  catalog  %s: watermark %" PRIu64 ", %zu packs\n",
          r->cfg->sqlite_path != NULL ? r->cfg->sqlite_path : r->cfg->clickhouse_url, r->watermark, r->cat_count);
   printf("  checked  %" PRIu64 " HEADs%s", r->heads, r->deep ? "" : "\n");
@@ -513,6 +521,9 @@ static void report_json(const fsck_run *r) {
                              "awaiting_handoff", (json_int_t)r->awaiting_handoff, "stray_copies",
                              (json_int_t)r->stray_copies, "other_catalogs_objects", (json_int_t)r->foreign_objects,
                              "spool_owner_pid", (json_int_t)r->owner_pid, "spool_owner_running", r->owner_running);
+  json_object_set_new(flight, "private_spools",
+                      json_pack("{s:I, s:I, s:I}", "count", (json_int_t)r->private_spools, "live",
+                                (json_int_t)r->private_live, "ready_packs", (json_int_t)r->private_ready));
   json_object_set_new(root, "in_flight", flight);
   json_t *findings = json_object();
   for (int k = 0; k < K_COUNT_; k++) {

@@ -117,8 +117,40 @@ static bool is_quarantined_name(const char *name) {
 }
 
 /* Sorts one name into *out; false when memory ran out. */
+/* The private spools under CS_SPOOL_HANDOFF_DIR: counted, with their owners' liveness and ready packs. */
+static void scan_private(int dirfd, spool_names *out) {
+  int fd = openat(dirfd, CS_SPOOL_HANDOFF_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+  DIR *dir = fd < 0 ? NULL : fdopendir(fd);
+  if (dir == NULL) {
+    if (fd >= 0) close(fd);
+    return;
+  }
+  for (struct dirent *d; (d = readdir(dir)) != NULL;) {
+    cs_uuid id;
+    if (strlen(d->d_name) != CS_UUID_TEXT_LEN || cs_uuid_parse(d->d_name, CS_UUID_TEXT_LEN, &id) != CS_E_OK) continue;
+    int sub = openat(fd, d->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+    DIR *inner = sub < 0 ? NULL : fdopendir(sub);
+    if (inner == NULL) {
+      if (sub >= 0) close(sub);
+      continue;
+    }
+    long pid = 0;
+    out->private_spools++;
+    out->private_live += cli_spool_owner(sub, &pid) ? 1u : 0u;
+    cs_spool_entry entry;
+    for (struct dirent *e; (e = readdir(inner)) != NULL;)
+      out->private_ready += cs_spool_parse_ready_name(e->d_name, &entry) == CS_E_OK ? 1u : 0u;
+    closedir(inner);
+  }
+  closedir(dir);
+}
+
 static bool classify(int dirfd, spool_names *out, const char *name) {
   cs_spool_entry entry;
+  if (strcmp(name, CS_SPOOL_HANDOFF_DIR) == 0) {
+    scan_private(dirfd, out);
+    return true;
+  }
   if (cs_spool_parse_ready_name(name, &entry) == CS_E_OK) return names_add(&out->ready, name);
   if (is_quarantined_name(name)) return names_add(&out->quarantined, name);
   struct stat st;

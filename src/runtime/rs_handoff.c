@@ -37,7 +37,7 @@
 #include <unistd.h>
 
 #define MS CS_MS_NS
-#define HANDOFF_DIR ".capture"
+#define HANDOFF_DIR CS_SPOOL_HANDOFF_DIR
 #define NEW_PREFIX ".new-"            /* a private spool being made: never adopted */
 #define POLL_NS (20 * MS)             /* how often departures are looked for while packs wait */
 #define RETRY_NS (200 * MS)           /* after a failed link */
