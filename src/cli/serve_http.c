@@ -67,10 +67,16 @@ char *serve_status_json(serve_state *state) {
                           "version", capstore_version(), "uptime_s", (json_int_t)uptime_s, "config",
                           state->config_path, "role", role_name(state->cfg->role), "spool_dir", state->cfg->spool_dir,
                           "store", state->store, "catalog", state->catalog, "listen", state->listen);
-  char *out = NULL;
-  if (doc != NULL && json_object_update(doc, stats) == 0) out = json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+  char *text_out = NULL;
+  if (doc != NULL && json_object_update(doc, stats) == 0)
+    text_out = json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
   json_decref(doc);
   json_decref(stats);
+  if (text_out == NULL) return NULL;
+  size_t n = strlen(text_out);
+  char *out = malloc(n + 2); /* ends with a newline, as a document on a terminal should */
+  if (out != NULL) memcpy(out, text_out, n), memcpy(out + n, "\n", 2);
+  free(text_out);
   return out;
 }
 
