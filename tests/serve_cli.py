@@ -73,7 +73,7 @@ def assignments(prefix, flat):
 def cmd_snap(path, fmt, out):
     try:
         events = log_events(path, fmt)
-    except ValueError as e:
+    except (OSError, ValueError) as e:
         print("%s: %s" % (path, e), file=sys.stderr)
         sys.exit(2)
     last, counts = {}, {}

@@ -9,7 +9,9 @@
 # SIGTERM: the second is logged and the close goes on; `capstore status`
 # prints a running daemon's snapshot; a second daemon on the same spool
 # exits 3 naming the holder, a listen address in use exits 3; a bad config
-# exits 2 naming the key; role capture is refused.
+# exits 2 naming the key; role capture is refused; with the store down and a
+# pack in the spool, SIGTERM closes undrained: exit 1 naming what is left,
+# and no credential in the log.
 # Replay: tests/serve_cli.sh CAPSTORE WORKDIR
 set -uo pipefail
 capstore=$1
@@ -251,5 +253,35 @@ expect "${E_listening_addr-}" "127.0.0.1:$port" "JSON log: listening addr"
 expect "${N_signal-}" 3 "JSON log: signal events"
 expect "${E_close_drained-}" true "JSON log: close drained"
 expect "${E_exit_code-}" 0 "JSON log: exit code"
+
+# ---- daemon D: the store down, a pack in the spool: SIGTERM closes undrained, exit 1 naming what is left ----
+step "not drained"
+dir=$work/d
+mkdir -p "$dir/spool"
+"$capstore" pack build "$(dirname "$0")/pack_ref/specs/dtypes.json" "$work/raw.pack" >/dev/null || fail "pack build"
+name=$("$capstore" pack key "$work/raw.pack" | python3 -c 'import json,sys; m=json.load(sys.stdin)["metadata"]
+print("%s.%s.%s.%s.dmi-pack.ready" % (m["dmi-pack-id"], m["dmi-created-at-ns"], m["dmi-record-count"], m["dmi-sha256"]))')
+cp "$work/raw.pack" "$dir/spool/$name"
+# S3 on a port nothing listens on (no probe at open); the credentials are dummies that must never be logged.
+printf '{"spool_dir": "%s/spool", "store": {"s3": {"endpoint": "http://127.0.0.1:1", "bucket": "acts", "allow_insecure": true},
+ "probe": false}, "catalog": {"sqlite": "%s/catalog.db"}, "daemon": {"listen": "", "close_timeout": "3s"}}
+' \
+  "$dir" "$dir" >"$work/d.json"
+AWS_ACCESS_KEY_ID=AKIDSERVECLITEST AWS_SECRET_ACCESS_KEY=serve-cli-secret-value \
+  "$capstore" serve "$work/d.json" --log "$work/d.log" 2>"$work/d.err" &
+d=$!
+daemons+=("$d")
+wait_for "$work/d.log" "event=error source=service message=\"upload refused" 30
+kill -TERM "$d"
+wait_exit "$d" 30
+expect "$code" 1 "not drained: exit"
+snap "$work/d.log" logfmt
+expect "${E_close_drained-}" false "not drained: close drained"
+expect "${E_close_spool_packs-}" 1 "not drained: close spool_packs"
+expect "${E_close_left-}" "1 pack in the spool, 0 owed to the catalog, 1 not handed off" "not drained: close left"
+expect "${E_exit_code-}" 1 "not drained: exit event"
+grep -q "closed without draining.*left 1 pack in the spool" "$work/d.err" || fail "not drained: stderr: $(cat "$work/d.err")"
+[[ -e $dir/spool/$name ]] || fail "not drained: the pack left the spool"
+grep -Eq "serve-cli-secret-value|AKIDSERVECLITEST" "$work/d.log" "$work/d.err" && fail "a credential reached the log"
 
 finish serve_cli

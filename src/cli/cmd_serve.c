@@ -420,8 +420,8 @@ static int report_close(serve_run *r) {
   const cs_snapshot *v = &st.service;
   bool drained = c->rc == CS_E_OK && ready == 0 && v->pending_index == 0;
   char left[300];
-  snprintf(left, sizeof left, "%ld packs in the spool%s, %u owed to the catalog, %u not handed off", ready,
-           ready < 0 ? " (unreadable)" : "", v->pending_index, v->pending_spool);
+  snprintf(left, sizeof left, "%ld pack%s in the spool%s, %u owed to the catalog, %u not handed off", ready,
+           ready == 1 ? "" : "s", ready < 0 ? " (unreadable)" : "", v->pending_index, v->pending_spool);
   SERVE_LOG(&r->log, drained ? "info" : "error", "close", SF_TEXT("result", c->rc == CS_E_OK ? "ok" : "failed"),
             SF_BOOL("drained", drained), SF_TEXT("error", c->msg), SF_TEXT("left", drained ? "" : left),
             SF_U64("spool_packs", ready < 0 ? 0 : (uint64_t)ready), SF_U64("owed_to_catalog", v->pending_index),
