@@ -273,7 +273,9 @@ static int start_endpoint(serve_run *r) {
     if (r->log.path != NULL) fprintf(stderr, "capstore serve: %s\n", err);
     return EXIT_NOT_OPENED;
   }
+  /* The endpoint's thread already answers: /status shows the address from listen_ready on. */
   serve_addr_format(&r->addr, port, r->state.listen, sizeof r->state.listen);
+  atomic_store(&r->state.listen_ready, true);
   SERVE_LOG(&r->log, "info", "listening", SF_TEXT("addr", r->state.listen));
   return CLI_EXIT_OK;
 }

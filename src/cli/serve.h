@@ -107,7 +107,8 @@ typedef struct serve_state {
   const char *config_path;
   const char *store;   /* "dir:PATH" or "s3:ENDPOINT/BUCKET" (no credential) */
   const char *catalog; /* "sqlite:PATH" or "clickhouse:URL" (no credential, query or fragment) */
-  char listen[80];     /* the bound address, "" before the endpoint starts */
+  char listen[80];     /* the bound address: written once, before listen_ready */
+  atomic_bool listen_ready;
   long pid;
   uint64_t started_ns; /* capstore_clock_ns at start */
   atomic_bool closing;

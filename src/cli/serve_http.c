@@ -66,7 +66,8 @@ char *serve_status_json(serve_state *state) {
                           atomic_load(&state->closing) ? "closing" : "serving", "pid", (json_int_t)state->pid,
                           "version", capstore_version(), "uptime_s", (json_int_t)uptime_s, "config",
                           state->config_path, "role", role_name(state->cfg->role), "spool_dir", state->cfg->spool_dir,
-                          "store", state->store, "catalog", state->catalog, "listen", state->listen);
+                          "store", state->store, "catalog", state->catalog, "listen",
+                          atomic_load(&state->listen_ready) ? state->listen : "");
   char *text_out = NULL;
   if (doc != NULL && json_object_update(doc, stats) == 0)
     text_out = json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
