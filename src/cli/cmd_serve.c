@@ -44,6 +44,7 @@ typedef struct serve_seen {
   cs_lease_state lease_state;
   uint64_t lease_term;
   uint64_t set_aside;
+  uint64_t adopted_spools;
   char engine_error[CS_LAST_ERROR_MAX];
   char service_error[CS_LAST_ERROR_MAX];
   uint64_t next_stats_ns;
@@ -89,8 +90,9 @@ static int serve_usage(FILE *out) {
           "  GET /status    one JSON object: the stats, pid, version, uptime, state\n"
           "  GET /healthz   \"ok\"\n"
           "and logs one event per line (start, open, listening, lease, error, rejected,\n"
-          "stats, signal, close, exit) to daemon.log or standard error. No secret is\n"
-          "ever logged: S3 keys and the ClickHouse password come from the environment.\n"
+          "adopted, stats, signal, close, exit) to daemon.log or standard error. No\n"
+          "secret is ever logged: S3 keys and the ClickHouse password come from the\n"
+          "environment.\n"
           "\n"
           "options:\n"
           "  --listen HOST:PORT   instead of daemon.listen: an IPv4 literal, [IPv6] or\n"
@@ -321,6 +323,11 @@ static void watch_stats(serve_run *r) {
               SF_U64("total", v->set_aside), SF_U64("listed", v->rejected_count),
               SF_TEXT("last_error", v->last_error));
     seen->set_aside = v->set_aside;
+  }
+  if (st.adopted_spools > seen->adopted_spools) {
+    SERVE_LOG(&r->log, "warn", "adopted", SF_U64("count", st.adopted_spools - seen->adopted_spools),
+              SF_U64("total", st.adopted_spools), SF_TEXT("note", "a capture process died: its sealed packs ship here"));
+    seen->adopted_spools = st.adopted_spools;
   }
   uint64_t now = capstore_clock_ns();
   if (r->cfg.daemon.stats_interval_ns != 0 && now >= seen->next_stats_ns) {
