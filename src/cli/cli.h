@@ -45,6 +45,9 @@ int cli_fsck_main(int argc, char **argv);
 /* capstore status CONFIG [--json] (cmd_status.c) */
 int cli_status_main(int argc, char **argv);
 
+/* capstore serve CONFIG [--listen HOST:PORT] [--log FILE] [--log-format logfmt|json] (cmd_serve.c) */
+int cli_serve_main(int argc, char **argv);
+
 /* capstore pack info|verify|build|key ... (cmd_pack.c) */
 int cli_pack_main(int argc, char **argv);
 

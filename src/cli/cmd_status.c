@@ -4,7 +4,9 @@
  * the oldest one's age, packs in progress, set aside, the process that owns
  * it), the catalog at its watermark (lease term, whether the lease is held,
  * packs, records and bytes published) and the store (pack objects under the
- * catalog's prefix). Read-only; takes no lock.
+ * catalog's prefix). Read-only; takes no lock. When a capstore serve owns
+ * the spool and daemon.listen names a fixed port, its own snapshot (GET
+ * /status) is printed instead.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -15,10 +17,16 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <curl/curl.h>
 #include <jansson.h>
 
 #include "capstore/capstore.h"
 #include "cli.h"
+#include "serve.h"
+
+#define DAEMON_BODY_MAX (4u << 20)
+#define DAEMON_CONNECT_TIMEOUT_MS 1000L
+#define DAEMON_TIMEOUT_MS 3000L
 
 typedef struct status {
   /* spool */
@@ -174,6 +182,131 @@ static void print_json(const capstore_config *cfg, const status *st) {
   json_decref(root);
 }
 
+/* ---- a running daemon's own snapshot ---------------------------------------------------------------- */
+
+typedef struct body {
+  char *text;
+  size_t len;
+} body;
+
+static size_t on_body(char *data, size_t size, size_t count, void *arg) {
+  body *b = arg;
+  size_t n = size * count;
+  if (b->len + n > DAEMON_BODY_MAX) return 0; /* too big for a snapshot: curl fails the transfer */
+  char *bigger = realloc(b->text, b->len + n + 1);
+  if (bigger == NULL) return 0;
+  memcpy(bigger + b->len, data, n);
+  b->text = bigger;
+  b->len += n;
+  b->text[b->len] = '\0';
+  return n;
+}
+
+/* GET url: the body (heap, NUL-terminated) of a 200 answer, or NULL with why in note. */
+static char *http_get(const char *url, char *note, size_t note_size) {
+  CURL *curl = curl_easy_init();
+  if (curl == NULL) return snprintf(note, note_size, "curl: out of memory"), NULL;
+  body b = {NULL, 0};
+  char error[CURL_ERROR_SIZE] = "";
+  curl_easy_setopt(curl, CURLOPT_URL, url);
+  curl_easy_setopt(curl, CURLOPT_NOPROXY, "*"); /* the daemon is on this host: never through a proxy */
+  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, DAEMON_CONNECT_TIMEOUT_MS);
+  curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, DAEMON_TIMEOUT_MS);
+  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
+  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &b);
+  curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, error);
+  CURLcode rc = curl_easy_perform(curl);
+  long code = 0;
+  curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &code);
+  curl_easy_cleanup(curl);
+  if (rc == CURLE_OK && code == 200 && b.text != NULL) return b.text;
+  if (rc != CURLE_OK)
+    snprintf(note, note_size, "%s", error[0] != '\0' ? error : curl_easy_strerror(rc));
+  else
+    snprintf(note, note_size, "HTTP %ld", code);
+  free(b.text);
+  return NULL;
+}
+
+/*
+ * The /status document of the capstore serve that owns the spool (its pid
+ * is the lock file's), when daemon.listen names a fixed port: NULL when
+ * there is none to ask; NULL with why in note when the asking failed.
+ */
+static json_t *daemon_status(const capstore_config *cfg, const status *st, char **raw, char *url, size_t url_size,
+                             char *note, size_t note_size) {
+  serve_addr addr;
+  char err[300];
+  const char *listen = cfg->daemon.listen;
+  if (!st->owner_running || listen == NULL || listen[0] == '\0') return NULL;
+  if (serve_addr_parse(listen, &addr, err, sizeof err) != 0 || addr.port == 0) return NULL;
+  serve_addr_url(&addr, "/status", url, url_size);
+  char *text = http_get(url, note, note_size);
+  if (text == NULL) return NULL;
+  json_error_t error;
+  json_t *doc = json_loads(text, 0, &error);
+  json_t *pid = json_object_get(doc, "pid");
+  if (doc == NULL || !json_is_integer(pid) || json_integer_value(pid) != st->owner_pid) {
+    snprintf(note, note_size, "%s", doc == NULL ? "its answer is not JSON" : "it answers for another process (pid)");
+    json_decref(doc);
+    free(text);
+    return NULL;
+  }
+  *raw = text;
+  return doc;
+}
+
+static uint64_t num(const json_t *doc, const char *key) {
+  json_t *v = json_object_get(doc, key);
+  return json_is_integer(v) && json_integer_value(v) > 0 ? (uint64_t)json_integer_value(v) : 0;
+}
+
+static const char *text_of(const json_t *doc, const char *key) {
+  const char *v = json_string_value(json_object_get(doc, key));
+  return v != NULL ? v : "";
+}
+
+static void print_daemon(const json_t *d, const char *config, const char *url) {
+  printf("capstore status %s: from capstore serve (pid %" PRIu64 ", %s)\n", config, num(d, "pid"), url);
+  printf("  daemon   %s for %" PRIu64 " s; role %s; capstore %s\n", text_of(d, "state"), num(d, "uptime_s"),
+         text_of(d, "role"), text_of(d, "version"));
+  printf("  spool    %s: %" PRIu64 " packs spooled, %" PRIu64 " uploaded, %" PRIu64 " indexed, %" PRIu64
+         " handed off\n",
+         text_of(d, "spool_dir"), num(d, "packs_spooled"), num(d, "packs_uploaded"),
+         num(d, "packs_indexed"), num(d, "packs_handed_off"));
+  printf("           now: %" PRIu64 " owed to the catalog, %" PRIu64 " not handed off, %" PRIu64
+         " waiting outside the table; %" PRIu64 " set aside; oldest unshipped %.1f s\n",
+         num(d, "packs_pending_index"), num(d, "packs_pending_spool"), num(d, "packs_outside_table"),
+         num(d, "packs_set_aside"), (double)num(d, "oldest_unshipped_age_ns") / 1e9);
+  printf("  lease    %s, term %" PRIu64 "; watermark %" PRIu64 "; %.1f MiB uploaded\n", text_of(d, "lease"),
+         num(d, "lease_term"), num(d, "watermark"), (double)num(d, "bytes_uploaded") / 1048576.0);
+  printf("  errors   service: %s\n           engine: %s\n",
+         text_of(d, "last_error")[0] != '\0' ? text_of(d, "last_error") : "none",
+         text_of(d, "engine_last_error")[0] != '\0' ? text_of(d, "engine_last_error") : "none");
+  printf("  store    %s\n  catalog  %s\n", text_of(d, "store"), text_of(d, "catalog"));
+}
+
+/* When a capstore serve owns the spool and answers: its snapshot printed, true. */
+static bool print_from_daemon(const capstore_config *cfg, const status *st, const char *config, bool json) {
+  char url[200], note[CURL_ERROR_SIZE + 64] = "";
+  char *raw = NULL;
+  json_t *doc = daemon_status(cfg, st, &raw, url, sizeof url, note, sizeof note);
+  if (doc == NULL) {
+    if (note[0] != '\0')
+      fprintf(stderr, "capstore status: the spool's owner (pid %ld) runs, but no capstore serve of it answered at %s "
+                      "(%s): read from the outside instead\n", st->owner_pid, url, note);
+    return false;
+  }
+  if (json)
+    printf("%s%s", raw, raw[0] != '\0' && raw[strlen(raw) - 1] == '\n' ? "" : "\n");
+  else
+    print_daemon(doc, config, url);
+  json_decref(doc);
+  free(raw);
+  return true;
+}
+
 static int status_usage(FILE *out) {
   fprintf(out,
           "usage: capstore status CONFIG [--json]\n"
@@ -185,8 +318,14 @@ static int status_usage(FILE *out) {
           "packs, records and bytes published) and the store (pack objects under the\n"
           "catalog's prefix). Read-only; no lock is taken, so it runs beside a service.\n"
           "\n"
+          "When the spool's owner runs and CONFIG's daemon.listen names a fixed port\n"
+          "(not 0), the owner is asked first: a capstore serve answers with its own\n"
+          "snapshot (GET /status: per-stage counts, packs owed to the catalog, the\n"
+          "oldest unshipped age, the lease state and term, the last errors), which is\n"
+          "printed instead. When none answers, it says so and reads from the outside.\n"
+          "\n"
           "options:\n"
-          "  --json   one JSON object on stdout\n"
+          "  --json   one JSON object on stdout (a daemon's: its /status document as sent)\n"
           "\n"
           "exit status: 0 read; 2 usage; 3 CONFIG invalid or a source could not be read\n"
           "             (the reason on stderr).\n"
@@ -215,8 +354,11 @@ int cli_status_main(int argc, char **argv) {
   memset(&st, 0, sizeof st);
   const capstore_config *cfg = capstore_settings_config(s);
   int code = CLI_EXIT_UNREADABLE;
-  if (cli_embedded_paths_exist(cfg, msg, sizeof msg) != 0 || read_spool(cfg, &st, msg, sizeof msg) != 0 || read_catalog(cfg, &st, msg, sizeof msg) != 0 ||
-      read_store(cfg, &st, msg, sizeof msg) != 0) {
+  if (cli_embedded_paths_exist(cfg, msg, sizeof msg) != 0 || read_spool(cfg, &st, msg, sizeof msg) != 0) {
+    fprintf(stderr, "capstore status: could not read: %s\n", msg);
+  } else if (print_from_daemon(cfg, &st, config, json)) {
+    code = CLI_EXIT_OK;
+  } else if (read_catalog(cfg, &st, msg, sizeof msg) != 0 || read_store(cfg, &st, msg, sizeof msg) != 0) {
     fprintf(stderr, "capstore status: could not read: %s\n", msg);
   } else {
     if (json)

@@ -19,6 +19,7 @@ static const cli_command commands[] = {
     {"config", "check a configuration file; list its keys and defaults", cli_config_main},
     {"fsck", "check the spool, the store and the catalog against each other", cli_fsck_main},
     {"pack", "inspect, verify and build dmi-pack-v1 files", cli_pack_main},
+    {"serve", "the side-car daemon: ship a spool, serve /metrics and /status", cli_serve_main},
     {"status", "where the data of a configuration stands: spool, catalog, store", cli_status_main},
     {"spool", "list, check and sweep a capture spool directory", cli_spool_main},
 };
@@ -40,7 +41,7 @@ static int usage(FILE *out) {
   }
   fprintf(out,
           "\n"
-          "CONFIG (fsck, status, config check) is a configuration file: docs/configuration.md.\n"
+          "CONFIG (serve, fsck, status, config check) is a configuration file: docs/configuration.md.\n"
           "\n"
           "exit status: each command's --help lists its own; 2 is always a usage error.\n"
           "\n"
