@@ -11,7 +11,8 @@
 # exits 3 naming the holder, a listen address in use exits 3; a bad config
 # exits 2 naming the key; role capture is refused; with the store down and a
 # pack in the spool, SIGTERM closes undrained: exit 1 naming what is left,
-# and no credential in the log.
+# and no credential in the log. Capture processes beside the daemon:
+# tests/serve_e2e.sh.
 # Replay: tests/serve_cli.sh CAPSTORE WORKDIR
 set -uo pipefail
 capstore=$1
@@ -107,15 +108,6 @@ printf '{"role": "capture", "spool_dir": "%s/capture/spool"}\n' "$work" >"$work/
 grep -q "role is capture" "$work/err" || fail "role capture: $(cat "$work/err")"
 [[ -e $work/capture/spool || -e $work/bad/spool || -e $work/refused ]] && fail "a refused config made its spool"
 
-# ---- for the lead: capture from two other processes, then check every record is in the catalog ----------
-# Runs while daemon A serves $dir (CONFIG $config, port $port). Once the runtime takes the packs that
-# capture-role processes hand into spool_dir (cfg.serve): start two capture processes here on a role
-# "capture" config with spool_dir "$dir/spool", let each write N records and close; after daemon A's
-# SIGTERM (below, exit 0 drained) check that the catalog holds all 2N records. Until then it checks nothing.
-capture_from_two_processes() {
-  echo "serve_cli: the capture hand-off check waits for the runtime's serve side (skipped)"
-}
-
 # ---- daemon A: port 0, logfmt to a file, the odd config path ------------------------------------------
 step "daemon A"
 dir=$work/a
@@ -181,8 +173,6 @@ step "a second daemon"
 expect $? 3 "a second daemon on the spool: exit"
 grep -q "pid $a" "$work/err" || fail "the second daemon does not name pid $a: $(cat "$work/err")"
 grep -q "event=exit code=3" "$work/second.log" || fail "the second daemon's exit event: $(cat "$work/second.log")"
-
-capture_from_two_processes
 
 step "SIGHUP"
 # logrotate: the file moved away, SIGHUP, the next lines go to a new file.

@@ -309,10 +309,14 @@ static void watch_stats(serve_run *r) {
   capstore_stats_get(r->state.cs, &st);
   const cs_snapshot *v = &st.service;
   serve_seen *seen = &r->seen;
-  if (v->lease_state != seen->lease_state || v->lease_term != seen->lease_term) {
+  /* A renewal takes the next term while held: counted in the stats line (lease_term), not an event of its own. */
+  bool renewal = v->lease_state == CS_LEASE_HELD && seen->lease_state == CS_LEASE_HELD;
+  if (v->lease_state != seen->lease_state || (v->lease_term != seen->lease_term && !renewal)) {
     SERVE_LOG(&r->log, "info", "lease", SF_TEXT("state", cs_lease_state_name(v->lease_state)),
               SF_U64("term", v->lease_term), SF_TEXT("previous", cs_lease_state_name(seen->lease_state)),
               SF_U64("previous_term", seen->lease_term));
+  }
+  if (v->lease_state != seen->lease_state || v->lease_term != seen->lease_term) {
     seen->lease_state = v->lease_state;
     seen->lease_term = v->lease_term;
   }

@@ -344,6 +344,31 @@ static void queue_unqueued(rs_handoff *h) {
   free(entries);
 }
 
+/*
+ * An empty private spool is removed while its lock is still held (the lock's
+ * name is unlinked, the open file keeps the lock): a daemon's scan never
+ * finds it free and empty, so it is never taken for a dead process's.
+ */
+static void remove_private(rs_handoff *h) {
+  if (h->private_parent_fd < 0 || h->private_name[0] == '\0') return;
+  int fd = openat(h->private_parent_fd, h->private_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  DIR *dir = fdopendir(fd);
+  if (dir == NULL) {
+    close(fd);
+    return;
+  }
+  bool only_lock = true;
+  for (struct dirent *d; (d = readdir(dir)) != NULL;) {
+    if (strcmp(d->d_name, ".") == 0 || strcmp(d->d_name, "..") == 0 || strcmp(d->d_name, CS_SPOOL_LOCK_NAME) == 0)
+      continue;
+    only_lock = false;
+  }
+  if (only_lock) (void)unlinkat(dirfd(dir), CS_SPOOL_LOCK_NAME, 0);
+  closedir(dir);
+  if (only_lock) (void)unlinkat(h->private_parent_fd, h->private_name, AT_REMOVEDIR);
+}
+
 int rs_handoff_close(rs_runtime *rt, uint64_t budget_ns, char *msg, size_t msg_size) {
   rs_handoff *h = rt->handoff;
   uint64_t end = now_ns() + budget_ns;
@@ -391,28 +416,8 @@ int rs_handoff_close(rs_runtime *rt, uint64_t budget_ns, char *msg, size_t msg_s
   }
   h->count = 0;
   pthread_mutex_unlock(&h->mutex);
+  remove_private(h);
   return rc;
-}
-
-/* After the capture is freed (its lock released): an empty private spool is removed. */
-static void remove_private(rs_handoff *h) {
-  if (h->private_parent_fd < 0 || h->private_name[0] == '\0') return;
-  int fd = openat(h->private_parent_fd, h->private_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return;
-  DIR *dir = fdopendir(fd);
-  if (dir == NULL) {
-    close(fd);
-    return;
-  }
-  bool only_lock = true;
-  for (struct dirent *d; (d = readdir(dir)) != NULL;) {
-    if (strcmp(d->d_name, ".") == 0 || strcmp(d->d_name, "..") == 0 || strcmp(d->d_name, CS_SPOOL_LOCK_NAME) == 0)
-      continue;
-    only_lock = false;
-  }
-  if (only_lock) (void)unlinkat(dirfd(dir), CS_SPOOL_LOCK_NAME, 0);
-  closedir(dir);
-  if (only_lock) (void)unlinkat(h->private_parent_fd, h->private_name, AT_REMOVEDIR);
 }
 
 void rs_handoff_free(rs_runtime *rt) {
@@ -505,13 +510,12 @@ static bool adopt_one(rs_runtime *rt, int main_fd, int parent_fd, const char *na
     cs_spool_close(spool);
     return false;
   }
-  /* Empty now but for its lock: removed while still holding the lock, so no capture process can be in it. */
-  (void)unlinkat(parent_fd, name, AT_REMOVEDIR); /* fails while the lock file is there: unlink it first */
+  /* Empty now but for its lock: removed while the lock is held (its name goes first, the open file keeps it). */
   char lock[4300];
   snprintf(lock, sizeof lock, "%s/%s", path, CS_SPOOL_LOCK_NAME);
   (void)unlink(lock);
-  cs_spool_close(spool);
   bool removed = unlinkat(parent_fd, name, AT_REMOVEDIR) == 0;
+  cs_spool_close(spool);
   if (!removed) rs_log_failure(rt, "removing an adopted private spool", path);
   atomic_fetch_add(&rt->adopted_spools, 1);
   return true;
