@@ -377,11 +377,11 @@ static void test_admit_arrivals(void **state) {
   /* A capacity of 1 admits one and leaves the rest for the next pass. */
   cs_spool_entry got[4];
   cs_spool_recovery report;
-  assert_int_equal(cs_spool_admit(spool, got, 1, &count, &report), CS_E_OK);
+  assert_int_equal(cs_spool_admit(spool, got, 1, &count, &report, NULL, NULL), CS_E_OK);
   assert_int_equal(count, 1);
   assert_int_equal(report.ready_ok, 1);
   uint32_t quarantined = report.quarantined; /* the corrupt one, if the walk met it before the capacity was reached */
-  assert_int_equal(cs_spool_admit(spool, got + 1, 3, &count, &report), CS_E_OK);
+  assert_int_equal(cs_spool_admit(spool, got + 1, 3, &count, &report, NULL, NULL), CS_E_OK);
   assert_int_equal(count, 1);
   assert_int_equal(quarantined + report.quarantined, 1);
   /* Both good ones admitted exactly once, with their sizes; the corrupt one is out of the ready set. */
@@ -398,15 +398,15 @@ static void test_admit_arrivals(void **state) {
   assert_int_equal(cs_spool_entries(spool, NULL, 0, &count), CS_E_OK);
   assert_int_equal(count, 3);
   /* Nothing new: nothing admitted. A removed pack linked in again is admitted again (a re-arrival). */
-  assert_int_equal(cs_spool_admit(spool, got, 4, &count, &report), CS_E_OK);
+  assert_int_equal(cs_spool_admit(spool, got, 4, &count, &report, NULL, NULL), CS_E_OK);
   assert_int_equal(count, 0);
   assert_int_equal(cs_spool_remove(spool, &ea.pack_id, NULL), CS_E_OK);
   tf_write_file(dir, ea.name, a.data, a.len);
-  assert_int_equal(cs_spool_admit(spool, got, 4, &count, &report), CS_E_OK);
+  assert_int_equal(cs_spool_admit(spool, got, 4, &count, &report, NULL, NULL), CS_E_OK);
   assert_int_equal(count, 1);
   assert_true(cs_uuid_equal(&got[0].pack_id, &ea.pack_id));
-  assert_int_equal(cs_spool_admit(NULL, got, 4, &count, NULL), CS_E_INVALID_ARGUMENT);
-  assert_int_equal(cs_spool_admit(spool, NULL, 4, &count, NULL), CS_E_INVALID_ARGUMENT);
+  assert_int_equal(cs_spool_admit(NULL, got, 4, &count, NULL, NULL, NULL), CS_E_INVALID_ARGUMENT);
+  assert_int_equal(cs_spool_admit(spool, NULL, 4, &count, NULL, NULL, NULL), CS_E_INVALID_ARGUMENT);
   cs_spool_close(spool);
   tp_free(&own);
   tp_free(&a);

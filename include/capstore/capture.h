@@ -203,12 +203,15 @@ int cs_capture_quarantine_pack(cs_capture *cap, const cs_uuid *pack_id, const ch
 int cs_capture_list(cs_capture *cap, cs_spool_entry *entries, size_t capacity, size_t *count);
 
 /*
- * Admits packs other processes linked into the spool (cs_spool_admit): each
- * is verified, counted against the quota as a recovered pack, and copied to
- * out (at most capacity per call). CS_E_OK or what stopped the pass;
- * stats say how many were admitted, quarantined or left for a later pass.
+ * Admits packs other processes linked into the spool (cs_spool_admit, each
+ * and context as there; each runs under the spool's lock: it must not call
+ * this capture): each is verified, counted against the quota as a recovered
+ * pack, and copied to out (at most capacity per call). CS_E_OK or what
+ * stopped the pass; stats say how many were admitted, quarantined or left
+ * for a later pass.
  */
-int cs_capture_admit(cs_capture *cap, cs_spool_entry *out, size_t capacity, size_t *count);
+int cs_capture_admit(cs_capture *cap, cs_spool_entry *out, size_t capacity, size_t *count, cs_spool_admit_fn each,
+                     void *context);
 
 typedef struct cs_capture_stats {
   cs_sink_stats sink;          /* the core's counters and quota use */

@@ -309,11 +309,16 @@ int cs_spool_recover(cs_spool *spool, cs_spool_recovery *report);
  * memory ran short) is left as it is, not indexed, for the next pass
  * (report->errors, report->problem). At most capacity packs are admitted per
  * call; the rest wait, unindexed, for the next. *count gets how many were
- * admitted, out holds them in name order. Returns CS_E_OK, or what stopped
+ * admitted, out holds them in name order. each (may be NULL) is called for
+ * every pack admitted, in the walk's order, with the footer the check parsed
+ * (footer_length: its bytes in the pack): it may keep the footer by taking
+ * it (leaving *footer zeroed); what it leaves is freed. Returns CS_E_OK, or what stopped
  * the walk (the directory could not be read; the index could not grow).
  */
+typedef void (*cs_spool_admit_fn)(void *context, const cs_spool_entry *entry, cs_pack_footer *footer,
+                                  uint64_t footer_length);
 int cs_spool_admit(cs_spool *spool, cs_spool_entry *out, size_t capacity, size_t *count,
-                   cs_spool_recovery *report);
+                   cs_spool_recovery *report, cs_spool_admit_fn each, void *context);
 
 /* ---- Names ------------------------------------------------------------------- */
 

@@ -1148,7 +1148,7 @@ static int check_name(cs_spool *spool, const cs_spool_entry *entry, const cs_pac
  * spool->error), or no verdict: CS_E_IO (a stat, open or read failed),
  * CS_E_NO_MEMORY, CS_E_STATE.
  */
-static int check_ready_file(cs_spool *spool, cs_spool_entry *entry) {
+static int check_ready_file(cs_spool *spool, cs_spool_entry *entry, cs_pack_footer *keep, uint64_t *keep_length) {
   check_file c;
   memset(&c, 0, sizeof c);
   c.name = entry->name;
@@ -1177,7 +1177,12 @@ static int check_ready_file(cs_spool *spool, cs_spool_entry *entry) {
   if (rc == CS_E_OK) rc = check_stream(spool, &c, &summary);
   if (rc == CS_E_OK) rc = check_name(spool, entry, &summary);
   entry->size_bytes = c.size;
-  if (c.footer_parsed) cs_pack_footer_free(&c.footer);
+  if (rc == CS_E_OK && c.footer_parsed && keep != NULL) { /* the caller's now: parsed once */
+    *keep = c.footer;
+    *keep_length = c.trailer.footer_length;
+  } else if (c.footer_parsed) {
+    cs_pack_footer_free(&c.footer);
+  }
   free(c.chunk);
   spool->sys->close(c.fd);
   return rc;
@@ -1240,7 +1245,7 @@ static int visit_check(cs_spool *spool, const char *name, void *context) {
   if (rc != CS_E_OK) {
     rc = spool_fail(spool, CS_E_CORRUPT, "%s: bad_name: not <uuid>.<created_at_ns>.<records>.<sha256>.dmi-pack.ready", name);
   } else {
-    rc = check_ready_file(spool, &entry);
+    rc = check_ready_file(spool, &entry, NULL, NULL);
   }
   if (rc == CS_E_OK) {
     report->ready_ok++;
@@ -1265,6 +1270,8 @@ typedef struct admit_pass {
   cs_spool_entry *out;
   size_t capacity, count;
   cs_spool_recovery *report;
+  cs_spool_admit_fn each;
+  void *context;
 } admit_pass;
 
 static int visit_admit(cs_spool *spool, const char *name, void *context) {
@@ -1275,9 +1282,14 @@ static int visit_admit(cs_spool *spool, const char *name, void *context) {
   bool known = false;
   (void)index_search(spool, &entry.pack_id, &known);
   if (known || kept_contains(spool, name)) return CS_E_OK;
-  int rc = check_ready_file(spool, &entry);
+  cs_pack_footer footer;
+  uint64_t footer_length = 0;
+  memset(&footer, 0, sizeof footer);
+  int rc = check_ready_file(spool, &entry, pass->each != NULL ? &footer : NULL, &footer_length);
   if (rc == CS_E_OK) {
     rc = index_put(spool, &entry);
+    if (rc == CS_E_OK && pass->each != NULL) pass->each(pass->context, &entry, &footer, footer_length);
+    cs_pack_footer_free(&footer);
     if (rc != CS_E_OK) return rc;
     pass->report->ready_ok++;
     pass->report->ready_bytes += entry.size_bytes;
@@ -1296,12 +1308,12 @@ static int entry_name_order(const void *a, const void *b) {
 }
 
 int cs_spool_admit(cs_spool *spool, cs_spool_entry *out, size_t capacity, size_t *count,
-                   cs_spool_recovery *report) {
+                   cs_spool_recovery *report, cs_spool_admit_fn each, void *context) {
   if (spool == NULL || count == NULL || (out == NULL && capacity > 0)) return CS_E_INVALID_ARGUMENT;
   cs_spool_recovery local = {0};
   if (report == NULL) report = &local;
   memset(report, 0, sizeof *report);
-  admit_pass pass = {.out = out, .capacity = capacity, .report = report};
+  admit_pass pass = {.out = out, .capacity = capacity, .report = report, .each = each, .context = context};
   int rc = spool_walk(spool, visit_admit, &pass);
   if (pass.count > 1) qsort(out, pass.count, sizeof *out, entry_name_order);
   *count = pass.count;

@@ -200,11 +200,12 @@ int cs_capture_list(cs_capture *cap, cs_spool_entry *entries, size_t capacity, s
   return rc;
 }
 
-int cs_capture_admit(cs_capture *cap, cs_spool_entry *out, size_t capacity, size_t *count) {
+int cs_capture_admit(cs_capture *cap, cs_spool_entry *out, size_t capacity, size_t *count, cs_spool_admit_fn each,
+                     void *context) {
   if (cap == NULL || count == NULL) return CS_E_INVALID_ARGUMENT;
   cs_spool_recovery pass;
   pthread_mutex_lock(&cap->spool_mutex);
-  int rc = cs_spool_admit(cap->spool, out, capacity, count, &pass);
+  int rc = cs_spool_admit(cap->spool, out, capacity, count, &pass, each, context);
   /* Under spool_mutex, as every change of what the spool lists reaches the core. */
   pthread_mutex_lock(&cap->mutex);
   for (size_t i = 0; i < *count; i++) cs_sink_on_recovered(&cap->sink, out[i].size_bytes);

@@ -541,6 +541,25 @@ static void adopt_private_spools(rs_runtime *rt, int main_fd) {
   close(parent_fd);
 }
 
+/* What one scan admitted, as refs built from the footers its check parsed (each footer parsed once). */
+typedef struct arrivals {
+  rs_runtime *rt;
+  cs_pack_ref *refs;
+  uint32_t count;
+} arrivals;
+
+/* cs_capture_admit's callback, under the spool's lock: builds the ref; the footer goes to the cache for INDEX. */
+static void admitted(void *context, const cs_spool_entry *entry, cs_pack_footer *footer, uint64_t footer_length) {
+  arrivals *a = context;
+  char why[200];
+  if (a->refs == NULL || a->count >= RS_ARRIVALS_PER_SCAN) return;
+  if (rs_ref_from_footer(a->rt, entry, footer, footer_length, &a->refs[a->count], why, sizeof why) != CS_E_OK) {
+    rs_log_failure(a->rt, "reading a handed-in pack", why); /* in the spool: the next start recovers it */
+    return;
+  }
+  a->count++;
+}
+
 void rs_arrivals_scan(rs_runtime *rt, rs_job *job) {
   job->key_count = 0;
   cs_capture *cap = rs_capture(rt);
@@ -554,18 +573,22 @@ void rs_arrivals_scan(rs_runtime *rt, rs_job *job) {
   }
   adopt_private_spools(rt, main_fd);
   close(main_fd);
-  cs_spool_entry entries[RS_ARRIVALS_PER_SCAN];
+  cs_spool_entry *entries = calloc(RS_ARRIVALS_PER_SCAN, sizeof *entries);
+  arrivals a = {.rt = rt, .refs = calloc(RS_ARRIVALS_PER_SCAN, sizeof *a.refs)};
+  if (entries == NULL || a.refs == NULL) {
+    rs_log_failure(rt, "scanning the spool", "no memory for a scan");
+    free(entries);
+    free(a.refs);
+    return;
+  }
   size_t count = 0;
-  int rc = cs_capture_admit(cap, entries, RS_ARRIVALS_PER_SCAN, &count);
+  int rc = cs_capture_admit(cap, entries, RS_ARRIVALS_PER_SCAN, &count, admitted, &a);
   if (rc != CS_E_OK) rs_log_failure(rt, "scanning the spool", cs_strerror(rc));
-  for (size_t i = 0; i < count; i++) {
-    rs_msg msg = {.kind = RS_MSG_ARRIVED};
-    char why[200];
-    if (rs_ref_from_spool(rt, &entries[i], &msg.ref, why, sizeof why) != CS_E_OK) {
-      rs_log_failure(rt, "reading a handed-in pack", why); /* in the spool: the next start recovers it */
-      continue;
-    }
+  for (uint32_t i = 0; i < a.count; i++) {
+    rs_msg msg = {.kind = RS_MSG_ARRIVED, .ref = a.refs[i]};
     rs_inbox_post(rt, &msg);
   }
+  free(entries);
+  free(a.refs);
   job->key_count = (uint32_t)count; /* a full scan: the next one at once */
 }

@@ -256,6 +256,9 @@ RS_HIDDEN int rs_catalog_open(rs_runtime *rt, cs_catalog *out, char *msg, size_t
 /* Reads a local pack's trailer and footer into a ref (key, index_bytes) for recovery. */
 RS_HIDDEN int rs_ref_from_spool(rs_runtime *rt, const cs_spool_entry *entry, cs_pack_ref *ref, char *msg,
                                 size_t msg_size);
+/* The same from a footer already parsed (taken: cached for INDEX, or freed). */
+RS_HIDDEN int rs_ref_from_footer(rs_runtime *rt, const cs_spool_entry *found, cs_pack_footer *footer,
+                                 uint64_t footer_len, cs_pack_ref *ref, char *msg, size_t msg_size);
 /* The ref of a freshly sealed pack (the capture's on_sealed). */
 RS_HIDDEN int rs_ref_from_seal(rs_runtime *rt, const cs_spool_entry *entry, const cs_pack_summary *summary,
                                const cs_pack_key_fields *fields, cs_pack_ref *ref);

@@ -260,15 +260,21 @@ int rs_ref_from_spool(rs_runtime *rt, const cs_spool_entry *entry, cs_pack_ref *
   rc = rs_footer_read_fd(fd, found.size_bytes, &footer, &footer_len, msg, msg_size);
   close(fd);
   if (rc != CS_E_OK) return rc;
+  return rs_ref_from_footer(rt, &found, &footer, footer_len, ref, msg, msg_size);
+}
+
+int rs_ref_from_footer(rs_runtime *rt, const cs_spool_entry *found, cs_pack_footer *footer, uint64_t footer_len,
+                       cs_pack_ref *ref, char *msg, size_t msg_size) {
+  int rc;
   cs_pack_key_fields fields;
   cs_pack_error err;
   memset(ref, 0, sizeof *ref);
-  ref_fill(ref, &found, footer_len);
-  rc = cs_pack_footer_key_fields(&footer, &fields, &err);
+  ref_fill(ref, found, footer_len);
+  rc = cs_pack_footer_key_fields(footer, &fields, &err);
   if (rc != CS_E_OK) snprintf(msg, msg_size, "key fields: %.200s", err.message);
   if (rc == CS_E_OK) rc = ref_key(rt, &fields, ref, msg, msg_size);
-  if (rc == CS_E_OK) rs_footer_put(rt, &ref->pack_id, &footer, footer_len); /* its INDEX need not parse it again */
-  cs_pack_footer_free(&footer);
+  if (rc == CS_E_OK) rs_footer_put(rt, &ref->pack_id, footer, footer_len); /* its INDEX need not parse it again */
+  cs_pack_footer_free(footer);
   return rc;
 }
 
