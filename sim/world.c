@@ -775,15 +775,34 @@ static void engine_step_done(sim_world *w, sim_proc *p, cs_engine_step step, int
   cs_engine_on_step_done(&p->engine, sim_local_now(w, p), id, err);
 }
 
+/*
+ * The sink's answer to a flush (FLUSHED) or a close (CLOSED), with the first
+ * seal error not yet reported. One that comes after the engine gave up on
+ * its step (the step's deadline passed and the sequence went on) has no
+ * caller: its error is kept for the next flush or close of this sink, as the
+ * runtime keeps a timed-out flush's error for the next caller
+ * (src/runtime/worker.c, rt_take_flushed). Dropping it made a later flush
+ * report success over records a failed seal had lost (seed 300013306).
+ */
+static void sink_answer(sim_world *w, sim_proc *p, cs_engine_step step, bool current, int err) {
+  if (!current || p->step != step) {
+    if (p->sink_err_kept == CS_E_OK) p->sink_err_kept = err;
+    return;
+  }
+  if (err == CS_E_OK) err = p->sink_err_kept;
+  p->sink_err_kept = CS_E_OK;
+  engine_step_done(w, p, step, err);
+}
+
 static void exec_sink_action(sim_world *w, sim_proc *p, const cs_sink_action *act) {
   hash_u64(w, (uint64_t)act->op << 56 | act->pack_seq);
   sim_cov_sink_action(w, act);
   switch (act->op) {
   case CS_SINK_SEAL: exec_sink_seal(w, p, act); return;
-  case CS_SINK_FLUSHED: engine_step_done(w, p, CS_STEP_FLUSH_SINK, act->err); return;
+  case CS_SINK_FLUSHED: sink_answer(w, p, CS_STEP_FLUSH_SINK, act->flush_id == p->step_id, act->err); return;
   case CS_SINK_CLOSED:
     p->sink_closed = true;
-    engine_step_done(w, p, CS_STEP_SEAL_SINK, act->err);
+    sink_answer(w, p, CS_STEP_SEAL_SINK, true, act->err);
     return;
   }
   sim_bail(w, SIM_EXIT_CRASH, "unknown sink action %d", (int)act->op);
@@ -874,6 +893,7 @@ static void sink_open(sim_world *w, sim_proc *p) {
     if (p->files[i].state == FILE_READY) cs_sink_on_recovered(&p->sink, w->packs[p->files[i].pack].ref.size_bytes);
   p->sink_open = true;
   p->sink_closed = false;
+  p->sink_err_kept = CS_E_OK; /* the old sink's unheard errors were its own (the checker holds a flush to its sink) */
   p->last_admit_seq = 0; /* a new sink numbers its packs afresh */
   p->sink_flush_seq = 0;
   p->seal_asked = false;

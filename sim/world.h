@@ -197,6 +197,7 @@ typedef struct sim_proc {
   bool sink_open;
   bool sink_closed;
   bool seal_asked;    /* the engine asked this sink to seal and close */
+  int sink_err_kept;  /* a seal error the sink reported to a flush or close the engine had given up on */
   cs_engine engine;
   cs_engine_config engine_cfg;
   cs_engine_step step;      /* engine step in flight */
