@@ -550,6 +550,9 @@ static void check_index(sim_world *w, sim_proc *p, const cs_action *act, const s
       sim_bail(w, SIM_EXIT_SAFETY, "p%u sent pack %s again after the catalog refused it alone as too large",
                p->index, pack_name(w, pack, id));
   }
+  /* Re-indexing a pack the catalog holds is harmless (DESIGN.md 5: readers take one row per capture); counted. */
+  for (uint32_t i = 0; i < act->count; i++) w->counters.index_of_committed += req->packs[i] != SIM_NONE &&
+                                                                             sim_catalog_committed(w, req->packs[i]);
   if (bytes > p->svc_cfg.index_batch_bytes_max)
     sim_bail(w, SIM_EXIT_SAFETY, "p%u sent an INDEX batch of %" PRIu64 " bytes, over its budget of %" PRIu64, p->index,
              bytes, p->svc_cfg.index_batch_bytes_max);

@@ -235,6 +235,10 @@
   X(SIT_SEAL_OUTLIVED_SINK, "sit_seal_outlived_sink", "rare (0.25% of seeds)") \
   X(SIT_SEAL_OUTLIVED_SERVICE, "sit_seal_outlived_service", "") \
   X(SIT_SEAL_ERROR_REPORTED, "sit_seal_error_reported", "") \
+  /* ... packs handed into the spool by other capture processes (capstore serve) ... */ \
+  X(SIT_ARRIVAL, "sit_arrival", "") \
+  X(SIT_REARRIVAL, "sit_rearrival", "") \
+  X(SIT_REARRIVAL_SAME_SERVICE, "sit_rearrival_same_service", "") \
   /* ... and a full spool, by the sink's answer and policy. */ \
   X(SIT_DISK_FULL_BLOCK, "sit_disk_full_block", "") \
   X(SIT_DISK_FULL_BLOCK_GAVE_UP, "sit_disk_full_block_gave_up", "") \

@@ -33,7 +33,7 @@ typedef struct cli {
   bool require_coverage;
   bool verbose;
   uint64_t minutes;
-  uint32_t without_mask;
+  uint64_t without_mask;
   char without_text[256];
 } cli;
 
@@ -107,8 +107,9 @@ static int parse_args(int argc, char **argv, cli *c) {
       else if (strcmp(v, "claims_concurrent") == 0) c->without_mask |= SIM_WITHOUT_CLAIMS_CONCURRENT;
       else if (strcmp(v, "catalog_clock_s") == 0) c->without_mask |= SIM_WITHOUT_CATALOG_CLOCK_S;
       else if (strcmp(v, "long_keys") == 0) c->without_mask |= SIM_WITHOUT_LONG_KEYS;
+      else if (strcmp(v, "arrivals") == 0) c->without_mask |= SIM_WITHOUT_ARRIVALS;
       else if (f == F_COUNT_) return usage("--without needs a fault name as printed in the profile line");
-      else c->without_mask |= 1u << f;
+      else c->without_mask |= UINT64_C(1) << f;
       size_t used = strlen(c->without_text);
       snprintf(c->without_text + used, sizeof c->without_text - used, " --without %s", v);
       i++;

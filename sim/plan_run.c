@@ -59,6 +59,8 @@ static const setting_def settings[] = {
     WBOOL("workload", workload),
     WBOOL("list_path_order", store_list_path_order),  /* the store quirk; uploaders are then refused */
     WBOOL("claims_concurrent", catalog_claims_concurrent), /* claims can contest a term */
+    {"arrivals", offsetof(sim_world, arrival_permille), 4},     /* per thousand seals: reported as arrivals */
+    {"rearrivals", offsetof(sim_world, rearrival_permille), 4}, /* per thousand removals: linked in again */
 };
 
 int sim_plan_apply_settings(sim_world *w, const cs_plan *plan) {
@@ -257,6 +259,8 @@ bool sim_plan_counter(const sim_world *w, const char *n, uint64_t *out) {
       {"store_damaged", c->store_damaged},       {"slow_seal_steps", c->slow_seal_steps},
       {"reopen_done", c->reopen_done},           {"sealed_refused", c->sealed_refused},
       {"set_aside_conflicts", set_aside_conflicts(w)}, {"store_lists", c->store_lists},
+      {"arrivals", c->arrivals},                 {"rearrivals", c->rearrivals},
+      {"index_of_committed", c->index_of_committed},
   };
   for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++) {
     if (strcmp(n, plain[i].name) != 0) continue;

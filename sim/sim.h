@@ -69,6 +69,8 @@ typedef enum sim_fault {
 #define SIM_WITHOUT_CLAIMS_CONCURRENT (1u << 30)
 #define SIM_WITHOUT_CATALOG_CLOCK_S (1u << 29)
 #define SIM_WITHOUT_LONG_KEYS (1u << 28)
+/* Packs handed into the spool by other capture processes (capstore serve): bits past the 32 above. */
+#define SIM_WITHOUT_ARRIVALS (UINT64_C(1) << 32)
 _Static_assert(F_COUNT_ <= 28, "fault kinds and the SIM_WITHOUT_ bits share without_mask");
 
 typedef struct sim_profile {
@@ -96,8 +98,8 @@ typedef struct sim_options {
   FILE *out;                /* where to print; never NULL */
   uint64_t duration_ns;     /* safety phase length (default 10 simulated minutes) */
   uint64_t liveness_ns;     /* liveness bound */
-  uint32_t without_mask;    /* fault kinds forced off after the draw (for minimising); also
-                               SIM_WITHOUT_LIST_PATH_ORDER */
+  uint64_t without_mask;    /* fault kinds forced off after the draw (for minimising); also
+                               the SIM_WITHOUT_ bits */
   sim_coverage *coverage;   /* NULL, or where the run adds its coverage marks */
 } sim_options;
 

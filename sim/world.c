@@ -35,7 +35,7 @@ static const char *ev_name(ev_kind kind) {
   static const char *const names[] = {"?",      "wake",   "arrive",  "reply", "seal_step",
                                       "spool",  "capture", "restart", "plan",  "fault",
                                       "flush",  "phase",  "live_check", "fault_end", "resume",
-                                      "land",   "reopen"};
+                                      "land",   "reopen", "rearrive"};
   return (unsigned)kind < sizeof names / sizeof names[0] ? names[kind] : "?";
 }
 
@@ -387,6 +387,26 @@ static void backlog_next(sim_world *w, sim_proc *p) {
   }
 }
 
+/*
+ * Hand-offs (capstore serve): a pack another capture process sealed and linked
+ * into this spool reaches the service as a SEALED with recovered set, at any
+ * time (src/runtime/rs_handoff.c, rs_driver.c deliver_sealed). The world
+ * models it by reporting some of a process's own seals that way: the service
+ * cannot tell the two apart, and must HEAD before any PUT of it.
+ */
+static bool seal_arrives(sim_world *w) {
+  return w->arrival_permille != 0 && chance(&w->prng_arrivals, w->arrival_permille);
+}
+
+static void arrival_taken(sim_world *w, const sim_proc *p, uint32_t pack, int rc) {
+  if (rc != CS_E_OK) return; /* full: it waits in the backlog; closed: the next start recovers it */
+  w->counters.arrivals++;
+  sim_cov_mark(w, SIM_COV_SIT_ARRIVAL);
+  if (w->opts->trace)
+    fprintf(w->opts->out, "%12.6f p%u  SEALED as an arrival (recovered): pack %u\n", (double)w->now_ns / 1e9, p->index,
+            pack);
+}
+
 /* A seal of this pack is still in flight (a sink's, perhaps one this process replaced). */
 static bool seal_in_flight(const sim_world *w, const sim_proc *p, uint32_t pack) {
   const sim_pack *sp = &w->packs[pack];
@@ -436,10 +456,12 @@ static void seal_ack(sim_world *w, sim_proc *p, uint32_t file, int err) {
    * the verification it had (seed 7002596).
    */
   if (f->told_gen != p->svc_gen) pack->verified_gen[p->index] = 0;
-  cs_event ev = {.kind = CS_EV_SEALED, .pack = &pack->ref};
+  bool arrival = seal_arrives(w);
+  cs_event ev = {.kind = CS_EV_SEALED, .pack = &pack->ref, .recovered = arrival};
   int rc = svc_event(p, sim_local_now(w, p), &ev);
-  sim_ledger_told(w, p, file, rc, false);
+  sim_ledger_told(w, p, file, rc, arrival);
   sim_cov_sealed(w, f->pack, seq, rc);
+  if (arrival) arrival_taken(w, p, f->pack, rc);
   /* A seal that outlived its service stays ready in the spool; the next start recovers it. */
   if (rc == CS_E_FULL) sealed_refused(w, p, file);
   else if (rc != CS_E_OK && rc != CS_E_CLOSED)
@@ -509,10 +531,12 @@ void sim_seal_direct(sim_world *w, sim_proc *p, const cs_plan_step *step) {
     if (!p->alive || p->svc == NULL) continue;
     cs_sink_on_recovered(&p->sink, sp->ref.size_bytes);
     sp->sealed_order = ++w->sealed_order;
-    cs_event ev = {.kind = CS_EV_SEALED, .pack = &sp->ref};
+    bool arrival = seal_arrives(w);
+    cs_event ev = {.kind = CS_EV_SEALED, .pack = &sp->ref, .recovered = arrival};
     int rc = svc_event(p, sim_local_now(w, p), &ev);
-    sim_ledger_told(w, p, file, rc, false);
+    sim_ledger_told(w, p, file, rc, arrival);
     sim_cov_sealed(w, pack, 1, rc);
+    if (arrival) arrival_taken(w, p, pack, rc);
     if (rc == CS_E_FULL) sealed_refused(w, p, file); /* a full table: the pack waits in the backlog */
     else if (rc != CS_E_OK) sim_bail(w, SIM_EXIT_CRASH, "plan seal refused: %s", cs_strerror(rc));
   }
@@ -583,6 +607,44 @@ static void spool_op(sim_world *w, sim_proc *p, const cs_action *act) {
                    (uint64_t)p->svc_gen << 34);
 }
 
+/*
+ * A capture process that crashed after its hand-off and before removing its
+ * private link: the daemon adopts its private spool and links the pack, which
+ * was shipped and removed, into the spool again (rs_handoff.c). Drawn at the
+ * removal; the link comes 10 ms to 5 s later (the daemon's next scan). b
+ * names the service that asked for the removal (0: one already abandoned).
+ */
+static void rearrival_draw(sim_world *w, const sim_proc *p, uint32_t pack, bool current) {
+  if (w->rearrival_permille == 0 || w->liveness || !chance(&w->prng_arrivals, w->rearrival_permille)) return;
+  uint64_t delay = rand_range(&w->prng_arrivals, 10 * CS_MS_NS, 5 * CS_SEC_NS);
+  sim_schedule(w, w->now_ns + delay, EV_REARRIVE, p->index, pack, current ? p->svc_gen : 0);
+}
+
+/*
+ * The same bytes under the same ready name are in the spool again, and
+ * arrive as recovered: the service must HEAD first, find them, and hand the
+ * pack off again (for a publisher: the catalog holds it already). A service
+ * not started yet finds the file when it lists the spool; one stopping
+ * answers CLOSED, and the next start recovers it. The sink counts the file
+ * against its quota, as the capture process's private link did.
+ */
+static void rearrive(sim_world *w, sim_proc *p, uint32_t pack, uint64_t gen) {
+  sim_pack *sp = &w->packs[pack];
+  if (!sp->removed || sp->proc != p->index || file_of_pack(p, pack) != SIM_NONE) return;
+  uint32_t file = file_alloc(w, p);
+  p->files[file] = (sim_file){.state = FILE_READY, .synced = true, .linked = true, .pack = pack};
+  sp->removed = false;
+  sp->verified_gen[p->index] = 0; /* reported anew: the upload is verified again before it is indexed */
+  if (p->sink_open) cs_sink_on_recovered(&p->sink, sp->ref.size_bytes);
+  w->counters.rearrivals++;
+  sim_cov_mark(w, SIM_COV_SIT_REARRIVAL);
+  if (gen != 0 && gen == p->svc_gen) sim_cov_mark(w, SIM_COV_SIT_REARRIVAL_SAME_SERVICE);
+  if (w->opts->trace)
+    fprintf(w->opts->out, "%12.6f p%u  REARRIVE pack %u (shipped by %s service)\n", (double)w->now_ns / 1e9, p->index,
+            pack, gen != 0 && gen == p->svc_gen ? "this" : "an earlier");
+  if (p->svc != NULL && p->svc_started) tell_recovered(w, p, file, false);
+}
+
 static void spool_done(sim_world *w, sim_proc *p, uint64_t action_id, uint64_t b) {
   uint32_t pack = (uint32_t)b;
   bool quarantine = ((b >> 32) & 1) != 0;
@@ -616,6 +678,7 @@ static void spool_done(sim_world *w, sim_proc *p, uint64_t action_id, uint64_t b
     p->files[file].state = quarantine ? FILE_QUARANTINED : FILE_FREE;
     if (!quarantine) w->packs[pack].removed = true;
     if (p->sink_open) cs_sink_on_removed(&p->sink, w->packs[pack].ref.size_bytes);
+    if (!quarantine) rearrival_draw(w, p, pack, current);
   }
   if (!current) return; /* the file operation happened; its service was abandoned */
   sim_cov_mark(w, file != SIM_NONE ? SIM_COV_OUT_SPOOL_OK : SIM_COV_OUT_SPOOL_NOT_FOUND);
@@ -712,15 +775,34 @@ static void engine_step_done(sim_world *w, sim_proc *p, cs_engine_step step, int
   cs_engine_on_step_done(&p->engine, sim_local_now(w, p), id, err);
 }
 
+/*
+ * The sink's answer to a flush (FLUSHED) or a close (CLOSED), with the first
+ * seal error not yet reported. One that comes after the engine gave up on
+ * its step (the step's deadline passed and the sequence went on) has no
+ * caller: its error is kept for the next flush or close of this sink, as the
+ * runtime keeps a timed-out flush's error for the next caller
+ * (src/runtime/worker.c, rt_take_flushed). Dropping it made a later flush
+ * report success over records a failed seal had lost (seed 300013306).
+ */
+static void sink_answer(sim_world *w, sim_proc *p, cs_engine_step step, bool current, int err) {
+  if (!current || p->step != step) {
+    if (p->sink_err_kept == CS_E_OK) p->sink_err_kept = err;
+    return;
+  }
+  if (err == CS_E_OK) err = p->sink_err_kept;
+  p->sink_err_kept = CS_E_OK;
+  engine_step_done(w, p, step, err);
+}
+
 static void exec_sink_action(sim_world *w, sim_proc *p, const cs_sink_action *act) {
   hash_u64(w, (uint64_t)act->op << 56 | act->pack_seq);
   sim_cov_sink_action(w, act);
   switch (act->op) {
   case CS_SINK_SEAL: exec_sink_seal(w, p, act); return;
-  case CS_SINK_FLUSHED: engine_step_done(w, p, CS_STEP_FLUSH_SINK, act->err); return;
+  case CS_SINK_FLUSHED: sink_answer(w, p, CS_STEP_FLUSH_SINK, act->flush_id == p->step_id, act->err); return;
   case CS_SINK_CLOSED:
     p->sink_closed = true;
-    engine_step_done(w, p, CS_STEP_SEAL_SINK, act->err);
+    sink_answer(w, p, CS_STEP_SEAL_SINK, true, act->err);
     return;
   }
   sim_bail(w, SIM_EXIT_CRASH, "unknown sink action %d", (int)act->op);
@@ -811,6 +893,7 @@ static void sink_open(sim_world *w, sim_proc *p) {
     if (p->files[i].state == FILE_READY) cs_sink_on_recovered(&p->sink, w->packs[p->files[i].pack].ref.size_bytes);
   p->sink_open = true;
   p->sink_closed = false;
+  p->sink_err_kept = CS_E_OK; /* the old sink's unheard errors were its own (the checker holds a flush to its sink) */
   p->last_admit_seq = 0; /* a new sink numbers its packs afresh */
   p->sink_flush_seq = 0;
   p->seal_asked = false;
@@ -1551,6 +1634,10 @@ static void dispatch_proc(sim_world *w, const sim_event *ev, sim_proc *p) {
   case EV_CAPTURE: capture(w, p); return;
   case EV_FLUSH_CALL: periodic_flush(w, p); return;
   case EV_REOPEN: proc_reopen(w, p); return;
+  case EV_REARRIVE:
+    rearrive(w, p, (uint32_t)ev->a, ev->b);
+    sim_proc_pump(w, p);
+    return;
   default: sim_bail(w, SIM_EXIT_CRASH, "event %s for a proc", ev_name(ev->kind));
   }
 }
@@ -1684,7 +1771,7 @@ static void world_setup(sim_world *w) {
   if (sim_profile_named(&w->profile, name == NULL ? "swarm" : name, &w->prng_faults) != CS_E_OK)
     sim_bail(w, SIM_EXIT_USAGE, "unknown profile '%s'", name);
   for (uint32_t i = 0; i < F_COUNT_; i++)
-    if (w->opts->without_mask & (1u << i)) w->profile.on[i] = false, w->profile.rate_permille[i] = 0;
+    if (w->opts->without_mask & (UINT64_C(1) << i)) w->profile.on[i] = false, w->profile.rate_permille[i] = 0;
   /*
    * Pack keys of the longest length the key rule allows (CS_KEY_MAX - 1
    * bytes): a sixteenth of swarm seeds, drawn from a stream of its own so the
@@ -1713,6 +1800,16 @@ static void world_setup(sim_world *w) {
   bool clock_s = swarm ? cs_prng_below(&w->prng_quirks, 4) == 0 : strcmp(name, "all") == 0;
   if (w->opts->without_mask & SIM_WITHOUT_CATALOG_CLOCK_S) clock_s = false;
   w->catalog_clock_ns = clock_s ? CS_SEC_NS : 0;
+  /*
+   * Packs handed into the spool by other capture processes (capstore serve):
+   * a quarter of swarm seeds (every seed of "all"), drawn from a stream of
+   * its own so a seed's other draws stay as they were. Plans set them.
+   */
+  cs_prng_seed(&w->prng_arrivals, w->opts->seed ^ UINT64_C(0x6172726976616c73));
+  if (swarm ? cs_prng_below(&w->prng_arrivals, 4) == 0 : strcmp(name, "all") == 0) {
+    w->arrival_permille = 100 + (uint32_t)cs_prng_below(&w->prng_arrivals, 901);  /* 10% to every seal */
+    w->rearrival_permille = 10 + (uint32_t)cs_prng_below(&w->prng_arrivals, 191); /* 1% to 20% of removals */
+  }
   if (w->opts->plan != NULL) {
     w->workload = false;
     if (sim_plan_apply_settings(w, w->opts->plan) != CS_E_OK) {
@@ -1722,6 +1819,9 @@ static void world_setup(sim_world *w) {
     }
     w->catalog_insert_bytes_max = w->catalog_insert_bytes_max == 0 ? w->base_svc.index_batch_bytes_max : w->catalog_insert_bytes_max;
   }
+  if (w->arrival_permille > 1000 || w->rearrival_permille > 1000)
+    sim_bail(w, SIM_EXIT_USAGE, "arrivals and rearrivals are per thousand: at most 1000");
+  if (w->opts->without_mask & SIM_WITHOUT_ARRIVALS) w->arrival_permille = 0, w->rearrival_permille = 0;
   /* What healing restores: a plan's statement limit is the server's configuration, not a fault. */
   w->catalog_insert_bytes_server = w->opts->plan != NULL ? w->catalog_insert_bytes_max : w->base_svc.index_batch_bytes_max;
   /*
@@ -1816,6 +1916,8 @@ void sim_run(const sim_options *opts, sim_result *result) {
   if (w->long_keys) fputs(" keys=long_keys", opts->out);
   if (w->opaque_tokens) fputs(" list=opaque_tokens", opts->out);
   if (w->big_footers) fputs(" records=big_footers", opts->out);
+  if (w->arrival_permille != 0 || w->rearrival_permille != 0)
+    fprintf(opts->out, " spool=arrivals(seals:%u/1000,rearrivals:%u/1000)", w->arrival_permille, w->rearrival_permille);
   if (w->catalog_claims_concurrent || w->catalog_clock_ns > 1)
     fprintf(opts->out, " catalog=%s%s%s", w->catalog_claims_concurrent ? "claims_concurrent" : "",
             w->catalog_claims_concurrent && w->catalog_clock_ns > 1 ? "," : "",

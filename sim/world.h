@@ -197,6 +197,7 @@ typedef struct sim_proc {
   bool sink_open;
   bool sink_closed;
   bool seal_asked;    /* the engine asked this sink to seal and close */
+  int sink_err_kept;  /* a seal error the sink reported to a flush or close the engine had given up on */
   cs_engine engine;
   cs_engine_config engine_cfg;
   cs_engine_step step;      /* engine step in flight */
@@ -296,6 +297,7 @@ typedef enum ev_kind {
   EV_RESUME,        /* a paused proc resumes */
   EV_LAND,          /* a fenced write's rows land at the catalog */
   EV_REOPEN,        /* a new engine opens on the spool of a closed one */
+  EV_REARRIVE,      /* a shipped pack is linked into its spool again and arrives (a = pack, b = svc_gen) */
 } ev_kind;
 
 typedef struct sim_event {
@@ -349,6 +351,9 @@ typedef struct sim_counters {
   uint64_t reopen_done;     /* engines opened again on their spool after a close */
   uint64_t sealed_refused;  /* SEALED events the service refused with a full table */
   uint64_t store_lists;     /* LIST pages the store answered */
+  uint64_t arrivals;        /* seals reported to their service as arrivals (recovered) and taken */
+  uint64_t rearrivals;      /* shipped packs linked into their spool again and reported as arrivals */
+  uint64_t index_of_committed; /* packs in INDEX batches that the catalog already held at a published version */
 } sim_counters;
 
 /* coverage.c: one run's marks, and what it remembers to see a change between steps. */
@@ -392,6 +397,15 @@ typedef struct sim_world {
   bool long_keys;                  /* pack keys CS_KEY_MAX - 1 bytes long (the rank padded) */
   bool opaque_tokens;              /* LIST continuation tokens are opaque short strings, not keys (S3) */
   bool big_footers;                /* records with descriptors of up to 8 KiB against a 64 KiB footer bound */
+  /*
+   * Hand-offs (capstore serve, src/runtime/rs_handoff.c): other capture
+   * processes link sealed packs into the spool, and each reaches the service
+   * as a SEALED with recovered set, at any time. Drawn from prng_arrivals.
+   */
+  uint32_t arrival_permille;       /* seals reported as arrivals (0: none, the knob is off) */
+  uint32_t rearrival_permille;     /* removals after which the pack is linked in again (a capture process
+                                      crashed before removing its private link) and arrives once more */
+  cs_prng prng_arrivals;           /* the knob and its draws: a stream of its own, so other draws stay */
   bool store_list_path_order;      /* LIST walks a directory tree (s3rver): pages in path order,
                                       paging on from a key skips keys sorting below it bytewise */
   bool store_suffix_from_start;    /* bytes=-n answered as bytes=0-n (s3rver); used by the adapter */

@@ -7,6 +7,10 @@ set -u
 bindir=$1; plans=$2; seeds=$3; shift 3
 missed=0
 [ $# -gt 0 ] || { echo "no mutants given"; exit 1; }
+regress=$(mktemp); trap 'rm -f "$regress"' EXIT
+# One line a regression seed: the seed, then its "--without NAME" pairs.
+sed -e 's/#.*//' "$plans/../seeds.txt" 2>/dev/null |
+  awk 'NF { s = $1; for (i = 2; i < NF && $i == "--without"; i += 2) s = s " " $i " " $(i + 1); print s }' > "$regress"
 printf '%-8s %-22s %s\n' mutant "swarm seeds to catch" "plans that catch it"
 for m in "$@"; do
   sim="$bindir/capstore-sim-m$m"
@@ -16,13 +20,14 @@ for m in "$@"; do
   first=$(echo "$out" | sed -n 's/^first failure at seed [0-9]* after \([0-9]*\) seeds$/\1/p')
   [ -n "$first" ] || first="not in $seeds"
   caught_by=""
-  # The regression seeds (faults/seeds.txt, next to the plans) catch it too.
-  for seed in $(sed -e 's/#.*//' "$plans/../seeds.txt" 2>/dev/null | awk 'NF { print $1 }'); do
-    "$sim" --seed "$seed" >/dev/null 2>&1
+  # The regression seeds (faults/seeds.txt, next to the plans, with the --without options after each) catch it too.
+  while read -r seed opts; do
+    # shellcheck disable=SC2086 # the options are words
+    "$sim" --seed "$seed" $opts >/dev/null 2>&1 < /dev/null
     case $? in
       3|4|5|6) caught_by="$caught_by seed $seed"; break ;;
     esac
-  done
+  done < "$regress"
   for p in "$plans"/*.plan; do
     "$sim" --plan "$p" >/dev/null 2>&1
     rc=$?

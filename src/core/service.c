@@ -388,7 +388,11 @@ static int sealed_admit(cs_service *svc, uint64_t now_ns, const cs_event *ev, pa
   if (slot == NULL) return CS_E_FULL;
   slot->ref = *ev->pack;
   cs_svc_stage_set(svc, slot, STAGE_SPOOLED);
+#if CAPSTORE_MUTANT == 43 /* a pack handed in mid-run (recovered, after the first cycle) is sent without a HEAD */
+  slot->maybe_uploaded = (ev->recovered && svc->stats.cycles == 0) || was_adopted;
+#else
   slot->maybe_uploaded = ev->recovered || was_adopted; /* then HEAD before any PUT */
+#endif
   slot->seal_seq = svc->next_seal_seq++;
   slot->sealed_at_ns = now_ns;
   svc->stats.spooled++;
