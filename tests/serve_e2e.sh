@@ -126,4 +126,38 @@ tail -1 "$work/fsck.out" | grep -qx clean || fail "fsck: $(cat "$work/fsck.out")
 left=$(find "$spool" -mindepth 1 ! -name .capstore-spool.lock ! -path "$spool/.capture" | head -5)
 [[ -z $left ]] || fail "left in the spool: $left"
 
+# ---- what must not ship: a verified pack of no records; a private-spool name that is a symbolic link -----------
+if [[ $backend == embedded ]]; then
+  step "what must not ship"
+  s2=$work/s2
+  mkdir -p "$s2/spool/.capture" "$work/victim"
+  printf '{"spool_dir": "%s/spool", "store": {"dir": "%s/bucket"}, "catalog": {"sqlite": "%s/catalog.db"},
+ "daemon": {"listen": "", "scan_interval": "20ms", "close_timeout": "10s"}}\n' "$s2" "$s2" "$s2" >"$work/serve2.json"
+  printf '{"created_at_ns": 1796194760211842789, "pack_id": "01a2358c-0000-7000-8000-0000000000ee", "records": []}\n' \
+    >"$work/empty.json"
+  "$capstore" pack build "$work/empty.json" "$work/empty.pack" >/dev/null || fail "pack build of no records"
+  empty=01a2358c-0000-7000-8000-0000000000ee.1796194760211842789.0.$(sha256sum "$work/empty.pack" | cut -d' ' -f1).dmi-pack.ready
+  junk=01a2358c-0000-7000-8000-0000000000aa.1.1.$(printf '%064d' 0).dmi-pack.ready
+  echo junk >"$work/victim/$junk"
+  ln -s "$work/victim" "$s2/spool/.capture/01a2358c-0000-7000-8000-000000000001"
+  "$capstore" serve "$work/serve2.json" --log "$work/serve2.log" 2>"$work/serve2.err" &
+  daemon=$!
+  for ((i = 0; i < 600; i++)); do grep -q "event=lease state=held" "$work/serve2.log" 2>/dev/null && break; sleep 0.05; done
+  cp "$work/empty.pack" "$s2/spool/$empty"
+  for ((i = 0; i < 200; i++)); do [[ -e $s2/spool/$empty.quarantined ]] && break; sleep 0.05; done
+  [[ -e $s2/spool/$empty.quarantined ]] || fail "a handed-in pack of no records was not set aside: $(ls "$s2/spool")"
+  for ((i = 0; i < 40; i++)); do grep -q "event=arrival_set_aside" "$work/serve2.log" && break; sleep 0.05; done
+  grep -q "event=arrival_set_aside" "$work/serve2.log" || fail "no arrival_set_aside event: $(tail -3 "$work/serve2.log")"
+  sleep 0.3 # more scans over the symbolic link
+  [[ -e $work/victim/$junk && ! -e $work/victim/$junk.quarantined && ! -e $work/victim/.capstore-spool.lock ]] ||
+    fail "the daemon followed a symbolic link in .capture: $(ls -a "$work/victim")"
+  grep -q "event=adopted" "$work/serve2.log" && fail "a symbolic link counted as an adopted spool"
+  kill -TERM "$daemon"
+  for ((i = 0; i < 400; i++)); do kill -0 "$daemon" 2>/dev/null || break; sleep 0.05; done
+  wait "$daemon"
+  code=$?
+  daemon=
+  [[ $code == 0 ]] || fail "with a pack set aside: exit $code: $(grep event=close "$work/serve2.log")"
+fi
+
 finish serve_e2e

@@ -112,6 +112,19 @@ static void test_capture_flush_query(void **state) {
   tc_remove_all(e.root);
 }
 
+typedef struct flush_call {
+  capstore *cs;
+  uint64_t deadline_ns;
+  int rc;
+} flush_call;
+
+static void *flush_in_thread(void *arg) {
+  flush_call *call = arg;
+  char msg[256];
+  call->rc = capstore_flush(call->cs, call->deadline_ns, NULL, msg, sizeof msg);
+  return NULL;
+}
+
 /* The capture role's config: the serving runtime's spool, no store, no catalog. */
 static capstore_config capture_role_config(const env *e) {
   capstore_config cfg = env_config(e);
@@ -217,6 +230,21 @@ static void test_capture_role_and_serve(void **state) {
   assert_int_equal(private_spools(&e), 0);
   assert_int_equal(capstore_close(daemon, 10 * SEC, msg, sizeof msg), CS_E_OK);
   capstore_free(daemon);
+  /* No daemon again: a flush waiting for it answers CS_E_CLOSED as soon as close is called, and close is prompt. */
+  capstore *c = NULL;
+  assert_int_equal(capstore_open(&cc, &c, msg, sizeof msg), CS_E_OK);
+  assert_int_equal(tc_capture(c, 700, 10, 64), CS_E_OK);
+  flush_call call = {.cs = c, .deadline_ns = capstore_clock_ns() + 20 * SEC};
+  pthread_t flusher;
+  assert_int_equal(pthread_create(&flusher, NULL, flush_in_thread, &call), 0);
+  struct timespec pause = {0, 200 * 1000 * 1000};
+  nanosleep(&pause, NULL);
+  uint64_t t0 = capstore_clock_ns();
+  assert_int_equal(capstore_close(c, 5 * SEC, msg, sizeof msg), CS_E_OK);
+  pthread_join(flusher, NULL);
+  assert_true(capstore_clock_ns() - t0 < 3 * SEC);
+  assert_int_equal(call.rc, CS_E_CLOSED);
+  capstore_free(c);
   tc_remove_all(e.root);
 }
 

@@ -148,7 +148,9 @@ int capstore_write_device(capstore *cs, const cs_pack_meta *meta, const void *de
 /* What a flush found. */
 typedef struct capstore_flush_report {
   bool drained;               /* every record captured before the call is queryable */
-  const char *stage;          /* the stage that did not finish: "sink", "upload", "catalog", or "" */
+  const char *stage;          /* the stage that did not finish: "sink", "upload", "catalog", or ""; in the capture
+                                 role "handoff" (not yet linked into the daemon's spool) or "daemon" (linked, not
+                                 yet shipped: in the catalog for a publisher daemon, handed off for an uploader) */
   uint32_t missing_packs;     /* sealed before the call, not yet in the catalog (when the service's
                                  flush never ran: every pack the service holds) */
   uint32_t owed_packs;        /* of them, uploaded and owed to the catalog (nothing new is uploaded
@@ -223,6 +225,8 @@ typedef struct capstore_stats {
   uint32_t engine_failures;    /* failed engine steps so far */
   char engine_last_error[160];
   uint64_t adopted_spools;     /* serving: private spools of dead capture processes taken over */
+  uint64_t arrivals_set_aside; /* serving: handed-in packs that verified but cannot ship (no records): quarantined
+                                  (those that failed the check: capture.admit_quarantined) */
   /* Capture role: packs handed to capstore serve (linked into its spool), shipped by it, set aside by it, and
      sealed here but not yet shipped (still counted against this process's quota). */
   uint64_t handoff_linked, handoff_shipped, handoff_rejected;

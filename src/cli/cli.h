@@ -79,6 +79,7 @@ typedef struct spool_names {
   /* Capture-role processes' private spools (CS_SPOOL_HANDOFF_DIR/<uuid>/): how many, how many of them have a live
      owner (the others were left by a process that died: a serving daemon adopts them), their ready packs. */
   size_t private_spools, private_live, private_ready;
+  size_t private_dead_ready; /* of private_ready, those in spools whose owner died (stranded until adopted) */
 } spool_names;
 
 #define REASON_BYTES_MAX 512u

@@ -45,6 +45,7 @@ typedef struct serve_seen {
   uint64_t lease_term;
   uint64_t set_aside;
   uint64_t adopted_spools;
+  uint64_t arrivals_sidelined;
   char engine_error[CS_LAST_ERROR_MAX];
   char service_error[CS_LAST_ERROR_MAX];
   uint64_t next_stats_ns;
@@ -90,9 +91,9 @@ static int serve_usage(FILE *out) {
           "  GET /status    one JSON object: the stats, pid, version, uptime, state\n"
           "  GET /healthz   \"ok\"\n"
           "and logs one event per line (start, open, listening, lease, error, rejected,\n"
-          "adopted, stats, signal, close, exit) to daemon.log or standard error. No\n"
-          "secret is ever logged: S3 keys and the ClickHouse password come from the\n"
-          "environment.\n"
+          "adopted, arrival_set_aside, stats, signal, close, exit) to daemon.log or\n"
+          "standard error. No secret is ever logged: S3 keys and the ClickHouse\n"
+          "password come from the environment.\n"
           "\n"
           "options:\n"
           "  --listen HOST:PORT   instead of daemon.listen: an IPv4 literal, [IPv6] or\n"
@@ -328,6 +329,13 @@ static void watch_stats(serve_run *r) {
               SF_TEXT("last_error", v->last_error));
     seen->set_aside = v->set_aside;
   }
+  uint64_t sidelined = st.capture.admit_quarantined + st.arrivals_set_aside;
+  if (sidelined > seen->arrivals_sidelined) {
+    SERVE_LOG(&r->log, "warn", "arrival_set_aside", SF_U64("count", sidelined - seen->arrivals_sidelined),
+              SF_U64("total", sidelined), SF_TEXT("last_error", st.engine_last_error),
+              SF_TEXT("note", "a pack handed into the spool failed its check: <name>.quarantined and its .reason"));
+    seen->arrivals_sidelined = sidelined;
+  }
   if (st.adopted_spools > seen->adopted_spools) {
     SERVE_LOG(&r->log, "warn", "adopted", SF_U64("count", st.adopted_spools - seen->adopted_spools),
               SF_U64("total", st.adopted_spools), SF_TEXT("note", "a capture process died: its sealed packs ship here"));
@@ -407,16 +415,20 @@ static void serve_loop(serve_run *r) {
 
 /* ---- what is left, and the exit ------------------------------------------------------------------------- */
 
-/* Ready and set-aside packs left in the spool by name; -1 when it cannot be read. */
-static long spool_left(const char *dir, long *set_aside) {
+/*
+ * Ready and set-aside packs left in the spool by name, and ready packs stranded in the private spools of capture
+ * processes that died (not adopted: a permission, say); -1 when it cannot be read.
+ */
+static long spool_left(const char *dir, long *set_aside, long *stranded) {
   int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dirfd < 0) return *set_aside = 0, -1;
+  *set_aside = *stranded = 0;
+  if (dirfd < 0) return -1;
   spool_names names;
   long ready = -1;
-  *set_aside = 0;
   if (cli_spool_scan(dirfd, &names) == 0) {
     ready = (long)names.ready.count;
     *set_aside = (long)names.quarantined.count;
+    *stranded = (long)names.private_dead_ready;
   }
   cli_spool_names_free(&names);
   close(dirfd);
@@ -428,17 +440,20 @@ static int report_close(serve_run *r) {
   serve_closer *c = &r->close;
   capstore_stats st;
   capstore_stats_get(r->state.cs, &st);
-  long set_aside;
-  long ready = spool_left(r->cfg.spool_dir, &set_aside);
+  long set_aside, stranded;
+  long ready = spool_left(r->cfg.spool_dir, &set_aside, &stranded);
   const cs_snapshot *v = &st.service;
-  bool drained = c->rc == CS_E_OK && ready == 0 && v->pending_index == 0;
-  char left[300];
-  snprintf(left, sizeof left, "%ld pack%s in the spool%s, %u owed to the catalog, %u not handed off", ready,
-           ready == 1 ? "" : "s", ready < 0 ? " (unreadable)" : "", v->pending_index, v->pending_spool);
+  bool drained = c->rc == CS_E_OK && ready == 0 && stranded == 0 && v->pending_index == 0;
+  char left[400], dead[120] = "";
+  if (stranded > 0)
+    snprintf(dead, sizeof dead, ", %ld in the private spools of capture processes that died", stranded);
+  snprintf(left, sizeof left, "%ld pack%s in the spool%s%s, %u owed to the catalog, %u not handed off", ready,
+           ready == 1 ? "" : "s", ready < 0 ? " (unreadable)" : "", dead, v->pending_index, v->pending_spool);
   SERVE_LOG(&r->log, drained ? "info" : "error", "close", SF_TEXT("result", c->rc == CS_E_OK ? "ok" : "failed"),
             SF_BOOL("drained", drained), SF_TEXT("error", c->msg), SF_TEXT("left", drained ? "" : left),
             SF_U64("spool_packs", ready < 0 ? 0 : (uint64_t)ready), SF_U64("owed_to_catalog", v->pending_index),
             SF_U64("not_handed_off", v->pending_spool), SF_U64("set_aside_in_spool", (uint64_t)set_aside),
+            SF_U64("stranded_in_private_spools", (uint64_t)stranded),
             SF_U64("duration_ms", (c->ended_ns - c->started_ns) / CS_MS_NS));
   if (drained) return CLI_EXIT_OK;
   if (r->log.path != NULL) /* on standard error the close event said it */

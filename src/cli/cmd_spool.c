@@ -135,11 +135,15 @@ static void scan_private(int dirfd, spool_names *out) {
       continue;
     }
     long pid = 0;
+    bool live = cli_spool_owner(sub, &pid);
     out->private_spools++;
-    out->private_live += cli_spool_owner(sub, &pid) ? 1u : 0u;
+    out->private_live += live ? 1u : 0u;
     cs_spool_entry entry;
-    for (struct dirent *e; (e = readdir(inner)) != NULL;)
-      out->private_ready += cs_spool_parse_ready_name(e->d_name, &entry) == CS_E_OK ? 1u : 0u;
+    for (struct dirent *e; (e = readdir(inner)) != NULL;) {
+      bool ready = cs_spool_parse_ready_name(e->d_name, &entry) == CS_E_OK;
+      out->private_ready += ready ? 1u : 0u;
+      out->private_dead_ready += ready && !live ? 1u : 0u;
+    }
     closedir(inner);
   }
   closedir(dir);

@@ -724,6 +724,7 @@ int capstore_close(capstore *cs, uint64_t budget_ns, char *msg, size_t msg_size)
   rt->close_requested = true;
   pthread_cond_signal(&rt->inbox_cond);
   pthread_mutex_unlock(&rt->mutex);
+  if (rt->handoff != NULL) rs_handoff_closing(rt);
   pthread_mutex_lock(&cs->api_mutex);
   if (rt->closed) {
     int rc = rt_refuse(rt->close_err, msg, msg_size, "%s", rt->close_msg);
@@ -784,5 +785,6 @@ void capstore_stats_get(capstore *cs, capstore_stats *out) {
   for (size_t i = 0; i < 4; i++)
     if (peaks[i] > out->lane_queue_peak) out->lane_queue_peak = peaks[i];
   out->adopted_spools = atomic_load(&rt->adopted_spools);
+  out->arrivals_set_aside = atomic_load(&rt->arrivals_set_aside);
   rs_handoff_stats(rt, out);
 }

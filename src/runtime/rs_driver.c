@@ -559,7 +559,17 @@ int rs_open_sink(rs_runtime *rt, char *msg, size_t msg_size) {
   }
   for (size_t i = 0; rc == CS_E_OK && i < count; i++) {
     char why[200];
-    if (rs_ref_from_spool(rt, &entries[i], &rt->recovered[rt->recovered_count], why, sizeof why) != CS_E_OK) {
+    int ref_rc = rs_ref_from_spool(rt, &entries[i], &rt->recovered[rt->recovered_count], why, sizeof why);
+    if (ref_rc != CS_E_OK && ref_rc != CS_E_IO && ref_rc != CS_E_NO_MEMORY && ref_rc != CS_E_NOT_FOUND) {
+      /* Verified, yet not shippable (a pack of no records has no object key): set aside, not kept forever. */
+      char reason[260];
+      snprintf(reason, sizeof reason, "not shippable: %s", why);
+      if (cs_capture_quarantine_pack(rt->capture, &entries[i].pack_id, reason, NULL, 0) == CS_E_OK) {
+        log_failure(rt, "a spooled pack set aside", why);
+        continue;
+      }
+    }
+    if (ref_rc != CS_E_OK) {
       /* Recovery checked every pack's bytes at open; one that cannot be read now stays for the next start. */
       log_failure(rt, "recovering a spooled pack", why);
       rt->unreadable_at_open++;

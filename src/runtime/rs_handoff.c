@@ -22,6 +22,7 @@
  * died: its lock is free, so the daemon takes it, recovers it (stale temp
  * files swept, every pack verified), links its packs in, and removes it.
  */
+#define _GNU_SOURCE /* renameat2 */
 #include "rs_internal.h"
 #include "runtime_internal.h"
 
@@ -64,8 +65,9 @@ struct rs_handoff {
   handoff_pack *packs;              /* sealed and not yet gone from spool_dir, in seal order */
   uint32_t count, cap;
   uint64_t next_seq;
-  bool lost_seal;                   /* a seal could not be queued (no memory): close links from the index */
+  bool lost_seal;                   /* a seal could not be queued (no memory): flush and close queue from the index */
   bool stop;
+  bool closing;                     /* capstore_close was called: a running flush answers CS_E_CLOSED */
   /* Counters (under mutex) */
   uint64_t linked, shipped, rejected;
   uint32_t report_rejected, report_named; /* since the last flush report */
@@ -215,10 +217,11 @@ static void *handoff_main(void *context) {
   return NULL;
 }
 
-static int open_dir_at(int at, const char *name, bool create, char *msg, size_t msg_size, const char *what) {
-  if (create && mkdirat(at, name, 0755) != 0 && errno != EEXIST)
+static int open_dir_at(int at, const char *name, bool create, bool follow, char *msg, size_t msg_size,
+                       const char *what) {
+  if (create && mkdirat(at, name, 0775) != 0 && errno != EEXIST)
     return -rt_refuse(CS_E_IO, msg, msg_size, "cannot create %s: %s", what, strerror(errno));
-  int fd = openat(at, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int fd = openat(at, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | (follow ? 0 : O_NOFOLLOW));
   if (fd < 0) return -rt_refuse(CS_E_IO, msg, msg_size, "cannot open %s: %s", what, strerror(errno));
   return fd;
 }
@@ -237,9 +240,9 @@ int rs_handoff_open(rs_runtime *rt, char *msg, size_t msg_size) {
     return rt_refuse(CS_E_NO_MEMORY, msg, msg_size, "no memory for the hand-off's locks");
   }
   pthread_condattr_destroy(&attr);
-  h->main_fd = open_dir_at(AT_FDCWD, rt->cfg.spool_dir, true, msg, msg_size, "spool_dir");
+  h->main_fd = open_dir_at(AT_FDCWD, rt->cfg.spool_dir, true, true, msg, msg_size, "spool_dir");
   if (h->main_fd < 0) return -h->main_fd;
-  h->private_parent_fd = open_dir_at(h->main_fd, HANDOFF_DIR, true, msg, msg_size, "spool_dir/" HANDOFF_DIR);
+  h->private_parent_fd = open_dir_at(h->main_fd, HANDOFF_DIR, true, false, msg, msg_size, "spool_dir/" HANDOFF_DIR);
   if (h->private_parent_fd < 0) return -h->private_parent_fd;
   /* Made under a name the daemon never adopts, locked by the capture's open, then renamed into view. */
   cs_uuid id;
@@ -259,6 +262,20 @@ int rs_handoff_open(rs_runtime *rt, char *msg, size_t msg_size) {
   if (rc != CS_E_OK) {
     (void)unlinkat(h->private_parent_fd, made, AT_REMOVEDIR);
     return rc;
+  }
+  /*
+   * The daemon may run as another user of the spool's group: the private spool and its lock follow
+   * .capture's group permissions (and its setgid bit), so the daemon can adopt it if this process dies.
+   */
+  struct stat parent;
+  if (fstat(h->private_parent_fd, &parent) == 0) {
+    mode_t group = parent.st_mode & 0070;
+    (void)fchmodat(h->private_parent_fd, made, 0700 | group | (parent.st_mode & S_ISGID), 0);
+    int made_fd = openat(h->private_parent_fd, made, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+    if (made_fd >= 0) {
+      (void)fchmodat(made_fd, CS_SPOOL_LOCK_NAME, 0600 | (group & 0060), 0);
+      close(made_fd);
+    }
   }
   if (renameat(h->private_parent_fd, made, h->private_parent_fd, h->private_name) != 0 ||
       fsync(h->private_parent_fd) != 0) {
@@ -286,6 +303,25 @@ static uint32_t waiting_before(const rs_handoff *h, uint64_t seq, uint32_t *unli
   return n;
 }
 
+/* Links what the private index holds that no seal queued (a lost seal). */
+static void queue_unqueued(rs_handoff *h) {
+  size_t count = 0;
+  if (cs_capture_list(h->capture, NULL, 0, &count) != CS_E_OK || count == 0) return;
+  cs_spool_entry *entries = calloc(count, sizeof *entries);
+  if (entries == NULL || cs_capture_list(h->capture, entries, count, &count) != CS_E_OK) {
+    free(entries);
+    return;
+  }
+  for (size_t i = 0; i < count; i++) {
+    bool queued = false;
+    pthread_mutex_lock(&h->mutex);
+    for (uint32_t j = 0; j < h->count && !queued; j++) queued = cs_uuid_equal(&h->packs[j].entry.pack_id, &entries[i].pack_id);
+    pthread_mutex_unlock(&h->mutex);
+    if (!queued) on_sealed(h, &entries[i], NULL, NULL);
+  }
+  free(entries);
+}
+
 int rs_handoff_flush(rs_runtime *rt, uint64_t deadline_ns, capstore_flush_report *report, char *msg,
                      size_t msg_size) {
   rs_handoff *h = rt->handoff;
@@ -296,14 +332,24 @@ int rs_handoff_flush(rs_runtime *rt, uint64_t deadline_ns, capstore_flush_report
     return rt_refuse(rc, msg, msg_size, "flush: %s", inner);
   }
   pthread_mutex_lock(&h->mutex);
+  bool lost = h->lost_seal;
+  pthread_mutex_unlock(&h->mutex);
+  if (lost) queue_unqueued(h);
+  pthread_mutex_lock(&h->mutex);
   uint64_t target = h->next_seq; /* every pack with a record from before the call is sealed and queued */
   pthread_cond_signal(&h->cond);
   struct timespec ts;
   deadline_ts(deadline_ns, &ts);
   uint32_t unlinked = 0, waiting = waiting_before(h, target, &unlinked);
-  while (waiting > 0 && !h->stop && now_ns() < deadline_ns) {
+  while (waiting > 0 && !h->stop && !h->closing && now_ns() < deadline_ns) {
     pthread_cond_timedwait(&h->changed, &h->mutex, &ts);
     waiting = waiting_before(h, target, &unlinked);
+  }
+  if (waiting > 0 && (h->stop || h->closing)) {
+    pthread_mutex_unlock(&h->mutex);
+    report->stage = "";
+    report->missing_packs = waiting;
+    return rt_refuse(CS_E_CLOSED, msg, msg_size, "capstore is closed");
   }
   report->drained = waiting == 0;
   report->missing_packs = waiting;
@@ -323,25 +369,6 @@ int rs_handoff_flush(rs_runtime *rt, uint64_t deadline_ns, capstore_flush_report
                      unlinked > 0 ? last_error : "");
   }
   return CS_E_OK;
-}
-
-/* Links what the private index holds that no seal queued (a lost seal). */
-static void queue_unqueued(rs_handoff *h) {
-  size_t count = 0;
-  if (cs_capture_list(h->capture, NULL, 0, &count) != CS_E_OK || count == 0) return;
-  cs_spool_entry *entries = calloc(count, sizeof *entries);
-  if (entries == NULL || cs_capture_list(h->capture, entries, count, &count) != CS_E_OK) {
-    free(entries);
-    return;
-  }
-  for (size_t i = 0; i < count; i++) {
-    bool queued = false;
-    pthread_mutex_lock(&h->mutex);
-    for (uint32_t j = 0; j < h->count && !queued; j++) queued = cs_uuid_equal(&h->packs[j].entry.pack_id, &entries[i].pack_id);
-    pthread_mutex_unlock(&h->mutex);
-    if (!queued) on_sealed(h, &entries[i], NULL, NULL);
-  }
-  free(entries);
 }
 
 /*
@@ -444,6 +471,14 @@ void rs_handoff_free(rs_runtime *rt) {
   rt->handoff = NULL;
 }
 
+void rs_handoff_closing(rs_runtime *rt) {
+  rs_handoff *h = rt->handoff;
+  pthread_mutex_lock(&h->mutex);
+  h->closing = true;
+  pthread_cond_broadcast(&h->changed);
+  pthread_mutex_unlock(&h->mutex);
+}
+
 void rs_handoff_stats(rs_runtime *rt, capstore_stats *out) {
   rs_handoff *h = rt->handoff;
   if (h == NULL) return;
@@ -459,22 +494,62 @@ void rs_handoff_stats(rs_runtime *rt, capstore_stats *out) {
 
 /* ---- the serving side, on the spool lane ------------------------------------------------------------ */
 
+#define ADOPT_TRIES_PER_SCAN 16u   /* private spools tried per scan (a rotating cursor reaches every one) */
+#define ADOPT_NAMES_MAX 65536u      /* names read from .capture per scan */
+
+static bool has_suffix(const char *name, const char *suffix) {
+  size_t n = strlen(name), k = strlen(suffix);
+  return n > k && strcmp(name + n - k, suffix) == 0;
+}
+
+/* Moves a quarantined pack (and its reason) of an adopted spool next to the daemon's; never over a file there. */
+static void move_sidelined(int private_fd, int main_fd) {
+  DIR *dir = fdopendir(dup(private_fd));
+  for (struct dirent *d; dir != NULL && (d = readdir(dir)) != NULL;) {
+    if (!has_suffix(d->d_name, QUARANTINE_SUFFIX) && !has_suffix(d->d_name, QUARANTINE_SUFFIX ".reason")) continue;
+    if (renameat2(private_fd, d->d_name, main_fd, d->d_name, RENAME_NOREPLACE) != 0 && errno == EEXIST)
+      (void)unlinkat(private_fd, d->d_name, 0); /* the same pack was set aside here before: one copy is kept */
+  }
+  if (dir != NULL) closedir(dir);
+  (void)fsync(main_fd);
+}
+
+/* Whether dir_fd holds nothing but the spool's lock. */
+static bool only_lock_left(int dir_fd) {
+  DIR *dir = fdopendir(dup(dir_fd));
+  bool only = dir != NULL;
+  for (struct dirent *d; only && (d = readdir(dir)) != NULL;)
+    only = strcmp(d->d_name, ".") == 0 || strcmp(d->d_name, "..") == 0 || strcmp(d->d_name, CS_SPOOL_LOCK_NAME) == 0;
+  if (dir != NULL) closedir(dir);
+  return only;
+}
+
 /*
  * Adopts one private spool whose owner is gone: recovers it, links its packs
- * into spool_dir, moves its quarantined packs there too, and removes it.
- * Returns true when it was adopted (or was nothing); false when it is alive
- * or something failed (tried again on a later scan).
+ * into spool_dir, moves its quarantined packs there too, and removes it. The
+ * directory is opened without following a link and the spool opened through
+ * that very descriptor (/proc/self/fd), so a name swapped for a symbolic link
+ * leads nowhere else. Something else left inside (not a pack) sets the
+ * directory aside as .stale-<name>, so it is not retried every scan.
+ * Returns true when packs moved or the spool was removed.
  */
 static bool adopt_one(rs_runtime *rt, int main_fd, int parent_fd, const char *name) {
-  char path[4200];
-  snprintf(path, sizeof path, "%s/" HANDOFF_DIR "/%s", rt->cfg.spool_dir, name);
+  int private_fd = openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+  if (private_fd < 0) return false; /* gone meanwhile, or not a directory */
+  char path[64], shown[4200];
+  snprintf(path, sizeof path, "/proc/self/fd/%d", private_fd);
+  snprintf(shown, sizeof shown, "%s/" HANDOFF_DIR "/%s", rt->cfg.spool_dir, name);
   cs_spool_options options = {.create = false};
   cs_spool *spool = NULL;
   char msg[256];
   int rc = cs_spool_open(path, &options, &spool, msg, sizeof msg);
-  if (rc == CS_E_BUSY) return false; /* its capture process is alive */
   if (rc != CS_E_OK) {
-    rs_log_failure(rt, "adopting a private spool", msg);
+    if (rc != CS_E_BUSY) { /* CS_E_BUSY: its capture process is alive */
+      char why[500];
+      snprintf(why, sizeof why, "%.200s: %.250s", shown, msg);
+      rs_log_failure(rt, "adopting a private spool", why);
+    }
+    close(private_fd);
     return false;
   }
   cs_spool_recovery report;
@@ -484,60 +559,77 @@ static bool adopt_one(rs_runtime *rt, int main_fd, int parent_fd, const char *na
   cs_spool_entry *entries = count > 0 ? calloc(count, sizeof *entries) : NULL;
   if (rc == CS_E_OK && count > 0 && entries == NULL) rc = CS_E_NO_MEMORY;
   if (rc == CS_E_OK && count > 0) rc = cs_spool_entries(spool, entries, count, &count);
-  int private_fd = openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (rc == CS_E_OK && private_fd < 0) rc = CS_E_IO;
+  /*
+   * Moved, not linked: the packs belong to the dead process's user, and a hard link to another user's file is
+   * refused where fs.protected_hardlinks is on (Debian's default). A name already in spool_dir holds the same bytes
+   * (its SHA-256 is in the name): replacing it changes nothing.
+   */
   int err = 0;
-  for (size_t i = 0; rc == CS_E_OK && i < count && err == 0; i++) err = link_pack(private_fd, main_fd, entries[i].name);
-  if (rc == CS_E_OK && err == 0 && fsync(main_fd) != 0) err = errno;
-  for (size_t i = 0; rc == CS_E_OK && err == 0 && i < count; i++) (void)cs_spool_remove(spool, &entries[i].pack_id, NULL);
+  for (size_t i = 0; rc == CS_E_OK && i < count && err == 0; i++)
+    if (renameat(private_fd, entries[i].name, main_fd, entries[i].name) != 0) err = errno;
+  if (rc == CS_E_OK && fsync(main_fd) != 0 && err == 0) err = errno;
   free(entries);
-  if (rc == CS_E_OK && err == 0) {
-    /* Quarantined packs (and their reasons) join the daemon's, where fsck and status look. */
-    DIR *dir = fdopendir(dup(private_fd));
-    for (struct dirent *d; dir != NULL && (d = readdir(dir)) != NULL;) {
-      size_t len = strlen(d->d_name);
-      bool sidelined = strstr(d->d_name, QUARANTINE_SUFFIX) != NULL && len > strlen(QUARANTINE_SUFFIX);
-      if (sidelined) (void)renameat(private_fd, d->d_name, main_fd, d->d_name);
-    }
-    if (dir != NULL) closedir(dir);
-    (void)fsync(main_fd);
-  }
-  if (private_fd >= 0) close(private_fd);
   if (rc != CS_E_OK || err != 0) {
-    char why[300];
-    snprintf(why, sizeof why, "%.200s: %.90s", path, err != 0 ? strerror(err) : cs_strerror(rc));
+    char why[400];
+    snprintf(why, sizeof why, "%.200s: %.90s", shown, err != 0 ? strerror(err) : cs_strerror(rc));
     rs_log_failure(rt, "adopting a private spool", why);
     cs_spool_close(spool);
+    close(private_fd);
     return false;
   }
+  move_sidelined(private_fd, main_fd);
   /* Empty now but for its lock: removed while the lock is held (its name goes first, the open file keeps it). */
-  char lock[4300];
-  snprintf(lock, sizeof lock, "%s/%s", path, CS_SPOOL_LOCK_NAME);
-  (void)unlink(lock);
-  bool removed = unlinkat(parent_fd, name, AT_REMOVEDIR) == 0;
+  bool removed = false;
+  if (only_lock_left(private_fd)) {
+    (void)unlinkat(private_fd, CS_SPOOL_LOCK_NAME, 0);
+    removed = unlinkat(parent_fd, name, AT_REMOVEDIR) == 0;
+  }
+  if (!removed) {
+    char aside[128];
+    snprintf(aside, sizeof aside, ".stale-%s", name);
+    bool renamed = renameat2(parent_fd, name, parent_fd, aside, RENAME_NOREPLACE) == 0;
+    char why[4400];
+    snprintf(why, sizeof why, "%.300s holds files that are not packs: %s", shown,
+             renamed ? "set aside as .stale-<name> (its packs were taken)" : "left in place");
+    rs_log_failure(rt, "adopting a private spool", why);
+  }
   cs_spool_close(spool);
-  if (!removed) rs_log_failure(rt, "removing an adopted private spool", path);
-  atomic_fetch_add(&rt->adopted_spools, 1);
-  return true;
+  close(private_fd);
+  if (removed || count > 0) atomic_fetch_add(&rt->adopted_spools, 1);
+  return removed || count > 0;
 }
 
+static int name_order(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* Tries up to ADOPT_TRIES_PER_SCAN private spools (directories with UUID names), from a cursor that rotates. */
 static void adopt_private_spools(rs_runtime *rt, int main_fd) {
-  int parent_fd = openat(main_fd, HANDOFF_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int parent_fd = openat(main_fd, HANDOFF_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
   if (parent_fd < 0) return; /* no capture process ever ran here */
   DIR *dir = fdopendir(dup(parent_fd));
-  if (dir == NULL) {
-    close(parent_fd);
-    return;
-  }
-  char names[16][CS_UUID_TEXT_LEN + 1];
-  uint32_t n = 0;
-  for (struct dirent *d; n < 16 && (d = readdir(dir)) != NULL;) {
+  char **names = NULL;
+  size_t n = 0, cap = 0;
+  for (struct dirent *d; dir != NULL && n < ADOPT_NAMES_MAX && (d = readdir(dir)) != NULL;) {
     cs_uuid id;
+    struct stat st;
     if (strlen(d->d_name) != CS_UUID_TEXT_LEN || cs_uuid_parse(d->d_name, CS_UUID_TEXT_LEN, &id) != CS_E_OK) continue;
-    memcpy(names[n++], d->d_name, CS_UUID_TEXT_LEN + 1);
+    if (fstatat(parent_fd, d->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode)) continue;
+    if (n == cap) {
+      size_t grown_cap = cap == 0 ? 16 : 2 * cap;
+      char **grown = realloc(names, grown_cap * sizeof *grown);
+      if (grown == NULL) break;
+      names = grown;
+      cap = grown_cap;
+    }
+    if ((names[n] = strdup(d->d_name)) == NULL) break;
+    n++;
   }
-  closedir(dir);
-  for (uint32_t i = 0; i < n; i++) (void)adopt_one(rt, main_fd, parent_fd, names[i]);
+  if (dir != NULL) closedir(dir);
+  if (n > 1) qsort(names, n, sizeof *names, name_order); /* a stable order for the cursor */
+  uint32_t tries = n < ADOPT_TRIES_PER_SCAN ? (uint32_t)n : ADOPT_TRIES_PER_SCAN;
+  for (uint32_t i = 0; i < tries; i++) (void)adopt_one(rt, main_fd, parent_fd, names[(rt->adopt_cursor + i) % n]);
+  if (n > 0) rt->adopt_cursor = (rt->adopt_cursor + tries) % n;
+  for (size_t i = 0; i < n; i++) free(names[i]);
+  free(names);
   close(parent_fd);
 }
 
@@ -546,18 +638,24 @@ typedef struct arrivals {
   rs_runtime *rt;
   cs_pack_ref *refs;
   uint32_t count;
+  cs_uuid *refused;        /* verified, yet no ref can be made of them (no records: no object key): set aside */
+  char (*why)[200];
+  uint32_t refused_count;
 } arrivals;
 
 /* cs_capture_admit's callback, under the spool's lock: builds the ref; the footer goes to the cache for INDEX. */
 static void admitted(void *context, const cs_spool_entry *entry, cs_pack_footer *footer, uint64_t footer_length) {
   arrivals *a = context;
-  char why[200];
-  if (a->refs == NULL || a->count >= RS_ARRIVALS_PER_SCAN) return;
-  if (rs_ref_from_footer(a->rt, entry, footer, footer_length, &a->refs[a->count], why, sizeof why) != CS_E_OK) {
+  if (a->count >= RS_ARRIVALS_PER_SCAN || a->refused_count >= RS_ARRIVALS_PER_SCAN) return;
+  char *why = a->why[a->refused_count];
+  int rc = rs_ref_from_footer(a->rt, entry, footer, footer_length, &a->refs[a->count], why, sizeof a->why[0]);
+  if (rc == CS_E_OK) {
+    a->count++;
+  } else if (rc != CS_E_NO_MEMORY) {
+    a->refused[a->refused_count++] = entry->pack_id; /* quarantined once the spool's lock is released */
+  } else {
     rs_log_failure(a->rt, "reading a handed-in pack", why); /* in the spool: the next start recovers it */
-    return;
   }
-  a->count++;
 }
 
 void rs_arrivals_scan(rs_runtime *rt, rs_job *job) {
@@ -574,21 +672,29 @@ void rs_arrivals_scan(rs_runtime *rt, rs_job *job) {
   adopt_private_spools(rt, main_fd);
   close(main_fd);
   cs_spool_entry *entries = calloc(RS_ARRIVALS_PER_SCAN, sizeof *entries);
-  arrivals a = {.rt = rt, .refs = calloc(RS_ARRIVALS_PER_SCAN, sizeof *a.refs)};
-  if (entries == NULL || a.refs == NULL) {
-    rs_log_failure(rt, "scanning the spool", "no memory for a scan");
-    free(entries);
-    free(a.refs);
-    return;
-  }
+  arrivals a = {.rt = rt, .refs = calloc(RS_ARRIVALS_PER_SCAN, sizeof *a.refs),
+                .refused = calloc(RS_ARRIVALS_PER_SCAN, sizeof *a.refused), .why = calloc(RS_ARRIVALS_PER_SCAN, 200)};
   size_t count = 0;
-  int rc = cs_capture_admit(cap, entries, RS_ARRIVALS_PER_SCAN, &count, admitted, &a);
+  int rc = entries == NULL || a.refs == NULL || a.refused == NULL || a.why == NULL
+               ? CS_E_NO_MEMORY
+               : cs_capture_admit(cap, entries, RS_ARRIVALS_PER_SCAN, &count, admitted, &a);
   if (rc != CS_E_OK) rs_log_failure(rt, "scanning the spool", cs_strerror(rc));
   for (uint32_t i = 0; i < a.count; i++) {
     rs_msg msg = {.kind = RS_MSG_ARRIVED, .ref = a.refs[i]};
     rs_inbox_post(rt, &msg);
   }
+  for (uint32_t i = 0; i < a.refused_count; i++) {
+    char reason[260], msg[200];
+    snprintf(reason, sizeof reason, "handed in, but not shippable: %s", a.why[i]);
+    rs_log_failure(rt, "a handed-in pack set aside", a.why[i]);
+    if (cs_capture_quarantine_pack(cap, &a.refused[i], reason, msg, sizeof msg) != CS_E_OK)
+      rs_log_failure(rt, "setting a handed-in pack aside", msg);
+    else
+      atomic_fetch_add(&rt->arrivals_set_aside, 1);
+  }
   free(entries);
   free(a.refs);
+  free(a.refused);
+  free(a.why);
   job->key_count = (uint32_t)count; /* a full scan: the next one at once */
 }

@@ -222,6 +222,8 @@ typedef struct rs_runtime {
   rs_job arrivals_job;
   uint64_t arrivals_next_ns;
   _Atomic uint64_t adopted_spools; /* private spools of dead capture processes taken over */
+  uint32_t adopt_cursor;      /* the spool lane's: where the next scan's adoption tries start */
+  _Atomic uint64_t arrivals_set_aside; /* handed-in packs that verified but cannot ship (no records): quarantined */
   /* Capture role (CS_ROLE_CAPTURE): the hand-off to capstore serve instead of the service. */
   rs_handoff *handoff;
 
@@ -287,6 +289,8 @@ RS_HIDDEN int rs_handoff_flush(rs_runtime *rt, uint64_t deadline_ns, capstore_fl
 /* Seals, hands every pack over (within budget_ns) and stops the thread. */
 RS_HIDDEN int rs_handoff_close(rs_runtime *rt, uint64_t budget_ns, char *msg, size_t msg_size);
 RS_HIDDEN void rs_handoff_free(rs_runtime *rt);
+/* capstore_close was called: a flush waiting for the daemon answers CS_E_CLOSED at once. */
+RS_HIDDEN void rs_handoff_closing(rs_runtime *rt);
 RS_HIDDEN void rs_handoff_stats(rs_runtime *rt, capstore_stats *out);
 /* Serving, on the spool lane: adopts dead capture processes' spools, admits handed-in packs, posts them. */
 RS_HIDDEN void rs_arrivals_scan(rs_runtime *rt, rs_job *job);

@@ -99,6 +99,8 @@ static uint32_t metrics_of(const capstore_stats *s, metric *m) {
   M("arrivals_admitted_bytes", "serving: their bytes", true, c->admitted_bytes);
   M("arrivals_quarantined", "serving: handed-in packs found corrupt and quarantined", true, c->admit_quarantined);
   M("arrivals_errors", "serving: handed-in packs that could not be read yet (tried again)", true, c->admit_errors);
+  M("arrivals_set_aside", "serving: handed-in packs that verified but cannot ship (no records): quarantined", true,
+    s->arrivals_set_aside);
   M("adopted_spools", "serving: private spools of capture processes that died, taken over", true, s->adopted_spools);
   M("handoff_linked", "capture role: packs handed to capstore serve", true, s->handoff_linked);
   M("handoff_shipped", "capture role: handed packs capstore serve shipped", true, s->handoff_shipped);
