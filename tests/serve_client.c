@@ -187,6 +187,10 @@ static int count(const char *path, const char *tag, uint32_t n) {
          tag, distinct, n, head.watermark, found, bad);
   cat.ops->close(cat.self);
   capstore_settings_free(s);
+  free(seen);
+  free(buf);
+  free(packs);
+  free(rows);
   return distinct == n && bad == 0 ? 0 : 1;
 }
 
