@@ -55,6 +55,7 @@ struct rs_handoff {
   cs_capture *capture;
   int main_fd;                      /* spool_dir */
   int private_parent_fd;            /* spool_dir/.capture */
+  int private_fd;                   /* the private spool itself, open from its making (a rename keeps it valid) */
   char private_name[CS_UUID_TEXT_LEN + 1];
   char private_path[4096];
   pthread_t thread;
@@ -123,11 +124,7 @@ static bool link_pending(rs_handoff *h) {
     char name[CS_SPOOL_NAME_MAX + 1];
     memcpy(name, h->packs[i].entry.name, sizeof name);
     pthread_mutex_unlock(&h->mutex);
-    int err = 0;
-    int private_fd = openat(h->private_parent_fd, h->private_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (private_fd < 0) err = errno;
-    else err = link_pack(private_fd, h->main_fd, name);
-    if (private_fd >= 0) close(private_fd);
+    int err = link_pack(h->private_fd, h->main_fd, name);
     pthread_mutex_lock(&h->mutex);
     if (err != 0) {
       snprintf(h->last_error, sizeof h->last_error, "linking %.120s into the daemon's spool: %s", name, strerror(err));
@@ -229,7 +226,7 @@ static int open_dir_at(int at, const char *name, bool create, bool follow, char 
 int rs_handoff_open(rs_runtime *rt, char *msg, size_t msg_size) {
   rs_handoff *h = calloc(1, sizeof *h);
   if (h == NULL) return rt_refuse(CS_E_NO_MEMORY, msg, msg_size, "no memory for the hand-off");
-  h->main_fd = h->private_parent_fd = -1;
+  h->main_fd = h->private_parent_fd = h->private_fd = -1;
   rt->handoff = h;
   pthread_condattr_t attr;
   pthread_condattr_init(&attr);
@@ -271,12 +268,12 @@ int rs_handoff_open(rs_runtime *rt, char *msg, size_t msg_size) {
   if (fstat(h->private_parent_fd, &parent) == 0) {
     mode_t group = parent.st_mode & 0070;
     (void)fchmodat(h->private_parent_fd, made, 0700 | group | (parent.st_mode & S_ISGID), 0);
-    int made_fd = openat(h->private_parent_fd, made, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-    if (made_fd >= 0) {
-      (void)fchmodat(made_fd, CS_SPOOL_LOCK_NAME, 0600 | (group & 0060), 0);
-      close(made_fd);
-    }
   }
+  h->private_fd = openat(h->private_parent_fd, made, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+  if (h->private_fd < 0)
+    return rt_refuse(CS_E_IO, msg, msg_size, "cannot open the private spool %s: %s", h->private_path, strerror(errno));
+  if (fstat(h->private_parent_fd, &parent) == 0)
+    (void)fchmodat(h->private_fd, CS_SPOOL_LOCK_NAME, 0600 | (parent.st_mode & 0060), 0);
   if (renameat(h->private_parent_fd, made, h->private_parent_fd, h->private_name) != 0 ||
       fsync(h->private_parent_fd) != 0) {
     return rt_refuse(CS_E_IO, msg, msg_size, "cannot publish the private spool %s: %s", h->private_path,
@@ -371,29 +368,36 @@ int rs_handoff_flush(rs_runtime *rt, uint64_t deadline_ns, capstore_flush_report
   return CS_E_OK;
 }
 
+/* Whether dir_fd holds nothing but the spool's lock. */
+static bool only_lock_left(int dir_fd) {
+  DIR *dir = fdopendir(dup(dir_fd));
+  bool only = dir != NULL;
+  for (struct dirent *d; only && (d = readdir(dir)) != NULL;)
+    only = strcmp(d->d_name, ".") == 0 || strcmp(d->d_name, "..") == 0 || strcmp(d->d_name, CS_SPOOL_LOCK_NAME) == 0;
+  if (dir != NULL) closedir(dir);
+  return only;
+}
+
 /*
  * An empty private spool is removed while its lock is still held (the lock's
  * name is unlinked, the open file keeps the lock): a daemon's scan never
  * finds it free and empty, so it is never taken for a dead process's.
  */
 static void remove_private(rs_handoff *h) {
-  if (h->private_parent_fd < 0 || h->private_name[0] == '\0') return;
-  int fd = openat(h->private_parent_fd, h->private_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return;
-  DIR *dir = fdopendir(fd);
-  if (dir == NULL) {
-    close(fd);
-    return;
-  }
-  bool only_lock = true;
-  for (struct dirent *d; (d = readdir(dir)) != NULL;) {
-    if (strcmp(d->d_name, ".") == 0 || strcmp(d->d_name, "..") == 0 || strcmp(d->d_name, CS_SPOOL_LOCK_NAME) == 0)
-      continue;
-    only_lock = false;
-  }
-  if (only_lock) (void)unlinkat(dirfd(dir), CS_SPOOL_LOCK_NAME, 0);
-  closedir(dir);
-  if (only_lock) (void)unlinkat(h->private_parent_fd, h->private_name, AT_REMOVEDIR);
+  if (h->private_fd < 0 || !only_lock_left(h->private_fd)) return;
+  (void)unlinkat(h->private_fd, CS_SPOOL_LOCK_NAME, 0);
+  (void)unlinkat(h->private_parent_fd, h->private_name, AT_REMOVEDIR);
+}
+
+/* Stops the hand-off thread once it has linked what it holds (or failed to). */
+static void stop_thread(rs_handoff *h) {
+  if (!h->thread_started) return;
+  pthread_mutex_lock(&h->mutex);
+  h->stop = true;
+  pthread_cond_signal(&h->cond);
+  pthread_mutex_unlock(&h->mutex);
+  pthread_join(h->thread, NULL);
+  h->thread_started = false;
 }
 
 int rs_handoff_close(rs_runtime *rt, uint64_t budget_ns, char *msg, size_t msg_size) {
@@ -417,13 +421,10 @@ int rs_handoff_close(rs_runtime *rt, uint64_t budget_ns, char *msg, size_t msg_s
     pthread_cond_timedwait(&h->changed, &h->mutex, &ts);
     (void)waiting_before(h, UINT64_MAX, &unlinked);
   }
-  h->stop = true;
-  pthread_cond_signal(&h->cond);
   char last_error[sizeof h->last_error];
   snprintf(last_error, sizeof last_error, "%s", h->last_error);
   pthread_mutex_unlock(&h->mutex);
-  if (h->thread_started) pthread_join(h->thread, NULL);
-  h->thread_started = false;
+  stop_thread(h);
   if (unlinked > 0) {
     /* The private spool stays; the daemon adopts it once this process's lock is gone. */
     if (rc == CS_E_OK)
@@ -450,17 +451,12 @@ int rs_handoff_close(rs_runtime *rt, uint64_t budget_ns, char *msg, size_t msg_s
 void rs_handoff_free(rs_runtime *rt) {
   rs_handoff *h = rt->handoff;
   if (h == NULL) return;
-  if (h->thread_started) {
-    pthread_mutex_lock(&h->mutex);
-    h->stop = true;
-    pthread_cond_signal(&h->cond);
-    pthread_mutex_unlock(&h->mutex);
-    pthread_join(h->thread, NULL);
-  }
+  stop_thread(h);
   atomic_store(&rt->capture_live, NULL);
   if (h->capture != NULL) cs_capture_free(h->capture);
   rt->capture = NULL;
   remove_private(h);
+  if (h->private_fd >= 0) close(h->private_fd);
   if (h->private_parent_fd >= 0) close(h->private_parent_fd);
   if (h->main_fd >= 0) close(h->main_fd);
   free(h->packs);
@@ -514,15 +510,6 @@ static void move_sidelined(int private_fd, int main_fd) {
   (void)fsync(main_fd);
 }
 
-/* Whether dir_fd holds nothing but the spool's lock. */
-static bool only_lock_left(int dir_fd) {
-  DIR *dir = fdopendir(dup(dir_fd));
-  bool only = dir != NULL;
-  for (struct dirent *d; only && (d = readdir(dir)) != NULL;)
-    only = strcmp(d->d_name, ".") == 0 || strcmp(d->d_name, "..") == 0 || strcmp(d->d_name, CS_SPOOL_LOCK_NAME) == 0;
-  if (dir != NULL) closedir(dir);
-  return only;
-}
 
 /*
  * Adopts one private spool whose owner is gone: recovers it, links its packs
