@@ -244,6 +244,7 @@ bool sim_plan_counter(const sim_world *w, const char *n, uint64_t *out) {
   struct { const char *name; uint64_t value; } plain[] = {
       {"admitted_records", c->admitted_records}, {"durable_records", c->durable_records},
       {"refused_records", c->refused_records},   {"flush_drained", c->flush_drained},
+      {"workload_budget_stops", c->workload_budget_stops},
       {"flush_not_drained", c->flush_not_drained}, {"flush_late", c->flush_late},
       {"flush_expect_failed", c->flush_expect_failed}, {"rejected_reported", c->rejected_reported},
       {"rival_acquired", c->rival_acquired},     {"holder_changes", c->holder_changes},

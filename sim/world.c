@@ -1117,6 +1117,15 @@ static sim_pending_pack *pending_for(sim_world *w, sim_proc *p, uint64_t seq) {
 
 static void capture(sim_world *w, sim_proc *p) {
   if (!p->capturing || !p->sink_open || p->sink_closed) return;
+  if (w->pack_count >= SIM_WORKLOAD_PACKS_MAX) {
+    /* The world's tables bound a run, not the service: the workload ends here, and the run goes on without it. */
+    p->capturing = false;
+    w->counters.workload_budget_stops++;
+    if (w->opts->trace)
+      fprintf(w->opts->out, "%12.6f p%u  workload ends: %u packs made (the world holds %u)\n", (double)w->now_ns / 1e9,
+              p->index, w->pack_count, SIM_PACKS_MAX);
+    return;
+  }
   uint64_t local = sim_local_now(w, p);
   uint64_t bytes = p->capture_retry_first_local != 0 ? p->capture_retry_bytes
                                                      : rand_range(&w->prng_workload, 256, 16384);

@@ -15,6 +15,10 @@
 #define SIM_EVENTS_MAX 65536u
 #define SIM_REQS_MAX 1024u
 #define SIM_PACKS_MAX 65536u
+/* The workload stops capturing when this many packs exist (a long run with a
+   millisecond linger seals one pack per record): the rest of the table is for
+   the packs still open, plan seals and the store's other objects. */
+#define SIM_WORKLOAD_PACKS_MAX (SIM_PACKS_MAX - 8192u)
 #define SIM_CLAIMS_MAX 262144u
 #define SIM_PUBLISH_MAX 262144u
 #define SIM_FILES_MAX 1024u
@@ -326,6 +330,7 @@ typedef struct sim_fault_window {
 typedef struct sim_counters {
   uint64_t admitted_records;
   uint64_t refused_records;
+  uint64_t workload_budget_stops; /* processes that stopped capturing at SIM_WORKLOAD_PACKS_MAX */
   uint64_t durable_records;
   uint64_t flush_calls;
   uint64_t flush_drained;
