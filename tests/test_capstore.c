@@ -101,7 +101,7 @@ static void test_capture_flush_query(void **state) {
   assert_int_equal(stats.service.handed_off, 10);
   assert_int_equal(stats.capture.sink.spool_packs, 0); /* handed off: the spool is empty */
   assert_int_equal(stats.service.lease_state, CS_LEASE_HELD);
-  char text[8192];
+  char text[16384];
   assert_true(capstore_stats_json(cs, text, sizeof text) < sizeof text);
   assert_non_null(strstr(text, "\"packs_indexed\":10,"));
   assert_true(capstore_stats_prometheus(cs, text, sizeof text) < sizeof text);

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -875,6 +876,157 @@ static void test_references_at_their_bound(void **state) {
   tf_remove_tree(dir);
 }
 
+/* ---- A full file system (a real tmpfs) ---- */
+
+/*
+ * A small tmpfs mounted on a fresh directory (root only). Where mounting is
+ * not allowed the test is skipped, unless CAPSTORE_REQUIRE_TMPFS is set
+ * (CI runs as root and sets it: there a skip would hide the test).
+ */
+static char *tmpfs_dir(const char *size) {
+  char *dir = tf_temp_dir("fullfs");
+  char options[64];
+  snprintf(options, sizeof options, "size=%s,mode=0700", size);
+  if (mount("tmpfs", dir, "tmpfs", 0, options) != 0) {
+    int saved = errno;
+    tf_remove_tree(dir);
+    if (getenv("CAPSTORE_REQUIRE_TMPFS") != NULL) fail_msg("mount tmpfs: %s", strerror(saved));
+    return NULL;
+  }
+  return dir;
+}
+
+static void tmpfs_release(char *dir) {
+  assert_int_equal(umount2(dir, MNT_DETACH), 0);
+  tf_remove_tree(dir);
+}
+
+/* Fills the file system of dir with a file until ENOSPC; returns its path. */
+static char *hog_fill(const char *dir) {
+  char *path = malloc(strlen(dir) + 16);
+  sprintf(path, "%s/hog", dir);
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  assert_true(fd >= 0);
+  static uint8_t block[4096];
+  while (write(fd, block, sizeof block) > 0) {
+  }
+  assert_int_equal(errno, ENOSPC);
+  close(fd);
+  return path;
+}
+
+typedef struct hog_release {
+  char *path;
+  int after_ms;
+} hog_release;
+
+static void *hog_release_main(void *context) {
+  hog_release *h = context;
+  struct timespec ts = {h->after_ms / 1000, (long)(h->after_ms % 1000) * 1000 * 1000};
+  nanosleep(&ts, NULL);
+  assert_int_equal(unlink(h->path), 0);
+  return NULL;
+}
+
+/*
+ * A pack is being written when another file takes the file system's last
+ * byte. Every record the sink admitted must still reach a sealed pack, whole:
+ * the writer waits for room (disk_full_waits) with the bytes kept, producers
+ * meanwhile are refused (CS_FULL_REFUSE), and once the other file goes the
+ * pack is finished. Without the reservation the pack's writes met ENOSPC and
+ * its records were lost.
+ */
+static void test_full_disk_loses_no_admitted_record(void **state) {
+  (void)state;
+  char *dir = tmpfs_dir("24m");
+  if (dir == NULL) skip();
+  cs_capture_config cfg = small_config(CS_FULL_REFUSE);
+  cfg.sink.pack_records_max = 10000;
+  cfg.sink.pack_bytes_max = 64 * 1024 * 1024; /* one pack, sealed by the flush */
+  cfg.sink.spool_bytes_max = 256 * 1024 * 1024;
+  cfg.sink.linger_ns = 60 * CS_SEC_NS;
+  cfg.staging_bytes = 32 * 1024 * 1024;
+  cs_capture *cap = capture_start(dir, &cfg);
+  uint32_t admitted = 0, refused = 0;
+  for (; admitted < 4; admitted++) write_ok(cap, "full", admitted, 64 * 1024);
+  /* Let the writer take those (its first reservation reaches a step ahead), then fill the disk. */
+  struct timespec pause = {0, 200 * 1000 * 1000};
+  nanosleep(&pause, NULL);
+  char *hog = hog_fill(dir);
+  pthread_t thread;
+  hog_release release = {.path = hog, .after_ms = 1500};
+  assert_int_equal(pthread_create(&thread, NULL, hog_release_main, &release), 0);
+  /* 8 MiB more than any step ahead: the writer must wait for room. */
+  char msg[256];
+  for (uint32_t n = 4; n < 4 + 160; n++) {
+    int rc = write_record(cap, "full", n, 64 * 1024, msg, sizeof msg);
+    if (rc == CS_E_OK) {
+      admitted++;
+      continue;
+    }
+    if (rc != CS_E_SPOOL_FULL && rc != CS_E_FULL) fail_msg("write full-%u: %s: %s", n, cs_strerror(rc), msg);
+    if (rc == CS_E_SPOOL_FULL && strstr(msg, "file system full") == NULL) fail_msg("message: %s", msg);
+    refused++;
+    nanosleep(&(struct timespec){0, 20 * 1000 * 1000}, NULL);
+    n--; /* the same record again: the numbers stay dense */
+    if (refused > 100000) fail_msg("refused for ever");
+  }
+  assert_int_equal(pthread_join(thread, NULL), 0);
+  int rc = cs_capture_flush(cap, DEADLINE(30000), msg, sizeof msg);
+  if (rc != CS_E_OK) fail_msg("flush: %s: %s", cs_strerror(rc), msg);
+  assert_int_equal(cs_capture_close(cap, DEADLINE(30000), msg, sizeof msg), CS_E_OK);
+  cs_capture_stats stats;
+  cs_capture_stats_get(cap, &stats);
+  assert_true(stats.disk_full_waits >= 1);
+  assert_true(refused >= 1);
+  assert_int_equal(stats.records_dropped, 0);
+  assert_int_equal(stats.records_written, admitted);
+  cs_capture_free(cap);
+  assert_int_equal(tf_count_suffix(dir, ".open"), 0);
+  readback r = read_all(dir);
+  assert_int_equal(r.count, admitted);
+  for (uint32_t i = 0; i < admitted; i++) {
+    char id[32];
+    snprintf(id, sizeof id, "full-%u", i);
+    if (find_seen(&r, id) == NULL) fail_msg("record %s is missing", id);
+  }
+  readback_free(&r);
+  free(hog);
+  tmpfs_release(dir);
+}
+
+/*
+ * The disk stays full: close with a deadline times out (the writer waits
+ * for room), and free returns anyway, dropping what it could not write
+ * and leaving no temp file behind.
+ */
+static void test_free_on_a_disk_that_stays_full(void **state) {
+  (void)state;
+  char *dir = tmpfs_dir("8m");
+  if (dir == NULL) skip();
+  cs_capture_config cfg = small_config(CS_FULL_REFUSE);
+  cfg.sink.pack_records_max = 10000;
+  cfg.sink.pack_bytes_max = 64 * 1024 * 1024;
+  cfg.sink.linger_ns = 60 * CS_SEC_NS;
+  cfg.staging_bytes = 32 * 1024 * 1024;
+  cs_capture *cap = capture_start(dir, &cfg);
+  char *hog = hog_fill(dir);
+  uint32_t admitted = 0;
+  char msg[256];
+  for (uint32_t n = 0; n < 8 && write_record(cap, "stuck", n, 64 * 1024, msg, sizeof msg) == CS_E_OK; n++) admitted++;
+  assert_true(admitted >= 1);
+  assert_int_equal(cs_capture_close(cap, DEADLINE(500), msg, sizeof msg), CS_E_TIMEOUT);
+  cs_capture_stats stats;
+  cs_capture_stats_get(cap, &stats);
+  assert_int_equal(stats.records_written, 0);
+  cs_capture_free(cap);
+  assert_int_equal(tf_count_suffix(dir, ".open"), 0);
+  assert_int_equal(tf_count_suffix(dir, ".ready"), 0);
+  assert_int_equal(unlink(hog), 0);
+  free(hog);
+  tmpfs_release(dir);
+}
+
 static void test_staging_full(void **state) {
   (void)state;
   char *dir = tf_temp_dir("capture");
@@ -1252,6 +1404,8 @@ int main(void) {
       cmocka_unit_test(test_full_spool_block),
       cmocka_unit_test(test_seal_failure_reported),
       cmocka_unit_test(test_staging_full),
+      cmocka_unit_test(test_full_disk_loses_no_admitted_record),
+      cmocka_unit_test(test_free_on_a_disk_that_stays_full),
       cmocka_unit_test(test_failure_reported_once),
       cmocka_unit_test(test_references_at_their_bound),
       cmocka_unit_test(test_sealing_behind),

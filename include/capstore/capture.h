@@ -121,10 +121,14 @@ int cs_capture_open(const char *spool_dir, const cs_capture_config *cfg, cs_capt
  *                          sink's first record;
  *   CS_E_TOO_LARGE         length over record_bytes_max or over the spool quota;
  *   CS_E_SPOOL_FULL        the spool quota refuses it, or the spool's file system
- *                          was found full (ENOSPC) and has no room for a pack yet (at
- *                          once under CS_FULL_REFUSE, after block_max_ns under
- *                          CS_FULL_BLOCK); the pack that met the full file system lost
- *                          its records (records_dropped; the next flush reports it);
+ *                          is full (at once under CS_FULL_REFUSE, after block_max_ns
+ *                          under CS_FULL_BLOCK). Records already admitted are not
+ *                          lost to a full disk: each pack's room is reserved
+ *                          (fallocate) before its bytes are written, and the writer
+ *                          waits for room with the bytes kept in memory. On a file
+ *                          system that cannot reserve, the pack that met ENOSPC
+ *                          loses its records (records_dropped; the next flush
+ *                          reports it);
  *   CS_E_FULL              the staging area stayed full, or CS_SINK_SEALS_MAX
  *                          packs stayed sealing (the disk is behind; same policy);
  *   CS_E_CLOSED            close has been called.
@@ -170,7 +174,12 @@ int cs_capture_flush(cs_capture *cap, uint64_t deadline_ns, char *msg, size_t ms
  */
 int cs_capture_close(cs_capture *cap, uint64_t deadline_ns, char *msg, size_t msg_size);
 
-/* Closes (waiting as long as it takes) if needed, releases the spool lock, frees. */
+/*
+ * Closes if needed, releases the spool lock, frees. It waits as long as the
+ * disk takes, but not for file system room: on a spool whose file system
+ * stays full, the records still waiting for room are dropped (the process is
+ * going away; close with a deadline first to know what was sealed).
+ */
 void cs_capture_free(cs_capture *cap);
 
 /* CLOCK_MONOTONIC in nanoseconds: the clock of every deadline here. */
@@ -222,6 +231,7 @@ typedef struct cs_capture_stats {
   uint64_t staging_refused;    /* calls answered CS_E_FULL for staging room (sealing: sink.refused_sealing) */
   uint64_t spool_waits;        /* calls that waited for spool quota, a seal slot or file system room */
   uint64_t disk_full_refused;  /* calls answered CS_E_SPOOL_FULL because the spool's file system was full */
+  uint64_t disk_full_waits;    /* times the writer waited for file system room for a pack it was writing */
   uint64_t device_copies;      /* device records whose copy was started */
   uint64_t packs_sealed;       /* by this sink */
   uint64_t bytes_sealed;       /* sizes of those packs */

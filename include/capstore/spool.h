@@ -75,6 +75,8 @@ typedef struct cs_spool_sys {
   DIR *(*fdopendir)(int fd);
   struct dirent *(*readdir)(DIR *dir);
   int (*closedir)(DIR *dir);
+  /* Linux fallocate(2); NULL: the file system reserves nothing (cs_spool_file_reserve). */
+  int (*fallocate)(int fd, int mode, off_t offset, off_t length);
 } cs_spool_sys;
 
 const cs_spool_sys *cs_spool_sys_posix(void);
@@ -139,6 +141,19 @@ int cs_spool_begin(cs_spool *spool, const cs_uuid *pack_id, cs_spool_file **out)
  * after a failure the file refuses every write.
  */
 int cs_spool_file_write(cs_spool_file *file, const void *bytes, size_t length);
+
+/*
+ * Reserves the file system's room for the next length bytes written to
+ * the temp file (fallocate, its size unchanged; in steps of a few MiB where
+ * there is room), so those writes, and the sync of what is buffered, do not
+ * fail for a full disk. CS_E_SPOOL_FULL when the file system has no room
+ * (ENOSPC, EDQUOT): nothing changed, the file stays usable, and a call
+ * once room came back may succeed. CS_E_OK otherwise, also where the file
+ * system cannot reserve (a write may then still meet a full disk). The sync
+ * gives back what was reserved past the file's end; an abort frees it all.
+ * Same thread rules as cs_spool_file_write.
+ */
+int cs_spool_file_reserve(cs_spool_file *file, size_t length);
 
 /*
  * The first step of a seal, which may run outside the spool's serialisation:

@@ -41,6 +41,8 @@
  * write back while the writer goes on (see bench/run_ingest.sh).
  */
 #define SPOOL_DIRECT_ALIGN ((size_t)4096)
+/* cs_spool_file_reserve reserves this much past what it must, where the file system has room. */
+#define SPOOL_RESERVE_STEP ((uint64_t)4 << 20)
 #define SPOOL_READ_BYTES ((size_t)1 << 20)
 #define SPOOL_PACKS_DEFAULT 1000000u
 #define SPOOL_ERROR_MAX CS_SPOOL_PROBLEM_MAX
@@ -79,6 +81,8 @@ struct cs_spool_file {
   uint8_t *buffer; /* SPOOL_BUFFER_BYTES, aligned to SPOOL_DIRECT_ALIGN */
   bool direct;     /* fd has O_DIRECT: writes are aligned (SPOOL_DIRECT_ALIGN) until the last */
   bool synced; /* flushed, fsynced and closed: the seal only links it */
+  uint64_t reserved;    /* the file system's room reserved for offsets below this (cs_spool_file_reserve) */
+  bool cannot_reserve;  /* the file system refused fallocate for a reason other than room */
   char name[SPOOL_OPEN_NAME_LEN + 1];
   char error[SPOOL_ERROR_MAX]; /* file errors stay here: a file may be used beside its spool */
 };
@@ -111,6 +115,7 @@ static const cs_spool_sys spool_sys_posix = {
     .fdopendir = fdopendir,
     .readdir = readdir,
     .closedir = closedir,
+    .fallocate = fallocate,
 };
 
 const cs_spool_sys *cs_spool_sys_posix(void) { return &spool_sys_posix; }
@@ -713,6 +718,49 @@ int cs_spool_file_write(cs_spool_file *file, const void *bytes, size_t length) {
   return CS_E_OK;
 }
 
+int cs_spool_file_reserve(cs_spool_file *file, size_t length) {
+  if (file == NULL) return CS_E_INVALID_ARGUMENT;
+  const cs_spool_sys *sys = file->spool->sys;
+  if (file->cannot_reserve || file->failed || file->synced) return CS_E_OK;
+  /* Whole blocks (a direct write pads its last one to the alignment). */
+  uint64_t need = (file->bytes + length + SPOOL_DIRECT_ALIGN - 1) & ~(uint64_t)(SPOOL_DIRECT_ALIGN - 1);
+  if (need <= file->reserved) return CS_E_OK;
+  if (need > (uint64_t)INT64_MAX - SPOOL_RESERVE_STEP) return CS_E_INVALID_ARGUMENT;
+  if (sys->fallocate == NULL) {
+    file->cannot_reserve = true;
+    return CS_E_OK;
+  }
+  /* A step ahead (fewer calls), else only what is needed; fallocate allocates what is missing. */
+  uint64_t tries[2] = {need + SPOOL_RESERVE_STEP, need};
+  for (int i = 0; i < 2; i++) {
+    if (sys->fallocate(file->fd, FALLOC_FL_KEEP_SIZE, (off_t)file->reserved, (off_t)(tries[i] - file->reserved)) == 0) {
+      file->reserved = tries[i];
+      return CS_E_OK;
+    }
+    if (errno != ENOSPC && errno != EDQUOT) {
+      /* EOPNOTSUPP (a file system without it), anything else: writes go on unreserved. */
+      file->cannot_reserve = true;
+      return CS_E_OK;
+    }
+  }
+  return CS_E_SPOOL_FULL;
+}
+
+/*
+ * At the sync, after the last write: gives back the room reserved past the
+ * file's end. Best effort (a file system that keeps it frees it with the
+ * file). tmpfs and XFS free it by punching the range; ext4 ignores a hole
+ * past the end and frees it on a truncate to the same size.
+ */
+static void file_unreserve(cs_spool_file *file) {
+  const cs_spool_sys *sys = file->spool->sys;
+  uint64_t end = (file->bytes + SPOOL_DIRECT_ALIGN - 1) & ~(uint64_t)(SPOOL_DIRECT_ALIGN - 1);
+  if (file->reserved <= end || sys->fallocate == NULL) return;
+  (void)sys->fallocate(file->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)end, (off_t)(file->reserved - end));
+  (void)sys->ftruncate(file->fd, (off_t)file->bytes);
+  file->reserved = 0;
+}
+
 int cs_spool_file_write_fn(void *context, const uint8_t *bytes, size_t length) {
   return cs_spool_file_write(context, bytes, length) == CS_E_OK ? 0 : -1;
 }
@@ -746,6 +794,7 @@ int cs_spool_file_sync(cs_spool_file *file, const cs_pack_summary *summary) {
     file->failed = true;
     return file_fail_errno(file, "ftruncate");
   }
+  file_unreserve(file);
   if (file->bytes != summary->size_bytes) {
     return file_fail(file, CS_E_INVALID_ARGUMENT, "%s holds %llu bytes but the summary says %llu",
                      file->name, (unsigned long long)file->bytes,

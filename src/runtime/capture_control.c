@@ -135,6 +135,12 @@ int cs_capture_close(cs_capture *cap, uint64_t deadline_ns, char *msg, size_t ms
 void cs_capture_free(cs_capture *cap) {
   if (cap == NULL) return;
   if (cap->worker_started) {
+    /* No more waiting for file system room: free returns even on a disk that stays full. */
+    pthread_mutex_lock(&cap->mutex);
+    cap->abandon = true;
+    pthread_cond_broadcast(&cap->space_cond);
+    pthread_cond_signal(&cap->work_cond);
+    pthread_mutex_unlock(&cap->mutex);
     (void)cs_capture_close(cap, CS_NEVER, NULL, 0);
     join_worker(cap);
   }

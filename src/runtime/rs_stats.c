@@ -53,6 +53,10 @@ static uint32_t metrics_of(const capstore_stats *s, metric *m) {
   M("records_written", "records in sealed packs", true, c->records_written);
   M("records_dropped", "records admitted but in no sealed pack", true, c->records_dropped);
   M("capture_refused_full", "capture calls refused by the spool quota", true, c->sink.refused_full);
+  M("capture_refused_disk_full", "capture calls refused because the spool's file system was full", true,
+    c->disk_full_refused);
+  M("disk_full_waits", "times the writer waited for file system room for a pack it was writing (no record lost)", true,
+    c->disk_full_waits);
   M("packs_sealed", "packs sealed by this sink", true, c->packs_sealed);
   M("bytes_sealed", "bytes of the packs sealed", true, c->bytes_sealed);
   M("spool_bytes", "spool quota in use", false, c->sink.spool_bytes);

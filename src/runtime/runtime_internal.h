@@ -307,16 +307,20 @@ struct cs_capture {
   char flush_done_msg[RT_ERROR_MAX];
   bool flush_active;
   bool close_started;
+  bool abandon; /* cs_capture_free: stop waiting for file system room (what cannot be written is dropped) */
   bool close_done;
   int close_err;
   char close_msg[RT_ERROR_MAX];
 
   /*
-   * The spool's file system was full (a pack's write or seal failed with
-   * CS_E_SPOOL_FULL): admission follows the full policy until a pack leaves
-   * the spool or statvfs shows room for a pack again (checked at most every
-   * RT_DISK_FULL_CHECK_NS). The pack that hit it lost its records (counted,
-   * reported by the next flush); sealed packs are untouched.
+   * The spool's file system is full (the writer waits for room to reserve,
+   * the worker found no room to open a pack, or a write or seal failed with
+   * CS_E_SPOOL_FULL where the file system cannot reserve): admission follows
+   * the full policy until a pack leaves the spool, the writer's reservation
+   * succeeds, or statvfs shows room for a pack again (checked at most every
+   * RT_DISK_FULL_CHECK_NS). A pack whose file system reserves loses no
+   * record to a full disk; elsewhere the pack that hit it lost its records
+   * (counted, reported by the next flush). Sealed packs are untouched.
    */
   bool disk_full;
   uint64_t disk_full_check_ns;   /* next statvfs */

@@ -394,9 +394,58 @@ static void release_through(cs_capture *cap, uint64_t count, bool event_returned
 }
 
 /*
+ * Writer, without the mutex: reserves the spool file system's room for the
+ * next length bytes of file before writing them (cs_spool_file_reserve).
+ * While the file system is full it waits here, the bytes still in their
+ * chunk or staging entry: no record is lost to a full disk. Behind it the
+ * worker waits for chunks, staging fills, and producers meet the full
+ * policy (disk_full tells them at once). It tries again every
+ * RT_DISK_FULL_CHECK_NS and whenever a pack leaves the spool. Only
+ * cs_capture_free ends the wait (abandon): the write then fails, and its
+ * pack's records are dropped and counted.
+ */
+static void reserve_room(cs_capture *cap, cs_spool_file *file, size_t length) {
+  bool waited = false;
+  for (;;) {
+    int rc = cs_spool_file_reserve(file, length);
+    pthread_mutex_lock(&cap->mutex);
+    if (rc != CS_E_SPOOL_FULL || cap->abandon) {
+      if (waited && rc != CS_E_SPOOL_FULL) {
+        cap->disk_full = false; /* there was room for this write: admission goes on */
+        if (cap->producers_waiting > 0) pthread_cond_broadcast(&cap->space_cond);
+      }
+      pthread_mutex_unlock(&cap->mutex);
+      return;
+    }
+    uint64_t now = cs_capture_clock_ns();
+    if (!waited) cap->stats.disk_full_waits++;
+    waited = true;
+    if (!cap->disk_full) {
+      cap->disk_full = true;
+      cap->disk_full_check_ns = now + RT_DISK_FULL_CHECK_NS;
+      uint64_t need = cap->cfg.sink.pack_bytes_max;
+      if (need > 8u * 1024u * 1024u) need = 8u * 1024u * 1024u;
+      cap->disk_full_need_bytes = need;
+      snprintf(cap->disk_full_msg, sizeof cap->disk_full_msg,
+               "the pack being written waits for room for %zu more bytes (fallocate: no space)", length);
+    }
+    /* pack_left broadcasts space_cond when a pack leaves the spool. */
+    rt_cond_wait_until(&cap->space_cond, &cap->mutex, now + RT_DISK_FULL_CHECK_NS);
+    pthread_mutex_unlock(&cap->mutex);
+  }
+}
+
+/* Writer, without the mutex: reserve, then write (a failed write fails the file; its seal reports it). */
+static void write_reserved(cs_capture *cap, cs_spool_file *file, const void *bytes, size_t length) {
+  reserve_room(cap, file, length);
+  (void)cs_spool_file_write(file, bytes, length);
+}
+
+/*
  * The writer thread: writes chunks and ring references in order (outside
- * the lock), returns the chunks to the worker and releases the ring entries
- * a reference held. A failed write fails the file; its seal reports it.
+ * the lock), each after reserving its room, returns the chunks to the
+ * worker and releases the ring entries a reference held. A failed write
+ * fails the file; its seal reports it.
  */
 void *rt_writer_main(void *context) {
   cs_capture *cap = context;
@@ -407,7 +456,7 @@ void *rt_writer_main(void *context) {
     if (item.kind == RT_IO_SEAL) {
       if (item.seal.trailer_pending) { /* hash_thread: the pack's last bytes */
         pthread_mutex_unlock(&cap->mutex);
-        (void)cs_spool_file_write(item.seal.file, item.seal.trailer, sizeof item.seal.trailer);
+        write_reserved(cap, item.seal.file, item.seal.trailer, sizeof item.seal.trailer);
         pthread_mutex_lock(&cap->mutex);
       }
       seal_push(cap, &item.seal);
@@ -415,7 +464,7 @@ void *rt_writer_main(void *context) {
     }
     if (item.kind == RT_IO_REF) {
       pthread_mutex_unlock(&cap->mutex);
-      (void)cs_spool_file_write(item.file, item.bytes, item.length);
+      write_reserved(cap, item.file, item.bytes, item.length);
       pthread_mutex_lock(&cap->mutex);
       assert(cap->refs_pending > 0);
       cap->refs_pending--;
@@ -428,7 +477,7 @@ void *rt_writer_main(void *context) {
     }
     assert(item.kind == RT_IO_WRITE && item.length <= cap->chunk_bytes);
     pthread_mutex_unlock(&cap->mutex);
-    (void)cs_spool_file_write(item.file, chunk_at(cap, item.chunk), item.length);
+    write_reserved(cap, item.file, chunk_at(cap, item.chunk), item.length);
     pthread_mutex_lock(&cap->mutex);
     assert(cap->chunks_free_count < RT_CHUNKS);
     cap->chunks_free[cap->chunks_free_count++] = item.chunk;
@@ -609,6 +658,7 @@ static void demote_entry(const rt_entry *entry) {
  * ENOSPC; waiting keeps them in staging until room returns.
  */
 static bool no_room_for_pack(cs_capture *cap) {
+  if (cap->abandon) return false; /* cs_capture_free: what cannot be written is dropped, not waited for */
   uint64_t now = cs_capture_clock_ns();
   if (cap->disk_full) return rt_disk_full(cap, now);
   struct statvfs vfs;
