@@ -523,6 +523,147 @@ static void test_list_packs(void **state) {
   list_expect(c, 5, NULL, 0, NULL, NULL, 0); /* no room: nothing, and no error */
 }
 
+/* SEARCH: one page; *count rows into rows[capacity]. */
+static uint32_t search_page(cs_catalog *c, uint64_t watermark, const cs_search_filter *f, const cs_search_key *after,
+                            cs_search_row *rows, uint32_t capacity) {
+  uint32_t count = 999;
+  cs_catalog_result res;
+  assert_int_equal(c->ops->search(c->self, watermark, f, after, rows, capacity, &count, &res), CS_E_OK);
+  if (res.outcome != CS_OUT_OK) fail_msg("%s: search: %s", c->ops->name, res.detail);
+  assert_true(count <= capacity);
+  return count;
+}
+
+/* "<tag>-c<r>" of each row, joined by spaces: what a search answered, in its order. */
+static void search_ids(const cs_search_row *rows, uint32_t count, char *out, size_t size) {
+  size_t len = 0;
+  out[0] = '\0';
+  for (uint32_t i = 0; i < count; i++) {
+    const cs_pack_text *id = &rows[i].d.record.meta.capture_id;
+    int n = snprintf(out + len, size - len, "%s%.*s", i == 0 ? "" : " ", (int)id->len, id->bytes);
+    assert_true(n > 0 && (size_t)n < size - len);
+    len += (size_t)n;
+  }
+}
+
+static void search_expect(cs_catalog *c, uint64_t watermark, const cs_search_filter *f, const char *want) {
+  cs_search_row rows[16];
+  uint32_t count = search_page(c, watermark, f, NULL, rows, 16);
+  char got[512];
+  search_ids(rows, count, got, sizeof got);
+  if (strcmp(got, want) != 0) fail_msg("%s: search at %llu: got \"%s\", want \"%s\"", c->ops->name,
+                                       (unsigned long long)watermark, got, want);
+}
+
+/*
+ * SEARCH: the records visible at the watermark (published, not rejected,
+ * named by an inventory row), one per capture at its highest version, in
+ * (pack id, offset, capture id) order, each filter field, and keyset pages
+ * to the end with no duplicate and no gap.
+ */
+static void test_search(void **state) {
+  cs_catalog *c = *state;
+  test_pack a, b, b3, late, poison, stale;
+  pack_make(&a, 11, 1);
+  pack_make(&b, 12, 2);
+  pack_make(&b3, 12, 5); /* b indexed again at 3 */
+  pack_make(&late, 13, 3);
+  pack_make(&poison, 14, 1);
+  pack_make(&stale, 15, 1);
+  for (int i = 0; i < 32; i++) a.ref.sha256[i] = (uint8_t)i, b.ref.sha256[i] = b3.ref.sha256[i] = (uint8_t)(100 + i);
+  b.ref.size_bytes = b3.ref.size_bytes = 8192;
+  uint64_t term = acquire(c, &lease_a, TTL_LONG_NS);
+  test_pack *v1[] = {&b, &a, &poison}, *v2[] = {&late}, *v3[] = {&b3}, *stale_batch[] = {&stale};
+  index_packs(c, &lease_a, MARGIN_NS, 1, v1, 3);
+  index_packs(c, &lease_b, MARGIN_NS, 1, stale_batch, 1); /* not the holder: nothing named */
+  publish(c, &lease_a, MARGIN_NS, 1, term);
+  reject(c, &lease_a, MARGIN_NS, &poison.ref.pack_id);
+  index_packs(c, &lease_a, MARGIN_NS, 2, v2, 1); /* never published: above every watermark below 3 */
+  index_packs(c, &lease_a, MARGIN_NS, 3, v3, 1);
+  publish(c, &lease_a, MARGIN_NS, 3, term);
+  cs_search_filter all;
+  memset(&all, 0, sizeof all);
+  search_expect(c, 0, &all, "");
+  search_expect(c, 1, &all, "11-c0 11-c1 11-c2 12-c0 12-c1 12-c2");
+  search_expect(c, 3, &all, "11-c0 11-c1 11-c2 12-c0 12-c1 12-c2 13-c0 13-c1 13-c2");
+  /* The rows themselves: every field, the version, the pack's size, sha256 and footer offset. */
+  cs_search_row rows[16];
+  assert_int_equal(search_page(c, 3, &all, NULL, rows, 16), 9);
+  for (uint32_t i = 0; i < 9; i++) {
+    const test_pack *p = i < 3 ? &a : i < 6 ? &b3 : &late;
+    uint64_t version = i < 3 ? 1 : i < 6 ? 3 : 2, step = i < 3 ? 1 : i < 6 ? 5 : 3;
+    descriptor_check(&rows[i].d, p, version, step);
+    assert_int_equal(rows[i].pack_size_bytes, p->ref.size_bytes);
+    assert_memory_equal(rows[i].pack_sha256, p->ref.sha256, 32);
+    assert_int_equal(rows[i].footer_offset, 256); /* the last record ends at 192 + 40 */
+  }
+  assert_int_equal(search_page(c, 1, &all, NULL, rows, 16), 6);
+  for (uint32_t i = 3; i < 6; i++) descriptor_check(&rows[i].d, &b, 1, 2); /* pinned at 1: the version-1 rows */
+  /* Each field. */
+  cs_search_filter f = all;
+  f.has_step = true, f.step_min = 2, f.step_max = 3;
+  search_expect(c, 3, &f, "13-c0 13-c1 13-c2");
+  f = all, f.has_layer = true, f.layer_min = -1, f.layer_max = -1;
+  search_expect(c, 3, &f, "11-c2 12-c2 13-c2");
+  f = all, f.has_tokens = true, f.token_min = 12, f.token_max = 13;
+  search_expect(c, 1, &f, "11-c1 12-c1");
+  f = all, f.has_tokens = true, f.token_min = 19, f.token_max = 21; /* [10, 19) ends before 19, [20, 29) meets it */
+  search_expect(c, 1, &f, "11-c2 12-c2");
+  f = all, f.has_captured_at = true, f.captured_min_ns = UINT64_C(1764000000000000001);
+  f.captured_max_ns = UINT64_C(1764000000000000001);
+  search_expect(c, 1, &f, "11-c1 12-c1");
+  f = all, f.has_dtype = true, f.dtype = CS_DTYPE_INT8;
+  search_expect(c, 3, &f, "");
+  f.dtype = CS_DTYPE_FLOAT32;
+  search_expect(c, 1, &f, "11-c0 11-c1 11-c2 12-c0 12-c1 12-c2");
+  cs_pack_text ids[2] = {cs_pack_text_of("12-c2"), cs_pack_text_of("11-c1")};
+  f = all, f.capture_ids = ids, f.capture_id_count = 2;
+  search_expect(c, 3, &f, "11-c1 12-c2");
+  cs_pack_text hooks[2] = {cs_pack_text_of("nope"), cs_pack_text_of("layers.3.mlp")};
+  f = all, f.hook_names = hooks, f.hook_name_count = 2;
+  search_expect(c, 1, &f, "11-c0 11-c1 11-c2 12-c0 12-c1 12-c2");
+  f.hook_name_count = 1;
+  search_expect(c, 1, &f, "");
+  cs_pack_text *texts[8] = {&f.tenant_id,  &f.experiment_id, &f.run_id,   &f.session_id,
+                            &f.request_id, &f.sequence_id,   &f.model_id, &f.model_revision};
+  const char *values[8] = {"tenant", "exp", "run", "session", "req", "seq", "model", "rev"};
+  for (int i = 0; i < 8; i++) {
+    f = all;
+    *texts[i] = cs_pack_text_of(values[i]);
+    search_expect(c, 1, &f, "11-c0 11-c1 11-c2 12-c0 12-c1 12-c2");
+    *texts[i] = cs_pack_text_of("other");
+    search_expect(c, 1, &f, "");
+    *texts[i] = (cs_pack_text){values[i], strlen(values[i]) - 1}; /* a prefix is another value */
+    search_expect(c, 1, &f, "");
+  }
+  /* Pages of two, then of one, to the end: the same rows in the same order, each once. */
+  for (uint32_t page = 1; page <= 2; page++) {
+    cs_search_row all_rows[16], part[2];
+    uint32_t total = search_page(c, 3, &all, NULL, all_rows, 16), seen = 0;
+    cs_search_key key;
+    for (int guard = 0; guard < 20; guard++) {
+      uint32_t n = search_page(c, 3, &all, seen == 0 ? NULL : &key, part, page);
+      for (uint32_t i = 0; i < n; i++) {
+        assert_true(seen < total);
+        assert_true(cs_uuid_equal(&part[i].d.pack_id, &all_rows[seen].d.pack_id));
+        assert_int_equal(part[i].d.record.offset, all_rows[seen].d.record.offset);
+        seen++;
+      }
+      if (n < page) break;
+      assert_int_equal(cs_search_key_of(&part[n - 1], &key), CS_E_OK);
+    }
+    assert_int_equal(seen, total);
+  }
+  /* Refused before anything is sent. */
+  f = all, f.has_step = true, f.step_min = 3, f.step_max = 2;
+  uint32_t count = 0;
+  cs_catalog_result res;
+  assert_int_equal(c->ops->search(c->self, 3, &f, NULL, rows, 16, &count, &res), CS_E_INVALID_ARGUMENT);
+  f = all, f.hook_name_count = 1;
+  assert_int_equal(c->ops->search(c->self, 3, &f, NULL, rows, 16, &count, &res), CS_E_INVALID_ARGUMENT);
+  assert_int_equal(c->ops->search(c->self, 3, NULL, NULL, rows, 16, &count, &res), CS_E_INVALID_ARGUMENT);
+}
+
 static uint32_t descriptors_at(cs_catalog *c, uint64_t watermark, const test_pack *p, cs_descriptor_row *rows) {
   uint32_t count = 99;
   cs_catalog_result res;
@@ -738,6 +879,7 @@ int conformance_catalog_run_backend(const char *group, const conformance_catalog
       cmocka_unit_test_setup_teardown(test_committed, setup, teardown),
       cmocka_unit_test_setup_teardown(test_descriptors, setup, teardown),
       cmocka_unit_test_setup_teardown(test_list_packs, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_search, setup, teardown),
       cmocka_unit_test_setup_teardown(test_stale_index_invisible, setup, teardown),
       cmocka_unit_test_setup_teardown(test_watermark, setup, teardown),
       cmocka_unit_test_setup_teardown(test_nul_key_refused, setup, teardown),

@@ -49,6 +49,60 @@ typedef struct cs_inventory_row {
   uint64_t version;
 } cs_inventory_row;
 
+/*
+ * What a search selects. A text field with bytes == NULL, a list with count
+ * 0 and a range whose has_ flag is false select every value; set fields
+ * must all match (AND), a list matches any of its values (OR). Ranges are
+ * inclusive, apart from the tokens' (a record's [token_start, token_end)
+ * must meet [token_min, token_max)).
+ */
+#define CS_SEARCH_LIST_MAX 256u /* values of one list (hook names, capture ids) */
+typedef struct cs_search_filter {
+  cs_pack_text tenant_id;
+  cs_pack_text experiment_id;
+  cs_pack_text run_id;
+  cs_pack_text session_id;
+  cs_pack_text request_id;
+  cs_pack_text sequence_id;
+  cs_pack_text model_id;
+  cs_pack_text model_revision;
+  const cs_pack_text *hook_names; /* any of these */
+  uint32_t hook_name_count;
+  const cs_pack_text *capture_ids; /* any of these (select / resolve by id) */
+  uint32_t capture_id_count;
+  bool has_layer;
+  int32_t layer_min, layer_max;
+  bool has_step;
+  uint64_t step_min, step_max;
+  bool has_tokens;
+  uint64_t token_min, token_max;
+  bool has_captured_at;
+  uint64_t captured_min_ns, captured_max_ns;
+  bool has_dtype;
+  cs_dtype dtype;
+} cs_search_filter;
+
+/*
+ * A position in a search's order: (pack id bytes, record offset, capture id
+ * bytes), the last row of a page. The capture id is copied (at most
+ * CS_SEARCH_KEY_ID_MAX bytes: a longer one cannot end a page).
+ */
+#define CS_SEARCH_KEY_ID_MAX 4000u
+typedef struct cs_search_key {
+  cs_uuid pack_id;
+  uint64_t offset;
+  size_t capture_id_len;
+  char capture_id[CS_SEARCH_KEY_ID_MAX];
+} cs_search_key;
+
+/* A search result: the descriptor and what a reader needs of its pack. */
+typedef struct cs_search_row {
+  cs_descriptor_row d;      /* pack id, key, record (text in the adapter's storage), version */
+  uint64_t pack_size_bytes; /* the inventory row's, at d.version */
+  uint8_t pack_sha256[32];
+  uint64_t footer_offset;   /* the first multiple of 64 after the pack's last record (its rows at d.version) */
+} cs_search_row;
+
 typedef struct cs_catalog_ops {
   const char *name;
   /* Creates the versioned tables if absent; idempotent. */
@@ -88,6 +142,19 @@ typedef struct cs_catalog_ops {
    */
   int (*list_packs)(void *self, uint64_t watermark, const cs_uuid *after, cs_inventory_row *rows, uint32_t capacity,
                     uint32_t *count, cs_catalog_result *res);
+  /*
+   * The records visible at watermark that filter selects: descriptor rows
+   * an inventory row names at their (pack_id, version), version <= the
+   * watermark, of packs with no rejected row; one per (pack id, capture id),
+   * its highest such version. In (pack id, offset, capture id) order, after
+   * `after` (NULL: from the first); at most capacity rows. A page shorter
+   * than capacity is the last. Text lives in the adapter until its next
+   * call. CS_E_INVALID_ARGUMENT (nothing sent) for a list over
+   * CS_SEARCH_LIST_MAX, a range whose min is over its max, or a NULL list
+   * with a count.
+   */
+  int (*search)(void *self, uint64_t watermark, const cs_search_filter *filter, const cs_search_key *after,
+                cs_search_row *rows, uint32_t capacity, uint32_t *count, cs_catalog_result *res);
   void (*close)(void *self);
 } cs_catalog_ops;
 
@@ -95,6 +162,12 @@ typedef struct cs_catalog {
   const cs_catalog_ops *ops;
   void *self;
 } cs_catalog;
+
+/* CS_E_OK, or CS_E_INVALID_ARGUMENT with msg naming what is wrong with the filter (the adapters' check). */
+int cs_search_filter_check(const cs_search_filter *filter, char *msg, size_t msg_size);
+
+/* Sets key to row's position; CS_E_TOO_LARGE when its capture id is over CS_SEARCH_KEY_ID_MAX. */
+int cs_search_key_of(const cs_search_row *row, cs_search_key *key);
 
 /*
  * The bulk form of descriptor rows (src/adapters/catalog_util.c): one

@@ -145,3 +145,49 @@ bool cs_catalog_index_keys_ok(const cs_index_pack *packs, uint32_t pack_count, c
   }
   return true;
 }
+
+static int filter_refuse(char *msg, size_t msg_size, const char *text) {
+  if (msg != NULL && msg_size > 0) snprintf(msg, msg_size, "search filter: %s", text);
+  return CS_E_INVALID_ARGUMENT;
+}
+
+int cs_search_filter_check(const cs_search_filter *filter, char *msg, size_t msg_size) {
+  if (filter == NULL) return filter_refuse(msg, msg_size, "filter is NULL");
+  if (filter->hook_name_count > CS_SEARCH_LIST_MAX) return filter_refuse(msg, msg_size, "more than 256 hook names");
+  if (filter->capture_id_count > CS_SEARCH_LIST_MAX) return filter_refuse(msg, msg_size, "more than 256 capture ids");
+  if (filter->hook_name_count > 0 && filter->hook_names == NULL)
+    return filter_refuse(msg, msg_size, "hook_names is NULL with a count");
+  if (filter->capture_id_count > 0 && filter->capture_ids == NULL)
+    return filter_refuse(msg, msg_size, "capture_ids is NULL with a count");
+  for (uint32_t i = 0; i < filter->hook_name_count; i++)
+    if (filter->hook_names[i].bytes == NULL) return filter_refuse(msg, msg_size, "a hook name is NULL");
+  for (uint32_t i = 0; i < filter->capture_id_count; i++)
+    if (filter->capture_ids[i].bytes == NULL) return filter_refuse(msg, msg_size, "a capture id is NULL");
+  if (filter->has_layer && filter->layer_min > filter->layer_max)
+    return filter_refuse(msg, msg_size, "layer range: min is over max");
+  if (filter->has_step && filter->step_min > filter->step_max)
+    return filter_refuse(msg, msg_size, "step range: min is over max");
+  if (filter->has_tokens && filter->token_min >= filter->token_max)
+    return filter_refuse(msg, msg_size, "token range: min must be below max (the range is [min, max))");
+  if (filter->has_captured_at && filter->captured_min_ns > filter->captured_max_ns)
+    return filter_refuse(msg, msg_size, "capture time range: min is over max");
+  if (filter->has_dtype && cs_dtype_name(filter->dtype) == NULL) return filter_refuse(msg, msg_size, "unknown dtype");
+  /* Every number must fit the catalogs' signed 64-bit integers. */
+  if ((filter->has_step && filter->step_max > (uint64_t)INT64_MAX) ||
+      (filter->has_tokens && filter->token_max > (uint64_t)INT64_MAX) ||
+      (filter->has_captured_at && filter->captured_max_ns > (uint64_t)INT64_MAX))
+    return filter_refuse(msg, msg_size, "a range's max is over 2^63 - 1");
+  if (msg != NULL && msg_size > 0) msg[0] = '\0';
+  return CS_E_OK;
+}
+
+int cs_search_key_of(const cs_search_row *row, cs_search_key *key) {
+  assert(row != NULL && key != NULL);
+  const cs_pack_text *id = &row->d.record.meta.capture_id;
+  if (id->len > CS_SEARCH_KEY_ID_MAX) return CS_E_TOO_LARGE;
+  key->pack_id = row->d.pack_id;
+  key->offset = row->d.record.offset;
+  key->capture_id_len = id->len;
+  if (id->len > 0) memcpy(key->capture_id, id->bytes, id->len);
+  return CS_E_OK;
+}

@@ -8,6 +8,7 @@
  */
 #include "capstore/sqlite_catalog.h"
 
+#include <assert.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,6 +59,8 @@ static const char schema_sql[] =
     " captured_at_ns INTEGER NOT NULL, record_offset INTEGER NOT NULL, stored_length INTEGER NOT NULL,"
     " decoded_length INTEGER NOT NULL, crc32 INTEGER NOT NULL);"
     "CREATE INDEX IF NOT EXISTS " T_DESCRIPTOR "_pack ON " T_DESCRIPTOR " (pack_id, capture_id, version);"
+    /* A search walks this index in its order and stops at the page's end. */
+    "CREATE INDEX IF NOT EXISTS " T_DESCRIPTOR "_order ON " T_DESCRIPTOR " (pack_id, record_offset, capture_id);"
     "CREATE TABLE IF NOT EXISTS " T_REJECTED " (pack_id BLOB NOT NULL, reason TEXT NOT NULL,"
     " lease_id BLOB NOT NULL, rejected_at_ns INTEGER NOT NULL);"
     "CREATE INDEX IF NOT EXISTS " T_REJECTED "_pack ON " T_REJECTED " (pack_id);"
@@ -572,6 +575,177 @@ static int sc_list_packs(void *self, uint64_t watermark, const cs_uuid *after, c
   return CS_E_OK;
 }
 
+/* A search statement's text as it is built (SQL fragments only: every value is a bound parameter). */
+typedef struct sql_text {
+  char text[8192];
+  size_t len;
+  bool overflow;
+} sql_text;
+
+static void sql_add(sql_text *q, const char *fragment) {
+  size_t n = strlen(fragment);
+  if (q->len + n >= sizeof q->text) {
+    q->overflow = true;
+    return;
+  }
+  memcpy(q->text + q->len, fragment, n + 1);
+  q->len += n;
+}
+
+/* " AND d.<column> IN (?, ...)" for a list of count values. */
+static void sql_in(sql_text *q, const char *column, uint32_t count) {
+  sql_add(q, " AND d.");
+  sql_add(q, column);
+  sql_add(q, " IN (");
+  for (uint32_t i = 0; i < count; i++) sql_add(q, i == 0 ? "?" : ", ?");
+  sql_add(q, ")");
+}
+
+/* The eight equality fields of a filter, their columns in the same order. */
+static const char *const search_text_columns[8] = {"tenant_id",  "experiment_id", "run_id",   "session_id",
+                                                   "request_id", "sequence_id",   "model_id", "model_revision"};
+
+static void search_texts(const cs_search_filter *f, const cs_pack_text *out[8]) {
+  out[0] = &f->tenant_id;
+  out[1] = &f->experiment_id;
+  out[2] = &f->run_id;
+  out[3] = &f->session_id;
+  out[4] = &f->request_id;
+  out[5] = &f->sequence_id;
+  out[6] = &f->model_id;
+  out[7] = &f->model_revision;
+}
+
+/*
+ * The search statement: visible rows (an inventory row at their version, at
+ * or below the watermark, the highest such version of their capture, no
+ * rejected row), the filter's conditions, the keyset position, the order.
+ * Parameters are positional, in the order search_bind binds them.
+ */
+static void search_sql(sql_text *q, const cs_search_filter *f, bool after) {
+  sql_add(q, "SELECT d.*, i.size_bytes, i.sha256, (SELECT max(e.record_offset + e.stored_length) FROM " T_DESCRIPTOR
+             " e WHERE e.pack_id = d.pack_id AND e.version = d.version) FROM " T_DESCRIPTOR " d JOIN " T_INVENTORY
+             " i ON i.pack_id = d.pack_id AND i.version = d.version WHERE d.version <= ? AND d.version = (SELECT "
+             "max(e.version) FROM " T_DESCRIPTOR " e JOIN " T_INVENTORY " j ON j.pack_id = e.pack_id AND j.version = "
+             "e.version WHERE e.pack_id = d.pack_id AND e.capture_id = d.capture_id AND e.version <= ?) AND NOT "
+             "EXISTS (SELECT 1 FROM " T_REJECTED " r WHERE r.pack_id = d.pack_id)");
+  const cs_pack_text *texts[8];
+  search_texts(f, texts);
+  for (int i = 0; i < 8; i++) {
+    if (texts[i]->bytes == NULL) continue;
+    sql_add(q, " AND d.");
+    sql_add(q, search_text_columns[i]);
+    sql_add(q, " = ?");
+  }
+  if (f->hook_name_count > 0) sql_in(q, "hook_name", f->hook_name_count);
+  if (f->capture_id_count > 0) sql_in(q, "capture_id", f->capture_id_count);
+  if (f->has_layer) sql_add(q, " AND d.layer_number BETWEEN ? AND ?");
+  if (f->has_step) sql_add(q, " AND d.step_number BETWEEN ? AND ?");
+  if (f->has_tokens) sql_add(q, " AND d.token_start < ? AND d.token_end > ?");
+  if (f->has_captured_at) sql_add(q, " AND d.captured_at_ns BETWEEN ? AND ?");
+  if (f->has_dtype) sql_add(q, " AND d.dtype = ?");
+  if (after) sql_add(q, " AND (d.pack_id, d.record_offset, d.capture_id) > (?, ?, ?)");
+  sql_add(q, " GROUP BY d.pack_id, d.capture_id ORDER BY d.pack_id, d.record_offset, d.capture_id LIMIT ?");
+}
+
+static int bind_list(sqlite3_stmt *st, int *at, const cs_pack_text *values, uint32_t count) {
+  int rc = SQLITE_OK;
+  for (uint32_t i = 0; i < count && rc == SQLITE_OK; i++) rc = bind_text(st, (*at)++, &values[i]);
+  return rc;
+}
+
+static int bind_pair(sqlite3_stmt *st, int *at, int64_t a, int64_t b) {
+  int rc = sqlite3_bind_int64(st, (*at)++, a);
+  return rc == SQLITE_OK ? sqlite3_bind_int64(st, (*at)++, b) : rc;
+}
+
+static int search_bind(sqlite3_stmt *st, uint64_t watermark, const cs_search_filter *f, const cs_search_key *after,
+                       uint32_t capacity) {
+  int at = 1;
+  int rc = bind_pair(st, &at, (int64_t)watermark, (int64_t)watermark);
+  const cs_pack_text *texts[8];
+  search_texts(f, texts);
+  for (int i = 0; i < 8 && rc == SQLITE_OK; i++)
+    if (texts[i]->bytes != NULL) rc = bind_text(st, at++, texts[i]);
+  if (rc == SQLITE_OK) rc = bind_list(st, &at, f->hook_names, f->hook_name_count);
+  if (rc == SQLITE_OK) rc = bind_list(st, &at, f->capture_ids, f->capture_id_count);
+  if (rc == SQLITE_OK && f->has_layer) rc = bind_pair(st, &at, f->layer_min, f->layer_max);
+  if (rc == SQLITE_OK && f->has_step) rc = bind_pair(st, &at, (int64_t)f->step_min, (int64_t)f->step_max);
+  if (rc == SQLITE_OK && f->has_tokens) rc = bind_pair(st, &at, (int64_t)f->token_max, (int64_t)f->token_min);
+  if (rc == SQLITE_OK && f->has_captured_at)
+    rc = bind_pair(st, &at, (int64_t)f->captured_min_ns, (int64_t)f->captured_max_ns);
+  if (rc == SQLITE_OK && f->has_dtype) rc = sqlite3_bind_text(st, at++, cs_dtype_name(f->dtype), -1, SQLITE_STATIC);
+  if (rc == SQLITE_OK && after != NULL) {
+    cs_pack_text id = {after->capture_id, after->capture_id_len};
+    rc = sqlite3_bind_blob(st, at++, after->pack_id.bytes, 16, SQLITE_TRANSIENT);
+    if (rc == SQLITE_OK) rc = sqlite3_bind_int64(st, at++, (sqlite3_int64)after->offset);
+    if (rc == SQLITE_OK) rc = bind_text(st, at++, &id);
+  }
+  if (rc == SQLITE_OK) rc = sqlite3_bind_int64(st, at++, (sqlite3_int64)capacity);
+  return rc;
+}
+
+/* The search columns after the descriptor's: the pack's size, sha256 and the end of its last record. */
+static const char *search_row_from_columns(sqlite_catalog *c, sqlite3_stmt *st, cs_search_row *row) {
+  memset(row, 0, sizeof *row);
+  const char *problem = row_from_columns(c, st, &row->d);
+  if (problem != NULL) return problem;
+  sqlite3_int64 size = sqlite3_column_int64(st, 28), end = sqlite3_column_int64(st, 30);
+  const void *sha = sqlite3_column_blob(st, 29);
+  if (sha == NULL || sqlite3_column_bytes(st, 29) != 32 || size < 0 || end < 0 || (uint64_t)end > UINT64_MAX - 64)
+    return "a search row's pack fields are out of their types";
+  row->pack_size_bytes = (uint64_t)size;
+  memcpy(row->pack_sha256, sha, 32);
+  row->footer_offset = ((uint64_t)end + 63) / 64 * 64;
+  if (row->footer_offset < 64) row->footer_offset = 64;
+  return NULL;
+}
+
+static int sc_search(void *self, uint64_t watermark, const cs_search_filter *filter, const cs_search_key *after,
+                     cs_search_row *rows, uint32_t capacity, uint32_t *count, cs_catalog_result *res) {
+  sqlite_catalog *c = self;
+  if (count == NULL || res == NULL || (rows == NULL && capacity > 0) || watermark > (uint64_t)INT64_MAX ||
+      cs_search_filter_check(filter, NULL, 0) != CS_E_OK || (after != NULL && after->capture_id_len > CS_SEARCH_KEY_ID_MAX))
+    return CS_E_INVALID_ARGUMENT;
+  *count = 0;
+  sql_text *sql = calloc(1, sizeof *sql); /* 8 KiB: off the stack */
+  if (sql == NULL) return CS_E_NO_MEMORY;
+  search_sql(sql, filter, after != NULL);
+  if (sql->overflow) {
+    free(sql);
+    return CS_E_TOO_LARGE;
+  }
+  row_text_free(c);
+  c->row_text = calloc(capacity == 0 ? 1 : capacity, sizeof *c->row_text);
+  if (c->row_text == NULL) {
+    free(sql);
+    return CS_E_NO_MEMORY;
+  }
+  sqlite3_stmt *st = NULL;
+  int rc = prepare(c, sql->text, &st);
+  free(sql);
+  if (rc == SQLITE_OK) rc = search_bind(st, watermark, filter, after, capacity);
+  const char *problem = NULL;
+  while (rc == SQLITE_OK || rc == SQLITE_ROW) {
+    rc = sqlite3_step(st);
+    if (rc != SQLITE_ROW) break;
+    assert(*count < capacity); /* LIMIT */
+    problem = search_row_from_columns(c, st, &rows[*count]);
+    if (problem != NULL) {
+      rc = SQLITE_CORRUPT;
+      break;
+    }
+    (*count)++;
+  }
+  sqlite3_finalize(st);
+  res_set(c, res, rc == SQLITE_DONE ? SQLITE_OK : rc);
+  if (problem != NULL) {
+    *count = 0;
+    snprintf(res->detail, sizeof res->detail, "search: %s", problem);
+  }
+  return CS_E_OK;
+}
+
 static void sc_close(void *self) {
   sqlite_catalog *c = self;
   row_text_free(c);
@@ -591,6 +765,7 @@ static const cs_catalog_ops sqlite_ops = {.name = "sqlite",
                                           .committed = sc_committed,
                                           .read_descriptors = sc_read_descriptors,
                                           .list_packs = sc_list_packs,
+                                          .search = sc_search,
                                           .close = sc_close};
 
 int cs_sqlite_catalog_open(const char *path, uint32_t busy_timeout_ms, cs_catalog *out) {
