@@ -292,6 +292,7 @@ static void prop_one(cs_prng *prng) {
   }
   cs_read_limits limits = limits_with_gap(cs_prng_below(prng, 3) == 0 ? 0 : cs_prng_below(prng, 8192));
   limits.span_bytes_max = cs_prng_below(prng, 3) == 0 ? 0 : 64 + cs_prng_below(prng, PROP_BYTES);
+  limits.whole_objects = cs_prng_below(prng, 5) == 0;
   planned p;
   make(&p, packs, pack_count, wants, want_count, &limits);
   PROP(p.rc == CS_E_OK);
@@ -324,6 +325,11 @@ static void prop_one(cs_prng *prng) {
       tails++;
       PROP(span->offset <= packs[span->pack].footer_offset);
       PROP(span->offset + span->length == packs[span->pack].size_bytes);
+    }
+    if (limits.whole_objects) { /* one read of the whole object, holding every want of its pack */
+      PROP(span->offset == 0 && span->length == packs[span->pack].size_bytes && span->tail);
+      PROP(s == 0 || p.spans[s - 1].pack != span->pack);
+      continue;
     }
     /* Each merge across a gap was within gap_bytes_max and kept the read within span_bytes_max. */
     uint64_t end = span->offset;

@@ -38,6 +38,7 @@
 #include "capstore/dirstore.h"
 #include "capstore/engine.h"
 #include "capstore/pack.h"
+#include "capstore/read_plan.h"
 #include "capstore/s3.h"
 #include "capstore/service.h"
 #include "capstore/settings.h"
@@ -242,6 +243,113 @@ void capstore_stats_get(capstore *cs, capstore_stats *out);
  */
 size_t capstore_stats_json(capstore *cs, char *buf, size_t size);
 size_t capstore_stats_prometheus(capstore *cs, char *buf, size_t size);
+
+/* ---- Reading back (src/reader/, docs/reader.md) ----------------------------------------------- */
+
+/*
+ * A reader of the store and catalog cfg names: no spool, no lease, any
+ * number beside the capture processes and the daemon. It searches the
+ * catalog at a pinned watermark and reads payloads back verified. One
+ * thread at a time per reader. CS_E_CONFIG (msg names the field) or the
+ * adapter's error.
+ */
+typedef struct capstore_reader capstore_reader;
+int capstore_reader_open(const capstore_config *cfg, capstore_reader **out, char *msg, size_t msg_size);
+void capstore_reader_free(capstore_reader *r);
+
+#define CAPSTORE_PAGE_MAX 10000u  /* rows of one search page */
+#define CAPSTORE_CURSOR_MAX 8192u /* a cursor's text, its NUL included */
+
+/*
+ * A selection: rows of the catalog visible at one watermark, their text
+ * owned by the selection (capstore_selection_free). cursor is the next
+ * page's, "" when this page was the last.
+ */
+typedef struct capstore_selection {
+  uint64_t watermark;
+  uint32_t count;
+  cs_search_row *rows;
+  char cursor[CAPSTORE_CURSOR_MAX];
+  void *storage_; /* private */
+} capstore_selection;
+void capstore_selection_free(capstore_selection *sel);
+
+/*
+ * One page of at most page_size (1 .. CAPSTORE_PAGE_MAX) records filter
+ * selects (catalog.h: cs_search_filter), in (pack id, offset, capture id)
+ * order. cursor NULL or "" starts a search: it pins the catalog's watermark
+ * now. A cursor from the previous page goes on at its watermark, so paging
+ * to the end shows each record visible there once, whatever is published
+ * meanwhile. Refused with msg naming why: CS_E_INVALID_ARGUMENT (the filter,
+ * the page size), CS_E_PARSE (not a cursor, damaged or forged), CS_E_CONFLICT
+ * (a cursor made for another filter), CS_E_STATE (a cursor pinned at a
+ * watermark ahead of the catalog's head: another catalog's, or one rolled
+ * back); CS_E_IO when the catalog did not answer. out must be zeroed or
+ * hold an earlier selection, which is freed first.
+ */
+int capstore_search(capstore_reader *r, const cs_search_filter *filter, const char *cursor, uint32_t page_size,
+                    capstore_selection *out, char *msg, size_t msg_size);
+
+/*
+ * Every record with one of ids[0 .. count) (count <= CS_SEARCH_LIST_MAX) at
+ * watermark (0: the catalog's now; above the head is CS_E_STATE), each
+ * visible record once (an id captured into several packs shows once per
+ * pack). The selection holds them all (its cursor is "").
+ */
+int capstore_select(capstore_reader *r, uint64_t watermark, const cs_pack_text *ids, uint32_t count,
+                    capstore_selection *out, char *msg, size_t msg_size);
+
+typedef struct capstore_read_options {
+  int64_t byte_limit;      /* the plan may read at most this many bytes; < 0 is refused */
+  int64_t request_limit;   /* and issue at most this many GETs; <= 0 is refused */
+  uint64_t gap_bytes_max;  /* ranges of one pack this close are read as one (default 1 MiB) */
+  uint64_t span_bytes_max; /* but no merged read longer than this (default 64 MiB; 0: no bound) */
+  uint32_t inflight_max;   /* GETs in flight at once (default 8; the store's bound caps it) */
+  bool verify_sha256;      /* read each pack whole and check its SHA-256 too (one GET per pack) */
+} capstore_read_options;
+
+/* No byte or request limit, the merge defaults above, 8 in flight, no SHA-256. */
+void capstore_read_options_default(capstore_read_options *opt);
+
+/* What a read cost: the plan, and what it did. */
+typedef struct capstore_read_cost {
+  uint64_t planned_requests, planned_bytes; /* the plan (a refused one's too) */
+  uint64_t payload_bytes;                   /* the records' own bytes in it */
+  uint32_t packs;                           /* packs read (each footer once) */
+  uint64_t requests, bytes;                 /* GETs issued and bytes they returned */
+} capstore_read_cost;
+
+/* Payloads of a selection, in its order, owned here (capstore_payloads_free). */
+typedef struct capstore_payloads {
+  uint32_t count;
+  const uint8_t **bytes; /* bytes[i]: row i's payload (length[i] bytes) */
+  uint64_t *length;
+  capstore_read_cost cost;
+  void *storage_; /* private */
+} capstore_payloads;
+void capstore_payloads_free(capstore_payloads *p);
+
+/*
+ * Reads every record of sel back. Plans first (catalog rows grouped by
+ * pack, sorted by offset, close ranges merged, each pack's footer and
+ * trailer read once) and refuses a plan over either limit before any GET
+ * (CS_E_TOO_LARGE, msg saying by how much; out->cost holds the plan). Then
+ * the GETs, at most inflight_max at a time, never more than planned. Each
+ * pack's trailer and footer are verified; every catalog field of each
+ * record is bound to its footer (CS_E_CONFLICT: a catalog row that
+ * disagrees with the pack it names is an error, not data); each payload's
+ * CRC-32 is checked (CS_E_CORRUPT), and with verify_sha256 the object's
+ * SHA-256 against the catalog's. A short read or an object whose size
+ * differs from the catalog's is an error. Errors name the pack or record;
+ * nothing is returned unless everything verified. CS_E_INVALID_ARGUMENT for
+ * a negative byte limit or a non-positive request limit, before anything.
+ */
+int capstore_read(capstore_reader *r, const capstore_selection *sel, const capstore_read_options *opt,
+                  capstore_payloads *out, char *msg, size_t msg_size);
+
+/* The plan of capstore_read without reading: cost's planned fields; refusals as capstore_read's. */
+int capstore_read_estimate(capstore_reader *r, const capstore_selection *sel, const capstore_read_options *opt,
+                           capstore_read_cost *cost, char *msg, size_t msg_size);
 
 /* The library's version, "MAJOR.MINOR.PATCH" (the CMake project's; `capstore --version` prints it). */
 const char *capstore_version(void);

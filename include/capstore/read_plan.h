@@ -49,9 +49,10 @@ typedef struct cs_read_limits {
                               record or one footer longer than it is still one read */
   uint64_t byte_limit;     /* the plan may read at most this many bytes (UINT64_MAX: no limit) */
   uint64_t request_limit;  /* and issue at most this many requests (> 0) */
+  bool whole_objects;      /* read each pack whole, [0, size), in one request (to check its SHA-256) */
 } cs_read_limits;
 
-/* Defaults: gaps up to 1 MiB merged, reads up to 64 MiB, no byte or request limit. */
+/* Defaults: gaps up to 1 MiB merged, reads up to 64 MiB, no byte or request limit, not whole. */
 void cs_read_limits_default(cs_read_limits *limits);
 
 /* One ranged GET of the plan. */

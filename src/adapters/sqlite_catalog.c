@@ -486,8 +486,10 @@ static int sc_read_descriptors(void *self, uint64_t watermark, const cs_uuid *pa
       watermark > (uint64_t)INT64_MAX)
     return CS_E_INVALID_ARGUMENT;
   /* One row per capture id: the highest version at or below the reader's watermark (argMax). */
+  /* Only rows an inventory row names at their (pack_id, version), as docs/catalog-protocol.md says readers see. */
   static const char sql[] = "SELECT * FROM " T_DESCRIPTOR " d WHERE d.pack_id = ?1 AND d.version = (SELECT max(e.version) "
-                            "FROM " T_DESCRIPTOR " e WHERE e.pack_id = d.pack_id AND e.capture_id = d.capture_id "
+                            "FROM " T_DESCRIPTOR " e JOIN " T_INVENTORY " i ON i.pack_id = e.pack_id AND i.version = "
+                            "e.version WHERE e.pack_id = d.pack_id AND e.capture_id = d.capture_id "
                             "AND e.version <= ?2) GROUP BY d.capture_id ORDER BY d.capture_id";
   *count = 0;
   row_text_free(c);

@@ -15,6 +15,7 @@ void cs_read_limits_default(cs_read_limits *limits) {
   limits->span_bytes_max = UINT64_C(64) << 20;
   limits->byte_limit = UINT64_MAX;
   limits->request_limit = UINT64_MAX;
+  limits->whole_objects = false;
 }
 
 static int refuse(int code, char *msg, size_t msg_size, const char *text) {
@@ -110,7 +111,6 @@ typedef struct builder {
   cs_read_span *spans;
   uint32_t capacity;
   uint32_t count;
-  uint64_t payload_covered_end; /* payload bytes counted once: the end of what was counted in this pack */
 } builder;
 
 /* Starts a new span; false when the capacity is spent. */
@@ -126,6 +126,30 @@ static void span_extend(builder *b, uint64_t end) {
   if (end > span->offset + span->length) span->length = end - span->offset;
 }
 
+/* The wanted bytes of order[first .. first + count) (sorted), each byte once. */
+static uint64_t union_bytes(const cs_read_want *wants, const uint32_t *order, uint32_t first, uint32_t count) {
+  uint64_t total = 0, covered_end = 0;
+  for (uint32_t i = first; i < first + count; i++) {
+    const cs_read_want *want = &wants[order[i]];
+    uint64_t end = want->offset + want->length;
+    uint64_t from = want->offset > covered_end ? want->offset : covered_end;
+    if (end > from) total += end - from;
+    if (end > covered_end) covered_end = end;
+  }
+  return total;
+}
+
+/* whole_objects: one span [0, size) holding every want of the pack. CS_E_OK or CS_E_FULL. */
+static int plan_whole(builder *b, const cs_read_want *wants, const uint32_t *order, uint32_t first, uint32_t count,
+                      const cs_read_pack *pack, cs_read_plan *plan) {
+  if (!span_open(b, wants[order[first]].pack, 0, pack->size_bytes, first)) return CS_E_FULL;
+  b->spans[b->count - 1].count = count;
+  b->spans[b->count - 1].tail = true;
+  plan->payload_bytes += union_bytes(wants, order, first, count);
+  plan->footer_bytes += pack->size_bytes - pack->footer_offset;
+  return CS_E_OK;
+}
+
 /*
  * The spans of one pack: its wants order[first .. first + count), then the
  * tail (footer and trailer), merged into the last payload span when close
@@ -135,15 +159,12 @@ static int plan_pack(builder *b, const cs_read_want *wants, const uint32_t *orde
                      const cs_read_pack *pack, const cs_read_limits *limits, cs_read_plan *plan) {
   uint32_t pack_index = wants[order[first]].pack;
   uint32_t pack_first_span = b->count;
-  b->payload_covered_end = 0;
+  if (limits->whole_objects) return plan_whole(b, wants, order, first, count, pack, plan);
+  plan->payload_bytes += union_bytes(wants, order, first, count); /* each wanted byte once, however often wanted */
   for (uint32_t i = first; i < first + count; i++) {
     const cs_read_want *want = &wants[order[i]];
     assert(want->pack == pack_index);
     uint64_t end = want->offset + want->length;
-    /* Each wanted byte counted once, however often it is wanted. */
-    uint64_t from = want->offset > b->payload_covered_end ? want->offset : b->payload_covered_end;
-    if (end > from) plan->payload_bytes += end - from;
-    if (end > b->payload_covered_end) b->payload_covered_end = end;
     if (b->count > pack_first_span && can_merge(&b->spans[b->count - 1], want->offset, end, limits)) {
       span_extend(b, end);
       b->spans[b->count - 1].count++;

@@ -1,0 +1,575 @@
+/*
+ * The reader (capstore.h) on the embedded defaults: records captured by the
+ * runtime into a dirstore and a SQLite catalog, searched by every filter
+ * field, paged to the end with no duplicate and no gap while publishing
+ * goes on, read back byte-exact within the planned requests; cursors,
+ * budgets, tampered catalog rows and tampered objects refused by name.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../src/reader/reader_internal.h"
+#include "test_capstore_util.h"
+#include "test_fs_util.h"
+
+#define SEC CS_SEC_NS
+#define RECORDS 600u
+
+typedef struct env {
+  char *root;
+  char spool[600], bucket[600], db[600];
+  capstore_config cfg;
+} env;
+
+static void env_make(env *e) {
+  e->root = tf_temp_dir("reader");
+  snprintf(e->spool, sizeof e->spool, "%s/spool", e->root);
+  snprintf(e->bucket, sizeof e->bucket, "%s/bucket", e->root);
+  snprintf(e->db, sizeof e->db, "%s/catalog.db", e->root);
+  capstore_config_default(&e->cfg);
+  e->cfg.spool_dir = e->spool;
+  e->cfg.store_dir = e->bucket;
+  e->cfg.sqlite_path = e->db;
+  e->cfg.capture.sink.pack_records_max = 50;
+  e->cfg.capture.staging_bytes = 8u << 20;
+  e->cfg.capture.record_bytes_max = 1u << 20;
+  e->cfg.capture.direct_io = false;
+}
+
+/* Record n: hook n % 3, layer n % 4 - 1, step n / 10, tokens [n, n + 5), n % 7 elements x 37 (some empty). */
+static char hooks[3][32] = {"model.layers.0.mlp", "model.layers.0.attn", "model.embed"};
+
+static uint32_t elements_of(uint64_t n) { return (uint32_t)(n % 7) * 37; }
+
+static void record_of(uint64_t n, tc_record *r) {
+  tc_record_make(r, n, elements_of(n));
+  r->meta.hook_name = cs_pack_text_of(hooks[n % 3]);
+  r->meta.layer_number = (int32_t)(n % 4) - 1;
+  r->meta.step_number = n / 10;
+  r->meta.token_start = n;
+  r->meta.token_end = n + 5;
+  r->meta.dtype = n % 5 == 0 ? CS_DTYPE_BFLOAT16 : CS_DTYPE_FLOAT16; /* both 2 bytes */
+}
+
+/* Captures records [first, first + count) and flushes them into the catalog. */
+static void capture(capstore *cs, uint64_t first, uint64_t count) {
+  uint8_t bytes[7 * 37 * 2];
+  char msg[256];
+  for (uint64_t n = first; n < first + count; n++) {
+    tc_record r;
+    record_of(n, &r);
+    size_t len = (size_t)elements_of(n) * 2u;
+    tc_payload(n, bytes, len);
+    if (capstore_write(cs, &r.meta, bytes, len, msg, sizeof msg) != CS_E_OK) fail_msg("write %llu: %s", (unsigned long long)n, msg);
+  }
+  capstore_flush_report report;
+  if (capstore_flush(cs, capstore_clock_ns() + 60 * SEC, &report, msg, sizeof msg) != CS_E_OK) fail_msg("flush: %s", msg);
+}
+
+static capstore *open_capstore(env *e) {
+  capstore *cs = NULL;
+  char msg[256];
+  if (capstore_open(&e->cfg, &cs, msg, sizeof msg) != CS_E_OK) fail_msg("capstore_open: %s", msg);
+  return cs;
+}
+
+static capstore_reader *open_reader(env *e) {
+  capstore_reader *r = NULL;
+  char msg[256];
+  if (capstore_reader_open(&e->cfg, &r, msg, sizeof msg) != CS_E_OK) fail_msg("capstore_reader_open: %s", msg);
+  return r;
+}
+
+/* The record number of a row ("rec-<n>"). */
+static uint64_t number_of(const cs_search_row *row) {
+  const cs_pack_text *id = &row->d.record.meta.capture_id;
+  char text[40];
+  snprintf(text, sizeof text, "%.*s", (int)id->len, id->bytes);
+  assert_int_equal(strncmp(text, "rec-", 4), 0);
+  return strtoull(text + 4, NULL, 10);
+}
+
+/* Reads sel back and checks every payload against what was captured. */
+static capstore_read_cost read_and_check(capstore_reader *r, const capstore_selection *sel,
+                                         const capstore_read_options *opt) {
+  capstore_payloads p;
+  char msg[512];
+  int rc = capstore_read(r, sel, opt, &p, msg, sizeof msg);
+  if (rc != CS_E_OK) fail_msg("capstore_read: %s: %s", cs_strerror(rc), msg);
+  assert_int_equal(p.count, sel->count);
+  uint8_t want[7 * 37 * 2];
+  for (uint32_t i = 0; i < p.count; i++) {
+    uint64_t n = number_of(&sel->rows[i]);
+    size_t len = (size_t)elements_of(n) * 2u;
+    assert_int_equal(p.length[i], len);
+    tc_payload(n, want, len);
+    if (len > 0 && memcmp(p.bytes[i], want, len) != 0) fail_msg("record %llu: bytes differ", (unsigned long long)n);
+  }
+  assert_int_equal(p.cost.requests, p.cost.planned_requests);
+  capstore_read_cost cost = p.cost;
+  capstore_payloads_free(&p);
+  return cost;
+}
+
+/* Pages through filter to the end; seen[n] counts each record; returns the rows. */
+static uint32_t page_all(capstore_reader *r, const cs_search_filter *f, uint32_t page, uint32_t *seen, uint32_t seen_max,
+                         uint64_t *watermark) {
+  capstore_selection sel;
+  memset(&sel, 0, sizeof sel);
+  char cursor[CAPSTORE_CURSOR_MAX] = "";
+  char msg[512];
+  uint32_t total = 0;
+  cs_search_key last;
+  bool have_last = false;
+  for (int guard = 0; guard < 100000; guard++) {
+    int rc = capstore_search(r, f, cursor, page, &sel, msg, sizeof msg);
+    if (rc != CS_E_OK) fail_msg("capstore_search: %s: %s", cs_strerror(rc), msg);
+    if (guard == 0 && watermark != NULL) *watermark = sel.watermark;
+    if (watermark != NULL) assert_int_equal(sel.watermark, *watermark); /* pinned */
+    for (uint32_t i = 0; i < sel.count; i++) {
+      uint64_t n = number_of(&sel.rows[i]);
+      assert_true(n < seen_max);
+      seen[n]++;
+      cs_search_key key;
+      assert_int_equal(cs_search_key_of(&sel.rows[i], &key), CS_E_OK);
+      if (have_last) { /* strictly increasing (pack id, offset, capture id) */
+        int c = memcmp(last.pack_id.bytes, key.pack_id.bytes, 16);
+        size_t common = last.capture_id_len < key.capture_id_len ? last.capture_id_len : key.capture_id_len;
+        int ids = memcmp(last.capture_id, key.capture_id, common);
+        bool id_before = ids < 0 || (ids == 0 && last.capture_id_len < key.capture_id_len);
+        assert_true(c < 0 || (c == 0 && (last.offset < key.offset || (last.offset == key.offset && id_before))));
+      }
+      last = key;
+      have_last = true;
+    }
+    total += sel.count;
+    if (sel.cursor[0] == '\0') break;
+    snprintf(cursor, sizeof cursor, "%s", sel.cursor);
+  }
+  capstore_selection_free(&sel);
+  return total;
+}
+
+/* Every record once, paged small and large, and read back byte-exact with the planned requests. */
+static void test_search_and_read_back(void **state) {
+  (void)state;
+  env e;
+  env_make(&e);
+  capstore *cs = open_capstore(&e);
+  capture(cs, 0, RECORDS);
+  char msg[256];
+  assert_int_equal(capstore_close(cs, 30 * SEC, msg, sizeof msg), CS_E_OK);
+  capstore_free(cs);
+  capstore_reader *r = open_reader(&e);
+  cs_search_filter all;
+  memset(&all, 0, sizeof all);
+  static uint32_t seen[RECORDS];
+  for (uint32_t page = 1; page <= 1000; page *= 7) {
+    memset(seen, 0, sizeof seen);
+    assert_int_equal(page_all(r, &all, page, seen, RECORDS, NULL), RECORDS);
+    for (uint32_t n = 0; n < RECORDS; n++) assert_int_equal(seen[n], 1);
+  }
+  /* One page of everything, read whole: each pack's footer read once, its records merged into it. */
+  capstore_selection sel;
+  memset(&sel, 0, sizeof sel);
+  assert_int_equal(capstore_search(r, &all, NULL, CAPSTORE_PAGE_MAX, &sel, msg, sizeof msg), CS_E_OK);
+  assert_int_equal(sel.count, RECORDS);
+  assert_string_equal(sel.cursor, "");
+  capstore_read_options opt;
+  capstore_read_options_default(&opt);
+  capstore_read_cost cost = read_and_check(r, &sel, &opt);
+  assert_int_equal(cost.packs, RECORDS / 50);
+  assert_int_equal(cost.planned_requests, cost.packs); /* close records and the footer: one GET a pack */
+  /* No merging: one GET per non-empty run of bytes, plus a footer read per pack. */
+  opt.gap_bytes_max = 0;
+  cost = read_and_check(r, &sel, &opt);
+  assert_true(cost.requests > cost.packs);
+  /* The whole objects, SHA-256 checked. */
+  capstore_read_options_default(&opt);
+  opt.verify_sha256 = true;
+  cost = read_and_check(r, &sel, &opt);
+  assert_int_equal(cost.requests, cost.packs);
+  /* Estimate: the plan without a GET. */
+  capstore_read_cost est;
+  assert_int_equal(capstore_read_estimate(r, &sel, &opt, &est, msg, sizeof msg), CS_E_OK);
+  assert_int_equal(est.planned_requests, cost.planned_requests);
+  assert_int_equal(est.requests, 0);
+  capstore_selection_free(&sel);
+  capstore_reader_free(r);
+  tc_remove_all(e.root);
+}
+
+/* Counts the records of [0, RECORDS) a predicate selects. */
+typedef bool (*pick_fn)(uint64_t n);
+static uint32_t count_of(pick_fn pick) {
+  uint32_t count = 0;
+  for (uint64_t n = 0; n < RECORDS; n++) count += pick(n);
+  return count;
+}
+
+static bool pick_hook_1_or_2(uint64_t n) { return n % 3 != 0; }
+static bool pick_layer(uint64_t n) { return (int)(n % 4) - 1 >= 0 && (int)(n % 4) - 1 <= 1; }
+static bool pick_step(uint64_t n) { return n / 10 >= 7 && n / 10 <= 9; }
+static bool pick_tokens(uint64_t n) { return n < 103 && n + 5 > 100; }
+static bool pick_time(uint64_t n) { return n >= 20 && n <= 29; }
+static bool pick_dtype(uint64_t n) { return n % 5 == 0; }
+static bool pick_combined(uint64_t n) { return pick_step(n) && pick_dtype(n); }
+
+static void expect_count(capstore_reader *r, const cs_search_filter *f, pick_fn pick, const char *what) {
+  static uint32_t seen[RECORDS];
+  memset(seen, 0, sizeof seen);
+  uint32_t got = page_all(r, f, 13, seen, RECORDS, NULL);
+  uint32_t want = count_of(pick);
+  if (got != want) fail_msg("%s: %u records, want %u", what, got, want);
+  for (uint64_t n = 0; n < RECORDS; n++)
+    if (seen[n] != (pick(n) ? 1u : 0u)) fail_msg("%s: record %llu seen %u times", what, (unsigned long long)n, seen[n]);
+}
+
+static void test_filters(void **state) {
+  (void)state;
+  env e;
+  env_make(&e);
+  capstore *cs = open_capstore(&e);
+  capture(cs, 0, RECORDS);
+  char msg[256];
+  assert_int_equal(capstore_close(cs, 30 * SEC, msg, sizeof msg), CS_E_OK);
+  capstore_free(cs);
+  capstore_reader *r = open_reader(&e);
+  cs_search_filter f;
+  cs_pack_text two[2] = {cs_pack_text_of(hooks[1]), cs_pack_text_of(hooks[2])};
+  memset(&f, 0, sizeof f), f.hook_names = two, f.hook_name_count = 2;
+  expect_count(r, &f, pick_hook_1_or_2, "hooks");
+  memset(&f, 0, sizeof f), f.has_layer = true, f.layer_min = 0, f.layer_max = 1;
+  expect_count(r, &f, pick_layer, "layers");
+  memset(&f, 0, sizeof f), f.has_step = true, f.step_min = 7, f.step_max = 9;
+  expect_count(r, &f, pick_step, "steps");
+  memset(&f, 0, sizeof f), f.has_tokens = true, f.token_min = 100, f.token_max = 103;
+  expect_count(r, &f, pick_tokens, "tokens");
+  memset(&f, 0, sizeof f), f.has_captured_at = true, f.captured_min_ns = 1764547200000000020ull;
+  f.captured_max_ns = 1764547200000000029ull;
+  expect_count(r, &f, pick_time, "capture time");
+  memset(&f, 0, sizeof f), f.has_dtype = true, f.dtype = CS_DTYPE_BFLOAT16;
+  expect_count(r, &f, pick_dtype, "dtype");
+  f.has_step = true, f.step_min = 7, f.step_max = 9;
+  f.model_id = cs_pack_text_of("qwen2-0.5b"), f.run_id = cs_pack_text_of("run-1");
+  expect_count(r, &f, pick_combined, "step and dtype and texts");
+  f.run_id = cs_pack_text_of("run-2");
+  static uint32_t seen[RECORDS];
+  assert_int_equal(page_all(r, &f, 5, seen, RECORDS, NULL), 0);
+  /* select by capture id: each once, read back; an unknown id selects nothing. */
+  cs_pack_text ids[3] = {cs_pack_text_of("rec-5"), cs_pack_text_of("rec-599"), cs_pack_text_of("rec-none")};
+  capstore_selection sel;
+  memset(&sel, 0, sizeof sel);
+  assert_int_equal(capstore_select(r, 0, ids, 3, &sel, msg, sizeof msg), CS_E_OK);
+  assert_int_equal(sel.count, 2);
+  capstore_read_options opt;
+  capstore_read_options_default(&opt);
+  read_and_check(r, &sel, &opt);
+  assert_int_equal(capstore_select(r, sel.watermark + 1, ids, 3, &sel, msg, sizeof msg), CS_E_STATE);
+  /* Filters refused by name before any query. */
+  memset(&f, 0, sizeof f), f.has_step = true, f.step_min = 9, f.step_max = 7;
+  assert_int_equal(capstore_search(r, &f, NULL, 10, &sel, msg, sizeof msg), CS_E_INVALID_ARGUMENT);
+  assert_non_null(strstr(msg, "step range"));
+  memset(&f, 0, sizeof f);
+  assert_int_equal(capstore_search(r, &f, NULL, 0, &sel, msg, sizeof msg), CS_E_INVALID_ARGUMENT);
+  assert_non_null(strstr(msg, "page size"));
+  capstore_selection_free(&sel);
+  capstore_reader_free(r);
+  tc_remove_all(e.root);
+}
+
+/* Pages pinned at W while more is published: exactly the records visible at W; a new search sees the rest. */
+static void test_paging_while_publishing(void **state) {
+  (void)state;
+  env e;
+  env_make(&e);
+  capstore *cs = open_capstore(&e);
+  capture(cs, 0, 300);
+  capstore_reader *r = open_reader(&e);
+  cs_search_filter all;
+  memset(&all, 0, sizeof all);
+  capstore_selection sel;
+  memset(&sel, 0, sizeof sel);
+  char msg[512];
+  static uint32_t seen[RECORDS];
+  memset(seen, 0, sizeof seen);
+  assert_int_equal(capstore_search(r, &all, NULL, 40, &sel, msg, sizeof msg), CS_E_OK);
+  uint64_t pinned = sel.watermark;
+  uint32_t total = sel.count;
+  for (uint32_t i = 0; i < sel.count; i++) seen[number_of(&sel.rows[i])]++;
+  char cursor[CAPSTORE_CURSOR_MAX];
+  uint32_t published = 0;
+  while (sel.cursor[0] != '\0') {
+    snprintf(cursor, sizeof cursor, "%s", sel.cursor);
+    if (published < 3) capture(cs, 300 + 100 * published, 100), published++; /* new versions meanwhile */
+    assert_int_equal(capstore_search(r, &all, cursor, 40, &sel, msg, sizeof msg), CS_E_OK);
+    assert_int_equal(sel.watermark, pinned);
+    for (uint32_t i = 0; i < sel.count; i++) seen[number_of(&sel.rows[i])]++;
+    total += sel.count;
+  }
+  assert_int_equal(published, 3);
+  assert_int_equal(total, 300);
+  for (uint32_t n = 0; n < 300; n++) assert_int_equal(seen[n], 1);
+  assert_int_equal(capstore_search(r, &all, NULL, CAPSTORE_PAGE_MAX, &sel, msg, sizeof msg), CS_E_OK);
+  assert_true(sel.watermark > pinned);
+  assert_int_equal(sel.count, RECORDS);
+  capstore_selection_free(&sel);
+  capstore_reader_free(r);
+  assert_int_equal(capstore_close(cs, 30 * SEC, msg, sizeof msg), CS_E_OK);
+  capstore_free(cs);
+  tc_remove_all(e.root);
+}
+
+static void expect_cursor_refused(capstore_reader *r, const cs_search_filter *f, const char *cursor, int code,
+                                  const char *needle) {
+  capstore_selection sel;
+  memset(&sel, 0, sizeof sel);
+  char msg[512];
+  int rc = capstore_search(r, f, cursor, 10, &sel, msg, sizeof msg);
+  if (rc != code || strstr(msg, needle) == NULL)
+    fail_msg("cursor %.40s...: %s (%s), want %s with \"%s\"", cursor, cs_strerror(rc), msg, cs_strerror(code), needle);
+  assert_int_equal(sel.count, 0);
+}
+
+static void test_cursor_refusals(void **state) {
+  (void)state;
+  env e;
+  env_make(&e);
+  capstore *cs = open_capstore(&e);
+  capture(cs, 0, 100);
+  char msg[512];
+  assert_int_equal(capstore_close(cs, 30 * SEC, msg, sizeof msg), CS_E_OK);
+  capstore_free(cs);
+  capstore_reader *r = open_reader(&e);
+  cs_search_filter f;
+  memset(&f, 0, sizeof f);
+  f.has_step = true, f.step_min = 0, f.step_max = 5;
+  capstore_selection sel;
+  memset(&sel, 0, sizeof sel);
+  assert_int_equal(capstore_search(r, &f, NULL, 10, &sel, msg, sizeof msg), CS_E_OK);
+  char cursor[CAPSTORE_CURSOR_MAX];
+  snprintf(cursor, sizeof cursor, "%s", sel.cursor);
+  assert_true(strlen(cursor) > 10);
+  cs_search_filter other = f;
+  other.step_max = 6;
+  expect_cursor_refused(r, &other, cursor, CS_E_CONFLICT, "another filter");
+  char forged[CAPSTORE_CURSOR_MAX];
+  for (size_t at = 4; at < strlen(cursor); at += 7) { /* any one character changed */
+    snprintf(forged, sizeof forged, "%s", cursor);
+    forged[at] = forged[at] == '0' ? '1' : '0';
+    expect_cursor_refused(r, &f, forged, CS_E_PARSE, "damaged or forged");
+  }
+  snprintf(forged, sizeof forged, "%.*s", (int)strlen(cursor) - 2, cursor);
+  expect_cursor_refused(r, &f, forged, CS_E_PARSE, "cursor:");
+  expect_cursor_refused(r, &f, "hello", CS_E_PARSE, "not a capstore cursor");
+  snprintf(forged, sizeof forged, "%s", cursor);
+  forged[6] = 'G';
+  expect_cursor_refused(r, &f, forged, CS_E_PARSE, "0-9 a-f");
+  /* A well-formed cursor pinned past the head (another catalog's): refused. */
+  rd_cursor c;
+  assert_int_equal(rd_cursor_parse(cursor, strlen(cursor), &c, msg, sizeof msg), CS_E_OK);
+  c.watermark = sel.watermark + 1;
+  assert_int_equal(rd_cursor_format(&c, forged, sizeof forged), CS_E_OK);
+  expect_cursor_refused(r, &f, forged, CS_E_STATE, "ahead of the catalog's head");
+  /* The untouched cursor goes on. */
+  assert_int_equal(capstore_search(r, &f, cursor, 10, &sel, msg, sizeof msg), CS_E_OK);
+  assert_int_equal(sel.count, 10);
+  capstore_selection_free(&sel);
+  capstore_reader_free(r);
+  tc_remove_all(e.root);
+}
+
+static void test_budget_refusals(void **state) {
+  (void)state;
+  env e;
+  env_make(&e);
+  capstore *cs = open_capstore(&e);
+  capture(cs, 0, 200);
+  char msg[512];
+  assert_int_equal(capstore_close(cs, 30 * SEC, msg, sizeof msg), CS_E_OK);
+  capstore_free(cs);
+  capstore_reader *r = open_reader(&e);
+  cs_search_filter all;
+  memset(&all, 0, sizeof all);
+  capstore_selection sel;
+  memset(&sel, 0, sizeof sel);
+  assert_int_equal(capstore_search(r, &all, NULL, 1000, &sel, msg, sizeof msg), CS_E_OK);
+  capstore_read_options opt;
+  capstore_read_options_default(&opt);
+  capstore_read_cost est;
+  assert_int_equal(capstore_read_estimate(r, &sel, &opt, &est, msg, sizeof msg), CS_E_OK);
+  capstore_payloads p;
+  opt.byte_limit = (int64_t)est.planned_bytes - 1;
+  assert_int_equal(capstore_read(r, &sel, &opt, &p, msg, sizeof msg), CS_E_TOO_LARGE);
+  assert_non_null(strstr(msg, "1 bytes over the byte limit"));
+  assert_int_equal(p.cost.requests, 0); /* refused before any GET */
+  assert_int_equal(p.cost.planned_bytes, est.planned_bytes);
+  opt.byte_limit = INT64_MAX;
+  opt.request_limit = (int64_t)est.planned_requests - 1;
+  assert_int_equal(capstore_read(r, &sel, &opt, &p, msg, sizeof msg), CS_E_TOO_LARGE);
+  assert_non_null(strstr(msg, "1 over the request limit"));
+  assert_int_equal(p.cost.requests, 0);
+  opt.request_limit = 0;
+  assert_int_equal(capstore_read(r, &sel, &opt, &p, msg, sizeof msg), CS_E_INVALID_ARGUMENT);
+  assert_non_null(strstr(msg, "request limit 0"));
+  opt.request_limit = (int64_t)est.planned_requests;
+  opt.byte_limit = -1;
+  assert_int_equal(capstore_read(r, &sel, &opt, &p, msg, sizeof msg), CS_E_INVALID_ARGUMENT);
+  assert_non_null(strstr(msg, "byte limit -1"));
+  opt.byte_limit = (int64_t)est.planned_bytes; /* exactly the plan: read */
+  capstore_read_cost cost = read_and_check(r, &sel, &opt);
+  assert_int_equal(cost.requests, est.planned_requests);
+  assert_int_equal(cost.bytes, est.planned_bytes);
+  capstore_selection_free(&sel);
+  capstore_reader_free(r);
+  tc_remove_all(e.root);
+}
+
+/* Runs one SQL statement on the catalog file (the tamperer's). */
+static void sql(env *e, const char *statement) {
+  sqlite3 *db = NULL;
+  assert_int_equal(sqlite3_open(e->db, &db), SQLITE_OK);
+  char *err = NULL;
+  if (sqlite3_exec(db, statement, NULL, NULL, &err) != SQLITE_OK) fail_msg("%s: %s", statement, err);
+  assert_int_equal(sqlite3_changes(db) > 0, 1);
+  sqlite3_close(db);
+}
+
+static void expect_read_refused(capstore_reader *r, int code, const char *needle, bool whole) {
+  cs_search_filter all;
+  memset(&all, 0, sizeof all);
+  capstore_selection sel;
+  memset(&sel, 0, sizeof sel);
+  char msg[512];
+  assert_int_equal(capstore_search(r, &all, NULL, 1000, &sel, msg, sizeof msg), CS_E_OK);
+  capstore_read_options opt;
+  capstore_read_options_default(&opt);
+  opt.verify_sha256 = whole;
+  capstore_payloads p;
+  int rc = capstore_read(r, &sel, &opt, &p, msg, sizeof msg);
+  if (rc != code || strstr(msg, needle) == NULL)
+    fail_msg("read: %s (%s), want %s with \"%s\"", cs_strerror(rc), msg, cs_strerror(code), needle);
+  assert_int_equal(p.count, 0);
+  assert_null(p.bytes);
+  capstore_selection_free(&sel);
+}
+
+static void test_tampered_catalog_rows(void **state) {
+  (void)state;
+  const char *cases[][2] = {
+      {"UPDATE cs_descriptor_v1 SET step_number = step_number + 1 WHERE capture_id = 'rec-17'", "step_number"},
+      {"UPDATE cs_descriptor_v1 SET crc32 = crc32 + 1 WHERE capture_id = 'rec-18'", "crc32"},
+      {"UPDATE cs_descriptor_v1 SET hook_name = 'x' WHERE capture_id = 'rec-19'", "hook_name"},
+      {"UPDATE cs_descriptor_v1 SET capture_id = 'rec-999' WHERE capture_id = 'rec-20'", "footer lacks it"},
+      {"UPDATE cs_descriptor_v1 SET shape = x'0100000003000000' WHERE capture_id = 'rec-22'", "shape"},
+      {"UPDATE cs_inventory_v1 SET size_bytes = size_bytes + 64", "short read"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    env e;
+    env_make(&e);
+    capstore *cs = open_capstore(&e);
+    capture(cs, 0, 100);
+    char msg[256];
+    assert_int_equal(capstore_close(cs, 30 * SEC, msg, sizeof msg), CS_E_OK);
+    capstore_free(cs);
+    sql(&e, cases[i][0]);
+    capstore_reader *r = open_reader(&e);
+    expect_read_refused(r, i == 5 ? CS_E_CORRUPT : CS_E_CONFLICT, cases[i][1], false);
+    capstore_reader_free(r);
+    tc_remove_all(e.root);
+  }
+}
+
+/* The dirstore file of a pack's key (docs/adapters.md: segments become "<seg>.d/", the last "<seg>.obj"). */
+static void object_path(const env *e, const char *key, char *out, size_t size) {
+  size_t len = (size_t)snprintf(out, size, "%s/objects/", e->bucket);
+  for (const char *p = key; *p != '\0'; p++) {
+    assert_true(len + 8 < size);
+    if (*p == '/') {
+      len += (size_t)snprintf(out + len, size - len, ".d/");
+      continue;
+    }
+    out[len++] = *p;
+  }
+  snprintf(out + len, size - len, ".obj");
+}
+
+/* Flips one bit of the object bytes at offset (after the dirstore's 80-byte header). */
+static void flip(const char *path, uint64_t offset) {
+  FILE *f = fopen(path, "r+b");
+  assert_non_null(f);
+  assert_int_equal(fseek(f, (long)(80 + offset), SEEK_SET), 0);
+  int c = fgetc(f);
+  assert_true(c != EOF);
+  assert_int_equal(fseek(f, (long)(80 + offset), SEEK_SET), 0);
+  fputc(c ^ 0x10, f);
+  fclose(f);
+}
+
+static void test_tampered_objects(void **state) {
+  (void)state;
+  for (int kind = 0; kind < 4; kind++) {
+    env e;
+    env_make(&e);
+    capstore *cs = open_capstore(&e);
+    capture(cs, 0, 100);
+    char msg[512];
+    assert_int_equal(capstore_close(cs, 30 * SEC, msg, sizeof msg), CS_E_OK);
+    capstore_free(cs);
+    capstore_reader *r = open_reader(&e);
+    capstore_selection sel;
+    memset(&sel, 0, sizeof sel);
+    cs_pack_text id = cs_pack_text_of("rec-3"); /* 3 x 37 bf16/f16 values: 222 bytes, padded to 256 */
+    assert_int_equal(capstore_select(r, 0, &id, 1, &sel, msg, sizeof msg), CS_E_OK);
+    assert_int_equal(sel.count, 1);
+    char path[1200];
+    object_path(&e, sel.rows[0].d.key, path, sizeof path);
+    const cs_pack_record *rec = &sel.rows[0].d.record;
+    if (kind == 0) { /* a payload byte: its CRC-32 */
+      flip(path, rec->offset + 5);
+      expect_read_refused(r, CS_E_CORRUPT, "CRC-32", false);
+    } else if (kind == 1) { /* a footer byte */
+      flip(path, sel.rows[0].footer_offset + 3);
+      expect_read_refused(r, CS_E_CORRUPT, "footer", false);
+    } else if (kind == 2) { /* a padding byte: no CRC covers it, the SHA-256 does */
+      flip(path, rec->offset + rec->stored_length + 1);
+      expect_read_refused(r, CS_E_CORRUPT, "SHA-256", true);
+    } else { /* cut short: the catalog's size no longer holds */
+      struct stat st;
+      assert_int_equal(stat(path, &st), 0);
+      assert_int_equal(truncate(path, st.st_size - 100), 0);
+      capstore_selection all;
+      memset(&all, 0, sizeof all);
+      cs_search_filter f;
+      memset(&f, 0, sizeof f);
+      assert_int_equal(capstore_search(r, &f, NULL, 1000, &all, msg, sizeof msg), CS_E_OK);
+      capstore_read_options opt;
+      capstore_read_options_default(&opt);
+      capstore_payloads p;
+      int rc = capstore_read(r, &all, &opt, &p, msg, sizeof msg);
+      assert_true(rc != CS_E_OK);
+      assert_non_null(strstr(msg, sel.rows[0].d.key));
+      capstore_selection_free(&all);
+    }
+    capstore_selection_free(&sel);
+    capstore_reader_free(r);
+    tc_remove_all(e.root);
+  }
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_search_and_read_back), cmocka_unit_test(test_filters),
+      cmocka_unit_test(test_paging_while_publishing), cmocka_unit_test(test_cursor_refusals),
+      cmocka_unit_test(test_budget_refusals), cmocka_unit_test(test_tampered_catalog_rows),
+      cmocka_unit_test(test_tampered_objects),
+  };
+  return cmocka_run_group_tests_name("reader", tests, NULL, NULL);
+}
