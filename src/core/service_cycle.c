@@ -584,6 +584,21 @@ static void cycle_start(cs_service *svc, uint64_t now_ns) {
 #if CAPSTORE_MUTANT == 3 /* the lease is renewed only when a cycle starts */
   if (svc->lease == CS_LEASE_HELD) svc->lease_renew_at_cycle = true;
 #endif
+  /*
+   * Rows for set-aside packs take turns with the rest. Left to a cycle with
+   * nothing else to do, they never came where only poison was left (simulator
+   * seed 5254030567055, rejected_max 2): each cycle indexed owed packs and
+   * failed on one, and once none was owed the due reconcile adopted again the
+   * packs set aside without a name (every entry of the list waiting for its
+   * row), so no cycle was ever idle. Taking turns (not first always) keeps a
+   * REJECT that keeps failing from starving the healthy packs.
+   */
+  bool reject_turn = !svc->last_was_reject && reject_wanted(svc, now_ns);
+  svc->last_was_reject = reject_turn;
+  if (reject_turn) {
+    reject_begin(svc);
+    return;
+  }
   if (cs_svc_is_publisher(svc) && cs_svc_owed_count(svc) > 0 && index_begin(svc, now_ns)) return;
   if (standby_wanted(svc, now_ns)) {
     svc->phase = PHASE_STANDBY;
@@ -599,6 +614,7 @@ static void cycle_start(cs_service *svc, uint64_t now_ns) {
   }
   svc->last_was_reconcile = false;
   if (count_spooled(svc) == 0 && reject_wanted(svc, now_ns)) {
+    svc->last_was_reject = true;
     reject_begin(svc);
     return;
   }

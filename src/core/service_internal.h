@@ -162,6 +162,7 @@ struct cs_service {
   bool reconcile_errors;
   bool recon_active;       /* a pass is in progress */
   bool last_was_reconcile; /* the last cycle served reconcile: the next serves uploads first */
+  bool last_was_reject;    /* the last cycle served rejected rows: the next serves the rest first */
   uint64_t reconcile_next_ns;
   page_entry *page;
   uint32_t page_count;
