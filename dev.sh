@@ -15,7 +15,7 @@ BUILD_PACKAGES=(build-essential cmake ninja-build pkg-config libcmocka-dev
                 libjansson-dev libssl-dev zlib1g-dev libisal-dev python3
                 libcurl4-openssl-dev libsqlite3-dev libexpat1-dev libmicrohttpd-dev)
 # What the tests add: clang (fuzz targets, the clang build), the live servers.
-PACKAGES=("${BUILD_PACKAGES[@]}" clang libclang-rt-14-dev clickhouse-server clickhouse-client)
+PACKAGES=("${BUILD_PACKAGES[@]}" clang libclang-rt-14-dev clickhouse-server clickhouse-client python3-numpy)
 
 # deps [build]: every package the tests need, or (build) only what the build needs.
 deps() {

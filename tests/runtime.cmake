@@ -60,6 +60,11 @@ add_test(NAME cli.status
           ${CMAKE_CURRENT_BINARY_DIR}/status_cli)
 set_tests_properties(cli.status PROPERTIES LABELS "runtime;cli" TIMEOUT 120)
 
+# capstore ls and capstore read on a state made by capstore demo (tests/read_cli.sh).
+add_test(NAME cli.read
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/read_cli.sh $<TARGET_FILE:capstore_cli> ${CMAKE_CURRENT_BINARY_DIR}/read_cli)
+set_tests_properties(cli.read PROPERTIES LABELS "runtime;cli" TIMEOUT 300)
+
 # The README's C example (examples/quickstart.c) runs as a user would: in a fresh directory, no server.
 add_test(NAME example.quickstart
   COMMAND sh -c "rm -rf quickstart && mkdir quickstart && cd quickstart && $<TARGET_FILE:example_quickstart>"

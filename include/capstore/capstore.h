@@ -275,6 +275,13 @@ typedef struct capstore_selection {
 void capstore_selection_free(capstore_selection *sel);
 
 /*
+ * Moves the rows of from (a later page at the same watermark) to the end of
+ * into, leaving from empty; into's cursor becomes from's. CS_E_STATE when
+ * the watermarks differ (into not empty), CS_E_NO_MEMORY (nothing moved).
+ */
+int capstore_selection_take(capstore_selection *into, capstore_selection *from);
+
+/*
  * One page of at most page_size (1 .. CAPSTORE_PAGE_MAX) records filter
  * selects (catalog.h: cs_search_filter), in (pack id, offset, capture id)
  * order. cursor NULL or "" starts a search: it pins the catalog's watermark

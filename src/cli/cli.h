@@ -48,6 +48,10 @@ int cli_status_main(int argc, char **argv);
 /* capstore serve CONFIG [--listen HOST:PORT] [--log FILE] [--log-format logfmt|json] (cmd_serve.c) */
 int cli_serve_main(int argc, char **argv);
 
+/* capstore ls CONFIG [FILTERS] and capstore read CONFIG [FILTERS] --out DIR (cmd_read.c) */
+int cli_ls_main(int argc, char **argv);
+int cli_read_main(int argc, char **argv);
+
 /* capstore pack info|verify|build|key ... (cmd_pack.c) */
 int cli_pack_main(int argc, char **argv);
 

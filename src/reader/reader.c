@@ -126,6 +126,49 @@ static int sel_append(capstore_selection *sel, const cs_search_row *row) {
   return CS_E_OK;
 }
 
+int capstore_selection_take(capstore_selection *into, capstore_selection *from) {
+  if (into == NULL || from == NULL) return CS_E_INVALID_ARGUMENT;
+  if (into->count > 0 && from->count > 0 && into->watermark != from->watermark) return CS_E_STATE;
+  sel_storage *src = from->storage_;
+  if (into->count == 0 && into->storage_ == NULL) { /* the whole of from, as it is */
+    uint64_t watermark = from->count > 0 || into->watermark == 0 ? from->watermark : into->watermark;
+    *into = *from;
+    into->watermark = watermark;
+    memset(from, 0, sizeof *from);
+    return CS_E_OK;
+  }
+  sel_storage *dst = into->storage_;
+  if (dst == NULL) {
+    dst = calloc(1, sizeof *dst);
+    if (dst == NULL) return CS_E_NO_MEMORY;
+    into->storage_ = dst;
+  }
+  uint32_t need = into->count + from->count;
+  if (need > dst->capacity) {
+    char **blocks = realloc(dst->blocks, need * sizeof *blocks);
+    if (blocks == NULL) return CS_E_NO_MEMORY;
+    dst->blocks = blocks;
+    cs_search_row *rows = realloc(into->rows, need * sizeof *rows);
+    if (rows == NULL) return CS_E_NO_MEMORY;
+    into->rows = rows;
+    dst->capacity = need;
+  }
+  if (from->count > 0) {
+    memcpy(into->rows + into->count, from->rows, from->count * sizeof *from->rows);
+    memcpy(dst->blocks + into->count, src->blocks, from->count * sizeof *src->blocks);
+    into->count = need;
+    into->watermark = from->watermark;
+    src->capacity = 0;
+    free(src->blocks);
+    free(src);
+    free(from->rows);
+  }
+  snprintf(into->cursor, sizeof into->cursor, "%s", from->cursor);
+  if (from->count == 0) capstore_selection_free(from);
+  memset(from, 0, sizeof *from);
+  return CS_E_OK;
+}
+
 /* The catalog's watermark now. CS_E_OK, or CS_E_IO with msg. */
 static int head_watermark(capstore_reader *r, uint64_t *watermark, char *msg, size_t msg_size) {
   cs_cat_head head;
