@@ -684,6 +684,10 @@ int cli_demo_main(int argc, char **argv) {
     shell_word(spool, qs, sizeof qs);
     printf("\nnext:\n");
     if (have_config) {
+      printf("  %s ls %s --hook layers.mlp.act --step 2..4\n      # search the catalog: the records a filter selects\n",
+             cli_program, qc);
+      printf("  %s read %s --step 0 --out step0\n      # read them back, verified, as .npy files numpy opens\n",
+             cli_program, qc);
       printf("  %s fsck %s --deep\n      # the spool, the store and the catalog checked against each other\n", cli_program,
              qc);
       printf("  %s status %s\n      # what the spool, the catalog and the store hold\n", cli_program, qc);
