@@ -60,7 +60,10 @@ static int usage(FILE *out, bool is_read) {
           "  --page-size N      rows per catalog query (default 1000, at most %u)\n"
           "%s"
           "\n"
-          "Exit status: 0 done, 1 refused or failed (the reason on stderr), 2 usage, 3 CONFIG unreadable.\n",
+          "exit status: 0 done; 1 refused (over a limit, a bad cursor) or failed (the reason on stderr);\n"
+          "             2 usage; 3 CONFIG unreadable.\n"
+          "\n"
+          "example: %s\n",
           is_read ? "read" : "ls", is_read ? "--out DIR [--sha256] [--raw]" : "[--cursor C] [--json]",
           is_read ? "Reads the selected records back, verified (trailer, footer, every catalog field bound to the\n"
                     "footer, CRC-32), and writes each payload into DIR: <capture id>.npy for numeric dtypes\n"
@@ -73,7 +76,9 @@ static int usage(FILE *out, bool is_read) {
                     "  --raw              every payload as raw bytes (.bin)\n"
                     "  --quiet            no progress line\n"
                   : "  --cursor C         the next page of an earlier ls with the same filters\n"
-                    "  --json             one JSON object per record (and a last {\"cursor\": ...})\n");
+                    "  --json             one JSON object per record (and a last {\"cursor\": ...})\n",
+          is_read ? "capstore read capstore-demo/capstore.json --step 0..3 --hook layers.mlp.act --out step0"
+                  : "capstore ls capstore-demo/capstore.json --run demo-1 --layer 0..3 --limit 20");
   return out == stdout ? CLI_EXIT_OK : CLI_EXIT_USAGE;
 }
 
