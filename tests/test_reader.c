@@ -25,10 +25,38 @@
 typedef struct env {
   char *root;
   char spool[600], bucket[600], db[600];
+  char name[64], prefix[80];
   capstore_config cfg;
 } env;
 
+/*
+ * Live servers (argv: the ClickHouse and S3 endpoint files of
+ * tools/servers/): the same tests on S3 + ClickHouse, each with its own
+ * catalog name and key prefix. Without them: a dirstore and SQLite.
+ */
+static struct live {
+  bool on;
+  char ch_url[128], ch_user[128], ch_password[128];
+  char s3_endpoint[256], s3_key[128], s3_secret[128], s3_bucket[128];
+} live;
+
+static void live_load(const char *ch_file, const char *s3_file) {
+  FILE *f = fopen(ch_file, "r");
+  if (f == NULL) fail_msg("%s: cannot read", ch_file);
+  unsigned port = 0;
+  if (fscanf(f, "%u %127s %127s", &port, live.ch_user, live.ch_password) < 2) fail_msg("%s: not \"port user password\"", ch_file);
+  fclose(f);
+  snprintf(live.ch_url, sizeof live.ch_url, "http://127.0.0.1:%u/", port);
+  f = fopen(s3_file, "r");
+  if (f == NULL) fail_msg("%s: cannot read", s3_file);
+  if (fscanf(f, "%255s %127s %127s %127s", live.s3_endpoint, live.s3_key, live.s3_secret, live.s3_bucket) != 4)
+    fail_msg("%s: not \"endpoint key secret bucket\"", s3_file);
+  fclose(f);
+  live.on = true;
+}
+
 static void env_make(env *e) {
+  static unsigned made;
   e->root = tf_temp_dir("reader");
   snprintf(e->spool, sizeof e->spool, "%s/spool", e->root);
   snprintf(e->bucket, sizeof e->bucket, "%s/bucket", e->root);
@@ -37,6 +65,24 @@ static void env_make(env *e) {
   e->cfg.spool_dir = e->spool;
   e->cfg.store_dir = e->bucket;
   e->cfg.sqlite_path = e->db;
+  if (live.on) {
+    snprintf(e->name, sizeof e->name, "reader_%ld_%u", (long)getpid(), made++);
+    snprintf(e->prefix, sizeof e->prefix, "%s/", e->name);
+    e->cfg.name = e->name;
+    e->cfg.key_prefix = e->prefix;
+    e->cfg.store_dir = NULL;
+    e->cfg.s3_endpoint = live.s3_endpoint;
+    e->cfg.s3_bucket = live.s3_bucket;
+    e->cfg.s3_access_key_id = live.s3_key;
+    e->cfg.s3_secret_access_key = live.s3_secret;
+    e->cfg.s3_allow_insecure = true;
+    e->cfg.sqlite_path = NULL;
+    e->cfg.clickhouse_url = live.ch_url;
+    e->cfg.clickhouse_user = live.ch_user;
+    e->cfg.clickhouse_password = live.ch_password[0] != '\0' ? live.ch_password : NULL;
+    e->cfg.clickhouse_allow_insecure = true;
+    e->cfg.service.lease_guard_ns = 1100 * CS_MS_NS; /* ClickHouse 18.16 stamps whole seconds */
+  }
   e->cfg.capture.sink.pack_records_max = 50;
   e->cfg.capture.staging_bytes = 8u << 20;
   e->cfg.capture.record_bytes_max = 1u << 20;
@@ -463,6 +509,7 @@ static void expect_read_refused(capstore_reader *r, int code, const char *needle
 
 static void test_tampered_catalog_rows(void **state) {
   (void)state;
+  if (live.on) skip(); /* the rows are changed with SQLite's own statements: the check is the reader's, one code path */
   const char *cases[][2] = {
       {"UPDATE cs_descriptor_v1 SET step_number = step_number + 1 WHERE capture_id = 'rec-17'", "step_number"},
       {"UPDATE cs_descriptor_v1 SET crc32 = crc32 + 1 WHERE capture_id = 'rec-18'", "crc32"},
@@ -487,30 +534,31 @@ static void test_tampered_catalog_rows(void **state) {
   }
 }
 
-/* The dirstore file of a pack's key (docs/adapters.md: segments become "<seg>.d/", the last "<seg>.obj"). */
-static void object_path(const env *e, const char *key, char *out, size_t size) {
-  size_t len = (size_t)snprintf(out, size, "%s/objects/", e->bucket);
-  for (const char *p = key; *p != '\0'; p++) {
-    assert_true(len + 8 < size);
-    if (*p == '/') {
-      len += (size_t)snprintf(out + len, size - len, ".d/");
-      continue;
-    }
-    out[len++] = *p;
-  }
-  snprintf(out + len, size - len, ".obj");
-}
-
-/* Flips one bit of the object bytes at offset (after the dirstore's 80-byte header). */
-static void flip(const char *path, uint64_t offset) {
-  FILE *f = fopen(path, "r+b");
-  assert_non_null(f);
-  assert_int_equal(fseek(f, (long)(80 + offset), SEEK_SET), 0);
-  int c = fgetc(f);
-  assert_true(c != EOF);
-  assert_int_equal(fseek(f, (long)(80 + offset), SEEK_SET), 0);
-  fputc(c ^ 0x10, f);
-  fclose(f);
+/*
+ * Replaces the object under key with its own bytes, one bit flipped at
+ * offset (or cut short by `cut` bytes), its metadata kept: a store whose
+ * objects changed under the catalog (through the store's API: dirstore and
+ * S3 alike).
+ */
+static void tamper(env *e, const char *key, uint64_t offset, uint64_t cut) {
+  cs_store store;
+  char msg[256];
+  if (capstore_open_store(&e->cfg, &store, msg, sizeof msg) != CS_E_OK) fail_msg("open store: %s", msg);
+  cs_object_info info;
+  cs_store_result res;
+  assert_int_equal(store.ops->head(store.self, key, &info, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_OK);
+  uint8_t *bytes = malloc((size_t)info.size_bytes);
+  size_t got = 0;
+  cs_range all = {.offset = 0, .length = info.size_bytes};
+  assert_int_equal(store.ops->get(store.self, key, &all, bytes, (size_t)info.size_bytes, &got, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_OK);
+  assert_int_equal(got, info.size_bytes);
+  if (cut == 0) bytes[offset] ^= 0x10;
+  assert_int_equal(store.ops->put(store.self, key, bytes, (size_t)(info.size_bytes - cut), &info, false, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_OK);
+  free(bytes);
+  cs_store_close(&store);
 }
 
 static void test_tampered_objects(void **state) {
@@ -529,22 +577,19 @@ static void test_tampered_objects(void **state) {
     cs_pack_text id = cs_pack_text_of("rec-3"); /* 3 x 37 bf16/f16 values: 222 bytes, padded to 256 */
     assert_int_equal(capstore_select(r, 0, &id, 1, &sel, msg, sizeof msg), CS_E_OK);
     assert_int_equal(sel.count, 1);
-    char path[1200];
-    object_path(&e, sel.rows[0].d.key, path, sizeof path);
+    const char *key = sel.rows[0].d.key;
     const cs_pack_record *rec = &sel.rows[0].d.record;
     if (kind == 0) { /* a payload byte: its CRC-32 */
-      flip(path, rec->offset + 5);
+      tamper(&e, key, rec->offset + 5, 0);
       expect_read_refused(r, CS_E_CORRUPT, "CRC-32", false);
     } else if (kind == 1) { /* a footer byte */
-      flip(path, sel.rows[0].footer_offset + 3);
+      tamper(&e, key, sel.rows[0].footer_offset + 3, 0);
       expect_read_refused(r, CS_E_CORRUPT, "footer", false);
     } else if (kind == 2) { /* a padding byte: no CRC covers it, the SHA-256 does */
-      flip(path, rec->offset + rec->stored_length + 1);
+      tamper(&e, key, rec->offset + rec->stored_length + 1, 0);
       expect_read_refused(r, CS_E_CORRUPT, "SHA-256", true);
     } else { /* cut short: the catalog's size no longer holds */
-      struct stat st;
-      assert_int_equal(stat(path, &st), 0);
-      assert_int_equal(truncate(path, st.st_size - 100), 0);
+      tamper(&e, key, 0, 100);
       capstore_selection all;
       memset(&all, 0, sizeof all);
       cs_search_filter f;
@@ -564,12 +609,15 @@ static void test_tampered_objects(void **state) {
   }
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  if (argc == 3) live_load(argv[1], argv[2]);
+  else if (argc != 1) return fprintf(stderr, "usage: test_reader [CLICKHOUSE_ENDPOINT S3_ENDPOINT]\n"), 2;
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_search_and_read_back), cmocka_unit_test(test_filters),
       cmocka_unit_test(test_paging_while_publishing), cmocka_unit_test(test_cursor_refusals),
       cmocka_unit_test(test_budget_refusals), cmocka_unit_test(test_tampered_catalog_rows),
       cmocka_unit_test(test_tampered_objects),
   };
-  return cmocka_run_group_tests_name("reader", tests, NULL, NULL);
+  return cmocka_run_group_tests_name(live.on ? "reader on S3 + ClickHouse" : "reader on dirstore + SQLite", tests, NULL,
+                                     NULL);
 }

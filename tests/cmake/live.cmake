@@ -57,3 +57,9 @@ if(TARGET capstore_conformance)
   set_tests_properties(live.clickhouse_conformance PROPERTIES FIXTURES_REQUIRED clickhouse LABELS "live;adapters"
                        RESOURCE_LOCK clickhouse TIMEOUT 180)
 endif()
+
+# The reader (tests/test_reader.c) on S3 + ClickHouse: search, paging while publishing, cursors, budgets,
+# tampered objects (its dirstore + SQLite run is unit.test_reader).
+add_test(NAME live.reader COMMAND test_reader ${CAPSTORE_LIVE_DIR}/clickhouse/endpoint ${CAPSTORE_LIVE_DIR}/s3/endpoint)
+set_tests_properties(live.reader PROPERTIES FIXTURES_REQUIRED "clickhouse;s3" LABELS "live;runtime"
+                     RESOURCE_LOCK clickhouse TIMEOUT 600)
