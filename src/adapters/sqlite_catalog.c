@@ -625,12 +625,17 @@ static void search_texts(const cs_search_filter *f, const cs_pack_text *out[8]) 
  * Parameters are positional, in the order search_bind binds them.
  */
 static void search_sql(sql_text *q, const cs_search_filter *f, bool after) {
-  sql_add(q, "SELECT d.*, i.size_bytes, i.sha256, (SELECT max(e.record_offset + e.stored_length) FROM " T_DESCRIPTOR
-             " e WHERE e.pack_id = d.pack_id AND e.version = d.version) FROM " T_DESCRIPTOR " d JOIN " T_INVENTORY
+  /*
+   * One row per (pack, capture): its highest visible version, and of copies at that version the first
+   * (rowid). No GROUP BY: SQLite then walks the order index from the cursor and stops at the LIMIT
+   * (EXPLAIN QUERY PLAN: "SEARCH d USING INDEX ..._order"), where a GROUP BY sorted every visible row.
+   */
+  sql_add(q, "SELECT d.*, i.size_bytes, i.sha256 FROM " T_DESCRIPTOR " d JOIN " T_INVENTORY
              " i ON i.pack_id = d.pack_id AND i.version = d.version WHERE d.version <= ? AND d.version = (SELECT "
              "max(e.version) FROM " T_DESCRIPTOR " e JOIN " T_INVENTORY " j ON j.pack_id = e.pack_id AND j.version = "
-             "e.version WHERE e.pack_id = d.pack_id AND e.capture_id = d.capture_id AND e.version <= ?) AND NOT "
-             "EXISTS (SELECT 1 FROM " T_REJECTED " r WHERE r.pack_id = d.pack_id)");
+             "e.version WHERE e.pack_id = d.pack_id AND e.capture_id = d.capture_id AND e.version <= ?) AND d.rowid = "
+             "(SELECT min(e.rowid) FROM " T_DESCRIPTOR " e WHERE e.pack_id = d.pack_id AND e.capture_id = d.capture_id "
+             "AND e.version = d.version) AND NOT EXISTS (SELECT 1 FROM " T_REJECTED " r WHERE r.pack_id = d.pack_id)");
   const cs_pack_text *texts[8];
   search_texts(f, texts);
   for (int i = 0; i < 8; i++) {
@@ -647,7 +652,7 @@ static void search_sql(sql_text *q, const cs_search_filter *f, bool after) {
   if (f->has_captured_at) sql_add(q, " AND d.captured_at_ns BETWEEN ? AND ?");
   if (f->has_dtype) sql_add(q, " AND d.dtype = ?");
   if (after) sql_add(q, " AND (d.pack_id, d.record_offset, d.capture_id) > (?, ?, ?)");
-  sql_add(q, " GROUP BY d.pack_id, d.capture_id ORDER BY d.pack_id, d.record_offset, d.capture_id LIMIT ?");
+  sql_add(q, " ORDER BY d.pack_id, d.record_offset, d.capture_id LIMIT ?");
 }
 
 static int bind_list(sqlite3_stmt *st, int *at, const cs_pack_text *values, uint32_t count) {
@@ -687,20 +692,50 @@ static int search_bind(sqlite3_stmt *st, uint64_t watermark, const cs_search_fil
   return rc;
 }
 
-/* The search columns after the descriptor's: the pack's size, sha256 and the end of its last record. */
+/* The search columns after the descriptor's: the pack's size and sha256. */
 static const char *search_row_from_columns(sqlite_catalog *c, sqlite3_stmt *st, cs_search_row *row) {
   memset(row, 0, sizeof *row);
   const char *problem = row_from_columns(c, st, &row->d);
   if (problem != NULL) return problem;
-  sqlite3_int64 size = sqlite3_column_int64(st, 28), end = sqlite3_column_int64(st, 30);
+  sqlite3_int64 size = sqlite3_column_int64(st, 28);
   const void *sha = sqlite3_column_blob(st, 29);
-  if (sha == NULL || sqlite3_column_bytes(st, 29) != 32 || size < 0 || end < 0 || (uint64_t)end > UINT64_MAX - 64)
-    return "a search row's pack fields are out of their types";
+  if (sha == NULL || sqlite3_column_bytes(st, 29) != 32 || size < 0) return "a search row's pack fields are out of their types";
   row->pack_size_bytes = (uint64_t)size;
   memcpy(row->pack_sha256, sha, 32);
-  row->footer_offset = ((uint64_t)end + 63) / 64 * 64;
-  if (row->footer_offset < 64) row->footer_offset = 64;
   return NULL;
+}
+
+/*
+ * Each row's footer offset: the first multiple of 64 at or after the end of
+ * its pack's last record at its version, one statement per pack of the page
+ * (rows come in pack order). Returns an SQLite code; *problem for bad data.
+ */
+static int search_footers(sqlite_catalog *c, cs_search_row *rows, uint32_t count, const char **problem) {
+  static const char sql[] = "SELECT max(record_offset + stored_length) FROM " T_DESCRIPTOR " WHERE pack_id = ?1 AND "
+                            "version = ?2";
+  sqlite3_stmt *st = NULL;
+  int rc = count > 0 ? prepare(c, sql, &st) : SQLITE_OK;
+  for (uint32_t i = 0; i < count && rc == SQLITE_OK; i++) {
+    if (i > 0 && cs_uuid_equal(&rows[i].d.pack_id, &rows[i - 1].d.pack_id) && rows[i].d.version == rows[i - 1].d.version) {
+      rows[i].footer_offset = rows[i - 1].footer_offset;
+      continue;
+    }
+    sqlite3_reset(st);
+    rc = sqlite3_bind_blob(st, 1, rows[i].d.pack_id.bytes, 16, SQLITE_TRANSIENT);
+    if (rc == SQLITE_OK) rc = sqlite3_bind_int64(st, 2, (sqlite3_int64)rows[i].d.version);
+    if (rc == SQLITE_OK) rc = sqlite3_step(st);
+    if (rc != SQLITE_ROW) break;
+    sqlite3_int64 end = sqlite3_column_int64(st, 0);
+    if (end < 0 || (uint64_t)end > (uint64_t)INT64_MAX) {
+      *problem = "a pack's records end out of range";
+      rc = SQLITE_CORRUPT;
+      break;
+    }
+    rows[i].footer_offset = end <= 64 ? 64 : ((uint64_t)end + 63) / 64 * 64;
+    rc = SQLITE_OK;
+  }
+  sqlite3_finalize(st);
+  return rc;
 }
 
 static int sc_search(void *self, uint64_t watermark, const cs_search_filter *filter, const cs_search_key *after,
@@ -740,11 +775,10 @@ static int sc_search(void *self, uint64_t watermark, const cs_search_filter *fil
     (*count)++;
   }
   sqlite3_finalize(st);
+  if (rc == SQLITE_DONE) rc = search_footers(c, rows, *count, &problem);
   res_set(c, res, rc == SQLITE_DONE ? SQLITE_OK : rc);
-  if (problem != NULL) {
-    *count = 0;
-    snprintf(res->detail, sizeof res->detail, "search: %s", problem);
-  }
+  if (problem != NULL || res->outcome != CS_OUT_OK) *count = 0;
+  if (problem != NULL) snprintf(res->detail, sizeof res->detail, "search: %s", problem);
   return CS_E_OK;
 }
 
