@@ -156,6 +156,13 @@ int cs_spool_file_write(cs_spool_file *file, const void *bytes, size_t length);
 int cs_spool_file_reserve(cs_spool_file *file, size_t length);
 
 /*
+ * Whether the spool's temp files get their room reserved: true until a
+ * file's fallocate was refused for a reason other than room (the file
+ * system cannot), false with a sys table without fallocate. Any thread.
+ */
+bool cs_spool_reserves(const cs_spool *spool);
+
+/*
  * The first step of a seal, which may run outside the spool's serialisation:
  * writes what is buffered, checks the size and pack id against the summary
  * (CS_E_INVALID_ARGUMENT), fsyncs and closes the temp file (CS_E_IO). The
@@ -181,7 +188,11 @@ typedef enum cs_spool_seal_result {
  * links it to the ready name, fsyncs the directory and unlinks the temp name.
  * Consumes file whatever the outcome (on failure the temp name is unlinked,
  * best effort; a ready name made before a failed directory fsync is unlinked
- * again so a failed seal leaves no pack behind, best effort).
+ * again so a failed seal leaves no pack behind, best effort), but one: when
+ * the link finds no room for the name (ENOSPC, EDQUOT: a directory that
+ * needs a new block on a full file system) it answers CS_E_SPOOL_FULL and
+ * keeps the synced file, for another cs_spool_seal once room may have come
+ * back, or cs_spool_abort.
  * CS_E_CONFLICT when a ready pack with this id has other bytes;
  * CS_E_INVALID_ARGUMENT when the summary disagrees with the file.
  * out (may be NULL) gets the entry and *result (may be NULL) what happened.

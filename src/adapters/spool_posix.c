@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,6 +60,7 @@ struct cs_spool {
   int lockfd;
   uint32_t packs_max;
   bool direct_io; /* temp files with O_DIRECT where the file system takes it */
+  atomic_bool cannot_reserve; /* a temp file's fallocate was refused for a reason other than room */
   uint32_t files_open; /* temp files being written through this handle */
   cs_spool_entry *index; /* ready packs, sorted by pack id */
   size_t index_count;
@@ -83,6 +85,7 @@ struct cs_spool_file {
   bool synced; /* flushed, fsynced and closed: the seal only links it */
   uint64_t reserved;    /* the file system's room reserved for offsets below this (cs_spool_file_reserve) */
   bool cannot_reserve;  /* the file system refused fallocate for a reason other than room */
+  bool reserve_used;    /* fallocate was called: the sync gives back what is past the end */
   char name[SPOOL_OPEN_NAME_LEN + 1];
   char error[SPOOL_ERROR_MAX]; /* file errors stay here: a file may be used beside its spool */
 };
@@ -718,6 +721,17 @@ int cs_spool_file_write(cs_spool_file *file, const void *bytes, size_t length) {
   return CS_E_OK;
 }
 
+/*
+ * After a reservation that failed for room: gives back whatever the failed
+ * call allocated (ext4 keeps the blocks a failed fallocate took; tmpfs undoes
+ * them) and everything reserved past the file's end, by a truncate to the
+ * file's size. What stays reserved is what was written.
+ */
+static void reserve_undo(cs_spool_file *file) {
+  (void)file->spool->sys->ftruncate(file->fd, (off_t)file->written);
+  file->reserved = file->written & ~(uint64_t)(SPOOL_DIRECT_ALIGN - 1);
+}
+
 int cs_spool_file_reserve(cs_spool_file *file, size_t length) {
   if (file == NULL) return CS_E_INVALID_ARGUMENT;
   const cs_spool_sys *sys = file->spool->sys;
@@ -730,18 +744,24 @@ int cs_spool_file_reserve(cs_spool_file *file, size_t length) {
     file->cannot_reserve = true;
     return CS_E_OK;
   }
+  file->reserve_used = true;
+  assert(file->fd >= 0);
   /* A step ahead (fewer calls), else only what is needed; fallocate allocates what is missing. */
   uint64_t tries[2] = {need + SPOOL_RESERVE_STEP, need};
-  for (int i = 0; i < 2; i++) {
+  for (int i = 0; i < 2;) {
     if (sys->fallocate(file->fd, FALLOC_FL_KEEP_SIZE, (off_t)file->reserved, (off_t)(tries[i] - file->reserved)) == 0) {
       file->reserved = tries[i];
       return CS_E_OK;
     }
+    if (errno == EINTR) continue;
     if (errno != ENOSPC && errno != EDQUOT) {
       /* EOPNOTSUPP (a file system without it), anything else: writes go on unreserved. */
       file->cannot_reserve = true;
+      atomic_store_explicit(&file->spool->cannot_reserve, true, memory_order_relaxed);
       return CS_E_OK;
     }
+    reserve_undo(file); /* hold nothing the failed call took while waiting for room */
+    i++;
   }
   return CS_E_SPOOL_FULL;
 }
@@ -754,11 +774,17 @@ int cs_spool_file_reserve(cs_spool_file *file, size_t length) {
  */
 static void file_unreserve(cs_spool_file *file) {
   const cs_spool_sys *sys = file->spool->sys;
+  if (!file->reserve_used || sys->fallocate == NULL) return;
   uint64_t end = (file->bytes + SPOOL_DIRECT_ALIGN - 1) & ~(uint64_t)(SPOOL_DIRECT_ALIGN - 1);
-  if (file->reserved <= end || sys->fallocate == NULL) return;
-  (void)sys->fallocate(file->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)end, (off_t)(file->reserved - end));
+  if (file->reserved > end)
+    (void)sys->fallocate(file->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)end, (off_t)(file->reserved - end));
   (void)sys->ftruncate(file->fd, (off_t)file->bytes);
   file->reserved = 0;
+}
+
+bool cs_spool_reserves(const cs_spool *spool) {
+  return spool != NULL && spool->sys->fallocate != NULL &&
+         !atomic_load_explicit(&((cs_spool *)(uintptr_t)spool)->cannot_reserve, memory_order_relaxed);
 }
 
 int cs_spool_file_write_fn(void *context, const uint8_t *bytes, size_t length) {
@@ -888,7 +914,11 @@ int cs_spool_seal(cs_spool *spool, cs_spool_file *file, const cs_pack_summary *s
   bool already = false;
   int rc = seal_precheck(spool, &entry, &already);
   if (rc == CS_E_OK && !already) rc = file_finish(file, summary);
-  if (rc == CS_E_OK && !already) rc = seal_link(spool, file, &entry, &already);
+  if (rc == CS_E_OK && !already) {
+    rc = seal_link(spool, file, &entry, &already);
+    /* No room for the name (a directory that needs a block): the synced file is kept for another try. */
+    if (rc == CS_E_SPOOL_FULL) return rc;
+  }
   if (rc == CS_E_OK) rc = index_put(spool, &entry);
   file_release(file, true);
   if (rc != CS_E_OK) return rc;

@@ -161,7 +161,48 @@ static void pack_fail(cs_capture *cap, int err, const char *msg) {
   note_error(cap, err, msg);
 }
 
-/* Opens a pack: a UUIDv7 id, its temp file and a writer streaming into it. */
+/*
+ * Without either mutex: waits up to RT_DISK_FULL_CHECK_NS, or until a pack
+ * leaves the spool, for the spool file system's room; meanwhile disk_full
+ * (with why) tells producers to meet the full policy. *counted makes one
+ * wait count once in disk_full_waits. False once cs_capture_free gave up
+ * waiting (abandon): the caller then fails what it was doing.
+ */
+static bool room_wait(cs_capture *cap, const char *why, bool *counted) {
+  pthread_mutex_lock(&cap->mutex);
+  bool go_on = !cap->abandon;
+  if (go_on) {
+    uint64_t now = cs_capture_clock_ns();
+    if (!*counted) cap->stats.disk_full_waits++;
+    *counted = true;
+    if (!cap->disk_full) {
+      cap->disk_full = true;
+      cap->disk_full_check_ns = now + RT_DISK_FULL_CHECK_NS;
+      uint64_t need = cap->cfg.sink.pack_bytes_max;
+      if (need > 8u * 1024u * 1024u) need = 8u * 1024u * 1024u;
+      cap->disk_full_need_bytes = need;
+      snprintf(cap->disk_full_msg, sizeof cap->disk_full_msg, "%s", why);
+    }
+    rt_cond_wait_until(&cap->space_cond, &cap->mutex, now + RT_DISK_FULL_CHECK_NS); /* pack_left broadcasts it */
+    go_on = !cap->abandon;
+  }
+  pthread_mutex_unlock(&cap->mutex);
+  return go_on;
+}
+
+/* Without either mutex: the room waited for was there; admission goes on. */
+static void room_back(cs_capture *cap) {
+  pthread_mutex_lock(&cap->mutex);
+  cap->disk_full = false;
+  if (cap->producers_waiting > 0) pthread_cond_broadcast(&cap->space_cond);
+  pthread_mutex_unlock(&cap->mutex);
+}
+
+/*
+ * Opens a pack: a UUIDv7 id, its temp file and a writer streaming into it.
+ * A temp file the file system has no room to create (ENOSPC: no inode, or a
+ * directory block) is waited for, not failed: the records stay in staging.
+ */
 static void pack_open(cs_capture *cap) {
   assert(cap->writer == NULL && cap->file == NULL);
   char text[RT_ERROR_MAX];
@@ -171,10 +212,16 @@ static void pack_open(cs_capture *cap) {
     pack_fail(cap, CS_E_IO, "getrandom failed for a pack id");
     return;
   }
-  pthread_mutex_lock(&cap->spool_mutex);
-  int rc = cs_spool_begin(cap->spool, &id, &cap->file);
-  if (rc != CS_E_OK) snprintf(text, sizeof text, "pack temp file: %.300s", cs_spool_last_error(cap->spool));
-  pthread_mutex_unlock(&cap->spool_mutex);
+  int rc;
+  bool waited = false;
+  for (;;) {
+    pthread_mutex_lock(&cap->spool_mutex);
+    rc = cs_spool_begin(cap->spool, &id, &cap->file);
+    if (rc != CS_E_OK) snprintf(text, sizeof text, "pack temp file: %.300s", cs_spool_last_error(cap->spool));
+    pthread_mutex_unlock(&cap->spool_mutex);
+    if (rc != CS_E_SPOOL_FULL || !room_wait(cap, "no room to create a pack's temp file", &waited)) break;
+  }
+  if (waited && rc == CS_E_OK) room_back(cap);
   if (rc != CS_E_OK) {
     pack_fail(cap, rc, text);
     return;
@@ -318,7 +365,7 @@ static void report_sealed(cs_capture *cap, const cs_spool_entry *entry, const rt
 
 /* Sealer: fsync (outside every lock), then link and report under the spool mutex. */
 static void seal_job(cs_capture *cap, rt_seal_job *job) {
-  char text[RT_ERROR_MAX];
+  char text[RT_ERROR_MAX] = "";
   int rc = job->err;
   if (rc == CS_E_OK && !job->empty) {
     rc = cs_spool_file_sync(job->file, &job->summary);
@@ -330,7 +377,25 @@ static void seal_job(cs_capture *cap, rt_seal_job *job) {
   if (rc == CS_E_OK && !job->empty) {
     cs_spool_entry entry;
     rc = cs_spool_seal(cap->spool, job->file, &job->summary, &entry, &result);
-    if (rc != CS_E_OK) snprintf(text, sizeof text, "pack seal failed: %.300s", cs_spool_last_error(cap->spool));
+    /* No room for the ready name: the synced file was kept; wait for room (removals need the spool mutex). */
+    for (bool waited = false; rc == CS_E_SPOOL_FULL;) {
+      pthread_mutex_unlock(&cap->spool_mutex);
+      bool go_on = room_wait(cap, "a sealed pack waits for room for its name in the spool directory", &waited);
+      pthread_mutex_lock(&cap->spool_mutex);
+      if (!go_on) {
+        snprintf(text, sizeof text, "pack seal failed: %.300s", cs_spool_last_error(cap->spool));
+        cs_spool_abort(cap->spool, job->file);
+        break;
+      }
+      rc = cs_spool_seal(cap->spool, job->file, &job->summary, &entry, &result);
+      if (rc != CS_E_SPOOL_FULL) {
+        pthread_mutex_unlock(&cap->spool_mutex);
+        room_back(cap);
+        pthread_mutex_lock(&cap->spool_mutex);
+      }
+    }
+    if (rc != CS_E_OK && text[0] == '\0')
+      snprintf(text, sizeof text, "pack seal failed: %.300s", cs_spool_last_error(cap->spool));
     size = rc == CS_E_OK ? entry.size_bytes : 0;
     if (rc == CS_E_OK && result == CS_SPOOL_SEALED) report_sealed(cap, &entry, job);
   } else if (job->file != NULL) {
@@ -408,30 +473,11 @@ static void reserve_room(cs_capture *cap, cs_spool_file *file, size_t length) {
   bool waited = false;
   for (;;) {
     int rc = cs_spool_file_reserve(file, length);
-    pthread_mutex_lock(&cap->mutex);
-    if (rc != CS_E_SPOOL_FULL || cap->abandon) {
-      if (waited && rc != CS_E_SPOOL_FULL) {
-        cap->disk_full = false; /* there was room for this write: admission goes on */
-        if (cap->producers_waiting > 0) pthread_cond_broadcast(&cap->space_cond);
-      }
-      pthread_mutex_unlock(&cap->mutex);
+    if (rc != CS_E_SPOOL_FULL) {
+      if (waited) room_back(cap); /* there was room for this write */
       return;
     }
-    uint64_t now = cs_capture_clock_ns();
-    if (!waited) cap->stats.disk_full_waits++;
-    waited = true;
-    if (!cap->disk_full) {
-      cap->disk_full = true;
-      cap->disk_full_check_ns = now + RT_DISK_FULL_CHECK_NS;
-      uint64_t need = cap->cfg.sink.pack_bytes_max;
-      if (need > 8u * 1024u * 1024u) need = 8u * 1024u * 1024u;
-      cap->disk_full_need_bytes = need;
-      snprintf(cap->disk_full_msg, sizeof cap->disk_full_msg,
-               "the pack being written waits for room for %zu more bytes (fallocate: no space)", length);
-    }
-    /* pack_left broadcasts space_cond when a pack leaves the spool. */
-    rt_cond_wait_until(&cap->space_cond, &cap->mutex, now + RT_DISK_FULL_CHECK_NS);
-    pthread_mutex_unlock(&cap->mutex);
+    if (!room_wait(cap, "the pack being written waits for room (fallocate: no space)", &waited)) return;
   }
 }
 
@@ -659,6 +705,12 @@ static void demote_entry(const rt_entry *entry) {
  */
 static bool no_room_for_pack(cs_capture *cap) {
   if (cap->abandon) return false; /* cs_capture_free: what cannot be written is dropped, not waited for */
+  /*
+   * Where the file system reserves (fallocate), the writer waits for room with the bytes kept, so a pack
+   * may always open: guessing a pack's room here only stalled small file systems with room for what
+   * was actually written (a 2 MiB pack bound on 3 MiB free waited for ever).
+   */
+  if (cs_spool_reserves(cap->spool)) return false;
   uint64_t now = cs_capture_clock_ns();
   if (cap->disk_full) return rt_disk_full(cap, now);
   struct statvfs vfs;
