@@ -25,11 +25,19 @@
 #define STATS_BYTES_FIRST 16384u
 #define STATS_TRIES_MAX 4u /* the stats grow between two calls only by a few digits */
 
+/* libmicrohttpd's messages logged per window at most (a client flood must not flood the log). */
+#define MESSAGES_PER_WINDOW 20u
+#define MESSAGE_WINDOW_NS (60ull * 1000 * 1000 * 1000)
+
 struct serve_http {
   struct MHD_Daemon *daemon;
   serve_state *state;
   atomic_bool started;   /* MHD_start_daemon returned */
   char start_error[256]; /* what libmicrohttpd said while starting (its thread does not write it) */
+  /* The message window (libmicrohttpd's one polling thread calls the logger: no lock needed). */
+  uint64_t window_start_ns;
+  uint32_t window_messages;
+  uint64_t suppressed;
 };
 
 typedef size_t (*stats_text_fn)(capstore *cs, char *buf, size_t size);
@@ -173,6 +181,21 @@ static void on_mhd_message(void *cls, const char *format, va_list args) {
   size_t n = strlen(text);
   while (n > 0 && (text[n - 1] == '\n' || text[n - 1] == '\r')) text[--n] = '\0';
   if (!atomic_load(&http->started)) snprintf(http->start_error, sizeof http->start_error, "%s", text);
+  /* At most MESSAGES_PER_WINDOW a minute; the next window's first says how many were left out. */
+  uint64_t now = capstore_clock_ns();
+  if (now - http->window_start_ns >= MESSAGE_WINDOW_NS) {
+    if (http->suppressed > 0)
+      SERVE_LOG(http->state->log, "warn", "http", SF_TEXT("message", "http messages left out of the log"),
+                SF_U64("suppressed", http->suppressed));
+    http->window_start_ns = now;
+    http->window_messages = 0;
+    http->suppressed = 0;
+  }
+  if (http->window_messages >= MESSAGES_PER_WINDOW) {
+    http->suppressed++;
+    return;
+  }
+  http->window_messages++;
   SERVE_LOG(http->state->log, "warn", "http", SF_TEXT("message", text));
 }
 
