@@ -915,3 +915,180 @@ void sim_check_sink_seal(sim_world *w, const sim_proc *p, const sim_pending_pack
              (double)waited / 1e9, (double)cfg->linger_ns / 1e9);
   if (waited > cfg->linger_ns && waited - cfg->linger_ns > w->linger_over_max_ns) w->linger_over_max_ns = waited - cfg->linger_ns;
 }
+
+/* ---- readers (sim/reader.c): search at W, bytes as captured, requests as planned, budgets ---- */
+
+/*
+ * Visible at watermark W (docs/reader.md "Search"): the pack has an
+ * inventory row at a version at or below W (the lowest one it was indexed
+ * at) and no rejected row.
+ */
+bool sim_read_visible(const sim_world *w, uint32_t pack, uint64_t watermark) {
+  const sim_pack *sp = &w->packs[pack];
+  return sp->min_version != 0 && sp->min_version <= watermark && !sp->rejected;
+}
+
+#define READ_INV_1 "(reader 1: a read at W sees what is published at or below W, each record once)"
+#define READ_INV_2 "(reader 2: data only as captured, an error only for a GET that failed or was wrong)"
+#define READ_INV_3 "(reader 3: no more requests than planned)"
+#define READ_INV_4 "(reader 4: a plan over its budget is refused before any request, one within it is not)"
+
+/* A page: asked at W, every pack on it in the filter and visible at W, in pack id order after the cursor. */
+void sim_check_read_page(sim_world *w, const sim_reader *r, uint64_t answered_at, const uint32_t *packs, uint32_t n) {
+  char id[CS_UUID_TEXT_LEN + 1];
+  if (answered_at != r->watermark)
+    sim_bail(w, SIM_EXIT_SAFETY, "r%u's read %" PRIu64 ": page %u was answered at watermark %" PRIu64 ", not at the W=%"
+             PRIu64 " its search is pinned at " READ_INV_1, r->index, r->read_id, r->pages + 1, answered_at, r->watermark);
+  if (r->watermark > w->watermark)
+    sim_bail(w, SIM_EXIT_SAFETY, "r%u's read %" PRIu64 " is pinned at W=%" PRIu64 ", above the catalog's head %" PRIu64
+             " " READ_INV_1, r->index, r->read_id, r->watermark, w->watermark);
+  for (uint32_t k = 0; k < n; k++) {
+    const sim_pack *sp = &w->packs[packs[k]];
+    if (!sim_read_visible(w, packs[k], r->watermark))
+      sim_bail(w, SIM_EXIT_SAFETY, "r%u's read %" PRIu64 " at W=%" PRIu64 " shows pack %s (inventory version %" PRIu64
+               "%s), which is not published at or below W " READ_INV_1, r->index, r->read_id, r->watermark,
+               pack_name(w, packs[k], id), sp->min_version, sp->rejected ? ", rejected" : "");
+    if (sp->ref.created_at_ns < r->from_ns || sp->ref.created_at_ns > r->to_ns)
+      sim_bail(w, SIM_EXIT_SAFETY, "r%u's read %" PRIu64 " shows pack %s, outside its filter " READ_INV_1, r->index,
+               r->read_id, pack_name(w, packs[k], id));
+    const cs_uuid *before = k > 0 ? &w->packs[packs[k - 1]].ref.pack_id : r->has_after ? &r->after : NULL;
+    if (before != NULL && cs_uuid_compare(&sp->ref.pack_id, before) <= 0)
+      sim_bail(w, SIM_EXIT_SAFETY, "r%u's read %" PRIu64 ": page %u shows pack %s out of pack id order (a repeat, or"
+               " before the cursor) " READ_INV_1, r->index, r->read_id, r->pages + 1, pack_name(w, packs[k], id));
+  }
+}
+
+static bool read_found(const sim_reader *r, uint32_t pack) {
+  for (uint32_t i = 0; i < r->found_count; i++)
+    if (r->found[i] == pack) return true;
+  return false;
+}
+
+/*
+ * The pages together: every pack of the filter visible at W, each once, and
+ * nothing else, however much was published while the reader paged. A pack
+ * rejected after W was pinned is excused either way (the catalog's rejected
+ * rows apply to every watermark).
+ */
+void sim_check_read_search(sim_world *w, const sim_reader *r) {
+  char id[CS_UUID_TEXT_LEN + 1];
+  uint32_t lo, hi;
+  sim_packs_created_between(w, r->from_ns, r->to_ns, &lo, &hi);
+  bool rejects_since = w->counters.rejects_landed != r->rejects_at_pin;
+  for (uint32_t i = lo; i < hi; i++) {
+    bool visible = sim_read_visible(w, i, r->watermark), found = read_found(r, i);
+    if (visible && !found)
+      sim_bail(w, SIM_EXIT_SAFETY, "r%u's read %" PRIu64 " at W=%" PRIu64 " misses pack %s, published at version %" PRIu64
+               " (%u pages) " READ_INV_1, r->index, r->read_id, r->watermark, pack_name(w, i, id),
+               w->packs[i].min_version, r->pages);
+    if (!visible && found && !(rejects_since && w->packs[i].rejected))
+      sim_bail(w, SIM_EXIT_SAFETY, "r%u's read %" PRIu64 " at W=%" PRIu64 " showed pack %s, which is not visible at W"
+               " (inventory version %" PRIu64 ") " READ_INV_1, r->index, r->read_id, r->watermark, pack_name(w, i, id),
+               w->packs[i].min_version);
+  }
+}
+
+/* A plan over its budget is refused (and filled as an estimate); one within it is not. */
+void sim_check_read_plan(sim_world *w, const sim_reader *r) {
+  if (r->over_budget && r->plan_rc != CS_E_TOO_LARGE)
+    sim_bail(w, SIM_EXIT_SAFETY, "r%u's read %" PRIu64 ": a plan of %" PRIu64 " requests and %" PRIu64 " bytes, over its"
+             " request limit %" PRIu64 " or byte limit %" PRIu64 ", was not refused (%s) " READ_INV_4, r->index, r->read_id,
+             r->estimate_requests, r->estimate_bytes, r->limits.request_limit, r->limits.byte_limit,
+             cs_strerror(r->plan_rc));
+  if (!r->over_budget && r->plan_rc != CS_E_OK)
+    sim_bail(w, SIM_EXIT_SAFETY, "r%u's read %" PRIu64 ": a plan of %" PRIu64 " requests and %" PRIu64 " bytes, within"
+             " its request limit %" PRIu64 " and byte limit %" PRIu64 ", was refused (%s) " READ_INV_4, r->index,
+             r->read_id, r->estimate_requests, r->estimate_bytes, r->limits.request_limit, r->limits.byte_limit,
+             cs_strerror(r->plan_rc));
+  if (r->plan.requests != r->estimate_requests || r->plan.bytes != r->estimate_bytes)
+    sim_bail(w, SIM_EXIT_SAFETY, "r%u's read %" PRIu64 ": its plan (%" PRIu64 " requests, %" PRIu64 " bytes) is not its"
+             " estimate (%" PRIu64 ", %" PRIu64 ") " READ_INV_3, r->index, r->read_id, r->plan.requests, r->plan.bytes,
+             r->estimate_requests, r->estimate_bytes);
+}
+
+/* A GET about to leave (counted already): its read was not refused, and stays within its plan and its budget. */
+void sim_check_read_get(sim_world *w, const sim_reader *r, uint32_t span) {
+  if (r->plan_rc != CS_E_OK)
+    sim_bail(w, SIM_EXIT_SAFETY, "r%u's read %" PRIu64 " was refused for its budget (%s) but sent GET %" PRIu64
+             " (span %u) " READ_INV_4, r->index, r->read_id, cs_strerror(r->plan_rc), r->issued, span);
+  if (span >= r->plan.span_count || r->issued > r->plan.requests || r->issued > r->limits.request_limit)
+    sim_bail(w, SIM_EXIT_SAFETY, "r%u's read %" PRIu64 " sent GET %" PRIu64 " (span %u): its plan has %" PRIu64
+             " requests, its request limit is %" PRIu64 " " READ_INV_3, r->index, r->read_id, r->issued, span,
+             r->plan.requests, r->limits.request_limit);
+  if (r->issued_bytes > r->plan.bytes || r->issued_bytes > r->limits.byte_limit)
+    sim_bail(w, SIM_EXIT_SAFETY, "r%u's read %" PRIu64 " asked for %" PRIu64 " bytes by GET %" PRIu64 ": its plan reads %"
+             PRIu64 ", its byte limit is %" PRIu64 " " READ_INV_3, r->index, r->read_id, r->issued_bytes, r->issued,
+             r->plan.bytes, r->limits.byte_limit);
+  if (r->inflight > r->inflight_max)
+    sim_bail(w, SIM_EXIT_SAFETY, "r%u's read %" PRIu64 " has %u GETs in flight, over its bound of %u " READ_INV_3,
+             r->index, r->read_id, r->inflight, r->inflight_max);
+}
+
+/* What span s's GET came back with, in words, or NULL when it returned its pack's own bytes. */
+static const char *answer_wrong(const sim_read_answer *a) {
+  if (!a->answered) return "no answer";
+  if (a->outcome != CS_OUT_OK) return cs_outcome_name(a->outcome);
+  return a->true_bytes ? NULL : "other bytes";
+}
+
+/* Each record asked for comes back exactly once, with the bytes its pack holds at its place. */
+static void check_read_records(sim_world *w, const sim_reader *r) {
+  char id[CS_UUID_TEXT_LEN + 1];
+  if (r->result_overflow)
+    sim_bail(w, SIM_EXIT_SAFETY, "r%u's read %" PRIu64 " returned more records than the %u it asked for " READ_INV_1,
+             r->index, r->read_id, r->want_count);
+  for (uint32_t k = 0; k < r->result_count; k++) {
+    const sim_read_record *rec = &r->result[k];
+    uint64_t capture = r->want_capture[rec->want];
+    uint32_t pack = r->pack_truth[r->wants[rec->want].pack];
+    uint64_t offset, length;
+    sim_pack_layout(w, pack, (uint32_t)(capture - w->packs[pack].capture_first), &offset, &length);
+    if (!rec->src_true || rec->src_pack != pack || !rec->in_span || rec->offset != offset || rec->length != length)
+      sim_bail(w, SIM_EXIT_SAFETY, "r%u's read %" PRIu64 " returned record %" PRIu64 " with bytes that are not the ones"
+               " captured (%s of pack %s, bytes %" PRIu64 "-%" PRIu64 "%s; captured at %" PRIu64 "-%" PRIu64 ") " READ_INV_2,
+               r->index, r->read_id, capture, rec->src_true ? "its own bytes" : "other bytes", pack_name(w, pack, id),
+               rec->offset, rec->offset + rec->length, rec->in_span ? "" : ", outside the range read", offset,
+               offset + length);
+  }
+  for (uint32_t i = 0; i < r->want_count; i++) {
+    uint32_t times = 0;
+    for (uint32_t k = 0; k < r->result_count; k++) times += r->result[k].want == i;
+    if (times != 1)
+      sim_bail(w, SIM_EXIT_SAFETY, "r%u's read %" PRIu64 " at W=%" PRIu64 " returned record %" PRIu64 " (of pack %s) %u"
+               " times; it asked for it once (%u records returned of %u) " READ_INV_1, r->index, r->read_id,
+               r->watermark, r->want_capture[i], pack_name(w, r->pack_truth[r->wants[i].pack], id), times,
+               r->result_count, r->want_count);
+  }
+}
+
+/*
+ * The read's end: data only when every GET returned its pack's own bytes,
+ * and then the records asked for, each once, byte for byte as captured;
+ * an error only when a GET failed or returned other bytes (or none).
+ */
+void sim_check_read_done(sim_world *w, const sim_reader *r, int rc) {
+  char id[CS_UUID_TEXT_LEN + 1];
+  if (r->issued > r->plan.requests)
+    sim_bail(w, SIM_EXIT_SAFETY, "r%u's read %" PRIu64 " sent %" PRIu64 " GETs; its plan has %" PRIu64 " " READ_INV_3,
+             r->index, r->read_id, r->issued, r->plan.requests);
+  uint32_t wrong = SIM_NONE, unsent = 0;
+  for (uint32_t s = 0; s < r->plan.span_count; s++) {
+    if (!r->answers[s].sent) unsent++;
+    else if (answer_wrong(&r->answers[s]) != NULL && wrong == SIM_NONE) wrong = s;
+  }
+  if (rc == CS_E_OK) {
+    if (wrong != SIM_NONE || unsent != 0) {
+      uint32_t s = wrong != SIM_NONE ? wrong : 0;
+      sim_bail(w, SIM_EXIT_SAFETY, "r%u's read %" PRIu64 " returned data although its GET of pack %s bytes %" PRIu64
+               "-%" PRIu64 " came back with %s (%u reads never sent) " READ_INV_2, r->index, r->read_id,
+               pack_name(w, r->pack_truth[r->spans[s].pack], id), r->spans[s].offset,
+               r->spans[s].offset + r->spans[s].length,
+               wrong != SIM_NONE ? answer_wrong(&r->answers[wrong]) : "nothing", unsent);
+    }
+    check_read_records(w, r);
+    return;
+  }
+  if (wrong == SIM_NONE && unsent == 0)
+    sim_bail(w, SIM_EXIT_SAFETY, "r%u's read %" PRIu64 " failed (%s) although every one of its %u GETs returned its"
+             " pack's own bytes " READ_INV_2, r->index, r->read_id, cs_strerror(rc), r->plan.span_count);
+}

@@ -243,7 +243,21 @@
   X(SIT_DISK_FULL_BLOCK, "sit_disk_full_block", "") \
   X(SIT_DISK_FULL_BLOCK_GAVE_UP, "sit_disk_full_block_gave_up", "") \
   X(SIT_DISK_FULL_REFUSE, "sit_disk_full_refuse", "") \
-  X(SIT_ADMIT_SEALS_BUSY, "sit_admit_seals_busy", "not drawn yet: seals take milliseconds, six slots never fill (a slow disk)")
+  X(SIT_ADMIT_SEALS_BUSY, "sit_admit_seals_busy", "not drawn yet: seals take milliseconds, six slots never fill (a slow disk)") \
+  /* Readers (the readers draw): searches, plans, budgets and what their GETs met. */ \
+  X(READ_OK, "read_ok", "") \
+  X(READ_EMPTY, "read_empty", "") \
+  X(READ_PAGED, "read_paged", "") \
+  X(READ_WATERMARK_MOVED, "read_watermark_moved", "") \
+  X(READ_CATALOG_FAILED, "read_catalog_failed", "") \
+  X(READ_MERGED, "read_merged", "") \
+  X(READ_WHOLE, "read_whole", "") \
+  X(READ_BUDGET_REFUSED, "read_budget_refused", "") \
+  X(READ_BUDGET_EXACT, "read_budget_exact", "") \
+  X(READ_GET_FAILED, "read_get_failed", "") \
+  X(READ_OBJECT_LOST, "read_object_lost", "") \
+  X(READ_OTHER_BYTES, "read_other_bytes", "") \
+  X(READ_CHANGED_MID_READ, "read_changed_mid_read", "")
 
 #define SIM_COV_ENUM_(id, name, why) SIM_COV_##id,
 typedef enum sim_cov_id { SIM_COV_MARKS(SIM_COV_ENUM_) SIM_COV_COUNT_ } sim_cov_id;

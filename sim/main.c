@@ -8,7 +8,9 @@
  *   drawn fault kind off, to minimise a failure), --minutes M (safety phase),
  *   --quiet, --stop-on-failure, --coverage (after the runs, print the coverage
  *   marks no run reached; with --verbose every mark's count), --require-coverage
- *   (--coverage, and exit 8 when a required mark was never reached)
+ *   (--coverage, and exit 8 when a required mark was never reached),
+ *   --reader-defect N (the readers re-introduce defect N, 1..4: a self-check
+ *   that the checker's reader invariants can fail; sim/sim.h SIM_READER_DEFECT_*)
  */
 #include "sim.h"
 
@@ -35,6 +37,7 @@ typedef struct cli {
   uint64_t minutes;
   uint64_t without_mask;
   char without_text[256];
+  uint64_t reader_defect;
 } cli;
 
 /* What to print if a core's assertion aborts the process mid-run. */
@@ -63,7 +66,7 @@ static const char *kind_name(int code) {
 static int usage(const char *why) {
   fprintf(stderr, "capstore-sim: %s\nusage: capstore-sim (--seed S | --seeds N [--first S] | --plan FILE)"
                   " [--profile swarm|none|all] [--without FAULT]... [--minutes M] [--trace] [--quiet] [--stop-on-failure]"
-                  " [--coverage [--verbose] | --require-coverage]\n", why);
+                  " [--coverage [--verbose] | --require-coverage] [--reader-defect N]\n", why);
   return SIM_EXIT_USAGE;
 }
 
@@ -99,6 +102,10 @@ static int parse_args(int argc, char **argv, cli *c) {
     } else if (strcmp(a, "--minutes") == 0) {
       if (!parse_u64(v, &c->minutes) || c->minutes == 0 || c->minutes > 60) return usage("--minutes needs 1..60");
       i++;
+    } else if (strcmp(a, "--reader-defect") == 0) {
+      if (!parse_u64(v, &c->reader_defect) || c->reader_defect == 0 || c->reader_defect >= SIM_READER_DEFECT_COUNT_)
+        return usage("--reader-defect needs 1..4");
+      i++;
     } else if (strcmp(a, "--plan") == 0 && v != NULL) c->plan_path = v, i++;
     else if (strcmp(a, "--profile") == 0 && v != NULL) c->profile = v, i++;
     else if (strcmp(a, "--without") == 0 && v != NULL) {
@@ -108,6 +115,7 @@ static int parse_args(int argc, char **argv, cli *c) {
       else if (strcmp(v, "catalog_clock_s") == 0) c->without_mask |= SIM_WITHOUT_CATALOG_CLOCK_S;
       else if (strcmp(v, "long_keys") == 0) c->without_mask |= SIM_WITHOUT_LONG_KEYS;
       else if (strcmp(v, "arrivals") == 0) c->without_mask |= SIM_WITHOUT_ARRIVALS;
+      else if (strcmp(v, "readers") == 0) c->without_mask |= SIM_WITHOUT_READERS;
       else if (f == F_COUNT_) return usage("--without needs a fault name as printed in the profile line");
       else c->without_mask |= UINT64_C(1) << f;
       size_t used = strlen(c->without_text);
@@ -147,8 +155,10 @@ static int load_plan(const char *path, cs_plan *plan) {
 
 /* "capstore-sim --seed S" and every option that shaped the run, then --trace. */
 static void replay_text(const cli *c, uint64_t seed, char *buf, size_t size) {
-  char minutes[32] = "";
+  char minutes[64] = "";
   if (c->minutes != 10) snprintf(minutes, sizeof minutes, " --minutes %" PRIu64, c->minutes);
+  if (c->reader_defect != 0)
+    snprintf(minutes + strlen(minutes), sizeof minutes - strlen(minutes), " --reader-defect %" PRIu64, c->reader_defect);
   snprintf(buf, size, "capstore-sim --seed %" PRIu64 "%s%s%s%s%s%s --trace", seed, c->profile ? " --profile " : "",
            c->profile ? c->profile : "", c->plan_path ? " --plan " : "", c->plan_path ? c->plan_path : "", minutes,
            c->without_text);
@@ -179,7 +189,8 @@ static int run_one(const cli *c, const cs_plan *plan, uint64_t seed, FILE *out, 
   fflush(out);
   sim_options opts = {.seed = seed, .profile_name = c->profile, .plan = plan, .plan_path = c->plan_path,
                       .trace = c->trace, .out = out, .duration_ns = c->minutes * 60 * CS_SEC_NS,
-                      .liveness_ns = 300 * CS_SEC_NS, .without_mask = c->without_mask, .coverage = coverage};
+                      .liveness_ns = 300 * CS_SEC_NS, .without_mask = c->without_mask, .coverage = coverage,
+                      .reader_defect = (uint32_t)c->reader_defect};
   sim_result res;
   sim_run(&opts, &res);
   if (res.exit_code == SIM_EXIT_USAGE) {

@@ -671,6 +671,7 @@ static void land_reject(sim_world *w, sim_req *req) {
     }
     sp->rejected = true;
   }
+  w->counters.rejects_landed++;
 }
 
 /*
@@ -732,6 +733,51 @@ void sim_catalog_apply(sim_world *w, sim_req *req) {
 }
 
 uint32_t sim_truth_of(const sim_world *w, const cs_uuid *id) { return truth_of(w, id); }
+
+/* ---- the catalog's search (readers) -------------------------------------- */
+
+void sim_packs_created_between(const sim_world *w, uint64_t from_ns, uint64_t to_ns, uint32_t *lo, uint32_t *hi) {
+  uint32_t a = 0, b = w->pack_count;
+  while (a < b) { /* the first pack created at or after from_ns */
+    uint32_t mid = a + (b - a) / 2;
+    if (w->packs[mid].ref.created_at_ns < from_ns) a = mid + 1;
+    else b = mid;
+  }
+  *lo = a;
+  b = w->pack_count;
+  while (a < b) { /* the first pack created after to_ns */
+    uint32_t mid = a + (b - a) / 2;
+    if (w->packs[mid].ref.created_at_ns <= to_ns) a = mid + 1;
+    else b = mid;
+  }
+  *hi = a;
+}
+
+/*
+ * A search page as both catalogs answer it (catalog.h search): rows of packs
+ * whose inventory version is at or below the watermark and that have no
+ * rejected row, in pack id order after the cursor. The model pages by pack
+ * (every record of a pack on one page); the filter is a window of creation
+ * times, which is a range of truth indexes (creation times only grow).
+ */
+uint32_t sim_catalog_search(const sim_world *w, uint64_t watermark, uint64_t from_ns, uint64_t to_ns,
+                            const cs_uuid *after, uint32_t *packs, uint32_t max) {
+  uint32_t lo, hi, n = 0;
+  sim_packs_created_between(w, from_ns, to_ns, &lo, &hi);
+  for (uint32_t i = lo; i < hi; i++) {
+    const sim_pack *sp = &w->packs[i];
+    if (sp->min_version == 0 || sp->min_version > watermark || sp->rejected) continue;
+    if (after != NULL && cs_uuid_compare(&sp->ref.pack_id, after) <= 0) continue;
+    uint32_t at = n < max ? n : max;
+    while (at > 0 && cs_uuid_compare(&sp->ref.pack_id, &w->packs[packs[at - 1]].ref.pack_id) < 0) at--;
+    if (at == max) continue; /* above the page's last id: a later page */
+    uint32_t last = n < max ? n : max - 1;
+    memmove(&packs[at + 1], &packs[at], (last - at) * sizeof packs[0]);
+    packs[at] = i;
+    if (n < max) n++;
+  }
+  return n;
+}
 
 /* Conditional create: a create-only PUT of a present key is refused only where the store enforces it. */
 bool sim_store_create_refused(const sim_world *w, const char *key, uint32_t key_len) {

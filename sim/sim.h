@@ -71,6 +71,8 @@ typedef enum sim_fault {
 #define SIM_WITHOUT_LONG_KEYS (1u << 28)
 /* Packs handed into the spool by other capture processes (capstore serve): bits past the 32 above. */
 #define SIM_WITHOUT_ARRIVALS (UINT64_C(1) << 32)
+/* Reader processes that search and read back while the others run (sim/reader.c). */
+#define SIM_WITHOUT_READERS (UINT64_C(1) << 33)
 _Static_assert(F_COUNT_ <= 28, "fault kinds and the SIM_WITHOUT_ bits share without_mask");
 
 typedef struct sim_profile {
@@ -101,7 +103,18 @@ typedef struct sim_options {
   uint64_t without_mask;    /* fault kinds forced off after the draw (for minimising); also
                                the SIM_WITHOUT_ bits */
   sim_coverage *coverage;   /* NULL, or where the run adds its coverage marks */
+  uint32_t reader_defect;   /* 0, or a defect the readers re-introduce to show the checker catches it
+                               (SIM_READER_DEFECT_*; --reader-defect N, a self-check of the checker) */
 } sim_options;
+
+/* The readers' defects (--reader-defect N): each breaks one reader invariant of sim/checker.c. */
+enum {
+  SIM_READER_DEFECT_HEAD_PAGES = 1, /* pages after the first read at the catalog's head, not at W */
+  SIM_READER_DEFECT_NO_PAYLOAD_CHECK, /* payload reads taken without checking what came back (the footer is) */
+  SIM_READER_DEFECT_RETRY,          /* a failed GET is sent once more, beyond the plan */
+  SIM_READER_DEFECT_READ_REFUSED,   /* a plan refused for its budget is read anyway */
+  SIM_READER_DEFECT_COUNT_
+};
 
 typedef struct sim_result {
   int exit_code;

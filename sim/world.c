@@ -35,7 +35,7 @@ static const char *ev_name(ev_kind kind) {
   static const char *const names[] = {"?",      "wake",   "arrive",  "reply", "seal_step",
                                       "spool",  "capture", "restart", "plan",  "fault",
                                       "flush",  "phase",  "live_check", "fault_end", "resume",
-                                      "land",   "reopen", "rearrive"};
+                                      "land",   "reopen", "rearrive", "read", "read_answer"};
   return (unsigned)kind < sizeof names / sizeof names[0] ? names[kind] : "?";
 }
 
@@ -139,17 +139,22 @@ static const sim_fault_window *window_for(const sim_world *w, bool catalog) {
 }
 
 /* The swarm's per-request faults for this target, drawn at send time. */
-static cs_plan_mode random_mode(sim_world *w, bool catalog) {
+static cs_plan_mode random_mode(sim_world *w, bool catalog, cs_prng *prng) {
   if (w->liveness) return CS_PLAN_MODE_NONE;
   const sim_profile *pr = &w->profile;
   sim_fault unknown = catalog ? F_CATALOG_UNKNOWN : F_STORE_UNKNOWN;
-  if (pr->on[unknown] && chance(&w->prng_faults, pr->rate_permille[unknown] / 4)) return CS_PLAN_MODE_UNKNOWN;
-  if (!catalog && pr->on[F_STORE_5XX] && chance(&w->prng_faults, pr->rate_permille[F_STORE_5XX] / 4))
+  if (pr->on[unknown] && chance(prng, pr->rate_permille[unknown] / 4)) return CS_PLAN_MODE_UNKNOWN;
+  if (!catalog && pr->on[F_STORE_5XX] && chance(prng, pr->rate_permille[F_STORE_5XX] / 4))
     return CS_PLAN_MODE_5XX;
-  if (!catalog && pr->on[F_STORE_THROTTLE] &&
-      chance(&w->prng_faults, pr->rate_permille[F_STORE_THROTTLE] / 4))
+  if (!catalog && pr->on[F_STORE_THROTTLE] && chance(prng, pr->rate_permille[F_STORE_THROTTLE] / 4))
     return CS_PLAN_MODE_THROTTLE;
   return CS_PLAN_MODE_NONE;
+}
+
+/* The readers' requests meet the same windows, and per-request faults drawn from their own stream. */
+cs_plan_mode sim_net_mode(sim_world *w, bool catalog, cs_prng *prng) {
+  const sim_fault_window *win = window_for(w, catalog);
+  return win != NULL ? win->mode : random_mode(w, catalog, prng);
 }
 
 static void mark_catalog_unhealthy(sim_world *w, uint64_t until_ns) {
@@ -166,7 +171,7 @@ static int svc_event(sim_proc *p, uint64_t now_ns, const cs_event *ev) {
 static void net_send(sim_world *w, sim_proc *p, uint32_t index) {
   sim_req *req = &w->reqs[index];
   const sim_fault_window *win = window_for(w, req->to_catalog);
-  cs_plan_mode mode = win != NULL ? win->mode : random_mode(w, req->to_catalog);
+  cs_plan_mode mode = win != NULL ? win->mode : random_mode(w, req->to_catalog, &w->prng_faults);
   sim_cov_send(w, req, mode);
   if (req->to_catalog && mode != CS_PLAN_MODE_NONE && mode != CS_PLAN_MODE_TOO_LARGE)
     mark_catalog_unhealthy(w, win != NULL ? win->until_ns : w->now_ns);
@@ -1674,6 +1679,8 @@ static void dispatch(sim_world *w, const sim_event *ev) {
     return;
   case EV_LIVENESS_CHECK: liveness_check(w); return;
   case EV_FAULT_END: window_end(w, (uint32_t)ev->a); return;
+  case EV_READ_START:
+  case EV_READ_ANSWER: sim_reader_event(w, ev); return;
   default: sim_bail(w, SIM_EXIT_CRASH, "event %s without a proc", ev_name(ev->kind));
   }
 }
@@ -1819,6 +1826,16 @@ static void world_setup(sim_world *w) {
     w->arrival_permille = 100 + (uint32_t)cs_prng_below(&w->prng_arrivals, 901);  /* 10% to every seal */
     w->rearrival_permille = 10 + (uint32_t)cs_prng_below(&w->prng_arrivals, 191); /* 1% to 20% of removals */
   }
+  /*
+   * Readers that search and read back while the others run (sim/reader.c):
+   * one or two in a quarter of swarm seeds (every seed of "all"), drawn from
+   * a stream of their own that also feeds every draw they make, so a seed
+   * runs as before with them off. Plans run without them.
+   */
+  cs_prng_seed(&w->prng_readers, w->opts->seed ^ UINT64_C(0x7265616465727321));
+  if (swarm ? cs_prng_below(&w->prng_readers, 4) == 0 : strcmp(name, "all") == 0)
+    w->reader_count = 1 + (uint32_t)cs_prng_below(&w->prng_readers, SIM_READERS_MAX);
+  if (w->opts->plan != NULL || (w->opts->without_mask & SIM_WITHOUT_READERS)) w->reader_count = 0;
   if (w->opts->plan != NULL) {
     w->workload = false;
     if (sim_plan_apply_settings(w, w->opts->plan) != CS_E_OK) {
@@ -1894,6 +1911,7 @@ static void world_start(sim_world *w) {
   else
     sim_schedule(w, CS_SEC_NS, EV_RANDOM_FAULT, SIM_NONE, 0, 0);
   sim_schedule(w, w->safety_end_ns, EV_PHASE, SIM_NONE, 0, 0);
+  sim_readers_start(w);
 }
 
 static void world_free(sim_world *w) {
@@ -1925,6 +1943,7 @@ void sim_run(const sim_options *opts, sim_result *result) {
   if (w->long_keys) fputs(" keys=long_keys", opts->out);
   if (w->opaque_tokens) fputs(" list=opaque_tokens", opts->out);
   if (w->big_footers) fputs(" records=big_footers", opts->out);
+  if (w->reader_count != 0) fprintf(opts->out, " readers=%u", w->reader_count);
   if (w->arrival_permille != 0 || w->rearrival_permille != 0)
     fprintf(opts->out, " spool=arrivals(seals:%u/1000,rearrivals:%u/1000)", w->arrival_permille, w->rearrival_permille);
   if (w->catalog_claims_concurrent || w->catalog_clock_ns > 1)

@@ -8,6 +8,8 @@
 
 #include "sim.h"
 
+#include "capstore/read_plan.h"
+
 #include <setjmp.h>
 
 #define SIM_PROCS_MAX 6u
@@ -302,6 +304,8 @@ typedef enum ev_kind {
   EV_LAND,          /* a fenced write's rows land at the catalog */
   EV_REOPEN,        /* a new engine opens on the spool of a closed one */
   EV_REARRIVE,      /* a shipped pack is linked into its spool again and arrives (a = pack, b = svc_gen) */
+  EV_READ_START,    /* a reader starts its next read (a = reader) */
+  EV_READ_ANSWER,   /* a reader's catalog or store request is answered (a = reader, b = read << 16 | tag) */
 } ev_kind;
 
 typedef struct sim_event {
@@ -359,6 +363,8 @@ typedef struct sim_counters {
   uint64_t arrivals;        /* seals reported to their service as arrivals (recovered) and taken */
   uint64_t rearrivals;      /* shipped packs linked into their spool again and reported as arrivals */
   uint64_t index_of_committed; /* packs in INDEX batches that the catalog already held at a published version */
+  uint64_t rejects_landed;  /* REJECT statements whose rows landed */
+  uint64_t reads_started, reads_ok, reads_failed, reads_refused; /* readers' reads */
 } sim_counters;
 
 /* coverage.c: one run's marks, and what it remembers to see a change between steps. */
@@ -374,6 +380,84 @@ typedef struct sim_cov_run {
   sim_cov_proc procs[SIM_PROCS_MAX];
   uint8_t recovered[SIM_PACKS_MAX / 8]; /* packs a service found in its spool at start */
 } sim_cov_run;
+
+
+/*
+ * Readers (the `readers` draw, sim/reader.c): processes that search the
+ * catalog at a pinned watermark and read the records back through the
+ * read-planning core (src/core/read_plan.c), as src/reader/reader.c does,
+ * while the capture processes run under faults. They only read: no request
+ * of theirs changes the store or the catalog, and every draw comes from
+ * prng_readers, so the rest of a run is the same with or without them.
+ */
+#define SIM_READERS_MAX 2u
+#define SIM_READ_PACKS_MAX 96u              /* packs a read's filter window holds */
+#define SIM_READ_WANTS_MAX 64u              /* records one read asks for */
+#define SIM_READ_SPANS_MAX (2u * SIM_READ_WANTS_MAX) /* want_count + pack_count always suffice */
+#define SIM_READ_TAG_CATALOG 0xffffu        /* EV_READ_ANSWER's tag of a catalog answer (else a span) */
+
+typedef enum sim_read_phase { READ_IDLE = 0, READ_HEAD, READ_PAGE, READ_FETCH } sim_read_phase;
+
+/* What one ranged GET came back with: the object under the key when the store answered. */
+typedef struct sim_read_answer {
+  bool sent, answered;
+  cs_outcome outcome;
+  bool found;          /* an object was there (OK) */
+  bool is_pack;
+  uint32_t object_pack; /* its truth index (SIM_NONE for a foreign object) */
+  uint64_t size_bytes;
+  uint8_t sha256[32];  /* the object's checksum: other bytes have another */
+  bool true_bytes;     /* the span's pack's own bytes, as captured */
+} sim_read_answer;
+
+/* One record a read returned: where its bytes came from. */
+typedef struct sim_read_record {
+  uint32_t want;        /* index into wants */
+  uint32_t src_pack;    /* the truth index of the object the bytes were read from */
+  bool src_true;        /* that object held its pack's own bytes */
+  bool in_span;         /* the record's range lies in the read that returned it */
+  uint64_t offset, length;
+} sim_read_record;
+
+typedef struct sim_reader {
+  uint32_t index;
+  sim_read_phase phase;
+  uint64_t read_id;         /* reads started so far (the current one's number) */
+  /* The search: a filter window of pack creation times, pinned at W, paged by pack id. */
+  uint64_t watermark;       /* W: the catalog head's watermark when the search began */
+  uint64_t from_ns, to_ns;  /* packs created in [from_ns, to_ns] */
+  uint32_t page_max;        /* packs a page */
+  uint64_t think_max_ns;    /* how long the reader may wait between pages */
+  bool has_after;
+  cs_uuid after;            /* the cursor: the last pack id of the last page */
+  uint32_t pages;
+  cs_outcome catalog_outcome; /* how the catalog request in flight ends (OK: answered when it arrives) */
+  uint64_t rejects_at_pin;  /* rejected rows landed when W was pinned (a reject meanwhile excuses its pack) */
+  uint32_t found_count;
+  uint32_t found[SIM_READ_PACKS_MAX]; /* packs the pages showed, in page order */
+  /* The read: the chosen records, their packs, the plan and its requests. */
+  uint32_t want_count, pack_count;
+  uint32_t pack_truth[SIM_READ_WANTS_MAX];
+  cs_read_pack packs[SIM_READ_WANTS_MAX];
+  cs_read_want wants[SIM_READ_WANTS_MAX];
+  uint64_t want_capture[SIM_READ_WANTS_MAX]; /* each want's capture id */
+  uint32_t order[SIM_READ_WANTS_MAX];
+  cs_read_span spans[SIM_READ_SPANS_MAX];
+  cs_read_limits limits;
+  uint64_t estimate_requests, estimate_bytes; /* the plan without limits (capstore_read_estimate) */
+  bool over_budget;         /* the estimate exceeds a limit: the plan must be refused */
+  int plan_rc;
+  cs_read_plan plan;
+  cs_read_exec exec;
+  uint32_t inflight_max;
+  uint32_t inflight;        /* GETs sent and not yet answered (counted outside the exec) */
+  uint64_t issued, issued_bytes; /* GETs sent for this read, and the bytes they asked for */
+  bool retried;             /* --reader-defect 3: a failed GET was sent once more */
+  bool result_overflow;     /* more records came back than result holds */
+  sim_read_answer answers[SIM_READ_SPANS_MAX];
+  uint32_t result_count;
+  sim_read_record result[SIM_READ_SPANS_MAX];
+} sim_reader;
 
 typedef struct sim_world {
   const sim_options *opts;
@@ -411,6 +495,10 @@ typedef struct sim_world {
   uint32_t rearrival_permille;     /* removals after which the pack is linked in again (a capture process
                                       crashed before removing its private link) and arrives once more */
   cs_prng prng_arrivals;           /* the knob and its draws: a stream of its own, so other draws stay */
+  /* Readers (sim/reader.c): drawn from a stream of their own; 0 when the draw is off. */
+  uint32_t reader_count;
+  cs_prng prng_readers;
+  sim_reader readers[SIM_READERS_MAX];
   bool store_list_path_order;      /* LIST walks a directory tree (s3rver): pages in path order,
                                       paging on from a key skips keys sorting below it bytewise */
   bool store_suffix_from_start;    /* bytes=-n answered as bytes=0-n (s3rver); used by the adapter */
@@ -505,6 +593,22 @@ uint64_t sim_catalog_now(const sim_world *w);
 /* How long after a claim lands another at the same free base still lands beside it. */
 #define SIM_CONTEST_WINDOW_NS (50u * CS_MS_NS)
 
+/* The catalog's search (docs/reader.md): up to max packs created in [from_ns, to_ns], visible at the
+   watermark (an inventory version at or below it, no rejected row), with ids above after (NULL: from the
+   first), in pack id order, into packs. Returns how many. */
+uint32_t sim_catalog_search(const sim_world *w, uint64_t watermark, uint64_t from_ns, uint64_t to_ns,
+                            const cs_uuid *after, uint32_t *packs, uint32_t max);
+/* The truth indexes [*lo, *hi) of the packs created in [from_ns, to_ns] (creation times only grow). */
+void sim_packs_created_between(const sim_world *w, uint64_t from_ns, uint64_t to_ns, uint32_t *lo, uint32_t *hi);
+
+/* reader.c: the readers, and the record layout inside a pack the catalog and the reader agree on. */
+void sim_readers_start(sim_world *w);
+void sim_reader_event(sim_world *w, const sim_event *ev);
+/* Record `record` of the pack lies at [*offset, *offset + *length); the footer starts at the returned F. */
+uint64_t sim_pack_layout(const sim_world *w, uint32_t pack, uint32_t record, uint64_t *offset, uint64_t *length);
+/* The network's fault for a request sent now: a window's, or a per-request one drawn from prng. */
+cs_plan_mode sim_net_mode(sim_world *w, bool catalog, cs_prng *prng);
+
 /* checker.c */
 void sim_check_removal(sim_world *w, sim_proc *p, uint32_t pack);
 void sim_check_flush_done(sim_world *w, sim_proc *p, const cs_flush_result *res);
@@ -536,6 +640,13 @@ void sim_check_sink_seal(sim_world *w, const sim_proc *p, const sim_pending_pack
 void sim_check_backoff(sim_world *w, sim_proc *p);
 bool sim_check_drained(sim_world *w, char *why, size_t why_size);
 uint64_t sim_visible_records(const sim_world *w);
+/* Readers (docs/simulator.md, "Readers"): one check per clause, each failure names its invariant. */
+bool sim_read_visible(const sim_world *w, uint32_t pack, uint64_t watermark);
+void sim_check_read_page(sim_world *w, const sim_reader *r, uint64_t answered_at, const uint32_t *packs, uint32_t n);
+void sim_check_read_search(sim_world *w, const sim_reader *r);
+void sim_check_read_plan(sim_world *w, const sim_reader *r);
+void sim_check_read_get(sim_world *w, const sim_reader *r, uint32_t span);
+void sim_check_read_done(sim_world *w, const sim_reader *r, int rc);
 
 /*
  * coverage.c: the hooks that count marks. They only read the world and the

@@ -28,6 +28,11 @@ add_test(NAME sim.determinism
          COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/sim_determinism.sh $<TARGET_FILE:capstore-sim> 100)
 set_tests_properties(sim.determinism PROPERTIES LABELS sim TIMEOUT 600)
 
+# Each reader invariant can fail: the readers' defects (--reader-defect N) are caught by invariant N.
+add_test(NAME sim.reader_defects
+         COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/sim_reader_defects.sh $<TARGET_FILE:capstore-sim> 300)
+set_tests_properties(sim.reader_defects PROPERTIES LABELS sim TIMEOUT 600)
+
 add_test(NAME sim.plan_refused
          COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/sim_bad_plan.sh $<TARGET_FILE:capstore-sim>)
 set_tests_properties(sim.plan_refused PROPERTIES LABELS sim)

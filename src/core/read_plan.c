@@ -9,6 +9,10 @@
 #include <assert.h>
 #include <stdio.h>
 
+#ifndef CAPSTORE_MUTANT
+#define CAPSTORE_MUTANT 0
+#endif
+
 void cs_read_limits_default(cs_read_limits *limits) {
   assert(limits != NULL);
   limits->gap_bytes_max = UINT64_C(1) << 20;
@@ -167,7 +171,9 @@ static int plan_pack(builder *b, const cs_read_want *wants, const uint32_t *orde
     uint64_t end = want->offset + want->length;
     if (b->count > pack_first_span && can_merge(&b->spans[b->count - 1], want->offset, end, limits)) {
       span_extend(b, end);
+#if CAPSTORE_MUTANT != 45 /* mutant 45: a record merged into the previous read is not listed in it */
       b->spans[b->count - 1].count++;
+#endif
       continue;
     }
     if (!span_open(b, pack_index, want->offset, want->length, i)) return CS_E_FULL;
@@ -179,14 +185,22 @@ static int plan_pack(builder *b, const cs_read_want *wants, const uint32_t *orde
   } else if (!span_open(b, pack_index, pack->footer_offset, pack->size_bytes - pack->footer_offset, first + count)) {
     return CS_E_FULL;
   }
+#if CAPSTORE_MUTANT == 47 /* the footer and trailer looked for in the pack's first read, not its last */
+  b->spans[pack_first_span].tail = true;
+#else
   b->spans[b->count - 1].tail = true;
+#endif
   assert(b->spans[b->count - 1].offset + b->spans[b->count - 1].length == pack->size_bytes);
   return CS_E_OK;
 }
 
 /* CS_E_OK, or CS_E_TOO_LARGE with msg saying which limit and by how much. */
 static int check_limits(const cs_read_plan *plan, const cs_read_limits *limits, char *msg, size_t msg_size) {
+#if CAPSTORE_MUTANT == 44 /* the byte limit is never checked */
+  if (false) {
+#else
   if (plan->bytes > limits->byte_limit) {
+#endif
     if (msg != NULL && msg_size > 0) {
       snprintf(msg, msg_size, "the plan reads %llu bytes in %llu requests: %llu bytes over the byte limit %llu",
                (unsigned long long)plan->bytes, (unsigned long long)plan->requests,
@@ -194,7 +208,11 @@ static int check_limits(const cs_read_plan *plan, const cs_read_limits *limits, 
     }
     return CS_E_TOO_LARGE;
   }
+#if CAPSTORE_MUTANT == 46 /* a plan of exactly request_limit requests is refused */
+  if (plan->requests >= limits->request_limit) {
+#else
   if (plan->requests > limits->request_limit) {
+#endif
     if (msg != NULL && msg_size > 0) {
       snprintf(msg, msg_size, "the plan issues %llu requests (%llu bytes): %llu over the request limit %llu",
                (unsigned long long)plan->requests, (unsigned long long)plan->bytes,
