@@ -631,9 +631,12 @@ static void search_sql(sql_text *q, const cs_search_filter *f, bool after) {
    * (EXPLAIN QUERY PLAN: "SEARCH d USING INDEX ..._order"), where a GROUP BY sorted every visible row.
    */
   /* The inventory by subqueries, not a JOIN: two inventory rows at one (pack, version) must not show a record twice. */
+  /* (A pack indexed twice at one version, by a publisher that crashed between INDEX and PUBLISH and a successor
+     reusing the version, has two inventory rows there: the latest is taken.) */
   sql_add(q, "SELECT d.*, (SELECT i.size_bytes FROM " T_INVENTORY " i WHERE i.pack_id = d.pack_id AND i.version = "
-             "d.version LIMIT 1), (SELECT i.sha256 FROM " T_INVENTORY " i WHERE i.pack_id = d.pack_id AND i.version = "
-             "d.version LIMIT 1) FROM " T_DESCRIPTOR " d WHERE d.version <= ? AND d.version = (SELECT "
+             "d.version ORDER BY i.rowid DESC LIMIT 1), (SELECT i.sha256 FROM " T_INVENTORY " i WHERE i.pack_id = "
+             "d.pack_id AND i.version = d.version ORDER BY i.rowid DESC LIMIT 1) FROM " T_DESCRIPTOR
+             " d WHERE d.version <= ? AND d.version = (SELECT "
              "max(e.version) FROM " T_DESCRIPTOR " e JOIN " T_INVENTORY " j ON j.pack_id = e.pack_id AND j.version = "
              "e.version WHERE e.pack_id = d.pack_id AND e.capture_id = d.capture_id AND e.version <= ?) AND d.rowid = "
              "(SELECT min(e.rowid) FROM " T_DESCRIPTOR " e WHERE e.pack_id = d.pack_id AND e.capture_id = d.capture_id "
