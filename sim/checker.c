@@ -930,7 +930,7 @@ bool sim_read_visible(const sim_world *w, uint32_t pack, uint64_t watermark) {
 
 #define READ_INV_1 "(reader 1: a read at W sees what is published at or below W, each record once)"
 #define READ_INV_2 "(reader 2: data only as captured, an error only for a GET that failed or was wrong)"
-#define READ_INV_3 "(reader 3: no more requests than planned)"
+#define READ_INV_3 "(reader 3: no more requests than planned, and the plan counts what it reads)"
 #define READ_INV_4 "(reader 4: a plan over its budget is refused before any request, one within it is not)"
 
 /* A page: asked at W, every pack on it in the filter and visible at W, in pack id order after the cursor. */
@@ -988,6 +988,48 @@ void sim_check_read_search(sim_world *w, const sim_reader *r) {
   }
 }
 
+/* The wanted bytes of the read's pack k, each once (the records' ranges, unioned). */
+static uint64_t read_payload_of(const sim_reader *r, uint32_t k) {
+  uint64_t off[SIM_READ_WANTS_MAX], end[SIM_READ_WANTS_MAX];
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < r->want_count; i++) {
+    if (r->wants[i].pack != k) continue;
+    uint32_t at = n++;
+    for (; at > 0 && off[at - 1] > r->wants[i].offset; at--) off[at] = off[at - 1], end[at] = end[at - 1];
+    off[at] = r->wants[i].offset, end[at] = r->wants[i].offset + r->wants[i].length;
+  }
+  uint64_t total = 0, covered = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    uint64_t from = off[i] > covered ? off[i] : covered;
+    if (end[i] > from) total += end[i] - from;
+    if (end[i] > covered) covered = end[i];
+  }
+  return total;
+}
+
+/*
+ * The plan's totals are what its budget is judged by and what the reader is
+ * told it costs: its requests are its reads, its bytes their lengths, its
+ * payload the records' bytes each counted once, its footer bytes each pack's
+ * [F, size), every pack of the read once.
+ */
+static void check_read_accounting(sim_world *w, const sim_reader *r) {
+  uint64_t bytes = 0, payload = 0, footers = 0;
+  for (uint32_t s = 0; s < r->plan.span_count && s < SIM_READ_SPANS_MAX; s++) bytes += r->spans[s].length;
+  for (uint32_t k = 0; k < r->pack_count; k++) {
+    payload += read_payload_of(r, k);
+    footers += r->packs[k].size_bytes - r->packs[k].footer_offset;
+  }
+  const cs_read_plan *p = &r->plan;
+  if (p->requests != p->span_count || p->bytes != bytes || p->payload_bytes != payload || p->footer_bytes != footers ||
+      p->pack_count != r->pack_count || p->want_count != r->want_count)
+    sim_bail(w, SIM_EXIT_SAFETY, "r%u's read %" PRIu64 ": its plan counts %" PRIu64 " requests, %" PRIu64 " bytes (%"
+             PRIu64 " of payload, %" PRIu64 " of footers) over %u packs; it has %u reads of %" PRIu64 " bytes, its %u"
+             " records hold %" PRIu64 " bytes and its %u packs' footers %" PRIu64 " " READ_INV_3, r->index, r->read_id,
+             p->requests, p->bytes, p->payload_bytes, p->footer_bytes, p->pack_count, p->span_count, bytes,
+             r->want_count, payload, r->pack_count, footers);
+}
+
 /* A plan over its budget is refused (and filled as an estimate); one within it is not. */
 void sim_check_read_plan(sim_world *w, const sim_reader *r) {
   if (r->over_budget && r->plan_rc != CS_E_TOO_LARGE)
@@ -1000,6 +1042,7 @@ void sim_check_read_plan(sim_world *w, const sim_reader *r) {
              " its request limit %" PRIu64 " and byte limit %" PRIu64 ", was refused (%s) " READ_INV_4, r->index,
              r->read_id, r->estimate_requests, r->estimate_bytes, r->limits.request_limit, r->limits.byte_limit,
              cs_strerror(r->plan_rc));
+  check_read_accounting(w, r);
   if (r->plan.requests != r->estimate_requests || r->plan.bytes != r->estimate_bytes)
     sim_bail(w, SIM_EXIT_SAFETY, "r%u's read %" PRIu64 ": its plan (%" PRIu64 " requests, %" PRIu64 " bytes) is not its"
              " estimate (%" PRIu64 ", %" PRIu64 ") " READ_INV_3, r->index, r->read_id, r->plan.requests, r->plan.bytes,
@@ -1015,6 +1058,12 @@ void sim_check_read_get(sim_world *w, const sim_reader *r, uint32_t span) {
     sim_bail(w, SIM_EXIT_SAFETY, "r%u's read %" PRIu64 " sent GET %" PRIu64 " (span %u): its plan has %" PRIu64
              " requests, its request limit is %" PRIu64 " " READ_INV_3, r->index, r->read_id, r->issued, span,
              r->plan.requests, r->limits.request_limit);
+  const cs_read_span *sp = &r->spans[span];
+  uint64_t size = sp->pack < r->pack_count ? r->packs[sp->pack].size_bytes : 0;
+  if (sp->pack >= r->pack_count || sp->offset > size || sp->length > size - sp->offset)
+    sim_bail(w, SIM_EXIT_SAFETY, "r%u's read %" PRIu64 " sent GET %" PRIu64 " for bytes %" PRIu64 "-%" PRIu64 " of a pack"
+             " of %" PRIu64 " bytes " READ_INV_3, r->index, r->read_id, r->issued, sp->offset, sp->offset + sp->length,
+             size);
   if (r->issued_bytes > r->plan.bytes || r->issued_bytes > r->limits.byte_limit)
     sim_bail(w, SIM_EXIT_SAFETY, "r%u's read %" PRIu64 " asked for %" PRIu64 " bytes by GET %" PRIu64 ": its plan reads %"
              PRIu64 ", its byte limit is %" PRIu64 " " READ_INV_3, r->index, r->read_id, r->issued_bytes, r->issued,

@@ -96,6 +96,7 @@ static void read_send(sim_world *w, sim_reader *r, uint32_t tag, uint64_t bytes)
   if (outcome == CS_OUT_OK && latency > timeout) outcome = CS_OUT_TIMEOUT, latency = timeout;
   if (catalog) r->catalog_outcome = outcome;
   else r->answers[tag].outcome = outcome;
+  r->pending++;
   sim_schedule(w, w->now_ns + latency, EV_READ_ANSWER, SIM_NONE, r->index, r->read_id << 16 | tag);
 }
 
@@ -113,6 +114,7 @@ static void read_start(sim_world *w, sim_reader *r) {
   cs_prng *g = &w->prng_readers;
   uint32_t index = r->index;
   uint64_t read_id = r->read_id + 1;
+  if (r->phase != READ_IDLE || r->pending != 0) sim_bail(w, SIM_EXIT_CRASH, "r%u: a read starts over another", index);
   memset(r, 0, sizeof *r);
   r->index = index;
   r->read_id = read_id;
@@ -166,6 +168,7 @@ static void page_answer(sim_world *w, sim_reader *r) {
   r->after = w->packs[rows[n - 1]].ref.pack_id;
   r->has_after = true;
   uint64_t think = r->think_max_ns == 0 ? 0 : cs_prng_below(&w->prng_readers, r->think_max_ns + 1);
+  r->pending++;
   sim_schedule(w, w->now_ns + think, EV_READ_ANSWER, SIM_NONE, r->index, r->read_id << 16 | READ_TAG_NEXT_PAGE);
 }
 
@@ -512,7 +515,13 @@ void sim_reader_event(sim_world *w, const sim_event *ev) {
   if ((ev->b >> 16) != r->read_id)
     sim_bail(w, SIM_EXIT_CRASH, "r%u: an answer of read %" PRIu64, r->index, ev->b >> 16);
   uint32_t tag = (uint32_t)(ev->b & 0xffffu);
+  r->pending--;
   if (tag == READ_TAG_NEXT_PAGE) read_send(w, r, SIM_READ_TAG_CATALOG, 0);
   else if (tag == SIM_READ_TAG_CATALOG) catalog_answer(w, r);
   else get_answer(w, r, tag);
+  /* A read under way always waits for something: one that waits for nothing never ends (a hang). */
+  if (r->phase != READ_IDLE && r->pending == 0)
+    sim_bail(w, SIM_EXIT_LIVENESS, "r%u's read %" PRIu64 " waits for nothing: %u of its %u reads came back, %" PRIu64
+             " sent, and cs_read_exec says it has not finished", r->index, r->read_id, r->exec.completed,
+             r->plan.span_count, r->issued);
 }

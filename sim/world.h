@@ -451,6 +451,7 @@ typedef struct sim_reader {
   cs_read_exec exec;
   uint32_t inflight_max;
   uint32_t inflight;        /* GETs sent and not yet answered (counted outside the exec) */
+  uint32_t pending;         /* EV_READ_ANSWER events scheduled and not yet handled: a read waits for one */
   uint64_t issued, issued_bytes; /* GETs sent for this read, and the bytes they asked for */
   bool retried;             /* --reader-defect 3: a failed GET was sent once more */
   bool result_overflow;     /* more records came back than result holds */
