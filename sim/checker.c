@@ -988,9 +988,8 @@ void sim_check_read_search(sim_world *w, const sim_reader *r) {
   }
 }
 
-/* The wanted bytes of the read's pack k, each once (the records' ranges, unioned). */
-static uint64_t read_payload_of(const sim_reader *r, uint32_t k) {
-  uint64_t off[SIM_READ_WANTS_MAX], end[SIM_READ_WANTS_MAX];
+/* The ranges of the read's pack k's records, sorted by offset, into off and end; returns how many. */
+static uint32_t read_ranges_of(const sim_reader *r, uint32_t k, uint64_t *off, uint64_t *end) {
   uint32_t n = 0;
   for (uint32_t i = 0; i < r->want_count; i++) {
     if (r->wants[i].pack != k) continue;
@@ -998,6 +997,13 @@ static uint64_t read_payload_of(const sim_reader *r, uint32_t k) {
     for (; at > 0 && off[at - 1] > r->wants[i].offset; at--) off[at] = off[at - 1], end[at] = end[at - 1];
     off[at] = r->wants[i].offset, end[at] = r->wants[i].offset + r->wants[i].length;
   }
+  return n;
+}
+
+/* The wanted bytes of the read's pack k, each once (the records' ranges, unioned). */
+static uint64_t read_payload_of(const sim_reader *r, uint32_t k) {
+  uint64_t off[SIM_READ_WANTS_MAX], end[SIM_READ_WANTS_MAX];
+  uint32_t n = read_ranges_of(r, k, off, end);
   uint64_t total = 0, covered = 0;
   for (uint32_t i = 0; i < n; i++) {
     uint64_t from = off[i] > covered ? off[i] : covered;
@@ -1030,6 +1036,44 @@ static void check_read_accounting(sim_world *w, const sim_reader *r) {
              r->want_count, payload, r->pack_count, footers);
 }
 
+/*
+ * docs/reader.md "Plan", steps 2 and 3, where no span bound applies: a
+ * pack's records are read in runs, a run taking the next record while the
+ * gap to it is at most gap_bytes_max (or none), and the footer and trailer
+ * [F, size) join the last run on the same terms. So the requests and bytes
+ * of such a plan are exactly those runs'; whole objects are one read each.
+ */
+static void check_read_merging(sim_world *w, const sim_reader *r) {
+  if (r->limits.span_bytes_max != 0 && !r->limits.whole_objects) return;
+  uint64_t requests = 0, bytes = 0, gap = r->limits.gap_bytes_max;
+  for (uint32_t k = 0; k < r->pack_count; k++) {
+    const cs_read_pack *p = &r->packs[k];
+    if (r->limits.whole_objects) {
+      requests++, bytes += p->size_bytes;
+      continue;
+    }
+    uint64_t off[SIM_READ_WANTS_MAX + 1], end[SIM_READ_WANTS_MAX + 1];
+    uint32_t n = read_ranges_of(r, k, off, end);
+    off[n] = p->footer_offset, end[n] = p->size_bytes; /* the tail comes last: F is past every record */
+    uint64_t run_off = off[0], run_end = end[0];
+    for (uint32_t i = 1; i <= n; i++) {
+      if (off[i] <= run_end || off[i] - run_end <= gap) {
+        if (end[i] > run_end) run_end = end[i];
+        continue;
+      }
+      requests++, bytes += run_end - run_off;
+      run_off = off[i], run_end = end[i];
+    }
+    requests++, bytes += run_end - run_off;
+  }
+  if (r->plan.requests != requests || r->plan.bytes != bytes)
+    sim_bail(w, SIM_EXIT_SAFETY, "r%u's read %" PRIu64 ": its plan takes %" PRIu64 " requests and %" PRIu64 " bytes; its"
+             " %u records in %u packs merged at gaps up to %" PRIu64 " bytes%s take %" PRIu64 " and %" PRIu64
+             " (reader plan: ranges merged as docs/reader.md says)", r->index, r->read_id, r->plan.requests,
+             r->plan.bytes, r->want_count, r->pack_count, gap, r->limits.whole_objects ? " (whole objects)" : "",
+             requests, bytes);
+}
+
 /* A plan over its budget is refused (and filled as an estimate); one within it is not. */
 void sim_check_read_plan(sim_world *w, const sim_reader *r) {
   if (r->over_budget && r->plan_rc != CS_E_TOO_LARGE)
@@ -1043,6 +1087,7 @@ void sim_check_read_plan(sim_world *w, const sim_reader *r) {
              r->read_id, r->estimate_requests, r->estimate_bytes, r->limits.request_limit, r->limits.byte_limit,
              cs_strerror(r->plan_rc));
   check_read_accounting(w, r);
+  check_read_merging(w, r);
   if (r->plan.requests != r->estimate_requests || r->plan.bytes != r->estimate_bytes)
     sim_bail(w, SIM_EXIT_SAFETY, "r%u's read %" PRIu64 ": its plan (%" PRIu64 " requests, %" PRIu64 " bytes) is not its"
              " estimate (%" PRIu64 ", %" PRIu64 ") " READ_INV_3, r->index, r->read_id, r->plan.requests, r->plan.bytes,

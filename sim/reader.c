@@ -222,7 +222,7 @@ static uint32_t record_at(const sim_world *w, const sim_reader *r, uint64_t k, u
   return SIM_NONE;
 }
 
-/* Chooses 1 to 64 distinct records of the search, in a shuffled order (the plan sorts them). */
+/* Chooses 1 to 64 distinct records of the search, in the order drawn (the plan sorts them), a few twice now and then. */
 static void choose(sim_world *w, sim_reader *r) {
   cs_prng *g = &w->prng_readers;
   uint64_t total = 0;
@@ -237,6 +237,12 @@ static void choose(sim_world *w, sim_reader *r) {
     bool seen = false;
     for (uint32_t j = 0; j < n && !seen; j++) seen = picked[j] == k;
     if (!seen) picked[n++] = k;
+  }
+  /* An eighth of the reads ask for some records twice (a selection may repeat one): read once, returned twice. */
+  uint32_t repeats = chance(g, 125) ? 1 + (uint32_t)cs_prng_below(g, 4) : 0;
+  for (; repeats > 0 && n < SIM_READ_WANTS_MAX; repeats--) {
+    uint64_t again = picked[cs_prng_below(g, n)];
+    picked[n++] = again;
   }
   for (uint32_t j = 0; j < n; j++) {
     uint32_t record = 0;
