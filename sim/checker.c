@@ -1037,14 +1037,21 @@ static void check_read_accounting(sim_world *w, const sim_reader *r) {
 }
 
 /*
- * docs/reader.md "Plan", steps 2 and 3, where no span bound applies: a
- * pack's records are read in runs, a run taking the next record while the
- * gap to it is at most gap_bytes_max (or none), and the footer and trailer
- * [F, size) join the last run on the same terms. So the requests and bytes
- * of such a plan are exactly those runs'; whole objects are one read each.
+ * docs/reader.md "Plan", steps 2 and 3: a pack's records are read in runs,
+ * in offset order, a run taking the next record when they overlap or touch,
+ * or when the gap is at most gap_bytes_max and the run stays within
+ * span_bytes_max (0: no bound); the footer and trailer [F, size) join the
+ * last run on the same terms. A plan's requests and bytes are exactly those
+ * runs'; whole objects are one read each.
  */
+static bool read_run_takes(const cs_read_limits *limits, uint64_t run_off, uint64_t run_end, uint64_t off, uint64_t end) {
+  if (off <= run_end) return true;
+  if (off - run_end > limits->gap_bytes_max) return false;
+  uint64_t merged = end > run_end ? end : run_end;
+  return limits->span_bytes_max == 0 || merged - run_off <= limits->span_bytes_max;
+}
+
 static void check_read_merging(sim_world *w, const sim_reader *r) {
-  if (r->limits.span_bytes_max != 0 && !r->limits.whole_objects) return;
   uint64_t requests = 0, bytes = 0, gap = r->limits.gap_bytes_max;
   for (uint32_t k = 0; k < r->pack_count; k++) {
     const cs_read_pack *p = &r->packs[k];
@@ -1057,7 +1064,7 @@ static void check_read_merging(sim_world *w, const sim_reader *r) {
     off[n] = p->footer_offset, end[n] = p->size_bytes; /* the tail comes last: F is past every record */
     uint64_t run_off = off[0], run_end = end[0];
     for (uint32_t i = 1; i <= n; i++) {
-      if (off[i] <= run_end || off[i] - run_end <= gap) {
+      if (read_run_takes(&r->limits, run_off, run_end, off[i], end[i])) {
         if (end[i] > run_end) run_end = end[i];
         continue;
       }
@@ -1068,10 +1075,25 @@ static void check_read_merging(sim_world *w, const sim_reader *r) {
   }
   if (r->plan.requests != requests || r->plan.bytes != bytes)
     sim_bail(w, SIM_EXIT_SAFETY, "r%u's read %" PRIu64 ": its plan takes %" PRIu64 " requests and %" PRIu64 " bytes; its"
-             " %u records in %u packs merged at gaps up to %" PRIu64 " bytes%s take %" PRIu64 " and %" PRIu64
+             " %u records in %u packs merged at gaps up to %" PRIu64 " bytes (span bound %" PRIu64 ")%s take %" PRIu64 " and %" PRIu64
              " (reader plan: ranges merged as docs/reader.md says)", r->index, r->read_id, r->plan.requests,
-             r->plan.bytes, r->want_count, r->pack_count, gap, r->limits.whole_objects ? " (whole objects)" : "",
+             r->plan.bytes, r->want_count, r->pack_count, gap, r->limits.span_bytes_max,
+             r->limits.whole_objects ? " (whole objects)" : "",
              requests, bytes);
+}
+
+/* A refusal says how much the plan needs and by how much it is over the limit it passed (read_plan.h). */
+static void check_read_refusal_msg(sim_world *w, const sim_reader *r) {
+  bool bytes_over = r->plan.bytes > r->limits.byte_limit;
+  uint64_t need = bytes_over ? r->plan.bytes : r->plan.requests;
+  uint64_t over = bytes_over ? r->plan.bytes - r->limits.byte_limit : r->plan.requests - r->limits.request_limit;
+  char a[32], b[48];
+  snprintf(a, sizeof a, "%" PRIu64 " ", need);
+  snprintf(b, sizeof b, "%" PRIu64 " %sover", over, bytes_over ? "bytes " : "");
+  if (strstr(r->plan_msg, a) == NULL || strstr(r->plan_msg, b) == NULL)
+    sim_bail(w, SIM_EXIT_SAFETY, "r%u's read %" PRIu64 ": its plan needs %" PRIu64 " %s, %" PRIu64 " over its limit, but"
+             " the refusal says \"%s\" " READ_INV_4, r->index, r->read_id, need, bytes_over ? "bytes" : "requests", over,
+             r->plan_msg);
 }
 
 /* A plan over its budget is refused (and filled as an estimate); one within it is not. */
@@ -1088,6 +1110,7 @@ void sim_check_read_plan(sim_world *w, const sim_reader *r) {
              cs_strerror(r->plan_rc));
   check_read_accounting(w, r);
   check_read_merging(w, r);
+  if (r->plan_rc == CS_E_TOO_LARGE) check_read_refusal_msg(w, r);
   if (r->plan.requests != r->estimate_requests || r->plan.bytes != r->estimate_bytes)
     sim_bail(w, SIM_EXIT_SAFETY, "r%u's read %" PRIu64 ": its plan (%" PRIu64 " requests, %" PRIu64 " bytes) is not its"
              " estimate (%" PRIu64 ", %" PRIu64 ") " READ_INV_3, r->index, r->read_id, r->plan.requests, r->plan.bytes,
@@ -1103,6 +1126,9 @@ void sim_check_read_get(sim_world *w, const sim_reader *r, uint32_t span) {
     sim_bail(w, SIM_EXIT_SAFETY, "r%u's read %" PRIu64 " sent GET %" PRIu64 " (span %u): its plan has %" PRIu64
              " requests, its request limit is %" PRIu64 " " READ_INV_3, r->index, r->read_id, r->issued, span,
              r->plan.requests, r->limits.request_limit);
+  if (r->failed_seen)
+    sim_bail(w, SIM_EXIT_SAFETY, "r%u's read %" PRIu64 " sent GET %" PRIu64 " (span %u) after one of its GETs failed: a"
+             " failed read sends nothing more " READ_INV_3, r->index, r->read_id, r->issued, span);
   const cs_read_span *sp = &r->spans[span];
   uint64_t size = sp->pack < r->pack_count ? r->packs[sp->pack].size_bytes : 0;
   if (sp->pack >= r->pack_count || sp->offset > size || sp->length > size - sp->offset)
@@ -1165,6 +1191,9 @@ void sim_check_read_done(sim_world *w, const sim_reader *r, int rc) {
   if (r->issued > r->plan.requests)
     sim_bail(w, SIM_EXIT_SAFETY, "r%u's read %" PRIu64 " sent %" PRIu64 " GETs; its plan has %" PRIu64 " " READ_INV_3,
              r->index, r->read_id, r->issued, r->plan.requests);
+  if (r->inflight != 0)
+    sim_bail(w, SIM_EXIT_SAFETY, "r%u's read %" PRIu64 " ended with %u of its GETs still in flight (their bytes not yet"
+             " read) " READ_INV_2, r->index, r->read_id, r->inflight);
   uint32_t wrong = SIM_NONE, unsent = 0;
   for (uint32_t s = 0; s < r->plan.span_count; s++) {
     if (!r->answers[s].sent) unsent++;

@@ -299,27 +299,32 @@ static void read_plan(sim_world *w, sim_reader *r) {
   }
   draw_options(w, r);
   /* The estimate (capstore_read_estimate): the same plan without limits. */
-  char msg[256];
   cs_read_limits unlimited = r->limits;
   unlimited.byte_limit = UINT64_MAX;
   unlimited.request_limit = UINT64_MAX;
+  /* The caller's arrays hold leftovers (here a fixed pattern): the planner must not read what it did not write. */
+  memset(r->order, 0xa5, sizeof r->order);
+  memset(r->spans, 0xa5, sizeof r->spans);
   int rc = cs_read_plan_make(r->packs, r->pack_count, r->wants, r->want_count, &unlimited, r->order, r->spans,
-                             SIM_READ_SPANS_MAX, &r->plan, msg, sizeof msg);
-  if (rc != CS_E_OK) sim_bail(w, SIM_EXIT_CRASH, "r%u's estimate refused: %s (%s)", r->index, cs_strerror(rc), msg);
+                             SIM_READ_SPANS_MAX, &r->plan, r->plan_msg, sizeof r->plan_msg);
+  if (rc != CS_E_OK)
+    sim_bail(w, SIM_EXIT_CRASH, "r%u's estimate refused: %s (%s)", r->index, cs_strerror(rc), r->plan_msg);
   r->estimate_requests = r->plan.requests;
   r->estimate_bytes = r->plan.bytes;
   draw_budget(w, r);
+  memset(r->order, 0xa5, sizeof r->order);
+  memset(r->spans, 0xa5, sizeof r->spans);
   r->plan_rc = cs_read_plan_make(r->packs, r->pack_count, r->wants, r->want_count, &r->limits, r->order, r->spans,
-                                 SIM_READ_SPANS_MAX, &r->plan, msg, sizeof msg);
+                                 SIM_READ_SPANS_MAX, &r->plan, r->plan_msg, sizeof r->plan_msg);
   if (r->plan_rc != CS_E_OK && r->plan_rc != CS_E_TOO_LARGE)
-    sim_bail(w, SIM_EXIT_CRASH, "r%u's plan refused: %s (%s)", r->index, cs_strerror(r->plan_rc), msg);
+    sim_bail(w, SIM_EXIT_CRASH, "r%u's plan refused: %s (%s)", r->index, cs_strerror(r->plan_rc), r->plan_msg);
   sim_check_read_plan(w, r);
   if (r->plan.span_count < r->want_count + r->plan.pack_count) sim_cov_mark(w, SIM_COV_READ_MERGED);
   if (w->opts->trace)
     fprintf(w->opts->out, "%12.6f r%u  read %" PRIu64 " plan: %u records of %u packs, %" PRIu64 " GETs, %" PRIu64
             " bytes%s: %s\n", (double)w->now_ns / 1e9, r->index, r->read_id, r->want_count, r->pack_count,
             r->plan.requests, r->plan.bytes, r->limits.whole_objects ? " (whole)" : "",
-            r->plan_rc == CS_E_OK ? "accepted" : msg);
+            r->plan_rc == CS_E_OK ? "accepted" : r->plan_msg);
   if (r->plan_rc == CS_E_TOO_LARGE) {
     sim_cov_mark(w, SIM_COV_READ_BUDGET_REFUSED);
     if (w->opts->reader_defect != SIM_READER_DEFECT_READ_REFUSED) {
@@ -381,11 +386,15 @@ static void get_observe(sim_world *w, sim_reader *r, uint32_t span, sim_read_ans
 
 static void read_finish(sim_world *w, sim_reader *r);
 
-/* Hands out the plan's reads while fewer than inflight_max are out; the read ends once all came back. */
+/*
+ * Hands out the plan's reads while fewer than inflight_max are out; the read
+ * ends when cs_read_exec_finished says so (every read back, or one failed and
+ * the rest back), as the reader's fetch loop does.
+ */
 static void read_issue(sim_world *w, sim_reader *r) {
   uint32_t span;
   while (cs_read_exec_next(&r->exec, &span) == CS_E_OK) get_send(w, r, span);
-  if (r->inflight == 0 && cs_read_exec_finished(&r->exec, NULL)) read_finish(w, r);
+  if (cs_read_exec_finished(&r->exec, NULL)) read_finish(w, r);
 }
 
 static void get_answer(sim_world *w, sim_reader *r, uint32_t span) {
@@ -402,6 +411,7 @@ static void get_answer(sim_world *w, sim_reader *r, uint32_t span) {
     fprintf(w->opts->out, "%12.6f r%u  read %" PRIu64 " GET of span %u: %s\n", (double)w->now_ns / 1e9, r->index,
             r->read_id, span, a->outcome != CS_OUT_OK ? cs_outcome_name(a->outcome) : "other bytes");
   int err = a->outcome == CS_OUT_OK ? CS_E_OK : CS_E_IO;
+  if (err != CS_E_OK) r->failed_seen = true;
   if (err != CS_E_OK && w->opts->reader_defect == SIM_READER_DEFECT_RETRY && !r->retried) {
     r->retried = true; /* the defect: sent again, behind the exec's back */
     get_send(w, r, span);
