@@ -1076,7 +1076,7 @@ static void check_read_merging(sim_world *w, const sim_reader *r) {
   if (r->plan.requests != requests || r->plan.bytes != bytes)
     sim_bail(w, SIM_EXIT_SAFETY, "r%u's read %" PRIu64 ": its plan takes %" PRIu64 " requests and %" PRIu64 " bytes; its"
              " %u records in %u packs merged at gaps up to %" PRIu64 " bytes (span bound %" PRIu64 ")%s take %" PRIu64 " and %" PRIu64
-             " (reader plan: ranges merged as docs/reader.md says)", r->index, r->read_id, r->plan.requests,
+             " " READ_INV_3, r->index, r->read_id, r->plan.requests,
              r->plan.bytes, r->want_count, r->pack_count, gap, r->limits.span_bytes_max,
              r->limits.whole_objects ? " (whole objects)" : "",
              requests, bytes);
