@@ -133,6 +133,17 @@ static capstore_reader *open_reader(env *e) {
   return r;
 }
 
+/* A state of `records` records captured, flushed and closed, and a reader of it. */
+static capstore_reader *captured(env *e, uint64_t records) {
+  env_make(e);
+  capstore *cs = open_capstore(e);
+  capture(cs, 0, records);
+  char msg[256];
+  assert_int_equal(capstore_close(cs, 30 * SEC, msg, sizeof msg), CS_E_OK);
+  capstore_free(cs);
+  return open_reader(e);
+}
+
 /* The record number of a row ("rec-<n>"). */
 static uint64_t number_of(const cs_search_row *row) {
   const cs_pack_text *id = &row->d.record.meta.capture_id;
@@ -207,13 +218,8 @@ static uint32_t page_all(capstore_reader *r, const cs_search_filter *f, uint32_t
 static void test_search_and_read_back(void **state) {
   (void)state;
   env e;
-  env_make(&e);
-  capstore *cs = open_capstore(&e);
-  capture(cs, 0, RECORDS);
+  capstore_reader *r = captured(&e, RECORDS);
   char msg[256];
-  assert_int_equal(capstore_close(cs, 30 * SEC, msg, sizeof msg), CS_E_OK);
-  capstore_free(cs);
-  capstore_reader *r = open_reader(&e);
   cs_search_filter all;
   memset(&all, 0, sizeof all);
   static uint32_t seen[RECORDS];
@@ -281,13 +287,8 @@ static void expect_count(capstore_reader *r, const cs_search_filter *f, pick_fn 
 static void test_filters(void **state) {
   (void)state;
   env e;
-  env_make(&e);
-  capstore *cs = open_capstore(&e);
-  capture(cs, 0, RECORDS);
+  capstore_reader *r = captured(&e, RECORDS);
   char msg[256];
-  assert_int_equal(capstore_close(cs, 30 * SEC, msg, sizeof msg), CS_E_OK);
-  capstore_free(cs);
-  capstore_reader *r = open_reader(&e);
   cs_search_filter f;
   cs_pack_text two[2] = {cs_pack_text_of(hooks[1]), cs_pack_text_of(hooks[2])};
   memset(&f, 0, sizeof f), f.hook_names = two, f.hook_name_count = 2;
@@ -387,13 +388,8 @@ static void expect_cursor_refused(capstore_reader *r, const cs_search_filter *f,
 static void test_cursor_refusals(void **state) {
   (void)state;
   env e;
-  env_make(&e);
-  capstore *cs = open_capstore(&e);
-  capture(cs, 0, 100);
+  capstore_reader *r = captured(&e, 100);
   char msg[512];
-  assert_int_equal(capstore_close(cs, 30 * SEC, msg, sizeof msg), CS_E_OK);
-  capstore_free(cs);
-  capstore_reader *r = open_reader(&e);
   cs_search_filter f;
   memset(&f, 0, sizeof f);
   f.has_step = true, f.step_min = 0, f.step_max = 5;
@@ -435,13 +431,8 @@ static void test_cursor_refusals(void **state) {
 static void test_budget_refusals(void **state) {
   (void)state;
   env e;
-  env_make(&e);
-  capstore *cs = open_capstore(&e);
-  capture(cs, 0, 200);
+  capstore_reader *r = captured(&e, 200);
   char msg[512];
-  assert_int_equal(capstore_close(cs, 30 * SEC, msg, sizeof msg), CS_E_OK);
-  capstore_free(cs);
-  capstore_reader *r = open_reader(&e);
   cs_search_filter all;
   memset(&all, 0, sizeof all);
   capstore_selection sel;

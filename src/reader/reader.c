@@ -6,7 +6,6 @@
  * field to the footer and checking every payload's CRC-32.
  */
 #include <assert.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +13,7 @@
 #include <openssl/evp.h>
 
 #include "reader_internal.h"
+#include "../runtime/runtime_internal.h" /* rt_refuse */
 
 struct capstore_reader {
   cs_store store;
@@ -32,29 +32,17 @@ struct capstore_reader {
 
 #define READ_INFLIGHT_DEFAULT 8u
 
-static int reader_refuse(int code, char *msg, size_t msg_size, const char *format, ...)
-    __attribute__((format(printf, 4, 5)));
-static int reader_refuse(int code, char *msg, size_t msg_size, const char *format, ...) {
-  if (msg != NULL && msg_size > 0) {
-    va_list args;
-    va_start(args, format);
-    vsnprintf(msg, msg_size, format, args);
-    va_end(args);
-  }
-  return code;
-}
-
 int capstore_reader_open(const capstore_config *cfg, capstore_reader **out, char *msg, size_t msg_size) {
-  if (cfg == NULL || out == NULL) return reader_refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "cfg and out must be given");
+  if (cfg == NULL || out == NULL) return rt_refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "cfg and out must be given");
   *out = NULL;
   capstore_reader *r = calloc(1, sizeof *r);
-  if (r == NULL) return reader_refuse(CS_E_NO_MEMORY, msg, msg_size, "reader: out of memory");
+  if (r == NULL) return rt_refuse(CS_E_NO_MEMORY, msg, msg_size, "reader: out of memory");
   int rc = capstore_open_store(cfg, &r->store, msg, msg_size);
   r->store_open = rc == CS_E_OK;
   if (rc == CS_E_OK) rc = capstore_open_catalog(cfg, &r->catalog, msg, msg_size);
   r->catalog_open = r->store_open && rc == CS_E_OK;
   if (rc == CS_E_OK && r->catalog.ops->search == NULL)
-    rc = reader_refuse(CS_E_UNSUPPORTED, msg, msg_size, "the %s catalog cannot search", r->catalog.ops->name);
+    rc = rt_refuse(CS_E_UNSUPPORTED, msg, msg_size, "the %s catalog cannot search", r->catalog.ops->name);
   if (rc != CS_E_OK) {
     capstore_reader_free(r);
     return rc;
@@ -188,7 +176,7 @@ static int head_watermark(capstore_reader *r, uint64_t *watermark, char *msg, si
   const cs_uuid reader_id = {{0}};
   int rc = r->catalog.ops->head(r->catalog.self, &reader_id, &head, &res);
   if (rc != CS_E_OK || res.outcome != CS_OUT_OK) {
-    return reader_refuse(rc != CS_E_OK ? rc : CS_E_IO, msg, msg_size, "catalog head: %s (%s)",
+    return rt_refuse(rc != CS_E_OK ? rc : CS_E_IO, msg, msg_size, "catalog head: %s (%s)",
                          rc != CS_E_OK ? cs_strerror(rc) : cs_outcome_name(res.outcome), res.detail);
   }
   *watermark = head.watermark;
@@ -200,19 +188,19 @@ static int search_into(capstore_reader *r, uint64_t watermark, const cs_search_f
                        const cs_search_key *after, uint32_t page_size, capstore_selection *sel, uint32_t *count,
                        char *msg, size_t msg_size) {
   cs_search_row *rows = calloc(page_size, sizeof *rows);
-  if (rows == NULL) return reader_refuse(CS_E_NO_MEMORY, msg, msg_size, "search: out of memory for %u rows", page_size);
+  if (rows == NULL) return rt_refuse(CS_E_NO_MEMORY, msg, msg_size, "search: out of memory for %u rows", page_size);
   cs_catalog_result res;
   *count = 0;
   int rc = r->catalog.ops->search(r->catalog.self, watermark, filter, after, rows, page_size, count, &res);
   if (rc != CS_E_OK || res.outcome != CS_OUT_OK) {
     free(rows);
     *count = 0;
-    return reader_refuse(rc != CS_E_OK ? rc : CS_E_IO, msg, msg_size, "catalog search: %s (%s)",
+    return rt_refuse(rc != CS_E_OK ? rc : CS_E_IO, msg, msg_size, "catalog search: %s (%s)",
                          rc != CS_E_OK ? cs_strerror(rc) : cs_outcome_name(res.outcome), res.detail);
   }
   for (uint32_t i = 0; i < *count && rc == CS_E_OK; i++) rc = sel_append(sel, &rows[i]);
   free(rows);
-  if (rc != CS_E_OK) return reader_refuse(rc, msg, msg_size, "search: out of memory for the rows' text");
+  if (rc != CS_E_OK) return rt_refuse(rc, msg, msg_size, "search: out of memory for the rows' text");
   return CS_E_OK;
 }
 
@@ -222,12 +210,12 @@ static int cursor_resume(capstore_reader *r, const char *cursor, const uint8_t h
   int rc = rd_cursor_parse(cursor, strlen(cursor), c, msg, msg_size);
   if (rc != CS_E_OK) return rc;
   if (memcmp(c->filter_hash, hash, 8) != 0)
-    return reader_refuse(CS_E_CONFLICT, msg, msg_size, "cursor: made for another filter (search again from the start)");
+    return rt_refuse(CS_E_CONFLICT, msg, msg_size, "cursor: made for another filter (search again from the start)");
   uint64_t head = 0;
   rc = head_watermark(r, &head, msg, msg_size);
   if (rc != CS_E_OK) return rc;
   if (c->watermark > head) {
-    return reader_refuse(CS_E_STATE, msg, msg_size,
+    return rt_refuse(CS_E_STATE, msg, msg_size,
                          "cursor: pinned at watermark %llu, ahead of the catalog's head %llu (another catalog's cursor?)",
                          (unsigned long long)c->watermark, (unsigned long long)head);
   }
@@ -236,17 +224,17 @@ static int cursor_resume(capstore_reader *r, const char *cursor, const uint8_t h
 
 int capstore_search(capstore_reader *r, const cs_search_filter *filter, const char *cursor, uint32_t page_size,
                     capstore_selection *out, char *msg, size_t msg_size) {
-  if (r == NULL || out == NULL) return reader_refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "reader and out must be given");
+  if (r == NULL || out == NULL) return rt_refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "reader and out must be given");
   capstore_selection_free(out);
   int rc = cs_search_filter_check(filter, msg, msg_size);
   if (rc != CS_E_OK) return rc;
   if (page_size == 0 || page_size > CAPSTORE_PAGE_MAX)
-    return reader_refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "page size %u: must be 1..%u", page_size,
+    return rt_refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "page size %u: must be 1..%u", page_size,
                          CAPSTORE_PAGE_MAX);
   rd_cursor c;
   memset(&c, 0, sizeof c);
   rc = rd_filter_hash(filter, c.filter_hash);
-  if (rc != CS_E_OK) return reader_refuse(rc, msg, msg_size, "search: SHA-256 of the filter failed");
+  if (rc != CS_E_OK) return rt_refuse(rc, msg, msg_size, "search: SHA-256 of the filter failed");
   bool resume = cursor != NULL && cursor[0] != '\0';
   uint8_t hash[8];
   memcpy(hash, c.filter_hash, 8);
@@ -259,11 +247,10 @@ int capstore_search(capstore_reader *r, const cs_search_filter *filter, const ch
     capstore_selection_free(out);
     return rc;
   }
-  if (count == page_size) { /* maybe more: the next page starts after the last row */
-    memcpy(c.filter_hash, hash, 8);
+  if (count == page_size) { /* maybe more: the next page starts after the last row (c's hash is the filter's) */
     if (cs_search_key_of(&out->rows[count - 1], &c.after) != CS_E_OK) {
       capstore_selection_free(out);
-      return reader_refuse(CS_E_TOO_LARGE, msg, msg_size,
+      return rt_refuse(CS_E_TOO_LARGE, msg, msg_size,
                            "search: a page ends on a record whose capture id is over %u bytes: no cursor can hold it",
                            CS_SEARCH_KEY_ID_MAX);
     }
@@ -277,7 +264,7 @@ int capstore_search(capstore_reader *r, const cs_search_filter *filter, const ch
 int capstore_select(capstore_reader *r, uint64_t watermark, const cs_pack_text *ids, uint32_t count,
                     capstore_selection *out, char *msg, size_t msg_size) {
   if (r == NULL || out == NULL || (ids == NULL && count > 0))
-    return reader_refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "reader, ids and out must be given");
+    return rt_refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "reader, ids and out must be given");
   capstore_selection_free(out);
   cs_search_filter filter;
   memset(&filter, 0, sizeof filter);
@@ -289,7 +276,7 @@ int capstore_select(capstore_reader *r, uint64_t watermark, const cs_pack_text *
   rc = head_watermark(r, &head, msg, msg_size);
   if (rc != CS_E_OK) return rc;
   if (watermark > head)
-    return reader_refuse(CS_E_STATE, msg, msg_size, "watermark %llu is ahead of the catalog's head %llu",
+    return rt_refuse(CS_E_STATE, msg, msg_size, "watermark %llu is ahead of the catalog's head %llu",
                          (unsigned long long)watermark, (unsigned long long)head);
   out->watermark = watermark == 0 ? head : watermark;
   if (count == 0) return CS_E_OK;
@@ -300,7 +287,7 @@ int capstore_select(capstore_reader *r, uint64_t watermark, const cs_pack_text *
     rc = search_into(r, out->watermark, &filter, first ? NULL : &after, 1000, out, &got, msg, msg_size);
     if (rc != CS_E_OK || got < 1000) break;
     if (cs_search_key_of(&out->rows[out->count - 1], &after) != CS_E_OK) {
-      rc = reader_refuse(CS_E_TOO_LARGE, msg, msg_size, "select: a capture id over %u bytes", CS_SEARCH_KEY_ID_MAX);
+      rc = rt_refuse(CS_E_TOO_LARGE, msg, msg_size, "select: a capture id over %u bytes", CS_SEARCH_KEY_ID_MAX);
       break;
     }
   }
@@ -373,7 +360,7 @@ static int job_packs(read_job *job, char *msg, size_t msg_size) {
   job->wants = calloc(sel->count + 1, sizeof *job->wants);
   if (sorted == NULL || job->packs == NULL || job->plan_packs == NULL || job->wants == NULL) {
     free(sorted);
-    return reader_refuse(CS_E_NO_MEMORY, msg, msg_size, "read: out of memory for %u rows", sel->count);
+    return rt_refuse(CS_E_NO_MEMORY, msg, msg_size, "read: out of memory for %u rows", sel->count);
   }
   for (uint32_t i = 0; i < sel->count; i++) sorted[i] = &sel->rows[i];
   qsort(sorted, sel->count, sizeof *sorted, by_pack_id);
@@ -390,7 +377,7 @@ static int job_packs(read_job *job, char *msg, size_t msg_size) {
       char id[CS_UUID_TEXT_LEN + 1];
       cs_uuid_format(&p->pack_id, id);
       free(sorted);
-      return reader_refuse(CS_E_CONFLICT, msg, msg_size,
+      return rt_refuse(CS_E_CONFLICT, msg, msg_size,
                            "the catalog's rows of pack %s disagree on its key, size, sha256 or layout", id);
     }
     job->wants[row - sel->rows] = (cs_read_want){.pack = job->pack_count - 1, .offset = row->d.record.offset,
@@ -414,16 +401,16 @@ static void cost_of_plan(const cs_read_plan *plan, capstore_read_cost *cost) {
 static int job_plan(read_job *job, const capstore_read_options *opt, capstore_read_cost *cost, char *msg,
                     size_t msg_size) {
   if (opt->byte_limit < 0)
-    return reader_refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "byte limit %lld: must be >= 0", (long long)opt->byte_limit);
+    return rt_refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "byte limit %lld: must be >= 0", (long long)opt->byte_limit);
   if (opt->request_limit <= 0)
-    return reader_refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "request limit %lld: must be > 0",
+    return rt_refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "request limit %lld: must be > 0",
                          (long long)opt->request_limit);
   int rc = job_packs(job, msg, msg_size);
   if (rc != CS_E_OK) return rc;
   uint32_t n = job->sel->count, span_capacity = n + job->pack_count;
   job->order = calloc(n + 1, sizeof *job->order);
   job->spans = calloc(span_capacity + 1, sizeof *job->spans);
-  if (job->order == NULL || job->spans == NULL) return reader_refuse(CS_E_NO_MEMORY, msg, msg_size, "read: out of memory");
+  if (job->order == NULL || job->spans == NULL) return rt_refuse(CS_E_NO_MEMORY, msg, msg_size, "read: out of memory");
   cs_read_limits limits = {.gap_bytes_max = opt->gap_bytes_max, .span_bytes_max = opt->span_bytes_max,
                            .byte_limit = (uint64_t)opt->byte_limit, .request_limit = (uint64_t)opt->request_limit,
                            .whole_objects = opt->verify_sha256};
@@ -431,13 +418,13 @@ static int job_plan(read_job *job, const capstore_read_options *opt, capstore_re
   rc = cs_read_plan_make(job->plan_packs, job->pack_count, job->wants, n, &limits, job->order, job->spans,
                          span_capacity, &job->plan, why, sizeof why);
   if (rc == CS_E_OK || rc == CS_E_TOO_LARGE) cost_of_plan(&job->plan, cost);
-  if (rc == CS_E_INVALID_ARGUMENT) return reader_refuse(rc, msg, msg_size, "the catalog's layout of a record: %s", why);
-  if (rc != CS_E_OK) return reader_refuse(rc, msg, msg_size, "read refused: %s", why);
+  if (rc == CS_E_INVALID_ARGUMENT) return rt_refuse(rc, msg, msg_size, "the catalog's layout of a record: %s", why);
+  if (rc != CS_E_OK) return rt_refuse(rc, msg, msg_size, "read refused: %s", why);
   /* Where each row's payload and each pack's footer will be. */
   job->span_of_want = calloc(n + 1, sizeof *job->span_of_want);
   job->tail_of_pack = calloc(job->pack_count + 1, sizeof *job->tail_of_pack);
   if (job->span_of_want == NULL || job->tail_of_pack == NULL)
-    return reader_refuse(CS_E_NO_MEMORY, msg, msg_size, "read: out of memory");
+    return rt_refuse(CS_E_NO_MEMORY, msg, msg_size, "read: out of memory");
   for (uint32_t sp = 0; sp < job->plan.span_count; sp++) {
     const cs_read_span *span = &job->spans[sp];
     for (uint32_t i = span->first; i < span->first + span->count; i++) job->span_of_want[job->order[i]] = sp;
@@ -449,7 +436,7 @@ static int job_plan(read_job *job, const capstore_read_options *opt, capstore_re
 int capstore_read_estimate(capstore_reader *r, const capstore_selection *sel, const capstore_read_options *opt,
                            capstore_read_cost *cost, char *msg, size_t msg_size) {
   if (r == NULL || sel == NULL || opt == NULL || cost == NULL)
-    return reader_refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "reader, selection, options and cost must be given");
+    return rt_refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "reader, selection, options and cost must be given");
   memset(cost, 0, sizeof *cost);
   read_job job = {.sel = sel};
   int rc = job_plan(&job, opt, cost, msg, msg_size);
@@ -473,15 +460,14 @@ static int fetch_start(fetch *f, uint32_t s, char *msg, size_t msg_size) {
   read_job *job = f->job;
   job->span_bytes[s] = malloc(span->length > 0 ? (size_t)span->length : 1);
   if (job->span_bytes[s] == NULL)
-    return reader_refuse(CS_E_NO_MEMORY, msg, msg_size, "read: out of memory for a %llu-byte range",
+    return rt_refuse(CS_E_NO_MEMORY, msg, msg_size, "read: out of memory for a %llu-byte range",
                          (unsigned long long)span->length);
   cs_store_request *req = &f->requests[s];
-  memset(req, 0, sizeof *req);
   *req = (cs_store_request){.op = CS_STORE_GET, .id = s, .key = job->packs[span->pack].key, .has_range = true,
                             .range = {.offset = span->offset, .length = span->length},
                             .buf = job->span_bytes[s], .cap = (size_t)span->length};
   int rc = cs_store_start(&f->r->store, req);
-  if (rc != CS_E_OK) return reader_refuse(rc, msg, msg_size, "store GET of %s: %s", req->key, cs_strerror(rc));
+  if (rc != CS_E_OK) return rt_refuse(rc, msg, msg_size, "store GET of %s: %s", req->key, cs_strerror(rc));
   f->cost->requests++;
   return CS_E_OK;
 }
@@ -491,12 +477,12 @@ static int fetch_done(fetch *f, cs_store_request *req, char *msg, size_t msg_siz
   const cs_read_span *span = &f->job->spans[req->id];
   f->cost->bytes += req->got;
   if (req->rc != CS_E_OK || req->res.outcome != CS_OUT_OK) {
-    return reader_refuse(req->rc != CS_E_OK ? req->rc : CS_E_IO, msg, msg_size, "store GET of %s bytes %llu-%llu: %s (%s)",
+    return rt_refuse(req->rc != CS_E_OK ? req->rc : CS_E_IO, msg, msg_size, "store GET of %s bytes %llu-%llu: %s (%s)",
                          req->key, (unsigned long long)span->offset, (unsigned long long)(span->offset + span->length),
                          req->rc != CS_E_OK ? cs_strerror(req->rc) : cs_outcome_name(req->res.outcome), req->res.detail);
   }
   if (req->got != span->length) {
-    return reader_refuse(CS_E_CORRUPT, msg, msg_size, "store GET of %s: %zu of %llu bytes (a short read)", req->key,
+    return rt_refuse(CS_E_CORRUPT, msg, msg_size, "store GET of %s: %zu of %llu bytes (a short read)", req->key,
                          req->got, (unsigned long long)span->length);
   }
   return CS_E_OK;
@@ -511,7 +497,7 @@ static int fetch_all(capstore_reader *r, read_job *job, uint32_t inflight_max, c
   f.requests = calloc(spans + 1, sizeof *f.requests);
   if (job->span_bytes == NULL || f.requests == NULL) {
     free(f.requests);
-    return reader_refuse(CS_E_NO_MEMORY, msg, msg_size, "read: out of memory");
+    return rt_refuse(CS_E_NO_MEMORY, msg, msg_size, "read: out of memory");
   }
   if (r->store.in_flight_max > 0 && inflight_max > r->store.in_flight_max) inflight_max = r->store.in_flight_max;
   int rc = cs_read_exec_init(&f.exec, &job->plan, inflight_max == 0 ? READ_INFLIGHT_DEFAULT : inflight_max);
@@ -551,7 +537,7 @@ static int fetch_all(capstore_reader *r, read_job *job, uint32_t inflight_max, c
   } else {
     free(f.requests);
   }
-  if (err != CS_E_OK) return reader_refuse(err, msg, msg_size, "%s", first_msg);
+  if (err != CS_E_OK) return rt_refuse(err, msg, msg_size, "%s", first_msg);
   return CS_E_OK;
 }
 
@@ -627,29 +613,29 @@ static int verify_pack(const read_job *job, uint32_t k, bool whole, cs_pack_foot
   cs_pack_trailer trailer;
   cs_pack_error err;
   if (cs_pack_trailer_parse(tail, p->size_bytes, &trailer, &err) != CS_E_OK)
-    return reader_refuse(CS_E_CORRUPT, msg, msg_size, "pack %s (%s): its trailer at the catalog's size %llu: %s", id,
+    return rt_refuse(CS_E_CORRUPT, msg, msg_size, "pack %s (%s): its trailer at the catalog's size %llu: %s", id,
                          p->key, (unsigned long long)p->size_bytes, err.message);
   if (trailer.footer_offset != p->footer_offset || trailer.footer_offset + trailer.footer_length + CS_PACK_TRAILER_SIZE !=
                                                         p->size_bytes)
-    return reader_refuse(CS_E_CONFLICT, msg, msg_size,
+    return rt_refuse(CS_E_CONFLICT, msg, msg_size,
                          "pack %s (%s): its footer starts at %llu, the catalog's records end before %llu", id, p->key,
                          (unsigned long long)trailer.footer_offset, (unsigned long long)p->footer_offset);
   const uint8_t *footer_bytes = bytes_at(job, tail_span, trailer.footer_offset, trailer.footer_length);
   assert(footer_bytes != NULL);
   if (cs_pack_footer_parse(&trailer, footer_bytes, (size_t)trailer.footer_length, footer, &err) != CS_E_OK)
-    return reader_refuse(err.kind == CS_PACK_E_NO_MEMORY ? CS_E_NO_MEMORY : CS_E_CORRUPT, msg, msg_size,
+    return rt_refuse(err.kind == CS_PACK_E_NO_MEMORY ? CS_E_NO_MEMORY : CS_E_CORRUPT, msg, msg_size,
                          "pack %s (%s): its footer: %s", id, p->key, err.message);
   if (!cs_uuid_equal(&footer->pack_id, &p->pack_id))
-    return reader_refuse(CS_E_CONFLICT, msg, msg_size, "pack %s (%s): the object holds another pack", id, p->key);
+    return rt_refuse(CS_E_CONFLICT, msg, msg_size, "pack %s (%s): the object holds another pack", id, p->key);
   if (whole) {
     const uint8_t *object = bytes_at(job, tail_span, 0, p->size_bytes);
     uint8_t digest[32];
     unsigned int len = 0;
     assert(object != NULL);
     if (EVP_Digest(object, (size_t)p->size_bytes, digest, &len, EVP_sha256(), NULL) != 1 || len != 32)
-      return reader_refuse(CS_E_NO_MEMORY, msg, msg_size, "pack %s: SHA-256 failed", id);
+      return rt_refuse(CS_E_NO_MEMORY, msg, msg_size, "pack %s: SHA-256 failed", id);
     if (memcmp(digest, p->sha256, 32) != 0)
-      return reader_refuse(CS_E_CORRUPT, msg, msg_size, "pack %s (%s): its SHA-256 differs from the catalog's", id, p->key);
+      return rt_refuse(CS_E_CORRUPT, msg, msg_size, "pack %s (%s): its SHA-256 differs from the catalog's", id, p->key);
   }
   return CS_E_OK;
 }
@@ -661,16 +647,16 @@ static int verify_row(const read_job *job, uint32_t i, const cs_pack_footer *foo
   int shown = cid->len > 200 ? 200 : (int)cid->len;
   const cs_pack_record *rec = footer_record(footer, &row->d.record);
   if (rec == NULL)
-    return reader_refuse(CS_E_CONFLICT, msg, msg_size, "record %.*s: the catalog names pack %s, whose footer lacks it",
+    return rt_refuse(CS_E_CONFLICT, msg, msg_size, "record %.*s: the catalog names pack %s, whose footer lacks it",
                          shown, cid->bytes, row->d.key);
   const char *field = record_differs(&row->d.record, rec);
   if (field != NULL)
-    return reader_refuse(CS_E_CONFLICT, msg, msg_size, "record %.*s: the catalog's %s differs from pack %s's footer",
+    return rt_refuse(CS_E_CONFLICT, msg, msg_size, "record %.*s: the catalog's %s differs from pack %s's footer",
                          shown, cid->bytes, field, row->d.key);
   const uint8_t *bytes = bytes_at(job, job->span_of_want[i], rec->offset, rec->stored_length);
   assert(bytes != NULL); /* the footer's record equals the catalog's, whose bytes the span holds */
   if (cs_crc32(0, bytes, (size_t)rec->stored_length) != rec->crc32)
-    return reader_refuse(CS_E_CORRUPT, msg, msg_size, "record %.*s: its payload in %s fails its CRC-32 check", shown,
+    return rt_refuse(CS_E_CORRUPT, msg, msg_size, "record %.*s: its payload in %s fails its CRC-32 check", shown,
                          cid->bytes, row->d.key);
   return CS_E_OK;
 }
@@ -706,12 +692,12 @@ void capstore_payloads_free(capstore_payloads *p) {
 int capstore_read(capstore_reader *r, const capstore_selection *sel, const capstore_read_options *opt,
                   capstore_payloads *out, char *msg, size_t msg_size) {
   if (r == NULL || sel == NULL || opt == NULL || out == NULL)
-    return reader_refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "reader, selection, options and out must be given");
+    return rt_refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "reader, selection, options and out must be given");
   memset(out, 0, sizeof *out);
   if (r->broken)
-    return reader_refuse(CS_E_STATE, msg, msg_size, "this reader's store failed with reads in flight: open a new reader");
+    return rt_refuse(CS_E_STATE, msg, msg_size, "this reader's store failed with reads in flight: open a new reader");
   read_job *job = calloc(1, sizeof *job);
-  if (job == NULL) return reader_refuse(CS_E_NO_MEMORY, msg, msg_size, "read: out of memory");
+  if (job == NULL) return rt_refuse(CS_E_NO_MEMORY, msg, msg_size, "read: out of memory");
   job->sel = sel;
   int rc = job_plan(job, opt, &out->cost, msg, msg_size);
   if (rc == CS_E_OK) rc = fetch_all(r, job, opt->inflight_max, &out->cost, msg, msg_size);
@@ -719,7 +705,7 @@ int capstore_read(capstore_reader *r, const capstore_selection *sel, const capst
   if (rc == CS_E_OK) {
     out->bytes = calloc(sel->count + 1, sizeof *out->bytes);
     out->length = calloc(sel->count + 1, sizeof *out->length);
-    if (out->bytes == NULL || out->length == NULL) rc = reader_refuse(CS_E_NO_MEMORY, msg, msg_size, "read: out of memory");
+    if (out->bytes == NULL || out->length == NULL) rc = rt_refuse(CS_E_NO_MEMORY, msg, msg_size, "read: out of memory");
   }
   if (rc != CS_E_OK) {
     capstore_read_cost cost = out->cost;
