@@ -664,6 +664,39 @@ static void test_search(void **state) {
   assert_int_equal(c->ops->search(c->self, 3, NULL, NULL, rows, 16, &count, &res), CS_E_INVALID_ARGUMENT);
 }
 
+/*
+ * A pack indexed twice at one version: a publisher that crashed between
+ * INDEX and PUBLISH leaves the pack in its spool, and its successor indexes
+ * it again at the same version (the watermark + 1). Two inventory rows and
+ * two copies of each descriptor: SEARCH still shows each capture once,
+ * with the pack's size and footer offset.
+ */
+static void test_search_reindexed_at_one_version(void **state) {
+  cs_catalog *c = *state;
+  if (c->ops->search == NULL) skip(); /* an adapter without SEARCH */
+  test_pack p;
+  pack_make(&p, 21, 1);
+  p.ref.size_bytes = 8192;
+  test_pack *batch[] = {&p};
+  uint64_t term = acquire(c, &lease_a, TTL_LONG_NS);
+  index_packs(c, &lease_a, MARGIN_NS, 1, batch, 1);
+  index_packs(c, &lease_a, MARGIN_NS, 1, batch, 1);
+  publish(c, &lease_a, MARGIN_NS, 1, term);
+  cs_search_filter all;
+  memset(&all, 0, sizeof all);
+  search_expect(c, 1, &all, "21-c0 21-c1 21-c2");
+  cs_search_row rows[16];
+  assert_int_equal(search_page(c, 1, &all, NULL, rows, 16), 3);
+  for (uint32_t i = 0; i < 3; i++) {
+    assert_int_equal(rows[i].pack_size_bytes, 8192);
+    assert_int_equal(rows[i].footer_offset, 256);
+  }
+  cs_search_key key; /* and page by page */
+  assert_int_equal(search_page(c, 1, &all, NULL, rows, 2), 2);
+  assert_int_equal(cs_search_key_of(&rows[1], &key), CS_E_OK);
+  assert_int_equal(search_page(c, 1, &all, &key, rows, 2), 1);
+}
+
 static uint32_t descriptors_at(cs_catalog *c, uint64_t watermark, const test_pack *p, cs_descriptor_row *rows) {
   uint32_t count = 99;
   cs_catalog_result res;
@@ -880,6 +913,7 @@ int conformance_catalog_run_backend(const char *group, const conformance_catalog
       cmocka_unit_test_setup_teardown(test_descriptors, setup, teardown),
       cmocka_unit_test_setup_teardown(test_list_packs, setup, teardown),
       cmocka_unit_test_setup_teardown(test_search, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_search_reindexed_at_one_version, setup, teardown),
       cmocka_unit_test_setup_teardown(test_stale_index_invisible, setup, teardown),
       cmocka_unit_test_setup_teardown(test_watermark, setup, teardown),
       cmocka_unit_test_setup_teardown(test_nul_key_refused, setup, teardown),

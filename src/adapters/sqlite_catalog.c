@@ -629,9 +629,13 @@ static void search_sql(sql_text *q, const cs_search_filter *f, bool after) {
    * One row per (pack, capture): its highest visible version, and of copies at that version the first
    * (rowid). No GROUP BY: SQLite then walks the order index from the cursor and stops at the LIMIT
    * (EXPLAIN QUERY PLAN: "SEARCH d USING INDEX ..._order"), where a GROUP BY sorted every visible row.
+   * The inventory row is one too (the latest at the row's version): a pack indexed twice at one
+   * version (a publisher that crashed between INDEX and PUBLISH, its successor reusing the version)
+   * has two, and joining both showed each of its captures twice.
    */
-  sql_add(q, "SELECT d.*, i.size_bytes, i.sha256 FROM " T_DESCRIPTOR " d JOIN " T_INVENTORY
-             " i ON i.pack_id = d.pack_id AND i.version = d.version WHERE d.version <= ? AND d.version = (SELECT "
+  sql_add(q, "SELECT d.*, i.size_bytes, i.sha256 FROM " T_DESCRIPTOR " d JOIN " T_INVENTORY " i ON i.rowid = (SELECT "
+             "max(j.rowid) FROM " T_INVENTORY " j WHERE j.pack_id = d.pack_id AND j.version = d.version) WHERE "
+             "d.version <= ? AND d.version = (SELECT "
              "max(e.version) FROM " T_DESCRIPTOR " e JOIN " T_INVENTORY " j ON j.pack_id = e.pack_id AND j.version = "
              "e.version WHERE e.pack_id = d.pack_id AND e.capture_id = d.capture_id AND e.version <= ?) AND d.rowid = "
              "(SELECT min(e.rowid) FROM " T_DESCRIPTOR " e WHERE e.pack_id = d.pack_id AND e.capture_id = d.capture_id "
