@@ -2,19 +2,24 @@
  * libFuzzer target: the ClickHouse adapter's answer parsers. The input is an
  * HTTP status byte pair followed by a body; the body goes through the error
  * parser and the classifier, then through the strict TabSeparated reader at
- * a column count taken from the first byte, and each 28-field row through
- * the descriptor row parser (each 7-field row through the inventory row
- * parser). Nothing may crash, read out of bounds or return
- * a field outside the buffer, and a row the parser accepts has a key without
- * NUL. Then the body, as a text value and as the key, goes through the bulk
- * form of a descriptor row (catalog.h), back through the reader and the
- * descriptor row parser: every text must come back byte for byte, NUL bytes
- * included (U+0000 is a valid text character). The row is refused exactly
- * when the key holds a NUL, and the key rule every catalog applies at INDEX
- * (cs_catalog_index_keys_ok) refuses exactly the same inputs.
+ * a column count taken from the third byte (1 to 28; 252 and above: a
+ * SEARCH row's 31), and each 28-field row through the descriptor row parser
+ * (each 7-field row through the inventory row parser, each 31-field row
+ * through the search row parser). Nothing may crash, read out of bounds or
+ * return a field outside the buffer, a row the parser accepts has a key
+ * without NUL, and a search row's footer offset is the first multiple of 64
+ * at or after its end (at least 64). Then the body, as a text value and as
+ * the key, goes through the bulk form of a descriptor row (catalog.h), back
+ * through the reader and the descriptor row parser, and, with a pack's size,
+ * sha256 and end after it, through the search row parser: every text must
+ * come back byte for byte, NUL bytes included (U+0000 is a valid text
+ * character). The row is refused exactly when the key holds a NUL, and the
+ * key rule every catalog applies at INDEX (cs_catalog_index_keys_ok)
+ * refuses exactly the same inputs.
  */
 #include <assert.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -22,6 +27,40 @@
 #include "capstore/clickhouse.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/*
+ * The bulk row of rec with a SEARCH answer's three pack columns after it
+ * (size, sha256, the end of the last record, drawn from len), through the
+ * reader and the search row parser: the texts whole, the pack's values and
+ * the footer offset (the first multiple of 64 at or after the end, at least 64).
+ */
+static void search_round_trip(const cs_pack_ref *ref, const cs_pack_record *rec, const char *text, size_t len) {
+  size_t n = cs_catalog_tsv_row(ref, rec, 7, NULL, 0);
+  if (n == 0) return;
+  uint64_t end = (uint64_t)len * 977u, size = (uint64_t)len + 64u;
+  char tail[128], sha[65];
+  for (int i = 0; i < 32; i++) snprintf(sha + 2 * i, 3, "%02x", (unsigned)(len + (size_t)i) & 0xffu);
+  int t = snprintf(tail, sizeof tail, "%llu\t%s\t%llu\n", (unsigned long long)size, sha, (unsigned long long)end);
+  assert(t > 0 && (size_t)t < sizeof tail);
+  char *row = malloc(n + (size_t)t);
+  if (row == NULL) return;
+  assert(cs_catalog_tsv_row(ref, rec, 7, row, n) == n);
+  row[n - 1] = '\t'; /* the descriptor's columns, then the pack's */
+  memcpy(row + n, tail, (size_t)t);
+  cs_clickhouse_tsv tsv = {row, row + n + (size_t)t};
+  char *f[CS_CLICKHOUSE_SEARCH_COLUMN_COUNT];
+  size_t flen[CS_CLICKHOUSE_SEARCH_COLUMN_COUNT];
+  assert(cs_clickhouse_tsv_next(&tsv, f, flen, CS_CLICKHOUSE_SEARCH_COLUMN_COUNT) == 1);
+  assert(cs_clickhouse_tsv_next(&tsv, f, flen, CS_CLICKHOUSE_SEARCH_COLUMN_COUNT) == 0);
+  static cs_search_row back;
+  assert(cs_clickhouse_search_row(f, flen, &back) == CS_E_OK);
+  const cs_pack_text got[3] = {back.d.record.meta.capture_id, back.d.record.meta.run_id, back.d.record.meta.hook_name};
+  for (int i = 0; i < 3; i++) assert(got[i].len == len && memcmp(got[i].bytes, text, len) == 0);
+  assert(back.d.version == 7 && back.pack_size_bytes == size);
+  for (int i = 0; i < 32; i++) assert(back.pack_sha256[i] == ((len + (size_t)i) & 0xffu));
+  assert(back.footer_offset == (end <= 64 ? 64 : (end + 63) / 64 * 64));
+  free(row);
+}
 
 static void bulk_round_trip(const char *text, size_t len) {
   static cs_pack_ref ref;
@@ -62,6 +101,7 @@ static void bulk_round_trip(const char *text, size_t len) {
   for (int i = 0; i < 3; i++) assert(got[i].len == len && memcmp(got[i].bytes, text, len) == 0);
   assert(strlen(back.key) == ref.key_len && memcmp(back.key, ref.key, ref.key_len) == 0);
   free(row);
+  search_round_trip(&ref, &rec, text, len);
 }
 
 /* A 28-field answer row through the descriptor row parser: a row it accepts has a key without NUL, in bounds. */
@@ -85,10 +125,27 @@ static void inventory_row_check(char **fields, const size_t *lengths) {
   assert(lengths[0] == CS_UUID_TEXT_LEN && strncasecmp(text, fields[0], CS_UUID_TEXT_LEN) == 0);
 }
 
+/* A 31-field answer row through the search row parser: key without NUL, texts in bounds, the footer offset aligned. */
+static void search_row_check(char **fields, const size_t *lengths) {
+  static cs_search_row row;
+  uint64_t end = 0;
+  bool end_ok = fields[30] != NULL && memchr(fields[30], '\0', lengths[30]) == NULL &&
+                cs_clickhouse_parse_u64(fields[30], &end) == CS_E_OK; /* before the parser: it cuts the shape */
+  if (cs_clickhouse_search_row(fields, lengths, &row) != CS_E_OK) return;
+  assert(end_ok && end <= UINT64_MAX - 63);
+  assert(memchr(row.d.key, '\0', sizeof row.d.key) != NULL);
+  assert(strlen(row.d.key) == lengths[1] && memcmp(row.d.key, fields[1], lengths[1]) == 0);
+  assert(row.d.record.meta.capture_id.bytes == fields[2] && row.d.record.meta.capture_id.len == lengths[2]);
+  assert(row.d.record.meta.rank <= CS_PACK_RANK_MAX && row.d.record.meta.dtype < CS_DTYPE_COUNT_);
+  assert(row.footer_offset % 64 == 0 && row.footer_offset >= 64 && row.footer_offset >= end);
+  assert(row.footer_offset - end < 64 || end < 64); /* the first multiple of 64 at or after the end */
+  assert(lengths[29] == 64);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 3) return 0;
   long status = 100 + (long)((data[0] << 8 | data[1]) % 500);
-  uint32_t columns = 1 + data[2] % 28;
+  uint32_t columns = data[2] < 252 ? 1 + data[2] % 28 : CS_CLICKHOUSE_SEARCH_COLUMN_COUNT;
   const char *body = (const char *)data + 3;
   size_t len = size - 3;
   int32_t code = 0;
@@ -99,8 +156,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (copy == NULL) return 0;
   memcpy(copy, body, len);
   cs_clickhouse_tsv tsv = {copy, copy + len};
-  char *fields[28];
-  size_t lengths[28];
+  char *fields[CS_CLICKHOUSE_SEARCH_COLUMN_COUNT];
+  size_t lengths[CS_CLICKHOUSE_SEARCH_COLUMN_COUNT];
   for (int rows = 0; rows < 100000; rows++) {
     int got = cs_clickhouse_tsv_next(&tsv, fields, lengths, columns);
     if (got != 1) break;
@@ -113,6 +170,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     if (columns == CS_CATALOG_DESCRIPTOR_COLUMN_COUNT) descriptor_row_check(fields, lengths);
     if (columns == CS_CLICKHOUSE_INVENTORY_COLUMN_COUNT) inventory_row_check(fields, lengths);
+    if (columns == CS_CLICKHOUSE_SEARCH_COLUMN_COUNT) search_row_check(fields, lengths);
   }
   free(copy);
   bulk_round_trip(body, len);

@@ -930,7 +930,7 @@ bool sim_read_visible(const sim_world *w, uint32_t pack, uint64_t watermark) {
 
 #define READ_INV_1 "(reader 1: a read at W sees what is published at or below W, each record once)"
 #define READ_INV_2 "(reader 2: data only as captured, an error only for a GET that failed or was wrong)"
-#define READ_INV_3 "(reader 3: no more requests than planned)"
+#define READ_INV_3 "(reader 3: no more requests than planned, and the plan counts what it reads)"
 #define READ_INV_4 "(reader 4: a plan over its budget is refused before any request, one within it is not)"
 
 /* A page: asked at W, every pack on it in the filter and visible at W, in pack id order after the cursor. */
@@ -988,6 +988,114 @@ void sim_check_read_search(sim_world *w, const sim_reader *r) {
   }
 }
 
+/* The ranges of the read's pack k's records, sorted by offset, into off and end; returns how many. */
+static uint32_t read_ranges_of(const sim_reader *r, uint32_t k, uint64_t *off, uint64_t *end) {
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < r->want_count; i++) {
+    if (r->wants[i].pack != k) continue;
+    uint32_t at = n++;
+    for (; at > 0 && off[at - 1] > r->wants[i].offset; at--) off[at] = off[at - 1], end[at] = end[at - 1];
+    off[at] = r->wants[i].offset, end[at] = r->wants[i].offset + r->wants[i].length;
+  }
+  return n;
+}
+
+/* The wanted bytes of the read's pack k, each once (the records' ranges, unioned). */
+static uint64_t read_payload_of(const sim_reader *r, uint32_t k) {
+  uint64_t off[SIM_READ_WANTS_MAX], end[SIM_READ_WANTS_MAX];
+  uint32_t n = read_ranges_of(r, k, off, end);
+  uint64_t total = 0, covered = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    uint64_t from = off[i] > covered ? off[i] : covered;
+    if (end[i] > from) total += end[i] - from;
+    if (end[i] > covered) covered = end[i];
+  }
+  return total;
+}
+
+/*
+ * The plan's totals are what its budget is judged by and what the reader is
+ * told it costs: its requests are its reads, its bytes their lengths, its
+ * payload the records' bytes each counted once, its footer bytes each pack's
+ * [F, size), every pack of the read once.
+ */
+static void check_read_accounting(sim_world *w, const sim_reader *r) {
+  uint64_t bytes = 0, payload = 0, footers = 0;
+  for (uint32_t s = 0; s < r->plan.span_count && s < SIM_READ_SPANS_MAX; s++) bytes += r->spans[s].length;
+  for (uint32_t k = 0; k < r->pack_count; k++) {
+    payload += read_payload_of(r, k);
+    footers += r->packs[k].size_bytes - r->packs[k].footer_offset;
+  }
+  const cs_read_plan *p = &r->plan;
+  if (p->requests != p->span_count || p->bytes != bytes || p->payload_bytes != payload || p->footer_bytes != footers ||
+      p->pack_count != r->pack_count || p->want_count != r->want_count)
+    sim_bail(w, SIM_EXIT_SAFETY, "r%u's read %" PRIu64 ": its plan counts %" PRIu64 " requests, %" PRIu64 " bytes (%"
+             PRIu64 " of payload, %" PRIu64 " of footers) over %u packs; it has %u reads of %" PRIu64 " bytes, its %u"
+             " records hold %" PRIu64 " bytes and its %u packs' footers %" PRIu64 " " READ_INV_3, r->index, r->read_id,
+             p->requests, p->bytes, p->payload_bytes, p->footer_bytes, p->pack_count, p->span_count, bytes,
+             r->want_count, payload, r->pack_count, footers);
+}
+
+/*
+ * docs/reader.md "Plan", steps 2 and 3: a pack's records are read in runs,
+ * in offset order, a run taking the next record when they overlap or touch,
+ * or when the gap is at most gap_bytes_max and the run stays within
+ * span_bytes_max (0: no bound); the footer and trailer [F, size) join the
+ * last run on the same terms. A plan's requests and bytes are exactly those
+ * runs'; whole objects are one read each.
+ */
+static bool read_run_takes(const cs_read_limits *limits, uint64_t run_off, uint64_t run_end, uint64_t off, uint64_t end) {
+  if (off <= run_end) return true;
+  if (off - run_end > limits->gap_bytes_max) return false;
+  uint64_t merged = end > run_end ? end : run_end;
+  return limits->span_bytes_max == 0 || merged - run_off <= limits->span_bytes_max;
+}
+
+static void check_read_merging(sim_world *w, const sim_reader *r) {
+  uint64_t requests = 0, bytes = 0, gap = r->limits.gap_bytes_max;
+  for (uint32_t k = 0; k < r->pack_count; k++) {
+    const cs_read_pack *p = &r->packs[k];
+    if (r->limits.whole_objects) {
+      requests++, bytes += p->size_bytes;
+      continue;
+    }
+    uint64_t off[SIM_READ_WANTS_MAX + 1], end[SIM_READ_WANTS_MAX + 1];
+    uint32_t n = read_ranges_of(r, k, off, end);
+    off[n] = p->footer_offset, end[n] = p->size_bytes; /* the tail comes last: F is past every record */
+    uint64_t run_off = off[0], run_end = end[0];
+    for (uint32_t i = 1; i <= n; i++) {
+      if (read_run_takes(&r->limits, run_off, run_end, off[i], end[i])) {
+        if (end[i] > run_end) run_end = end[i];
+        continue;
+      }
+      requests++, bytes += run_end - run_off;
+      run_off = off[i], run_end = end[i];
+    }
+    requests++, bytes += run_end - run_off;
+  }
+  if (r->plan.requests != requests || r->plan.bytes != bytes)
+    sim_bail(w, SIM_EXIT_SAFETY, "r%u's read %" PRIu64 ": its plan takes %" PRIu64 " requests and %" PRIu64 " bytes; its"
+             " %u records in %u packs merged at gaps up to %" PRIu64 " bytes (span bound %" PRIu64 ")%s take %" PRIu64 " and %" PRIu64
+             " " READ_INV_3, r->index, r->read_id, r->plan.requests,
+             r->plan.bytes, r->want_count, r->pack_count, gap, r->limits.span_bytes_max,
+             r->limits.whole_objects ? " (whole objects)" : "",
+             requests, bytes);
+}
+
+/* A refusal says how much the plan needs and by how much it is over the limit it passed (read_plan.h). */
+static void check_read_refusal_msg(sim_world *w, const sim_reader *r) {
+  bool bytes_over = r->plan.bytes > r->limits.byte_limit;
+  uint64_t need = bytes_over ? r->plan.bytes : r->plan.requests;
+  uint64_t over = bytes_over ? r->plan.bytes - r->limits.byte_limit : r->plan.requests - r->limits.request_limit;
+  char a[32], b[48];
+  snprintf(a, sizeof a, "%" PRIu64 " ", need);
+  snprintf(b, sizeof b, "%" PRIu64 " %sover", over, bytes_over ? "bytes " : "");
+  if (strstr(r->plan_msg, a) == NULL || strstr(r->plan_msg, b) == NULL)
+    sim_bail(w, SIM_EXIT_SAFETY, "r%u's read %" PRIu64 ": its plan needs %" PRIu64 " %s, %" PRIu64 " over its limit, but"
+             " the refusal says \"%s\" " READ_INV_4, r->index, r->read_id, need, bytes_over ? "bytes" : "requests", over,
+             r->plan_msg);
+}
+
 /* A plan over its budget is refused (and filled as an estimate); one within it is not. */
 void sim_check_read_plan(sim_world *w, const sim_reader *r) {
   if (r->over_budget && r->plan_rc != CS_E_TOO_LARGE)
@@ -1000,6 +1108,9 @@ void sim_check_read_plan(sim_world *w, const sim_reader *r) {
              " its request limit %" PRIu64 " and byte limit %" PRIu64 ", was refused (%s) " READ_INV_4, r->index,
              r->read_id, r->estimate_requests, r->estimate_bytes, r->limits.request_limit, r->limits.byte_limit,
              cs_strerror(r->plan_rc));
+  check_read_accounting(w, r);
+  check_read_merging(w, r);
+  if (r->plan_rc == CS_E_TOO_LARGE) check_read_refusal_msg(w, r);
   if (r->plan.requests != r->estimate_requests || r->plan.bytes != r->estimate_bytes)
     sim_bail(w, SIM_EXIT_SAFETY, "r%u's read %" PRIu64 ": its plan (%" PRIu64 " requests, %" PRIu64 " bytes) is not its"
              " estimate (%" PRIu64 ", %" PRIu64 ") " READ_INV_3, r->index, r->read_id, r->plan.requests, r->plan.bytes,
@@ -1015,6 +1126,15 @@ void sim_check_read_get(sim_world *w, const sim_reader *r, uint32_t span) {
     sim_bail(w, SIM_EXIT_SAFETY, "r%u's read %" PRIu64 " sent GET %" PRIu64 " (span %u): its plan has %" PRIu64
              " requests, its request limit is %" PRIu64 " " READ_INV_3, r->index, r->read_id, r->issued, span,
              r->plan.requests, r->limits.request_limit);
+  if (r->failed_seen)
+    sim_bail(w, SIM_EXIT_SAFETY, "r%u's read %" PRIu64 " sent GET %" PRIu64 " (span %u) after one of its GETs failed: a"
+             " failed read sends nothing more " READ_INV_3, r->index, r->read_id, r->issued, span);
+  const cs_read_span *sp = &r->spans[span];
+  uint64_t size = sp->pack < r->pack_count ? r->packs[sp->pack].size_bytes : 0;
+  if (sp->pack >= r->pack_count || sp->offset > size || sp->length > size - sp->offset)
+    sim_bail(w, SIM_EXIT_SAFETY, "r%u's read %" PRIu64 " sent GET %" PRIu64 " for bytes %" PRIu64 "-%" PRIu64 " of a pack"
+             " of %" PRIu64 " bytes " READ_INV_3, r->index, r->read_id, r->issued, sp->offset, sp->offset + sp->length,
+             size);
   if (r->issued_bytes > r->plan.bytes || r->issued_bytes > r->limits.byte_limit)
     sim_bail(w, SIM_EXIT_SAFETY, "r%u's read %" PRIu64 " asked for %" PRIu64 " bytes by GET %" PRIu64 ": its plan reads %"
              PRIu64 ", its byte limit is %" PRIu64 " " READ_INV_3, r->index, r->read_id, r->issued_bytes, r->issued,
@@ -1071,6 +1191,9 @@ void sim_check_read_done(sim_world *w, const sim_reader *r, int rc) {
   if (r->issued > r->plan.requests)
     sim_bail(w, SIM_EXIT_SAFETY, "r%u's read %" PRIu64 " sent %" PRIu64 " GETs; its plan has %" PRIu64 " " READ_INV_3,
              r->index, r->read_id, r->issued, r->plan.requests);
+  if (r->inflight != 0)
+    sim_bail(w, SIM_EXIT_SAFETY, "r%u's read %" PRIu64 " ended with %u of its GETs still in flight (their bytes not yet"
+             " read) " READ_INV_2, r->index, r->read_id, r->inflight);
   uint32_t wrong = SIM_NONE, unsent = 0;
   for (uint32_t s = 0; s < r->plan.span_count; s++) {
     if (!r->answers[s].sent) unsent++;

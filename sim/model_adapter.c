@@ -604,6 +604,164 @@ static int mc_list_packs(void *self, uint64_t watermark, const cs_uuid *after, c
   return CS_E_OK;
 }
 
+/*
+ * catalog.h's filter rule, as cs_search_filter_check words it (the model
+ * does not link the adapters): lists within CS_SEARCH_LIST_MAX with their
+ * values present, ranges with min <= max ([min, max) non-empty for the
+ * tokens), numbers within 2^63 - 1, a known dtype.
+ */
+static bool search_filter_ok(const cs_search_filter *f) {
+  if (f == NULL || f->hook_name_count > CS_SEARCH_LIST_MAX || f->capture_id_count > CS_SEARCH_LIST_MAX) return false;
+  if ((f->hook_name_count > 0 && f->hook_names == NULL) || (f->capture_id_count > 0 && f->capture_ids == NULL))
+    return false;
+  for (uint32_t i = 0; i < f->hook_name_count; i++)
+    if (f->hook_names[i].bytes == NULL) return false;
+  for (uint32_t i = 0; i < f->capture_id_count; i++)
+    if (f->capture_ids[i].bytes == NULL) return false;
+  if ((f->has_layer && f->layer_min > f->layer_max) || (f->has_step && f->step_min > f->step_max) ||
+      (f->has_tokens && f->token_min >= f->token_max) ||
+      (f->has_captured_at && f->captured_min_ns > f->captured_max_ns))
+    return false;
+  if (f->has_dtype && (unsigned)f->dtype >= (unsigned)CS_DTYPE_COUNT_) return false; /* cs_dtype_name lives outside the cores the mutants link */
+  return !((f->has_step && f->step_max > (uint64_t)INT64_MAX) ||
+           (f->has_tokens && f->token_max > (uint64_t)INT64_MAX) ||
+           (f->has_captured_at && f->captured_max_ns > (uint64_t)INT64_MAX));
+}
+
+static bool text_in(const cs_pack_text *value, const cs_pack_text *list, uint32_t count) {
+  for (uint32_t i = 0; i < count; i++)
+    if (text_cmp(value, &list[i]) == 0) return true;
+  return false;
+}
+
+/* Whether the filter selects the record: every set field matches, a list by any of its values. */
+static bool search_selects(const cs_search_filter *f, const cs_pack_meta *r) {
+  const cs_pack_text *want[8] = {&f->tenant_id,  &f->experiment_id, &f->run_id,   &f->session_id,
+                                 &f->request_id, &f->sequence_id,   &f->model_id, &f->model_revision};
+  const cs_pack_text *have[8] = {&r->tenant_id,  &r->experiment_id, &r->run_id,   &r->session_id,
+                                 &r->request_id, &r->sequence_id,   &r->model_id, &r->model_revision};
+  for (int i = 0; i < 8; i++)
+    if (want[i]->bytes != NULL && (have[i]->bytes == NULL || text_cmp(want[i], have[i]) != 0)) return false;
+  if (f->hook_name_count > 0 && !text_in(&r->hook_name, f->hook_names, f->hook_name_count)) return false;
+  if (f->capture_id_count > 0 && !text_in(&r->capture_id, f->capture_ids, f->capture_id_count)) return false;
+  if (f->has_layer && (r->layer_number < f->layer_min || r->layer_number > f->layer_max)) return false;
+  if (f->has_step && (r->step_number < f->step_min || r->step_number > f->step_max)) return false;
+  if (f->has_tokens && !(r->token_start < f->token_max && r->token_end > f->token_min)) return false;
+  if (f->has_captured_at && (r->captured_at_ns < f->captured_min_ns || r->captured_at_ns > f->captured_max_ns))
+    return false;
+  return !f->has_dtype || r->dtype == f->dtype;
+}
+
+/* A row's place in a search's order: (pack id bytes, offset, capture id bytes). */
+static int search_order_cmp(const model_row *a, const cs_uuid *pack_id, uint64_t offset, const cs_pack_text *id) {
+  int c = cs_uuid_compare(&a->pack_id, pack_id);
+  if (c != 0) return c;
+  if (a->record.offset != offset) return a->record.offset < offset ? -1 : 1;
+  return text_cmp(&a->record.meta.capture_id, id);
+}
+
+static bool search_after(const model_row *row, const cs_search_key *after) {
+  if (after == NULL) return true;
+  cs_pack_text id = {after->capture_id, after->capture_id_len};
+  return search_order_cmp(row, &after->pack_id, after->offset, &id) > 0;
+}
+
+static const model_named *named_at(const model_catalog *m, const cs_uuid *pack_id, uint64_t version) {
+  for (size_t i = 0; i < m->named_count; i++)
+    if (m->named[i].version == version && cs_uuid_equal(&m->named[i].pack_id, pack_id)) return &m->named[i];
+  return NULL;
+}
+
+static bool pack_rejected(const model_catalog *m, const cs_uuid *pack_id) {
+  for (uint32_t i = 0; i < m->w->pack_count; i++)
+    if (cs_uuid_equal(&m->w->packs[i].ref.pack_id, pack_id)) return m->w->packs[i].rejected;
+  return false;
+}
+
+/* Row pointers into m->rows: their difference is the landing order, which breaks every tie. */
+static int landing_cmp(const model_row *x, const model_row *y) { return (x > y) - (x < y); }
+
+/* Per capture, its highest version first. */
+static int by_capture_version(const void *pa, const void *pb) {
+  const model_row *x = *(const model_row *const *)pa, *y = *(const model_row *const *)pb;
+  int c = cs_uuid_compare(&x->pack_id, &y->pack_id);
+  if (c == 0) c = text_cmp(&x->record.meta.capture_id, &y->record.meta.capture_id);
+  if (c == 0 && x->version != y->version) c = x->version > y->version ? -1 : 1;
+  return c != 0 ? c : landing_cmp(x, y);
+}
+
+static int by_search_order(const void *pa, const void *pb) {
+  const model_row *x = *(const model_row *const *)pa, *y = *(const model_row *const *)pb;
+  int c = search_order_cmp(x, &y->pack_id, y->record.offset, &y->record.meta.capture_id);
+  return c != 0 ? c : landing_cmp(x, y);
+}
+
+/*
+ * SEARCH over the rows that landed, as catalog.h says: a row is visible when
+ * an inventory row names its (pack id, version) at or below the watermark
+ * and its pack has no rejected row; each (pack id, capture id) resolves to
+ * its highest visible version, and is answered when a row of it there
+ * matches the filter and follows the key (the first such row, by landing
+ * order, where copies landed twice).
+ */
+static int mc_search(void *self, uint64_t watermark, const cs_search_filter *filter, const cs_search_key *after,
+                     cs_search_row *rows, uint32_t capacity, uint32_t *count, cs_catalog_result *res) {
+  model_catalog *m = self;
+  if (count == NULL || res == NULL || (rows == NULL && capacity > 0) || !search_filter_ok(filter) ||
+      (after != NULL && after->capture_id_len > CS_SEARCH_KEY_ID_MAX))
+    return CS_E_INVALID_ARGUMENT;
+  *count = 0;
+  const model_row **order = malloc((m->row_count == 0 ? 1 : m->row_count) * sizeof *order);
+  if (order == NULL) return CS_E_NO_MEMORY;
+  size_t visible = 0, chosen = 0;
+  for (size_t i = 0; i < m->row_count; i++) {
+    const model_row *row = &m->rows[i];
+    if (row->version <= watermark && is_named(m, &row->pack_id, row->version) && !pack_rejected(m, &row->pack_id))
+      order[visible++] = row;
+  }
+  qsort(order, visible, sizeof *order, by_capture_version);
+  for (size_t g = 0; g < visible;) { /* one capture: its rows at its highest version come first */
+    const model_row *top = order[g], *pick = NULL;
+    size_t next = g;
+    for (; next < visible; next++) {
+      const model_row *row = order[next];
+      if (!cs_uuid_equal(&row->pack_id, &top->pack_id) ||
+          text_cmp(&row->record.meta.capture_id, &top->record.meta.capture_id) != 0)
+        break;
+      if (pick == NULL && row->version == top->version && search_selects(filter, &row->record.meta) &&
+          search_after(row, after))
+        pick = row;
+    }
+    if (pick != NULL) order[chosen++] = pick; /* chosen <= g: a slot already read */
+    g = next;
+  }
+  qsort(order, chosen, sizeof *order, by_search_order);
+  for (size_t i = 0; i < chosen && *count < capacity; i++) {
+    const model_row *row = order[i];
+    const model_named *named = named_at(m, &row->pack_id, row->version);
+    if (named == NULL) continue; /* never: the row is visible */
+    cs_search_row *out = &rows[(*count)++];
+    memset(out, 0, sizeof *out);
+    out->d.pack_id = row->pack_id;
+    snprintf(out->d.key, sizeof out->d.key, "%s", row->key);
+    out->d.record = row->record;
+    out->d.version = row->version;
+    out->pack_size_bytes = named->ref.size_bytes;
+    memcpy(out->pack_sha256, named->ref.sha256, 32);
+    uint64_t end = 0; /* the pack's last record at that version: every row of it that landed */
+    for (size_t j = 0; j < m->row_count; j++) {
+      const model_row *other = &m->rows[j];
+      if (other->version == row->version && cs_uuid_equal(&other->pack_id, &row->pack_id) &&
+          other->record.offset + other->record.stored_length > end)
+        end = other->record.offset + other->record.stored_length;
+    }
+    out->footer_offset = end <= 64 ? 64 : (end + 63) / 64 * 64;
+  }
+  free(order);
+  cat_res(res, CS_OUT_OK, NULL);
+  return CS_E_OK;
+}
+
 static void mc_close(void *self) {
   model_catalog *m = self;
   for (size_t i = 0; i < m->row_count; i++) free(m->rows[i].text);
@@ -625,6 +783,7 @@ static const cs_catalog_ops model_catalog_ops = {.name = "model",
                                                  .committed = mc_committed,
                                                  .read_descriptors = mc_read_descriptors,
                                                  .list_packs = mc_list_packs,
+                                                 .search = mc_search,
                                                  .close = mc_close};
 
 int sim_model_catalog_open(cs_catalog *out) {

@@ -96,6 +96,7 @@ static void read_send(sim_world *w, sim_reader *r, uint32_t tag, uint64_t bytes)
   if (outcome == CS_OUT_OK && latency > timeout) outcome = CS_OUT_TIMEOUT, latency = timeout;
   if (catalog) r->catalog_outcome = outcome;
   else r->answers[tag].outcome = outcome;
+  r->pending++;
   sim_schedule(w, w->now_ns + latency, EV_READ_ANSWER, SIM_NONE, r->index, r->read_id << 16 | tag);
 }
 
@@ -113,6 +114,7 @@ static void read_start(sim_world *w, sim_reader *r) {
   cs_prng *g = &w->prng_readers;
   uint32_t index = r->index;
   uint64_t read_id = r->read_id + 1;
+  if (r->phase != READ_IDLE || r->pending != 0) sim_bail(w, SIM_EXIT_CRASH, "r%u: a read starts over another", index);
   memset(r, 0, sizeof *r);
   r->index = index;
   r->read_id = read_id;
@@ -166,6 +168,7 @@ static void page_answer(sim_world *w, sim_reader *r) {
   r->after = w->packs[rows[n - 1]].ref.pack_id;
   r->has_after = true;
   uint64_t think = r->think_max_ns == 0 ? 0 : cs_prng_below(&w->prng_readers, r->think_max_ns + 1);
+  r->pending++;
   sim_schedule(w, w->now_ns + think, EV_READ_ANSWER, SIM_NONE, r->index, r->read_id << 16 | READ_TAG_NEXT_PAGE);
 }
 
@@ -219,7 +222,7 @@ static uint32_t record_at(const sim_world *w, const sim_reader *r, uint64_t k, u
   return SIM_NONE;
 }
 
-/* Chooses 1 to 64 distinct records of the search, in a shuffled order (the plan sorts them). */
+/* Chooses 1 to 64 distinct records of the search, in the order drawn (the plan sorts them), a few twice now and then. */
 static void choose(sim_world *w, sim_reader *r) {
   cs_prng *g = &w->prng_readers;
   uint64_t total = 0;
@@ -234,6 +237,12 @@ static void choose(sim_world *w, sim_reader *r) {
     bool seen = false;
     for (uint32_t j = 0; j < n && !seen; j++) seen = picked[j] == k;
     if (!seen) picked[n++] = k;
+  }
+  /* An eighth of the reads ask for some records twice (a selection may repeat one): read once, returned twice. */
+  uint32_t repeats = chance(g, 125) ? 1 + (uint32_t)cs_prng_below(g, 4) : 0;
+  for (; repeats > 0 && n < SIM_READ_WANTS_MAX; repeats--) {
+    uint64_t again = picked[cs_prng_below(g, n)];
+    picked[n++] = again;
   }
   for (uint32_t j = 0; j < n; j++) {
     uint32_t record = 0;
@@ -290,27 +299,32 @@ static void read_plan(sim_world *w, sim_reader *r) {
   }
   draw_options(w, r);
   /* The estimate (capstore_read_estimate): the same plan without limits. */
-  char msg[256];
   cs_read_limits unlimited = r->limits;
   unlimited.byte_limit = UINT64_MAX;
   unlimited.request_limit = UINT64_MAX;
+  /* The caller's arrays hold leftovers (here a fixed pattern): the planner must not read what it did not write. */
+  memset(r->order, 0xa5, sizeof r->order);
+  memset(r->spans, 0xa5, sizeof r->spans);
   int rc = cs_read_plan_make(r->packs, r->pack_count, r->wants, r->want_count, &unlimited, r->order, r->spans,
-                             SIM_READ_SPANS_MAX, &r->plan, msg, sizeof msg);
-  if (rc != CS_E_OK) sim_bail(w, SIM_EXIT_CRASH, "r%u's estimate refused: %s (%s)", r->index, cs_strerror(rc), msg);
+                             SIM_READ_SPANS_MAX, &r->plan, r->plan_msg, sizeof r->plan_msg);
+  if (rc != CS_E_OK)
+    sim_bail(w, SIM_EXIT_CRASH, "r%u's estimate refused: %s (%s)", r->index, cs_strerror(rc), r->plan_msg);
   r->estimate_requests = r->plan.requests;
   r->estimate_bytes = r->plan.bytes;
   draw_budget(w, r);
+  memset(r->order, 0xa5, sizeof r->order);
+  memset(r->spans, 0xa5, sizeof r->spans);
   r->plan_rc = cs_read_plan_make(r->packs, r->pack_count, r->wants, r->want_count, &r->limits, r->order, r->spans,
-                                 SIM_READ_SPANS_MAX, &r->plan, msg, sizeof msg);
+                                 SIM_READ_SPANS_MAX, &r->plan, r->plan_msg, sizeof r->plan_msg);
   if (r->plan_rc != CS_E_OK && r->plan_rc != CS_E_TOO_LARGE)
-    sim_bail(w, SIM_EXIT_CRASH, "r%u's plan refused: %s (%s)", r->index, cs_strerror(r->plan_rc), msg);
+    sim_bail(w, SIM_EXIT_CRASH, "r%u's plan refused: %s (%s)", r->index, cs_strerror(r->plan_rc), r->plan_msg);
   sim_check_read_plan(w, r);
   if (r->plan.span_count < r->want_count + r->plan.pack_count) sim_cov_mark(w, SIM_COV_READ_MERGED);
   if (w->opts->trace)
     fprintf(w->opts->out, "%12.6f r%u  read %" PRIu64 " plan: %u records of %u packs, %" PRIu64 " GETs, %" PRIu64
             " bytes%s: %s\n", (double)w->now_ns / 1e9, r->index, r->read_id, r->want_count, r->pack_count,
             r->plan.requests, r->plan.bytes, r->limits.whole_objects ? " (whole)" : "",
-            r->plan_rc == CS_E_OK ? "accepted" : msg);
+            r->plan_rc == CS_E_OK ? "accepted" : r->plan_msg);
   if (r->plan_rc == CS_E_TOO_LARGE) {
     sim_cov_mark(w, SIM_COV_READ_BUDGET_REFUSED);
     if (w->opts->reader_defect != SIM_READER_DEFECT_READ_REFUSED) {
@@ -372,11 +386,15 @@ static void get_observe(sim_world *w, sim_reader *r, uint32_t span, sim_read_ans
 
 static void read_finish(sim_world *w, sim_reader *r);
 
-/* Hands out the plan's reads while fewer than inflight_max are out; the read ends once all came back. */
+/*
+ * Hands out the plan's reads while fewer than inflight_max are out; the read
+ * ends when cs_read_exec_finished says so (every read back, or one failed and
+ * the rest back), as the reader's fetch loop does.
+ */
 static void read_issue(sim_world *w, sim_reader *r) {
   uint32_t span;
   while (cs_read_exec_next(&r->exec, &span) == CS_E_OK) get_send(w, r, span);
-  if (r->inflight == 0 && cs_read_exec_finished(&r->exec, NULL)) read_finish(w, r);
+  if (cs_read_exec_finished(&r->exec, NULL)) read_finish(w, r);
 }
 
 static void get_answer(sim_world *w, sim_reader *r, uint32_t span) {
@@ -393,6 +411,7 @@ static void get_answer(sim_world *w, sim_reader *r, uint32_t span) {
     fprintf(w->opts->out, "%12.6f r%u  read %" PRIu64 " GET of span %u: %s\n", (double)w->now_ns / 1e9, r->index,
             r->read_id, span, a->outcome != CS_OUT_OK ? cs_outcome_name(a->outcome) : "other bytes");
   int err = a->outcome == CS_OUT_OK ? CS_E_OK : CS_E_IO;
+  if (err != CS_E_OK) r->failed_seen = true;
   if (err != CS_E_OK && w->opts->reader_defect == SIM_READER_DEFECT_RETRY && !r->retried) {
     r->retried = true; /* the defect: sent again, behind the exec's back */
     get_send(w, r, span);
@@ -512,7 +531,13 @@ void sim_reader_event(sim_world *w, const sim_event *ev) {
   if ((ev->b >> 16) != r->read_id)
     sim_bail(w, SIM_EXIT_CRASH, "r%u: an answer of read %" PRIu64, r->index, ev->b >> 16);
   uint32_t tag = (uint32_t)(ev->b & 0xffffu);
+  r->pending--;
   if (tag == READ_TAG_NEXT_PAGE) read_send(w, r, SIM_READ_TAG_CATALOG, 0);
   else if (tag == SIM_READ_TAG_CATALOG) catalog_answer(w, r);
   else get_answer(w, r, tag);
+  /* A read under way always waits for something: one that waits for nothing never ends (a hang). */
+  if (r->phase != READ_IDLE && r->pending == 0)
+    sim_bail(w, SIM_EXIT_LIVENESS, "r%u's read %" PRIu64 " waits for nothing: %u of its %u reads came back, %" PRIu64
+             " sent, and cs_read_exec says it has not finished", r->index, r->read_id, r->exec.completed,
+             r->plan.span_count, r->issued);
 }

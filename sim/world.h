@@ -447,12 +447,15 @@ typedef struct sim_reader {
   uint64_t estimate_requests, estimate_bytes; /* the plan without limits (capstore_read_estimate) */
   bool over_budget;         /* the estimate exceeds a limit: the plan must be refused */
   int plan_rc;
+  char plan_msg[256];       /* the planner's message (a refusal says how much over) */
   cs_read_plan plan;
   cs_read_exec exec;
   uint32_t inflight_max;
   uint32_t inflight;        /* GETs sent and not yet answered (counted outside the exec) */
+  uint32_t pending;         /* EV_READ_ANSWER events scheduled and not yet handled: a read waits for one */
   uint64_t issued, issued_bytes; /* GETs sent for this read, and the bytes they asked for */
   bool retried;             /* --reader-defect 3: a failed GET was sent once more */
+  bool failed_seen;         /* a GET of this read came back failed: nothing more may be sent */
   bool result_overflow;     /* more records came back than result holds */
   sim_read_answer answers[SIM_READ_SPANS_MAX];
   uint32_t result_count;

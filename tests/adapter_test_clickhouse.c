@@ -643,6 +643,73 @@ static void test_reject_rows(void **state) {
   cat.ops->close(cat.self);
 }
 
+/* One SEARCH page: *count rows. */
+static uint32_t search_rows(cs_catalog *cat, const cs_search_filter *f, const cs_search_key *after, uint32_t capacity,
+                            cs_search_row *rows, cs_catalog_result *res) {
+  uint32_t count = 99;
+  assert_int_equal(cat->ops->search(cat->self, 1, f, after, rows, capacity, &count, res), CS_E_OK);
+  return count;
+}
+
+/*
+ * SEARCH on the server: texts with every escape (the nasty capture id, as
+ * a filter value and in a page's key) come back whole; and a catalog whose
+ * descriptor rows hold fewer captures than its inventory counts (a row
+ * deleted by hand) answers a page without a filter SERVER_ERROR (Code: 395)
+ * where the inventory's count bounds the page, never a short page that
+ * would end a reader's walk early; with a filter, or a page the count does
+ * not bound, the answer is exact.
+ */
+static void test_search_rows_disagree_with_inventory(void **state) {
+  (void)state;
+  cs_catalog cat = fresh();
+  cs_uuid a = uuid_n(1);
+  claim_ok(&cat, &a, 0, 30 * CS_SEC_NS);
+  static test_pack p;
+  make_pack(&p, 13, "rev-1");
+  index_ok(&cat, &a, 1, &p);
+  publish_ok(&cat, &a, 1, 1);
+  static cs_search_row rows[10];
+  cs_catalog_result res;
+  cs_search_filter all, f;
+  memset(&all, 0, sizeof all);
+  assert_int_equal(search_rows(&cat, &all, NULL, 2, rows, &res), 2);
+  assert_int_equal(res.outcome, CS_OUT_OK);
+  for (int r = 0; r < 2; r++) {
+    assert_row(&rows[r].d, &p, r, 1);
+    assert_int_equal(rows[r].pack_size_bytes, 4096);
+    assert_memory_equal(rows[r].pack_sha256, p.ref.sha256, 32);
+    assert_int_equal(rows[r].footer_offset, 192); /* the last record ends at 128 + 2 */
+  }
+  cs_search_key key;
+  assert_int_equal(cs_search_key_of(&rows[0], &key), CS_E_OK);
+  assert_int_equal(search_rows(&cat, &all, &key, 2, rows, &res), 1); /* after cap-0 */
+  assert_row(&rows[0].d, &p, 1, 1);
+  assert_int_equal(cs_search_key_of(&rows[0], &key), CS_E_OK); /* the nasty id as the key */
+  assert_int_equal(search_rows(&cat, &all, &key, 2, rows, &res), 0);
+  assert_int_equal(res.outcome, CS_OUT_OK);
+  f = all, f.capture_ids = &p.records[1].meta.capture_id, f.capture_id_count = 1;
+  assert_int_equal(search_rows(&cat, &f, NULL, 2, rows, &res), 1);
+  assert_row(&rows[0].d, &p, 1, 1);
+  char sql[256];
+  snprintf(sql, sizeof sql, "ALTER TABLE %s DELETE WHERE capture_id = 'cap-0'", table("descriptors"));
+  raw_sql(sql);
+  for (int i = 0; i < 100 && rows_of("descriptors", &p.ref.pack_id) != 1; i++) sleep_ms(50);
+  assert_int_equal(rows_of("descriptors", &p.ref.pack_id), 1);
+  assert_int_equal(search_rows(&cat, &all, NULL, 2, rows, &res), 0);
+  assert_int_equal(res.outcome, CS_OUT_SERVER_ERROR);
+  assert_int_equal(res.server_code, 395);
+  assert_non_null(strstr(res.detail, "inventory"));
+  assert_int_equal(search_rows(&cat, &all, NULL, 10, rows, &res), 1); /* the inventory bounds nothing: exact */
+  assert_int_equal(res.outcome, CS_OUT_OK);
+  assert_row(&rows[0].d, &p, 1, 1);
+  f = all, f.model_revision = cs_pack_text_of("rev-1");
+  assert_int_equal(search_rows(&cat, &f, NULL, 2, rows, &res), 1);
+  assert_int_equal(res.outcome, CS_OUT_OK);
+  assert_row(&rows[0].d, &p, 1, 1);
+  cat.ops->close(cat.self);
+}
+
 /* ---- refusals and classification ----------------------------------------- */
 
 /* A NUL in the object key (catalog.h's key rule): INVALID naming the key, and nothing reaches the server. */
@@ -872,6 +939,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_escaping_round_trip),
       cmocka_unit_test(test_index_4096_records_in_one_call),
       cmocka_unit_test(test_reject_rows),
+      cmocka_unit_test(test_search_rows_disagree_with_inventory),
       cmocka_unit_test(test_nul_key_refused_before_sending), cmocka_unit_test(test_nul_text_round_trip),
       cmocka_unit_test(test_too_large),
       cmocka_unit_test(test_server_errors_classified),

@@ -407,6 +407,102 @@ static void test_inventory_row(void **state) {
   }
 }
 
+/* A descriptor row in the bulk form with the search answer's three pack columns (tail) after it, parsed. */
+static int search_of(const char *tail, cs_search_row *row) {
+  cs_pack_ref ref;
+  cs_pack_record rec;
+  record_make(&ref, &rec, "c\0d", "cat/k.dmi-pack");
+  rec.meta.capture_id.len = 3; /* c, NUL, d */
+  static char text[4096];
+  size_t n = cs_catalog_tsv_row(&ref, &rec, 42, text, sizeof text);
+  if (n == 0 || n + strlen(tail) >= sizeof text) return CS_E_INVALID_ARGUMENT; /* never: the row is valid */
+  text[n - 1] = '\t';
+  memcpy(text + n, tail, strlen(tail));
+  cs_clickhouse_tsv tsv = {text, text + n + strlen(tail)};
+  char *f[CS_CLICKHOUSE_SEARCH_COLUMN_COUNT];
+  size_t flen[CS_CLICKHOUSE_SEARCH_COLUMN_COUNT];
+  if (cs_clickhouse_tsv_next(&tsv, f, flen, CS_CLICKHOUSE_SEARCH_COLUMN_COUNT) != 1) return CS_E_PARSE;
+  return cs_clickhouse_search_row(f, flen, row);
+}
+
+/*
+ * A SEARCH answer row: the descriptor's columns (texts whole, NUL included),
+ * the pack's size, sha256 and the end of its last record, from which the
+ * footer offset is the next multiple of 64 (at least 64). Refused: the
+ * inventory's refusals, \N, a NUL or a sign in a number, an end whose
+ * footer offset would overflow.
+ */
+static void test_search_row(void **state) {
+  (void)state;
+  static const char sha[] = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+  static const struct {
+    const char *end;
+    uint64_t footer;
+  } ends[] = {{"0", 64}, {"1", 64}, {"64", 64}, {"65", 128}, {"232", 256}, {"18446744073709551552", UINT64_C(18446744073709551552)}};
+  char tail[256];
+  cs_search_row row;
+  for (size_t i = 0; i < sizeof ends / sizeof ends[0]; i++) {
+    snprintf(tail, sizeof tail, "4096\t%s\t%s\n", sha, ends[i].end);
+    assert_int_equal(search_of(tail, &row), CS_E_OK);
+    assert_true(row.footer_offset == ends[i].footer);
+  }
+  assert_int_equal(row.pack_size_bytes, 4096);
+  assert_int_equal(row.pack_sha256[0], 0x00);
+  assert_int_equal(row.pack_sha256[31], 0xff);
+  assert_true(row.d.version == 42);
+  assert_int_equal(row.d.record.meta.capture_id.len, 3);
+  assert_memory_equal(row.d.record.meta.capture_id.bytes, "c\0d", 3);
+  assert_string_equal(row.d.key, "cat/k.dmi-pack");
+  static const char upper[] = "00112233445566778899AABBCCDDEEFF00112233445566778899aabbccddeeff";
+  const char *bad[][3] = {
+      {"4096", upper, "64"}, {"4096", "0011", "64"},       {"\\N", sha, "64"},
+      {"4096", sha, "\\N"},  {"4096", sha, "6\\04"},       {"-1", sha, "64"},
+      {"4096", sha, "18446744073709551553"}, /* its footer offset is past 2^64 */
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    snprintf(tail, sizeof tail, "%s\t%s\t%s\n", bad[i][0], bad[i][1], bad[i][2]);
+    if (search_of(tail, &row) != CS_E_PARSE) fail_msg("search row %zu was read", i);
+  }
+  snprintf(tail, sizeof tail, "4096\t%s\n", sha); /* a column short */
+  assert_int_equal(search_of(tail, &row), CS_E_PARSE);
+}
+
+/*
+ * SEARCH refuses before sending: a filter cs_search_filter_check refuses
+ * (CS_E_INVALID_ARGUMENT), a statement over query_bytes_max (outcome
+ * TOO_LARGE), a page of no rows (OK, answered here). The url names a port
+ * nobody listens on: anything sent would come back REFUSED.
+ */
+static void test_search_refused_unsent(void **state) {
+  (void)state;
+  cs_clickhouse_config cfg = {.url = "http://127.0.0.1:1/", .allow_insecure = true, .connect_timeout_ns = CS_SEC_NS};
+  cs_catalog cat;
+  assert_int_equal(cs_clickhouse_open(&cfg, &cat), CS_E_OK);
+  static cs_search_row rows[4];
+  uint32_t count = 9;
+  cs_catalog_result res;
+  cs_search_filter f;
+  memset(&f, 0, sizeof f);
+  assert_int_equal(cat.ops->search(cat.self, 1, &f, NULL, rows, 0, &count, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_OK);
+  assert_int_equal(count, 0);
+  f.has_layer = true, f.layer_min = 2, f.layer_max = 1;
+  assert_int_equal(cat.ops->search(cat.self, 1, &f, NULL, rows, 4, &count, &res), CS_E_INVALID_ARGUMENT);
+  memset(&f, 0, sizeof f);
+  static char big[512];
+  memset(big, '\x01', sizeof big); /* each byte written \x01: 4 bytes */
+  static cs_pack_text ids[CS_SEARCH_LIST_MAX];
+  for (uint32_t i = 0; i < CS_SEARCH_LIST_MAX; i++) ids[i] = (cs_pack_text){big, sizeof big};
+  f.capture_ids = ids, f.capture_id_count = CS_SEARCH_LIST_MAX;
+  assert_int_equal(cat.ops->search(cat.self, 1, &f, NULL, rows, 4, &count, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_TOO_LARGE);
+  assert_int_equal(count, 0);
+  f.capture_id_count = 1; /* the same filter, small: sent, and refused by nobody listening */
+  assert_int_equal(cat.ops->search(cat.self, 1, &f, NULL, rows, 4, &count, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_REFUSED);
+  cat.ops->close(cat.self);
+}
+
 static void test_index_bytes(void **state) {
   (void)state;
   static cs_pack_ref ref;
@@ -432,7 +528,8 @@ int main(void) {
       cmocka_unit_test(test_u64_strict), cmocka_unit_test(test_table_names), cmocka_unit_test(test_url_validated),
       cmocka_unit_test(test_bulk_row_round_trip), cmocka_unit_test(test_bulk_row_refusals),
       cmocka_unit_test(test_index_bytes), cmocka_unit_test(test_tsv_nul), cmocka_unit_test(test_descriptor_row_nul),
-      cmocka_unit_test(test_inventory_row),
+      cmocka_unit_test(test_inventory_row), cmocka_unit_test(test_search_row),
+      cmocka_unit_test(test_search_refused_unsent),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -72,6 +72,12 @@ grep -q "request limit 0: must be > 0" "$work/err" || fail "request limit 0: $(c
 "$capstore" read "$cfg" --out "$work/none" --byte-limit -5 >/dev/null 2>"$work/err"
 [[ $? == 2 ]] || fail "negative byte limit: not a usage error"
 
+# Empty tensors alone, with no merging: no 0-byte GET (a store refuses that range), an empty file each.
+"$capstore" read "$cfg" --hook layers.kv.empty --gap 0 --out "$work/empty" >/dev/null 2>"$work/err" ||
+  fail "read of empty tensors: $(cat "$work/err")"
+n=$(ls "$work/empty" | grep -c -v manifest.jsonl)
+[[ $n -gt 0 ]] || fail "read of empty tensors wrote no file"
+
 # read: every payload as a file numpy opens, with the catalog's shape, dtype and CRC-32.
 "$capstore" read "$cfg" --step 0..5 --out "$work/out" >"$work/read.out" 2>"$work/read.err" || fail "read: exit $? ($(cat "$work/read.err"))"
 grep -q "every record verified" "$work/read.err" || fail "read: $(cat "$work/read.err")"

@@ -102,15 +102,23 @@ static void test_gap_zero_and_span_bound(void **state) {
   planned p;
   make(&p, &pack, 1, wants, 4, &limits);
   assert_int_equal(p.rc, CS_E_OK);
-  /* [64, 138), [192, 192 + 3 MiB) (over the bound alone), [4 MiB, +0), the tail. */
-  assert_int_equal(p.plan.span_count, 4);
+  /* [64, 138), [192, 192 + 3 MiB) (over the bound alone, the empty record listed with it), the tail. */
+  assert_int_equal(p.plan.span_count, 3);
   assert_int_equal(p.spans[0].length, 138 - 64);
   assert_int_equal(p.spans[0].count, 2);
   assert_int_equal(p.spans[1].length, 3 * MIB);
-  assert_int_equal(p.spans[2].length, 0);
-  assert_int_equal(p.spans[2].count, 1);
-  assert_true(p.spans[3].tail);
-  assert_int_equal(p.spans[3].length, 128);
+  assert_int_equal(p.spans[1].count, 2);
+  assert_true(p.spans[2].tail);
+  assert_int_equal(p.spans[2].length, 128);
+  assert_int_equal(p.spans[2].count, 0);
+  /* A pack whose only wanted records are empty: one read, its footer's, listing them. */
+  cs_read_want empty[2] = {{.pack = 0, .offset = 128, .length = 0}, {.pack = 0, .offset = 4 * MIB, .length = 0}};
+  make(&p, &pack, 1, empty, 2, &limits);
+  assert_int_equal(p.rc, CS_E_OK);
+  assert_int_equal(p.plan.span_count, 1);
+  assert_true(p.spans[0].tail);
+  assert_int_equal(p.spans[0].count, 2);
+  assert_int_equal(p.plan.payload_bytes, 0);
 }
 
 /* Over a limit: refused with the totals and how much over, the plan filled as an estimate. */
@@ -313,9 +321,12 @@ static void prop_one(cs_prng *prng) {
     }
     if (s > 0) PROP(p.spans[s - 1].pack <= span->pack);
     PROP(span->first == listed);
+    PROP(span->length > 0); /* no 0-byte GET */
     for (uint32_t i = span->first; i < span->first + span->count; i++) {
       const cs_read_want *want = &wants[p.order[i]];
-      PROP(want->pack == span->pack && want->offset >= span->offset);
+      PROP(want->pack == span->pack);
+      if (want->length == 0) continue; /* needs no byte: listed with any read of its pack */
+      PROP(want->offset >= span->offset);
       PROP(want->offset + want->length <= span->offset + span->length);
     }
     listed += span->count;
@@ -336,6 +347,7 @@ static void prop_one(cs_prng *prng) {
     for (uint32_t i = span->first; i < span->first + span->count; i++) {
       const cs_read_want *want = &wants[p.order[i]];
       uint64_t want_end = want->offset + want->length;
+      if (want->length == 0) continue;
       if (i > span->first && want->offset > end) {
         PROP(want->offset - end <= limits.gap_bytes_max);
         PROP(limits.span_bytes_max == 0 || (want_end > end ? want_end : end) - span->offset <= limits.span_bytes_max);

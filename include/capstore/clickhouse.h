@@ -110,6 +110,19 @@ int cs_clickhouse_descriptor_row(char **fields, const size_t *lengths, cs_descri
  */
 int cs_clickhouse_inventory_row(char **fields, const size_t *lengths, cs_inventory_row *row);
 
+/* The columns of a SEARCH answer row: the descriptor's, then the pack's size, sha256 and end of its last record. */
+#define CS_CLICKHOUSE_SEARCH_COLUMN_COUNT (CS_CATALOG_DESCRIPTOR_COLUMN_COUNT + 3u)
+/*
+ * Fills row from one row of a SEARCH answer: the descriptor's columns as
+ * cs_clickhouse_descriptor_row reads them, then the inventory row's size,
+ * its sha256 (64 lowercase hex digits) and the end of the pack's last
+ * record at that version (max(offset + stored_length)), from which
+ * footer_offset is the first multiple of 64 at or after it, at least 64.
+ * No field past the twelve texts may be \N or hold a NUL. Returns CS_E_OK
+ * or CS_E_PARSE (an end whose footer offset overflows included).
+ */
+int cs_clickhouse_search_row(char **fields, const size_t *lengths, cs_search_row *row);
+
 #ifdef __cplusplus
 }
 #endif

@@ -61,7 +61,8 @@ typedef struct cs_read_span {
   uint64_t offset;
   uint64_t length;
   bool tail;        /* it ends at the object's end: the footer and the trailer are in it */
-  uint32_t first;   /* wants order[first .. first + count) lie inside it (in offset order) */
+  uint32_t first;   /* wants order[first .. first + count) lie inside it (in offset order); an empty
+                       record (length 0) is listed with a read of its pack wherever it lies */
   uint32_t count;
 } cs_read_span;
 

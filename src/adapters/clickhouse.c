@@ -1086,6 +1086,427 @@ static int ch_list_packs(void *self, uint64_t watermark, const cs_uuid *after, c
   return CS_E_OK;
 }
 
+/* ---- search ----------------------------------------------------------------- */
+
+/*
+ * A string literal of any bytes: control bytes (NUL included), DEL, the
+ * backslash and the quote as \xHH, which the SQL parser reads back byte for
+ * byte. Record texts may hold U+0000 (docs/format.md), so search values and
+ * the keyset's capture id travel this way; an object key never does.
+ */
+static void buf_text(ch_buf *b, const char *text, size_t len) {
+  static const char hex[] = "0123456789abcdef";
+  buf_put(b, "'", 1);
+  size_t start = 0;
+  for (size_t i = 0; i < len; i++) {
+    unsigned char c = (unsigned char)text[i];
+    if (c >= 0x20 && c != 0x7f && c != '\\' && c != '\'') continue;
+    buf_put(b, text + start, i - start);
+    char escape[4] = {'\\', 'x', hex[c >> 4], hex[c & 15]};
+    buf_put(b, escape, sizeof escape);
+    start = i + 1;
+  }
+  buf_put(b, text + start, len - start);
+  buf_put(b, "'", 1);
+}
+
+static void buf_i64(ch_buf *b, int64_t value) {
+  char text[24];
+  int n = snprintf(text, sizeof text, "%lld", (long long)value);
+  assert(n > 0 && (size_t)n < sizeof text);
+  buf_put(b, text, (size_t)n);
+}
+
+/* Above every pack id (canonical UUID text is [0-9a-f-]): a cut that bounds nothing. */
+#define CH_PAST_IDS "'\\xFF'"
+
+typedef struct ch_search_q {
+  const cs_search_filter *filter;
+  const cs_search_key *after;
+  uint64_t watermark;
+  uint32_t capacity;
+  bool unfiltered; /* the filter selects every row: the inventory's record counts bound a page */
+} ch_search_q;
+
+static bool search_filter_empty(const cs_search_filter *f) {
+  const cs_pack_text *texts[8] = {&f->tenant_id,  &f->experiment_id, &f->run_id,   &f->session_id,
+                                  &f->request_id, &f->sequence_id,   &f->model_id, &f->model_revision};
+  for (int i = 0; i < 8; i++)
+    if (texts[i]->bytes != NULL) return false;
+  return f->hook_name_count == 0 && f->capture_id_count == 0 && !f->has_layer && !f->has_step && !f->has_tokens &&
+         !f->has_captured_at && !f->has_dtype;
+}
+
+static void q_and(ch_buf *q, bool *first) {
+  if (!*first) buf_str(q, " AND ");
+  *first = false;
+}
+
+static void q_text_in(ch_buf *q, const char *column, const cs_pack_text *values, uint32_t count) {
+  buf_str(q, column);
+  buf_str(q, " IN (");
+  for (uint32_t i = 0; i < count; i++) {
+    if (i > 0) buf_str(q, ", ");
+    buf_text(q, values[i].bytes, values[i].len);
+  }
+  buf_str(q, ")");
+}
+
+static void q_range_u64(ch_buf *q, const char *column, uint64_t min, uint64_t max) {
+  buf_str(q, column);
+  buf_str(q, " >= ");
+  buf_u64(q, min);
+  buf_str(q, " AND ");
+  buf_str(q, column);
+  buf_str(q, " <= ");
+  buf_u64(q, max);
+}
+
+/* The filter as one parenthesized condition; (1) selects every row. */
+static void q_search_filter(ch_buf *q, const cs_search_filter *f) {
+  static const char *const columns[8] = {"tenant_id",  "experiment_id", "run_id",   "session_id",
+                                         "request_id", "sequence_id",   "model_id", "model_revision"};
+  const cs_pack_text *texts[8] = {&f->tenant_id,  &f->experiment_id, &f->run_id,   &f->session_id,
+                                  &f->request_id, &f->sequence_id,   &f->model_id, &f->model_revision};
+  bool first = true;
+  buf_str(q, "(");
+  for (int i = 0; i < 8; i++) {
+    if (texts[i]->bytes == NULL) continue;
+    q_and(q, &first);
+    buf_str(q, columns[i]);
+    buf_str(q, " = ");
+    buf_text(q, texts[i]->bytes, texts[i]->len);
+  }
+  if (f->hook_name_count > 0) {
+    q_and(q, &first);
+    q_text_in(q, "hook_name", f->hook_names, f->hook_name_count);
+  }
+  if (f->capture_id_count > 0) {
+    q_and(q, &first);
+    q_text_in(q, "capture_id", f->capture_ids, f->capture_id_count);
+  }
+  if (f->has_layer) {
+    q_and(q, &first);
+    buf_str(q, "layer_number >= ");
+    buf_i64(q, f->layer_min);
+    buf_str(q, " AND layer_number <= ");
+    buf_i64(q, f->layer_max);
+  }
+  if (f->has_step) {
+    q_and(q, &first);
+    q_range_u64(q, "step_number", f->step_min, f->step_max);
+  }
+  if (f->has_tokens) { /* [token_start, token_end) meets [token_min, token_max) */
+    q_and(q, &first);
+    buf_str(q, "token_start < ");
+    buf_u64(q, f->token_max);
+    buf_str(q, " AND token_end > ");
+    buf_u64(q, f->token_min);
+  }
+  if (f->has_captured_at) {
+    q_and(q, &first);
+    q_range_u64(q, "captured_at_ns", f->captured_min_ns, f->captured_max_ns);
+  }
+  if (f->has_dtype) {
+    q_and(q, &first);
+    const char *name = cs_dtype_name(f->dtype);
+    buf_str(q, "dtype = ");
+    buf_text(q, name, strlen(name));
+  }
+  buf_str(q, first ? "1)" : ")");
+}
+
+/* After the key in (pack id, offset, capture id) order, spelled out (no tuple comparison). */
+static void q_search_keyset(ch_buf *q, const cs_search_key *after) {
+  if (after == NULL) {
+    buf_str(q, "1");
+    return;
+  }
+  buf_str(q, "(pack_id > ");
+  buf_uuid(q, &after->pack_id);
+  buf_str(q, " OR (pack_id = ");
+  buf_uuid(q, &after->pack_id);
+  buf_str(q, " AND (offset > ");
+  buf_u64(q, after->offset);
+  buf_str(q, " OR (offset = ");
+  buf_u64(q, after->offset);
+  buf_str(q, " AND capture_id > ");
+  buf_text(q, after->capture_id, after->capture_id_len);
+  buf_str(q, "))))");
+}
+
+/* "pack_id >= 'A' AND " (or > when strict), nothing without a key: the primary key's range starts there. */
+static void q_from_pack(ch_buf *q, const ch_search_q *s, bool strict) {
+  if (s->after == NULL) return;
+  buf_str(q, strict ? "pack_id > " : "pack_id >= ");
+  buf_uuid(q, &s->after->pack_id);
+  buf_str(q, " AND ");
+}
+
+static void q_visible_version(ch_buf *q, const ch_search_q *s) {
+  buf_str(q, "version <= ");
+  buf_u64(q, s->watermark);
+}
+
+static void q_not_rejected(ch_adapter *ch) {
+  buf_str(&ch->query, "pack_id NOT IN (SELECT pack_id FROM ");
+  buf_str(&ch->query, ch->rejected);
+  buf_str(&ch->query, ")");
+}
+
+/*
+ * Running counts per pack: "(SELECT <expr> FROM (SELECT ids, c FROM (<rows
+ * of pack_id, n>)))" where ids are the pack ids in order and c[i] the sum of
+ * n over ids[1..i]. q_running_open writes from " FROM" to the inner rows.
+ */
+static void q_running_open(ch_buf *q) {
+  buf_str(q, " FROM (SELECT arraySort(groupArray(pack_id)) AS ids,"
+             " arrayCumSum(arraySort((cs_n, cs_p) -> cs_p, groupArray(n), groupArray(pack_id))) AS c FROM (");
+}
+
+/* The first pack id whose running count reaches the page, or past every id. */
+static void q_first_reaching(ch_buf *q, const ch_search_q *s) {
+  buf_str(q, "if(c[-1] >= ");
+  buf_u64(q, s->capacity);
+  buf_str(q, ", ids[arrayFirstIndex(cs_s -> cs_s >= ");
+  buf_u64(q, s->capacity);
+  buf_str(q, ", c)], " CH_PAST_IDS ")");
+}
+
+/*
+ * Where a page without a filter ends by the inventory: the first pack after
+ * the key by which the record counts of the visible packs (each at its
+ * highest visible version) reach the page. Past every id with a filter.
+ */
+static void q_bound(ch_adapter *ch, const ch_search_q *s) {
+  ch_buf *q = &ch->query;
+  if (!s->unfiltered) {
+    buf_str(q, CH_PAST_IDS);
+    return;
+  }
+  buf_str(q, "(SELECT ");
+  q_first_reaching(q, s);
+  q_running_open(q);
+  buf_str(q, "SELECT pack_id, argMax(record_count, version) AS n FROM ");
+  buf_str(q, ch->inventory);
+  buf_str(q, " WHERE ");
+  q_from_pack(q, s, true);
+  q_visible_version(q, s);
+  buf_str(q, " AND ");
+  q_not_rejected(ch);
+  buf_str(q, " GROUP BY pack_id)))");
+}
+
+/*
+ * Where the page ends, from the descriptors: per pack after the key, the
+ * captures of its rows at its highest visible version that the filter
+ * selects. Each of them is a row of the answer (that version is its
+ * highest), so the first pack by which they reach the page bounds it. Under
+ * the bound: there the inventory promised as many; if the rows hold fewer
+ * (a catalog whose rows disagree with its inventory), throwIf fails the
+ * statement rather than answer a short page (Code: 395).
+ */
+static void q_cut(ch_adapter *ch, const ch_search_q *s) {
+  ch_buf *q = &ch->query;
+  buf_str(q, "(SELECT concat(");
+  q_first_reaching(q, s);
+  buf_str(q, ", substring(toString(throwIf(c[-1] < ");
+  buf_u64(q, s->capacity);
+  buf_str(q, " AND ");
+  q_bound(ch, s);
+  buf_str(q, " != " CH_PAST_IDS ")), 1, 0))");
+  q_running_open(q);
+  buf_str(q, "SELECT pack_id, uniqExact(capture_id) AS n FROM ");
+  buf_str(q, ch->descriptors);
+  buf_str(q, " PREWHERE ");
+  q_from_pack(q, s, true);
+  buf_str(q, "pack_id <= ");
+  q_bound(ch, s);
+  buf_str(q, " AND ");
+  q_visible_version(q, s);
+  buf_str(q, " AND ");
+  q_search_filter(q, s->filter);
+  buf_str(q, " WHERE (pack_id, version) IN (SELECT pack_id, max(version) FROM ");
+  buf_str(q, ch->inventory);
+  buf_str(q, " WHERE ");
+  q_from_pack(q, s, true);
+  q_visible_version(q, s);
+  buf_str(q, " AND ");
+  q_not_rejected(ch);
+  buf_str(q, " GROUP BY pack_id) GROUP BY pack_id)))");
+}
+
+/*
+ * Per visible (pack, version) from the key to the bound: the inventory's
+ * size and sha256, the end of the pack's last record there, whether it is
+ * the pack's highest visible version (cs_top) and, where it is not (a pack
+ * indexed at several versions), the captures whose highest visible version
+ * it is (cs_keep).
+ */
+static void q_search_packs(ch_adapter *ch, const ch_search_q *s) {
+  ch_buf *q = &ch->query;
+  buf_str(q, "SELECT pack_id, version, size_bytes, sha256, cs_end, cs_top, cs_keep FROM (SELECT pack_id, version,"
+             " max(offset + stored_length) AS cs_end FROM ");
+  buf_str(q, ch->descriptors);
+  buf_str(q, " PREWHERE ");
+  q_from_pack(q, s, false);
+  buf_str(q, "pack_id <= ");
+  q_bound(ch, s);
+  buf_str(q, " AND ");
+  q_visible_version(q, s);
+  buf_str(q, " GROUP BY pack_id, version) ANY INNER JOIN (SELECT pack_id, version, size_bytes, sha256, cs_top,"
+             " if(cs_top, emptyArrayString(), cs_ids) AS cs_keep FROM (SELECT pack_id, t.1 AS version, t.2 AS size_bytes,"
+             " t.3 AS sha256, t.1 = cs_vmax AS cs_top FROM (SELECT pack_id, max(version) AS cs_vmax,"
+             " groupArray((version, size_bytes, sha256)) AS vs FROM ");
+  buf_str(q, ch->inventory);
+  buf_str(q, " WHERE ");
+  q_from_pack(q, s, false);
+  q_visible_version(q, s);
+  buf_str(q, " AND ");
+  q_not_rejected(ch);
+  buf_str(q, " GROUP BY pack_id) ARRAY JOIN vs AS t) ANY LEFT JOIN (SELECT pack_id, cs_v AS version,"
+             " groupArray(capture_id) AS cs_ids FROM (SELECT pack_id, capture_id, max(version) AS cs_v FROM ");
+  buf_str(q, ch->descriptors);
+  buf_str(q, " PREWHERE ");
+  q_from_pack(q, s, false);
+  buf_str(q, "pack_id <= ");
+  q_bound(ch, s);
+  buf_str(q, " AND ");
+  q_visible_version(q, s);
+  buf_str(q, " AND pack_id IN (SELECT pack_id FROM ");
+  buf_str(q, ch->inventory);
+  buf_str(q, " WHERE ");
+  q_from_pack(q, s, false);
+  q_visible_version(q, s);
+  buf_str(q, " GROUP BY pack_id HAVING uniqExact(version) > 1) WHERE (pack_id, version) IN (SELECT pack_id, version FROM ");
+  buf_str(q, ch->inventory);
+  buf_str(q, " WHERE ");
+  q_from_pack(q, s, false);
+  q_visible_version(q, s);
+  buf_str(q, ") GROUP BY pack_id, capture_id) GROUP BY pack_id, cs_v) USING (pack_id, version)) USING (pack_id, version)");
+}
+
+/*
+ * SEARCH as one statement (docs/clickhouse.md, "SEARCH"). The descriptor
+ * rows from the key to the cut, read through PREWHERE (the filter and the
+ * keyset first, the other columns only for the rows they select), joined to
+ * their visible (pack, version) (no inventory row, a rejected pack or a
+ * version over the watermark: no row), kept at their capture's highest
+ * visible version, one per capture, in (pack id, offset, capture id)
+ * order. The cut is a scalar of the outermost query, which 18.16 computes
+ * once (a scalar in a subquery is computed for every analysis of it).
+ */
+static void q_search(ch_adapter *ch, const ch_search_q *s) {
+  ch_buf *q = &ch->query;
+  buf_reset(q);
+  buf_str(q, "SELECT " CS_CATALOG_DESCRIPTOR_COLUMNS ", size_bytes, sha256, cs_end FROM ");
+  buf_str(q, ch->descriptors);
+  buf_str(q, " ANY INNER JOIN (");
+  q_search_packs(ch, s);
+  buf_str(q, ") USING (pack_id, version) PREWHERE ");
+  q_from_pack(q, s, false);
+  buf_str(q, "pack_id <= ");
+  q_cut(ch, s);
+  buf_str(q, " AND ");
+  q_visible_version(q, s);
+  buf_str(q, " AND ");
+  q_search_filter(q, s->filter);
+  buf_str(q, " AND ");
+  q_search_keyset(q, s->after);
+  buf_str(q, " WHERE cs_top OR has(cs_keep, capture_id) ORDER BY pack_id, offset, capture_id"
+             " LIMIT 1 BY pack_id, capture_id LIMIT ");
+  buf_u64(q, s->capacity);
+  buf_str(q, " FORMAT TabSeparated");
+}
+
+int cs_clickhouse_search_row(char **f, const size_t *len, cs_search_row *row) {
+  memset(row, 0, sizeof *row);
+  if (cs_clickhouse_descriptor_row(f, len, &row->d) != CS_E_OK) return CS_E_PARSE;
+  const uint32_t at = CS_CATALOG_DESCRIPTOR_COLUMN_COUNT;
+  for (uint32_t i = at; i < CS_CLICKHOUSE_SEARCH_COLUMN_COUNT; i++)
+    if (!field_plain(f[i], len[i])) return CS_E_PARSE;
+  uint64_t end = 0;
+  if (cs_clickhouse_parse_u64(f[at], &row->pack_size_bytes) != CS_E_OK || len[at + 1] != 64 ||
+      cs_hex_decode(f[at + 1], 64, CS_HEX_LOWER, row->pack_sha256) != CS_E_OK ||
+      cs_clickhouse_parse_u64(f[at + 2], &end) != CS_E_OK || end > UINT64_MAX - 63)
+    return CS_E_PARSE;
+  row->footer_offset = end <= 64 ? 64 : (end + 63) / 64 * 64;
+  return CS_E_OK;
+}
+
+/* row's position against (pack id, offset, capture id): <0, 0, >0. */
+static int search_position_cmp(const cs_search_row *row, const cs_uuid *pack_id, uint64_t offset, const char *id,
+                               size_t id_len) {
+  int c = cs_uuid_compare(&row->d.pack_id, pack_id);
+  if (c != 0) return c;
+  if (row->d.record.offset != offset) return row->d.record.offset < offset ? -1 : 1;
+  const cs_pack_text *own = &row->d.record.meta.capture_id;
+  size_t n = own->len < id_len ? own->len : id_len;
+  c = n == 0 ? 0 : memcmp(own->bytes, id, n);
+  return c != 0 ? c : (own->len > id_len) - (own->len < id_len);
+}
+
+/* A row the statement could not have answered: over the watermark, or not after the key or the row before. */
+static bool search_row_out_of_place(const cs_search_row *rows, uint32_t i, uint64_t watermark,
+                                    const cs_search_key *after) {
+  if (rows[i].d.version > watermark) return true;
+  if (i > 0) {
+    const cs_search_row *prev = &rows[i - 1];
+    const cs_pack_text *id = &prev->d.record.meta.capture_id;
+    return search_position_cmp(&rows[i], &prev->d.pack_id, prev->d.record.offset, id->bytes, id->len) <= 0;
+  }
+  return after != NULL &&
+         search_position_cmp(&rows[i], &after->pack_id, after->offset, after->capture_id, after->capture_id_len) <= 0;
+}
+
+/*
+ * SEARCH (catalog.h): the statement of q_search, its rows read by
+ * cs_clickhouse_search_row and held to the order (strictly after the key
+ * and each other, at or below the watermark, no more than capacity), text
+ * in the answer buffer until the next call.
+ */
+static int ch_search(void *self, uint64_t watermark, const cs_search_filter *filter, const cs_search_key *after,
+                     cs_search_row *rows, uint32_t capacity, uint32_t *count, cs_catalog_result *res) {
+  ch_adapter *ch = self;
+  if (count == NULL || res == NULL || (rows == NULL && capacity > 0) ||
+      cs_search_filter_check(filter, NULL, 0) != CS_E_OK ||
+      (after != NULL && after->capture_id_len > CS_SEARCH_KEY_ID_MAX))
+    return CS_E_INVALID_ARGUMENT;
+  *count = 0;
+  if (capacity == 0) { /* nothing to ask for: answered here, as list_packs does */
+    memset(res, 0, sizeof *res);
+    res->outcome = CS_OUT_OK;
+    return CS_E_OK;
+  }
+  ch_search_q s = {.filter = filter, .after = after, .watermark = watermark, .capacity = capacity,
+                 .unfiltered = search_filter_empty(filter)};
+  q_search(ch, &s);
+  ch_exec(ch, res);
+  if (res->outcome != CS_OUT_OK) {
+    if (res->server_code == 395) { /* throwIf: the descriptor rows hold fewer captures than the inventory counts */
+      static const char what[] = "search: the catalog's descriptor rows hold fewer captures than its inventory rows"
+                                 " count (Code: 395, throwIf)";
+      result_set(res, CS_OUT_SERVER_ERROR, 395, what, sizeof what - 1);
+    }
+    return CS_E_OK;
+  }
+  if (ch->answer.len == 0) return CS_E_OK;
+  cs_clickhouse_tsv tsv = {ch->answer.bytes, ch->answer.bytes + ch->answer.len};
+  char *f[CS_CLICKHOUSE_SEARCH_COLUMN_COUNT];
+  size_t len[CS_CLICKHOUSE_SEARCH_COLUMN_COUNT];
+  for (;;) {
+    int got = cs_clickhouse_tsv_next(&tsv, f, len, CS_CLICKHOUSE_SEARCH_COLUMN_COUNT);
+    if (got == 0) return CS_E_OK;
+    if (got < 0 || *count == capacity || cs_clickhouse_search_row(f, len, &rows[*count]) != CS_E_OK ||
+        search_row_out_of_place(rows, *count, watermark, after))
+      break;
+    (*count)++;
+  }
+  *count = 0;
+  answer_malformed(res, "search: malformed answer");
+  return CS_E_OK;
+}
+
 /* ---- open and close ------------------------------------------------------ */
 
 static void ch_close(void *self) {
@@ -1113,6 +1534,7 @@ static const cs_catalog_ops CH_OPS = {
     .committed = ch_committed,
     .read_descriptors = ch_read_descriptors,
     .list_packs = ch_list_packs,
+    .search = ch_search,
     .close = ch_close,
 };
 

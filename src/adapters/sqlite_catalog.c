@@ -629,13 +629,14 @@ static void search_sql(sql_text *q, const cs_search_filter *f, bool after) {
    * One row per (pack, capture): its highest visible version, and of copies at that version the first
    * (rowid). No GROUP BY: SQLite then walks the order index from the cursor and stops at the LIMIT
    * (EXPLAIN QUERY PLAN: "SEARCH d USING INDEX ..._order"), where a GROUP BY sorted every visible row.
-   * The inventory row is one too (the latest at the row's version): a pack indexed twice at one
-   * version (a publisher that crashed between INDEX and PUBLISH, its successor reusing the version)
-   * has two, and joining both showed each of its captures twice.
    */
-  sql_add(q, "SELECT d.*, i.size_bytes, i.sha256 FROM " T_DESCRIPTOR " d JOIN " T_INVENTORY " i ON i.rowid = (SELECT "
-             "max(j.rowid) FROM " T_INVENTORY " j WHERE j.pack_id = d.pack_id AND j.version = d.version) WHERE "
-             "d.version <= ? AND d.version = (SELECT "
+  /* The inventory by subqueries, not a JOIN: two inventory rows at one (pack, version) must not show a record twice. */
+  /* (A pack indexed twice at one version, by a publisher that crashed between INDEX and PUBLISH and a successor
+     reusing the version, has two inventory rows there: the latest is taken.) */
+  sql_add(q, "SELECT d.*, (SELECT i.size_bytes FROM " T_INVENTORY " i WHERE i.pack_id = d.pack_id AND i.version = "
+             "d.version ORDER BY i.rowid DESC LIMIT 1), (SELECT i.sha256 FROM " T_INVENTORY " i WHERE i.pack_id = "
+             "d.pack_id AND i.version = d.version ORDER BY i.rowid DESC LIMIT 1) FROM " T_DESCRIPTOR
+             " d WHERE d.version <= ? AND d.version = (SELECT "
              "max(e.version) FROM " T_DESCRIPTOR " e JOIN " T_INVENTORY " j ON j.pack_id = e.pack_id AND j.version = "
              "e.version WHERE e.pack_id = d.pack_id AND e.capture_id = d.capture_id AND e.version <= ?) AND d.rowid = "
              "(SELECT min(e.rowid) FROM " T_DESCRIPTOR " e WHERE e.pack_id = d.pack_id AND e.capture_id = d.capture_id "
@@ -715,8 +716,9 @@ static const char *search_row_from_columns(sqlite_catalog *c, sqlite3_stmt *st, 
  * (rows come in pack order). Returns an SQLite code; *problem for bad data.
  */
 static int search_footers(sqlite_catalog *c, cs_search_row *rows, uint32_t count, const char **problem) {
-  static const char sql[] = "SELECT max(record_offset + stored_length) FROM " T_DESCRIPTOR " WHERE pack_id = ?1 AND "
-                            "version = ?2";
+  /* The last record by offset (walking the order index backwards: no scan of the pack), the longest at it. */
+  static const char sql[] = "SELECT record_offset + stored_length FROM " T_DESCRIPTOR " WHERE pack_id = ?1 AND "
+                            "version = ?2 ORDER BY record_offset DESC, stored_length DESC LIMIT 1";
   sqlite3_stmt *st = NULL;
   int rc = count > 0 ? prepare(c, sql, &st) : SQLITE_OK;
   for (uint32_t i = 0; i < count && rc == SQLITE_OK; i++) {
@@ -728,7 +730,10 @@ static int search_footers(sqlite_catalog *c, cs_search_row *rows, uint32_t count
     rc = sqlite3_bind_blob(st, 1, rows[i].d.pack_id.bytes, 16, SQLITE_TRANSIENT);
     if (rc == SQLITE_OK) rc = sqlite3_bind_int64(st, 2, (sqlite3_int64)rows[i].d.version);
     if (rc == SQLITE_OK) rc = sqlite3_step(st);
-    if (rc != SQLITE_ROW) break;
+    if (rc != SQLITE_ROW) {
+      if (rc == SQLITE_DONE) rc = SQLITE_CORRUPT, *problem = "a row's pack has no rows at its version";
+      break;
+    }
     sqlite3_int64 end = sqlite3_column_int64(st, 0);
     if (end < 0 || (uint64_t)end > (uint64_t)INT64_MAX) {
       *problem = "a pack's records end out of range";

@@ -8,6 +8,7 @@
  * numeric dtypes numpy knows, raw otherwise) and a manifest.jsonl.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -421,17 +422,23 @@ static size_t npy_header(const cs_pack_meta *m, char *out, size_t size) {
   return padded;
 }
 
-/* A file name for a capture id: [A-Za-z0-9._-] kept, every other byte "%XX"; never empty or hidden. */
+/*
+ * A file name for a capture id: [A-Za-z0-9._-] kept, every other byte "%XX";
+ * never empty or hidden. A name cut at 180 bytes gets "~" and the CRC-32 of
+ * the whole id, so two long ids that share their first bytes differ; an id
+ * in several packs of the selection gets "@<pack id>".
+ */
 static void file_name(const cs_search_row *row, bool twice, char *out, size_t size) {
   const cs_pack_text *id = &row->d.record.meta.capture_id;
-  size_t len = 0;
-  for (size_t i = 0; i < id->len && len + 4 < size && len < 180; i++) {
+  size_t len = 0, i = 0;
+  for (; i < id->len && len < 180; i++) {
     unsigned char c = (unsigned char)id->bytes[i];
     bool keep = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
                 (c == '.' && i > 0);
     len += keep ? (size_t)snprintf(out + len, size - len, "%c", c) : (size_t)snprintf(out + len, size - len, "%%%02X", c);
   }
   if (len == 0) len = (size_t)snprintf(out, size, "%%");
+  if (i < id->len) len += (size_t)snprintf(out + len, size - len, "~%08x", cs_crc32(0, id->bytes, id->len));
   if (twice) { /* the same capture id in another pack: the pack tells them apart */
     char pack[CS_UUID_TEXT_LEN + 1];
     cs_uuid_format(&row->d.pack_id, pack);
@@ -439,20 +446,75 @@ static void file_name(const cs_search_row *row, bool twice, char *out, size_t si
   }
 }
 
+/* Writes a file afresh: a symbolic link in its place is refused, never followed. */
 static int write_file(const char *dir, const char *name, const char *header, size_t header_len, const uint8_t *bytes,
                       uint64_t length) {
   char path[4096];
   snprintf(path, sizeof path, "%s/%s", dir, name);
-  FILE *f = fopen(path, "wb");
-  if (f == NULL) return -1;
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) return -1;
+  FILE *f = fdopen(fd, "wb");
+  if (f == NULL) {
+    close(fd);
+    return -1;
+  }
   bool ok = (header_len == 0 || fwrite(header, 1, header_len, f) == header_len) &&
             (length == 0 || fwrite(bytes, 1, (size_t)length, f) == length);
   return fclose(f) == 0 && ok ? 0 : -1;
 }
 
-static bool same_id(const cs_search_row *a, const cs_search_row *b) {
-  const cs_pack_text *x = &a->d.record.meta.capture_id, *y = &b->d.record.meta.capture_id;
-  return x->len == y->len && memcmp(x->bytes, y->bytes, x->len) == 0;
+static const capstore_selection *sort_sel;
+static char (*sort_names)[512];
+
+static int by_capture_id(const void *a, const void *b) {
+  const cs_pack_text *x = &sort_sel->rows[*(const uint32_t *)a].d.record.meta.capture_id;
+  const cs_pack_text *y = &sort_sel->rows[*(const uint32_t *)b].d.record.meta.capture_id;
+  size_t n = x->len < y->len ? x->len : y->len;
+  int c = n > 0 ? memcmp(x->bytes, y->bytes, n) : 0;
+  return c != 0 ? c : (x->len > y->len) - (x->len < y->len);
+}
+
+static int by_name(const void *a, const void *b) {
+  return strcmp(sort_names[*(const uint32_t *)a], sort_names[*(const uint32_t *)b]);
+}
+
+/*
+ * Every row's file name, unique: ids seen twice (sorted once, not compared
+ * pairwise) get their pack; any name still repeated is refused. NULL after a
+ * message.
+ */
+static char (*file_names(const read_args *a, const capstore_selection *sel))[512] {
+  char (*names)[512] = calloc(sel->count + 1, sizeof *names);
+  uint32_t *order = calloc(sel->count + 1, sizeof *order);
+  bool *twice = calloc(sel->count + 1, sizeof *twice);
+  if (names == NULL || order == NULL || twice == NULL) {
+    fprintf(stderr, "capstore read: out of memory for %u file names\n", sel->count);
+    free(names), free(order), free(twice);
+    return NULL;
+  }
+  for (uint32_t i = 0; i < sel->count; i++) order[i] = i;
+  sort_sel = sel;
+  qsort(order, sel->count, sizeof *order, by_capture_id);
+  for (uint32_t i = 1; i < sel->count; i++)
+    if (by_capture_id(&order[i - 1], &order[i]) == 0) twice[order[i - 1]] = twice[order[i]] = true;
+  for (uint32_t i = 0; i < sel->count; i++) {
+    const cs_search_row *row = &sel->rows[i];
+    file_name(row, twice[i], names[i], sizeof names[i] - 8);
+    bool npy = !a->raw && npy_descr(row->d.record.meta.dtype) != NULL;
+    strcat(names[i], npy ? ".npy" : ".bin");
+  }
+  sort_names = names;
+  qsort(order, sel->count, sizeof *order, by_name);
+  for (uint32_t i = 1; i < sel->count; i++) {
+    if (strcmp(names[order[i - 1]], names[order[i]]) == 0) {
+      fprintf(stderr, "capstore read: two records would be written to %s; nothing was written\n", names[order[i]]);
+      free(names), names = NULL;
+      break;
+    }
+  }
+  free(order);
+  free(twice);
+  return names;
 }
 
 /* Writes every payload and the manifest; CLI_EXIT_OK or CLI_EXIT_FAILURE. */
@@ -464,18 +526,27 @@ static int write_all(const read_args *a, const capstore_selection *sel, const ca
   FILE *manifest = fopen(path, "w");
   if (manifest == NULL) return fprintf(stderr, "capstore read: %s: %s\n", path, strerror(errno)), CLI_EXIT_FAILURE;
   bool tty = !a->quiet && isatty(STDERR_FILENO);
+  char (*names)[512] = file_names(a, sel);
+  if (names == NULL) {
+    fclose(manifest);
+    return CLI_EXIT_FAILURE;
+  }
   for (uint32_t i = 0; i < sel->count; i++) {
     const cs_search_row *row = &sel->rows[i];
-    bool twice = false;
-    for (uint32_t j = 0; j < sel->count && !twice; j++) twice = j != i && same_id(&sel->rows[j], row);
-    char name[512], header[1024];
-    file_name(row, twice, name, sizeof name - 8);
+    const char *name = names[i];
+    char header[1024];
     size_t header_len = 0;
     bool npy = !a->raw && npy_descr(row->d.record.meta.dtype) != NULL;
     if (npy) header_len = npy_header(&row->d.record.meta, header, sizeof header);
-    strcat(name, npy && header_len > 0 ? ".npy" : ".bin");
+    if (npy && header_len == 0) {
+      fprintf(stderr, "\ncapstore read: %s: the .npy header does not fit\n", name);
+      free(names);
+      fclose(manifest);
+      return CLI_EXIT_FAILURE;
+    }
     if (write_file(a->out_dir, name, header, header_len, p->bytes[i], p->length[i]) != 0) {
       fprintf(stderr, "\ncapstore read: %s/%s: %s\n", a->out_dir, name, strerror(errno));
+      free(names);
       fclose(manifest);
       return CLI_EXIT_FAILURE;
     }
@@ -487,6 +558,7 @@ static int write_all(const read_args *a, const capstore_selection *sel, const ca
     free(line);
     if (tty && (i % 256 == 0 || i + 1 == sel->count)) fprintf(stderr, "\r  writing %u/%u files", i + 1, sel->count);
   }
+  free(names);
   if (tty) fprintf(stderr, "\n");
   if (fclose(manifest) != 0) return fprintf(stderr, "capstore read: %s: %s\n", path, strerror(errno)), CLI_EXIT_FAILURE;
   return CLI_EXIT_OK;
@@ -526,7 +598,7 @@ int cli_read_main(int argc, char **argv) {
       code = write_all(&a, &sel, &p);
       if (code == CLI_EXIT_OK)
         printf("%u records written to %s (manifest.jsonl lists them)%s\n", sel.count, a.out_dir,
-               next[0] != '\0' ? "; --limit stopped before the end" : "");
+               next[0] != '\0' ? "; --limit reached: more may match" : "");
     }
   }
   capstore_payloads_free(&p);

@@ -165,10 +165,20 @@ static int plan_pack(builder *b, const cs_read_want *wants, const uint32_t *orde
   uint32_t pack_first_span = b->count;
   if (limits->whole_objects) return plan_whole(b, wants, order, first, count, pack, plan);
   plan->payload_bytes += union_bytes(wants, order, first, count); /* each wanted byte once, however often wanted */
+  /*
+   * An empty record needs no byte and never a request of its own (a 0-byte range is not a valid GET):
+   * it joins the read before it, or, before the pack's first read, the next one (pending_empty).
+   */
+  uint32_t pending_empty = 0;
   for (uint32_t i = first; i < first + count; i++) {
     const cs_read_want *want = &wants[order[i]];
     assert(want->pack == pack_index);
     uint64_t end = want->offset + want->length;
+    if (want->length == 0) {
+      if (b->count > pack_first_span) b->spans[b->count - 1].count++;
+      else pending_empty++;
+      continue;
+    }
     if (b->count > pack_first_span && can_merge(&b->spans[b->count - 1], want->offset, end, limits)) {
       span_extend(b, end);
 #if CAPSTORE_MUTANT != 45 /* mutant 45: a record merged into the previous read is not listed in it */
@@ -176,14 +186,18 @@ static int plan_pack(builder *b, const cs_read_want *wants, const uint32_t *orde
 #endif
       continue;
     }
-    if (!span_open(b, pack_index, want->offset, want->length, i)) return CS_E_FULL;
-    b->spans[b->count - 1].count = 1;
+    if (!span_open(b, pack_index, want->offset, want->length, i - pending_empty)) return CS_E_FULL;
+    b->spans[b->count - 1].count = 1 + pending_empty;
+    pending_empty = 0;
   }
   plan->footer_bytes += pack->size_bytes - pack->footer_offset;
   if (b->count > pack_first_span && can_merge(&b->spans[b->count - 1], pack->footer_offset, pack->size_bytes, limits)) {
     span_extend(b, pack->size_bytes);
-  } else if (!span_open(b, pack_index, pack->footer_offset, pack->size_bytes - pack->footer_offset, first + count)) {
+  } else if (!span_open(b, pack_index, pack->footer_offset, pack->size_bytes - pack->footer_offset,
+                        first + count - pending_empty)) {
     return CS_E_FULL;
+  } else {
+    b->spans[b->count - 1].count = pending_empty; /* only empty records: they ride on the footer's read */
   }
 #if CAPSTORE_MUTANT == 47 /* the footer and trailer looked for in the pack's first read, not its last */
   b->spans[pack_first_span].tail = true;

@@ -19,6 +19,15 @@ struct capstore_reader {
   cs_store store;
   cs_catalog catalog;
   bool store_open, catalog_open;
+  /*
+   * The store's transfer engine failed with GETs in flight: the store still
+   * holds those requests and their buffers, so they are kept here until the
+   * store is closed, and the reader refuses further reads.
+   */
+  bool broken;
+  cs_store_request *stranded_requests;
+  uint8_t **stranded_buffers;
+  uint32_t stranded_count;
 };
 
 #define READ_INFLIGHT_DEFAULT 8u
@@ -57,7 +66,10 @@ int capstore_reader_open(const capstore_config *cfg, capstore_reader **out, char
 void capstore_reader_free(capstore_reader *r) {
   if (r == NULL) return;
   if (r->catalog_open) r->catalog.ops->close(r->catalog.self);
-  if (r->store_open) cs_store_close(&r->store);
+  if (r->store_open) cs_store_close(&r->store); /* abandons stranded requests: then their memory can go */
+  for (uint32_t i = 0; i < r->stranded_count; i++) free(r->stranded_buffers[i]);
+  free(r->stranded_buffers);
+  free(r->stranded_requests);
   free(r);
 }
 
@@ -529,7 +541,16 @@ static int fetch_all(capstore_reader *r, read_job *job, uint32_t inflight_max, c
     cs_read_exec_done(&f.exec, (uint32_t)done->id, rc);
   }
   assert(f.exec.issued <= job->plan.requests);
-  free(f.requests);
+  if (f.exec.inflight > 0) {
+    /* Requests the failed engine still holds: theirs until the store closes (capstore_reader_free). */
+    r->broken = true;
+    r->stranded_requests = f.requests;
+    r->stranded_buffers = job->span_bytes;
+    r->stranded_count = spans;
+    job->span_bytes = NULL;
+  } else {
+    free(f.requests);
+  }
   if (err != CS_E_OK) return reader_refuse(err, msg, msg_size, "%s", first_msg);
   return CS_E_OK;
 }
@@ -540,6 +561,7 @@ static int fetch_all(capstore_reader *r, read_job *job, uint32_t inflight_max, c
 static const uint8_t *bytes_at(const read_job *job, uint32_t sp, uint64_t offset, uint64_t length) {
   assert(sp < job->plan.span_count);
   const cs_read_span *span = &job->spans[sp];
+  if (length == 0) return job->span_bytes[sp]; /* an empty record: no byte, listed with any read of its pack */
   if (offset < span->offset || length > span->length || offset - span->offset > span->length - length) return NULL;
   return job->span_bytes[sp] + (offset - span->offset);
 }
@@ -686,6 +708,8 @@ int capstore_read(capstore_reader *r, const capstore_selection *sel, const capst
   if (r == NULL || sel == NULL || opt == NULL || out == NULL)
     return reader_refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "reader, selection, options and out must be given");
   memset(out, 0, sizeof *out);
+  if (r->broken)
+    return reader_refuse(CS_E_STATE, msg, msg_size, "this reader's store failed with reads in flight: open a new reader");
   read_job *job = calloc(1, sizeof *job);
   if (job == NULL) return reader_refuse(CS_E_NO_MEMORY, msg, msg_size, "read: out of memory");
   job->sel = sel;
