@@ -867,9 +867,19 @@ static void service_start(sim_world *w, sim_proc *p) {
   }
 }
 
+/* Some sink's seal is still writing its file: a sink replaced or closed before its seals ended. */
+static bool any_seal_in_flight(const sim_proc *p) {
+  for (uint32_t i = 0; i < SIM_PENDING_PACKS; i++)
+    if (p->pending[i].used && p->pending[i].sealing) return true;
+  return false;
+}
+
 static void sweep_open(sim_world *w, sim_proc *p) {
   if (p->sink_open && !p->sink_closed)
     sim_bail(w, SIM_EXIT_SAFETY, "proc %u: .open files swept while a sink writes", p->index);
+  /* The .open file of a seal in flight would vanish under its writer, and the pack's records with it. */
+  if (any_seal_in_flight(p))
+    sim_bail(w, SIM_EXIT_SAFETY, "proc %u: .open files swept while an earlier sink's seal still writes one", p->index);
   sim_cov_sweep(w, p);
   for (uint32_t i = 0; i < p->files_end; i++)
     if (p->files[i].state == FILE_OPEN) p->files[i].state = FILE_FREE;
@@ -1239,11 +1249,12 @@ static void proc_restart(sim_world *w, sim_proc *p) {
 /*
  * A new engine opens on the spool of a closed one, in the same process. The
  * spool's owner lock stays with a sink still sealing after a close that timed
- * out (the runtime's close waits for those seals), so the open waits for it.
+ * out (the runtime's close waits for those seals), so the open waits for it,
+ * and for the seals of any sink an earlier failed replace left sealing.
  */
 static void proc_reopen(sim_world *w, sim_proc *p) {
   if (!p->alive || !p->reopen_wanted || p->engine.state != CS_ENGINE_CLOSED) return;
-  if (p->sink_open && !p->sink_closed) {
+  if ((p->sink_open && !p->sink_closed) || any_seal_in_flight(p)) {
     sim_schedule(w, w->now_ns + CS_SEC_NS, EV_REOPEN, p->index, 0, 0);
     return;
   }

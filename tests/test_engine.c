@@ -356,6 +356,57 @@ static void test_replace_failed_open_stops_and_idles(void **state) {
   open_ok(&engine, SEC);
 }
 
+/* One replace's close half, then the open half's first step: returns the step after START_SERVICE. */
+static cs_engine_step replace_until_open(cs_engine *engine, uint64_t now_ns, int seal_err) {
+  assert_int_equal(cs_engine_replace(engine, now_ns, 10 * SEC), CS_E_OK);
+  run_step(engine, now_ns, CS_STEP_SEAL_SINK, seal_err);
+  run_step(engine, now_ns, CS_STEP_STOP_CAPTURE, CS_E_OK);
+  run_step(engine, now_ns, CS_STEP_DRAIN_SERVICE, CS_E_OK);
+  run_step(engine, now_ns, CS_STEP_STOP_SERVICE, CS_E_OK);
+  run_step(engine, now_ns, CS_STEP_RELEASE_LEASE, CS_E_OK);
+  run_step(engine, now_ns, CS_STEP_START_SERVICE, CS_E_OK);
+  cs_engine_action next;
+  assert_true(cs_engine_poll(engine, now_ns, &next));
+  assert_int_equal(cs_engine_on_step_done(engine, now_ns, next.id, CS_E_OK), CS_E_OK);
+  return next.step;
+}
+
+/*
+ * A sink whose seal failed may write its .open files for as long as it
+ * likes: a later replace that seals a newer sink in time must not sweep
+ * them either (seed 51753016: the second replace's sweep took an .open file
+ * from under the first sink's seal, and its link then named another pack).
+ */
+static void test_abandoned_seal_never_swept(void **state) {
+  (void)state;
+  cs_engine engine;
+  engine_start(&engine);
+  open_ok(&engine, 0);
+  assert_int_equal(replace_until_open(&engine, SEC, CS_E_OK), CS_STEP_SWEEP_OPEN);
+  run_step(&engine, SEC, CS_STEP_OPEN_SINK, CS_E_OK);
+  expect_report(&engine, CS_ENGINE_OP_REPLACE, CS_E_OK, 0);
+  assert_int_equal(replace_until_open(&engine, 2 * SEC, CS_E_TIMEOUT), CS_STEP_OPEN_SINK);
+  expect_report(&engine, CS_ENGINE_OP_REPLACE, CS_E_TIMEOUT, 1);
+  assert_int_equal(replace_until_open(&engine, 3 * SEC, CS_E_OK), CS_STEP_OPEN_SINK);
+  expect_report(&engine, CS_ENGINE_OP_REPLACE, CS_E_OK, 0);
+  /* A failed open half leaves the engine idle; the open after it does not sweep either. */
+  assert_int_equal(cs_engine_replace(&engine, 4 * SEC, 10 * SEC), CS_E_OK);
+  run_step(&engine, 4 * SEC, CS_STEP_SEAL_SINK, CS_E_OK);
+  run_step(&engine, 4 * SEC, CS_STEP_STOP_CAPTURE, CS_E_OK);
+  run_step(&engine, 4 * SEC, CS_STEP_DRAIN_SERVICE, CS_E_OK);
+  run_step(&engine, 4 * SEC, CS_STEP_STOP_SERVICE, CS_E_OK);
+  run_step(&engine, 4 * SEC, CS_STEP_RELEASE_LEASE, CS_E_OK);
+  run_step(&engine, 4 * SEC, CS_STEP_START_SERVICE, CS_E_OK);
+  run_step(&engine, 4 * SEC, CS_STEP_OPEN_SINK, CS_E_IO);
+  run_step(&engine, 4 * SEC, CS_STEP_STOP_SERVICE, CS_E_OK);
+  run_step(&engine, 4 * SEC, CS_STEP_RELEASE_LEASE, CS_E_OK);
+  expect_report(&engine, CS_ENGINE_OP_REPLACE, CS_E_IO, 1);
+  assert_int_equal(cs_engine_open(&engine, 5 * SEC), CS_E_OK);
+  run_step(&engine, 5 * SEC, CS_STEP_START_SERVICE, CS_E_OK);
+  run_step(&engine, 5 * SEC, CS_STEP_OPEN_SINK, CS_E_OK);
+  expect_report(&engine, CS_ENGINE_OP_OPEN, CS_E_OK, 0);
+}
+
 static void test_log_ring_keeps_last_failures(void **state) {
   (void)state;
   cs_engine engine;
@@ -403,7 +454,7 @@ typedef struct prop_world {
   int first_err;
   cs_engine_step seen[CS_ENGINE_PLAN_MAX + 1];
   uint32_t seen_count;
-  bool seal_failed;       /* SEAL_SINK failed in the current operation */
+  bool seal_failed;       /* a SEAL_SINK of this engine failed (in this operation or an earlier one) */
   cs_engine_action report;
 } prop_world;
 
@@ -455,7 +506,6 @@ static void prop_drive(prop_world *world, cs_engine_opkind opkind) {
   world->failures = 0;
   world->first_err = CS_E_OK;
   world->seen_count = 0;
-  world->seal_failed = false;
   cs_engine_action action;
   for (uint32_t round = 0; round <= CS_ENGINE_QUEUE_MAX; round++) {
     PROP_CHECK(cs_engine_poll(&world->engine, world->now_ns, &action));
@@ -489,6 +539,9 @@ static void prop_open(prop_world *world) {
   PROP_CHECK(cs_engine_open(&world->engine, world->now_ns) == CS_E_OK);
   prop_drive(world, CS_ENGINE_OP_OPEN);
   PROP_CHECK(world->seen[0] == CS_STEP_START_SERVICE);
+  /* A sink abandoned by any earlier failed seal may still write: no open of this engine sweeps. */
+  for (uint32_t i = 0; i < world->seen_count; i++)
+    PROP_CHECK(!world->seal_failed || world->seen[i] != CS_STEP_SWEEP_OPEN);
   PROP_CHECK(world->engine.state == (world->failures == 0 ? CS_ENGINE_OPEN : CS_ENGINE_IDLE));
 }
 
@@ -506,7 +559,7 @@ static void prop_close_or_replace(prop_world *world, bool replace) {
     return;
   }
   PROP_CHECK(world->seen[5] == CS_STEP_START_SERVICE);
-  /* After a failed seal the old sink may still write: the replace must not sweep. */
+  /* After a failed seal (this one's or an earlier one's) an old sink may still write: no sweep. */
   for (uint32_t i = 5; i < world->seen_count; i++)
     PROP_CHECK(!world->seal_failed || world->seen[i] != CS_STEP_SWEEP_OPEN);
   bool opened = world->seen[world->seen_count - 1] == CS_STEP_OPEN_SINK;
@@ -577,6 +630,7 @@ int main(void) {
       cmocka_unit_test(test_late_completion_counts_as_timeout),
       cmocka_unit_test(test_replace_closes_then_opens),
       cmocka_unit_test(test_replace_failed_open_stops_and_idles),
+      cmocka_unit_test(test_abandoned_seal_never_swept),
       cmocka_unit_test(test_log_ring_keeps_last_failures),
       cmocka_unit_test(test_property_random_runs),
   };

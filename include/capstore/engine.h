@@ -11,8 +11,15 @@
  *   close:   SEAL_SINK, STOP_CAPTURE, DRAIN_SERVICE (within the close budget),
  *            STOP_SERVICE, RELEASE_LEASE, REPORT; each failure is logged and the
  *            rest still run
- *   replace: the close steps, then the open steps, then REPORT; when SEAL_SINK
- *            failed (the old sink may still be writing) SWEEP_OPEN is left out
+ *   replace: the close steps, then the open steps, then REPORT
+ *
+ * Once a SEAL_SINK has failed, the sink it was asked of may still be writing
+ * its .open files in the background, and nothing tells the engine when it
+ * stops: every later open plan of this engine (the replace under way, a later
+ * replace, an open after a failed one) leaves SWEEP_OPEN out. The stale files
+ * wait for the sweep of the next engine, which a process opens only once the
+ * old sinks are done (a new process, or a reopen after a close that waited
+ * for its seals).
  *
  * Every step carries a deadline; a step not completed by it counts as failed
  * with CS_E_TIMEOUT and the sequence goes on.
@@ -138,6 +145,7 @@ typedef struct cs_engine {
   int op_err;
   uint32_t op_failures;
   bool open_failed;         /* an open step of this operation failed */
+  bool seal_abandoned;      /* a SEAL_SINK failed: no later plan sweeps (a sink may still write) */
   cs_engine_action queue[CS_ENGINE_QUEUE_MAX];
   uint32_t queue_head;
   uint32_t queue_count;

@@ -97,7 +97,10 @@ static void engine_plan_append(cs_engine *engine, cs_engine_step step) {
 
 static void engine_plan_open(cs_engine *engine) {
   engine_plan_append(engine, CS_STEP_START_SERVICE);
-  engine_plan_append(engine, CS_STEP_SWEEP_OPEN);
+#if CAPSTORE_MUTANT != 48 /* mutant 48: a sink abandoned by an earlier operation's failed seal is swept */
+  if (!engine->seal_abandoned)
+#endif
+    engine_plan_append(engine, CS_STEP_SWEEP_OPEN);
   engine_plan_append(engine, CS_STEP_OPEN_SINK);
 }
 
@@ -182,11 +185,12 @@ static void engine_issue(cs_engine *engine, uint64_t now_ns) {
 }
 
 /*
- * The old sink did not finish sealing: its .open file may still be written,
- * so a replace must not sweep stale .open files now (the next clean start
- * sweeps them).
+ * The old sink did not finish sealing: its .open files may still be written,
+ * so neither this replace nor any later plan of this engine may sweep stale
+ * .open files (the next engine's open sweeps them; engine.h).
  */
 static void engine_plan_drop_sweep(cs_engine *engine) {
+  engine->seal_abandoned = true;
   assert(engine->plan_count <= CS_ENGINE_PLAN_MAX);
   uint32_t kept = engine->step_index + 1;
   for (uint32_t i = engine->step_index + 1; i < engine->plan_count; i++)
