@@ -422,6 +422,24 @@ static bool seal_in_flight(const sim_world *w, const sim_proc *p, uint32_t pack)
   return false;
 }
 
+/*
+ * Tells the sink a seal ended; its answer as cs_sink_on_sealed's. The sink's
+ * stats count every seal it took, sealed or failed (sink.h), and nothing else.
+ */
+static int sink_sealed(sim_world *w, sim_proc *p, uint64_t seq, uint64_t size_bytes, int err) {
+  int rc = cs_sink_on_sealed(&p->sink, sim_local_now(w, p), seq, size_bytes, err);
+  if (rc == CS_E_OK) {
+    p->sink_sealed_ok += err == CS_E_OK;
+    p->sink_seal_errors += err != CS_E_OK;
+  }
+  cs_sink_stats st;
+  cs_sink_stats_get(&p->sink, &st);
+  if (st.packs_sealed != p->sink_sealed_ok || st.seal_errors != p->sink_seal_errors)
+    sim_bail(w, SIM_EXIT_SAFETY, "p%u's sink counts %" PRIu64 " packs sealed and %" PRIu64 " seal errors; it took %"
+             PRIu64 " and %" PRIu64, p->index, st.packs_sealed, st.seal_errors, p->sink_sealed_ok, p->sink_seal_errors);
+  return rc;
+}
+
 static void seal_ack(sim_world *w, sim_proc *p, uint32_t file, int err) {
   seals_full_note(w, p);
   sim_file *f = &p->files[file];
@@ -436,13 +454,13 @@ static void seal_ack(sim_world *w, sim_proc *p, uint32_t file, int err) {
   }
   if (err != CS_E_OK) {
     f->state = FILE_FREE;
-    if (seq != 0) (void)cs_sink_on_sealed(&p->sink, sim_local_now(w, p), seq, 0, err);
+    if (seq != 0) (void)sink_sealed(w, p, seq, 0, err);
     return;
   }
   pack->durable = true;
   w->counters.durable_records += pack->ref.record_count;
   /* A seal the old sink finished after a replace counts against the new sink's quota. */
-  if (seq == 0 || cs_sink_on_sealed(&p->sink, sim_local_now(w, p), seq, pack->ref.size_bytes, CS_E_OK) != CS_E_OK)
+  if (seq == 0 || sink_sealed(w, p, seq, pack->ref.size_bytes, CS_E_OK) != CS_E_OK)
     cs_sink_on_recovered(&p->sink, pack->ref.size_bytes);
   /*
    * A pack a new service already recovered (its ready name was listed while
@@ -502,7 +520,7 @@ static void exec_sink_seal(sim_world *w, sim_proc *p, const cs_sink_action *act)
   for (uint32_t i = 0; i < SIM_PENDING_PACKS; i++)
     if (p->pending[i].used && p->pending[i].seq == act->pack_seq && act->pack_seq != 0) pp = &p->pending[i];
   if (pp == NULL || pp->records == 0) {
-    cs_sink_on_sealed(&p->sink, sim_local_now(w, p), act->pack_seq, 0, CS_E_OK);
+    (void)sink_sealed(w, p, act->pack_seq, 0, CS_E_OK);
     if (pp != NULL) pp->used = false;
     return;
   }
@@ -893,6 +911,8 @@ static void sink_open(sim_world *w, sim_proc *p) {
   char msg[128];
   if (cs_sink_init(&p->sink, &p->sink_cfg, msg, sizeof msg) != CS_E_OK)
     sim_bail(w, SIM_EXIT_CRASH, "sink init: %s", msg);
+  p->sink_sealed_ok = 0;
+  p->sink_seal_errors = 0;
   /* The old sink's records that never reached a seal are gone with it (never durable);
      its seals in flight still finish and are matched by their captures. */
   for (uint32_t i = 0; i < SIM_PENDING_PACKS; i++)
@@ -1104,6 +1124,11 @@ void sim_proc_pump(sim_world *w, sim_proc *p) {
     if (release_check(w, p)) progress = true;
     if (!progress) break;
   }
+  /* engine.h: a step issued with no time left fails at once, so no step in flight is past its deadline. */
+  if (cs_engine_next_deadline(&p->engine) <= sim_local_now(w, p))
+    sim_bail(w, SIM_EXIT_SAFETY, "p%u's engine holds step %s past its deadline (%.6f s, now %.6f s): a step issued"
+             " with no time left must fail at once", p->index, cs_engine_step_name(p->engine.step_inflight),
+             (double)cs_engine_next_deadline(&p->engine) / 1e9, (double)sim_local_now(w, p) / 1e9);
   sim_check_step(w);
   sim_check_proc(w, p);
   sim_cov_observe(w, p);
@@ -1282,9 +1307,25 @@ static void proc_pause(sim_world *w, sim_proc *p, uint64_t for_ns) {
   sim_schedule(w, p->paused_until_ns, EV_RESUME, p->index, 0, 0);
 }
 
+/*
+ * engine.h: an operation the engine's state forbids is refused with
+ * CS_E_STATE and changes nothing. Asked before every fifth operation: an
+ * open of an engine that is not idle, or a close of one that is (no draw of
+ * the PRNG, so the run goes on as it would have).
+ */
+static void engine_forbidden_check(sim_world *w, sim_proc *p, uint64_t local) {
+  cs_engine before = p->engine;
+  bool idle = p->engine.state == CS_ENGINE_IDLE;
+  int rc = idle ? cs_engine_close(&p->engine, local, CS_SEC_NS) : cs_engine_open(&p->engine, local);
+  if (rc != CS_E_STATE || memcmp(&before, &p->engine, sizeof before) != 0)
+    sim_bail(w, SIM_EXIT_SAFETY, "p%u's engine in state %d took a %s its state forbids (answered %d, not CS_E_STATE with"
+             " nothing changed)", p->index, (int)before.state, idle ? "close" : "open", rc);
+}
+
 void sim_engine_start(sim_world *w, sim_proc *p, cs_engine_opkind op, uint64_t arg_ns) {
   if (!p->alive) return;
   uint64_t local = sim_local_now(w, p);
+  if (++p->engine_starts % 5 == 0) engine_forbidden_check(w, p, local);
   int rc = CS_E_STATE;
   if (op == CS_ENGINE_OP_CLOSE) rc = cs_engine_close(&p->engine, local, arg_ns);
   if (op == CS_ENGINE_OP_REPLACE) rc = cs_engine_replace(&p->engine, local, arg_ns);

@@ -229,6 +229,8 @@ typedef struct sim_proc {
   uint64_t seals_full_local_ns; /* last time every seal slot of the sink was busy */
   uint64_t engine_op_started_ns; /* true time the close or replace in progress began */
   bool engine_op_slow_disk;      /* the disk was slow within 15 s before it began (a seal may wait) */
+  uint64_t sink_sealed_ok, sink_seal_errors; /* seal completions the current sink took (its stats must agree) */
+  uint32_t engine_starts;        /* operations asked of the engine (every fifth is preceded by a forbidden one) */
   /* Flushes issued to the service. */
   sim_flush_rec flushes[SIM_FLUSHES_MAX];
   uint64_t next_flush_id;
