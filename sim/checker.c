@@ -425,6 +425,20 @@ void sim_check_error_named(sim_world *w, const sim_proc *p, cs_op op, cs_outcome
              cs_outcome_name(outcome), snap.last_error);
 }
 
+/*
+ * A claim that did not win says why in last_error, as operators read it: a
+ * term several claimed is "contested" (two publishers raced), one another
+ * took is "lost".
+ */
+void sim_check_claim_named(sim_world *w, const sim_proc *p, const cs_claims *claims) {
+  cs_snapshot snap;
+  cs_service_snapshot(p->svc, sim_local_now(w, p), &snap);
+  const char *why = claims->claim_count > 1 ? "contested" : "lost";
+  if (strstr(snap.last_error, "lease claim") == NULL || strstr(snap.last_error, why) == NULL)
+    sim_bail(w, SIM_EXIT_SAFETY, "p%u's claim read %u claims at its term, not its own alone, but its last_error says"
+             " \"%s\" (not \"lease claim ... %s\")", p->index, claims->claim_count, snap.last_error, why);
+}
+
 void sim_check_token_refused(sim_world *w, sim_proc *p) {
   cs_snapshot snap;
   cs_service_snapshot(p->svc, sim_local_now(w, p), &snap);
@@ -725,7 +739,11 @@ void sim_check_send(sim_world *w, sim_proc *p, const cs_action *act, const sim_r
     check_ids(w, p, act);
     check_index(w, p, act, req);
     return;
-  case CS_OP_CAT_COMMITTED: check_ids(w, p, act); return;
+  case CS_OP_CAT_COMMITTED:
+    /* A query for no pack can tell the service nothing: a request it did not need. */
+    if (act->count == 0) sim_bail(w, SIM_EXIT_SAFETY, "p%u asked the catalog which of no packs it holds", p->index);
+    check_ids(w, p, act);
+    return;
   case CS_OP_CAT_REJECT:
     check_ids(w, p, act);
     check_reject(w, p, req);

@@ -251,6 +251,8 @@ static void deliver_reply(sim_world *w, sim_proc *p, sim_req *req) {
   if (rc != CS_E_OK) sim_bail(w, SIM_EXIT_CRASH, "proc %u: completion refused: %s", p->index, cs_strerror(rc));
   sim_ledger_done(p, req->op, ev.outcome);
   sim_check_error_named(w, p, req->op, ev.outcome);
+  if (req->op == CS_OP_CAT_READ_CLAIMS && ev.outcome == CS_OUT_OK && !ev.claims.sole_mine)
+    sim_check_claim_named(w, p, &ev.claims);
   if (req->op == CS_OP_STORE_LIST && req->token_too_long && ev.outcome == CS_OUT_OK) sim_check_token_refused(w, p);
 }
 

@@ -635,6 +635,7 @@ void sim_ledger_done(sim_proc *p, cs_op op, cs_outcome outcome);
 void sim_check_error_named(sim_world *w, const sim_proc *p, cs_op op, cs_outcome outcome);
 /* A LIST answered with a continuation token too long to hold: named in last_error; the pass ends there. */
 void sim_check_token_refused(sim_world *w, sim_proc *p);
+void sim_check_claim_named(sim_world *w, const sim_proc *p, const cs_claims *claims);
 void sim_check_config_rules(sim_world *w); /* 6.10, once per run (config_rules.c) */
 bool sim_config_valid_by_spec(const cs_service_config *cfg);
 void sim_check_admit(sim_world *w, const sim_proc *p, int rc, uint64_t first_try_local_ns, const cs_sink_stats *before,
