@@ -54,6 +54,9 @@
 typedef struct opts {
   const char *mode, *work, *s3_file, *ch_file;
   unsigned runs, packs, pack_records, every, min_bytes, max_bytes, inflight, rows, page;
+  unsigned gap, span;  /* the merged side's gap_bytes_max and span_bytes_max; 0: the defaults */
+  bool gap_set;
+  const char *curl_gaps; /* "G1,G2,...": time curl alone on the plan of each gap (the request cost) */
   bool reuse, per_record;
 } opts;
 
@@ -67,6 +70,7 @@ static double now_s(void) { return (double)capstore_clock_ns() / 1e9; }
 static int usage(void) {
   fprintf(stderr, "usage: capstore-bench-reader hydrate|search|smoke --work DIR [--s3 FILE] [--runs K] [--packs P]\n"
                   "       [--pack-records R] [--every E] [--min-bytes B] [--max-bytes B] [--inflight K]\n"
+                  "       [--gap B] [--span B] [--curl-gaps B,B,...]\n"
                   "       [--rows N] [--page P] [--clickhouse FILE] [--no-per-record] [--reuse]\n");
   return 2;
 }
@@ -97,6 +101,9 @@ static int opts_parse(int argc, char **argv, opts *o) {
     else if (strcmp(name, "--work") == 0) o->work = argv[++i];
     else if (strcmp(name, "--s3") == 0) o->s3_file = argv[++i];
     else if (strcmp(name, "--clickhouse") == 0) o->ch_file = argv[++i];
+    else if (strcmp(name, "--curl-gaps") == 0) o->curl_gaps = argv[++i];
+    else if (strcmp(name, "--gap") == 0) o->gap = (unsigned)strtoul(argv[++i], NULL, 10), o->gap_set = true;
+    else if (strcmp(name, "--span") == 0 && (o->span = (unsigned)strtoul(argv[++i], NULL, 10)) == 0) return usage();
     else if (number == NULL || (*number = (unsigned)strtoul(argv[++i], NULL, 10)) == 0) return usage();
   }
   bool known = mode_is(o, "hydrate") || mode_is(o, "search") || mode_is(o, "smoke");
@@ -237,13 +244,10 @@ static bool hydrate_env_make(const opts *o, hydrate_env *e) {
   cfg->name = e->name;
   cfg->spool_dir = e->spool;
   cfg->sqlite_path = e->db;
-  cfg->s3_max_connections = o->inflight; /* else the store's bound is service.store_inflight_max (4) */
   /*
-   * A read of up to 64 MiB (the default span bound) must fit the store's whole-request timeout,
-   * service.request_timeout_ns, 10 s by default: with 8 such reads sharing s3rver's ~130 MB/s one
-   * timed out at 62.9 of 67.1 MB and failed the whole capstore_read (docs/performance.md, "Reader").
+   * The reader runs on the defaults: its store's in-flight bound is the read's own (not
+   * service.store_inflight_max), and its reads of at most 8 MiB fit the 10 s request timeout.
    */
-  cfg->service.request_timeout_ns = 300 * SEC;
   if (!e->s3.on) {
     cfg->store_dir = e->bucket;
     return true;
@@ -264,6 +268,8 @@ static bool hydrate_capture(const opts *o, hydrate_env *e) {
   cfg.capture.sink.linger_ns = 3600 * SEC;
   cfg.capture.sink.spool_bytes_max = UINT64_C(16) << 30;
   cfg.capture.sink.block_max_ns = 120 * SEC;
+  cfg.s3_max_connections = o->inflight;      /* the upload's, not measured */
+  cfg.service.request_timeout_ns = 300 * SEC; /* a PUT of a whole 140 MB pack */
   char msg[256];
   capstore *cs = NULL;
   double t0 = now_s();
@@ -466,16 +472,17 @@ static bool read_once(const opts *o, capstore_reader *r, const capstore_selectio
   *seconds = now_s() - t0;
   if (rc != CS_E_OK) return fprintf(stderr, "read: %s (%s)\n", cs_strerror(rc), msg), false;
   *cost = p.cost;
-  bool ok = p.count == sel->count && p.cost.requests == p.cost.planned_requests;
+  bool ok = p.count == sel->count && p.cost.requests == p.cost.planned_requests + p.cost.retries;
   for (uint32_t i = 0; i < p.count && ok; i++) {
     uint64_t n = row_number(&sel->rows[i]);
     uint32_t len = record_bytes(o, n);
     ok = p.length[i] == len && memcmp(p.bytes[i], record_payload(n), len) == 0;
     if (!ok) fprintf(stderr, "read: record %" PRIu64 " differs from what was captured\n", n);
   }
-  if (p.cost.requests != p.cost.planned_requests)
-    fprintf(stderr, "read: %" PRIu64 " requests issued, %" PRIu64 " planned\n", p.cost.requests,
-            p.cost.planned_requests);
+  if (p.cost.requests != p.cost.planned_requests + p.cost.retries)
+    fprintf(stderr, "read: %" PRIu64 " requests issued, %" PRIu64 " planned, %" PRIu64 " retries\n",
+            p.cost.requests, p.cost.planned_requests, p.cost.retries);
+  if (p.cost.retries > 0) printf("read retries=%" PRIu64 "\n", p.cost.retries);
   capstore_payloads_free(&p);
   return ok;
 }
@@ -572,6 +579,8 @@ static bool hydrate_prepare(hydrate_ctx *h) {
   const opts *o = h->o;
   capstore_read_options_default(&h->merged);
   h->merged.inflight_max = o->inflight;
+  if (o->gap_set) h->merged.gap_bytes_max = o->gap;
+  if (o->span != 0) h->merged.span_bytes_max = o->span;
   h->each = h->merged;
   h->each.gap_bytes_max = 0;
   h->each.span_bytes_max = 1;
@@ -592,7 +601,38 @@ static bool hydrate_prepare(hydrate_ctx *h) {
     return fprintf(stderr, "the plan here differs from capstore_read_estimate's\n"), false;
   snprintf(h->curl_config, sizeof h->curl_config, "%s/curl.cfg", h->e->dir);
   snprintf(h->curl_out, sizeof h->curl_out, "%s/curl.out", h->e->dir);
+  if (o->curl_gaps != NULL) return true; /* curl_scan writes its own */
   return !h->e->s3.on || curl_config_write(h->curl_config, &h->e->s3, &h->merged_plan);
+}
+
+/*
+ * What a request costs on this server, in bytes: curl alone on the plan of
+ * each gap of --curl-gaps (the default span bound), --runs times each. The
+ * times fit t = requests x c + bytes / rate: c x rate is a request's cost in
+ * bytes, the gap worth reading through rather than asking for twice.
+ */
+static bool curl_scan(hydrate_ctx *h) {
+  if (!h->e->s3.on) return fprintf(stderr, "--curl-gaps needs --s3\n"), false;
+  capstore_read_options opt = h->merged;
+  for (const char *at = h->o->curl_gaps; at != NULL && *at != '\0';) {
+    char *end = NULL;
+    opt.gap_bytes_max = strtoull(at, &end, 10);
+    at = *end == ',' ? end + 1 : NULL;
+    span_plan plan;
+    if (!span_plan_make(h->sel, &opt, &plan)) return false;
+    bool ok = curl_config_write(h->curl_config, &h->e->s3, &plan);
+    double seconds[RUNS_MAX];
+    for (unsigned run = 0; ok && run < h->o->runs; run++) ok = (seconds[run] = curl_run(h->o, h->curl_config,
+                                                                                       h->curl_out, &plan)) >= 0;
+    if (ok)
+      printf("curl_scan gap=%" PRIu64 " span=%" PRIu64 " requests=%" PRIu64 " bytes=%" PRIu64
+             " median_seconds=%.3f runs=%u\n",
+             opt.gap_bytes_max, opt.span_bytes_max, plan.plan.requests, plan.plan.bytes,
+             median(seconds, h->o->runs), h->o->runs);
+    span_plan_free(&plan);
+    if (!ok) return false;
+  }
+  return true;
 }
 
 static int hydrate(const opts *o) {
@@ -614,9 +654,10 @@ static int hydrate(const opts *o) {
   ok = ok && h != NULL && sel.count == expected;
   if (ok) *h = (hydrate_ctx){.o = o, .e = &e, .reader = reader, .sel = &sel};
   ok = ok && hydrate_prepare(h);
+  if (ok && o->curl_gaps != NULL) ok = curl_scan(h);
   double warm = 0;
   capstore_read_cost cost;
-  ok = ok && read_once(o, reader, &sel, &h->merged, &warm, &cost);
+  ok = ok && o->curl_gaps == NULL && read_once(o, reader, &sel, &h->merged, &warm, &cost);
   if (ok) printf("warmup side=read seconds=%.3f (untimed: the objects into the page cache)\n", warm);
   ok = ok && hydrate_runs(h);
   if (ok) hydrate_report(h);
