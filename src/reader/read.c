@@ -83,7 +83,6 @@ typedef struct read_job {
   uint32_t *row_crc; /* each row's CRC-32, taken as it was copied */
   uint8_t *arena;    /* the payloads, each READ_PAYLOAD_ALIGN-aligned */
   uint64_t arena_bytes;
-  bool arena_mapped; /* from aligned_alloc with huge pages asked for */
 } read_job;
 
 static void job_free(read_job *job) {
@@ -204,13 +203,12 @@ int capstore_read_estimate(capstore_reader *r, const capstore_selection *sel, co
  * touch of fresh 4 KiB pages cost 0.24-0.32 GB/s on the VM measured, about
  * as much as the GETs themselves; docs/performance.md, "Reader").
  */
-static uint8_t *arena_alloc(uint64_t bytes, bool *mapped) {
-  *mapped = false;
-  if (bytes < READ_HUGE_PAGE) return malloc(bytes > 0 ? (size_t)bytes : 1);
+static uint8_t *arena_alloc(uint64_t bytes) {
+  if (bytes < READ_HUGE_PAGE) /* bytes is a multiple of READ_PAYLOAD_ALIGN (job_layout) */
+    return aligned_alloc(READ_PAYLOAD_ALIGN, bytes > 0 ? (size_t)bytes : READ_PAYLOAD_ALIGN);
   size_t rounded = ((size_t)bytes + READ_HUGE_PAGE - 1) / READ_HUGE_PAGE * READ_HUGE_PAGE;
   uint8_t *arena = aligned_alloc(READ_HUGE_PAGE, rounded);
   if (arena == NULL) return NULL;
-  *mapped = true;
   (void)madvise(arena, rounded, MADV_HUGEPAGE); /* advice only: without it the arena is the same memory */
   return arena;
 }
@@ -242,7 +240,7 @@ static int job_layout(read_job *job, char *msg, size_t msg_size) {
   }
   for (uint32_t s = 0; s < job->plan.span_count; s++) job->packs[job->spans[s].pack].spans_left++;
   job->arena_bytes = at;
-  job->arena = arena_alloc(at, &job->arena_mapped);
+  job->arena = arena_alloc(at);
   if (job->arena == NULL)
     return rt_refuse(CS_E_NO_MEMORY, msg, msg_size, "read: out of memory for %llu bytes of payload",
                      (unsigned long long)at);
