@@ -607,32 +607,43 @@ static bool hydrate_prepare(hydrate_ctx *h) {
 
 /*
  * What a request costs on this server, in bytes: curl alone on the plan of
- * each gap of --curl-gaps (the default span bound), --runs times each. The
- * times fit t = requests x c + bytes / rate: c x rate is a request's cost in
- * bytes, the gap worth reading through rather than asking for twice.
+ * each gap of --curl-gaps (at the merged side's span bound), --runs rounds,
+ * each round every gap once in turn (so a change in the machine's load
+ * falls on all of them). The times fit t = requests x c + bytes / rate:
+ * c x rate is a request's cost in bytes, the gap worth reading through
+ * rather than asking for twice.
  */
+#define SCAN_GAPS_MAX 8
 static bool curl_scan(hydrate_ctx *h) {
   if (!h->e->s3.on) return fprintf(stderr, "--curl-gaps needs --s3\n"), false;
+  span_plan plans[SCAN_GAPS_MAX];
+  char configs[SCAN_GAPS_MAX][720];
+  double seconds[SCAN_GAPS_MAX][RUNS_MAX];
+  uint64_t gaps[SCAN_GAPS_MAX];
+  unsigned count = 0;
+  bool ok = true;
   capstore_read_options opt = h->merged;
-  for (const char *at = h->o->curl_gaps; at != NULL && *at != '\0';) {
+  for (const char *at = h->o->curl_gaps; ok && at != NULL && *at != '\0' && count < SCAN_GAPS_MAX;) {
     char *end = NULL;
-    opt.gap_bytes_max = strtoull(at, &end, 10);
+    opt.gap_bytes_max = gaps[count] = strtoull(at, &end, 10);
     at = *end == ',' ? end + 1 : NULL;
-    span_plan plan;
-    if (!span_plan_make(h->sel, &opt, &plan)) return false;
-    bool ok = curl_config_write(h->curl_config, &h->e->s3, &plan);
-    double seconds[RUNS_MAX];
-    for (unsigned run = 0; ok && run < h->o->runs; run++) ok = (seconds[run] = curl_run(h->o, h->curl_config,
-                                                                                       h->curl_out, &plan)) >= 0;
+    snprintf(configs[count], sizeof configs[count], "%s.%u", h->curl_config, count);
+    ok = span_plan_make(h->sel, &opt, &plans[count]);
+    if (!ok) break;
+    ok = curl_config_write(configs[count], &h->e->s3, &plans[count]);
+    count++;
+  }
+  for (unsigned run = 0; ok && run < h->o->runs; run++)
+    for (unsigned g = 0; ok && g < count; g++)
+      ok = (seconds[g][run] = curl_run(h->o, configs[g], h->curl_out, &plans[g])) >= 0;
+  for (unsigned g = 0; g < count; g++) {
     if (ok)
       printf("curl_scan gap=%" PRIu64 " span=%" PRIu64 " requests=%" PRIu64 " bytes=%" PRIu64
-             " median_seconds=%.3f runs=%u\n",
-             opt.gap_bytes_max, opt.span_bytes_max, plan.plan.requests, plan.plan.bytes,
-             median(seconds, h->o->runs), h->o->runs);
-    span_plan_free(&plan);
-    if (!ok) return false;
+             " median_seconds=%.3f runs=%u\n", gaps[g], opt.span_bytes_max,
+             plans[g].plan.requests, plans[g].plan.bytes, median(seconds[g], h->o->runs), h->o->runs);
+    span_plan_free(&plans[g]);
   }
-  return true;
+  return ok;
 }
 
 static int hydrate(const opts *o) {
@@ -654,13 +665,14 @@ static int hydrate(const opts *o) {
   ok = ok && h != NULL && sel.count == expected;
   if (ok) *h = (hydrate_ctx){.o = o, .e = &e, .reader = reader, .sel = &sel};
   ok = ok && hydrate_prepare(h);
-  if (ok && o->curl_gaps != NULL) ok = curl_scan(h);
+  bool scan = o->curl_gaps != NULL; /* the scan alone */
+  if (ok && scan) ok = curl_scan(h);
   double warm = 0;
   capstore_read_cost cost;
-  ok = ok && o->curl_gaps == NULL && read_once(o, reader, &sel, &h->merged, &warm, &cost);
-  if (ok) printf("warmup side=read seconds=%.3f (untimed: the objects into the page cache)\n", warm);
-  ok = ok && hydrate_runs(h);
-  if (ok) hydrate_report(h);
+  ok = ok && (scan || read_once(o, reader, &sel, &h->merged, &warm, &cost));
+  if (ok && !scan) printf("warmup side=read seconds=%.3f (untimed: the objects into the page cache)\n", warm);
+  ok = ok && (scan || hydrate_runs(h));
+  if (ok && !scan) hydrate_report(h);
   if (h != NULL) span_plan_free(&h->merged_plan);
   free(h);
   capstore_selection_free(&sel);

@@ -473,6 +473,7 @@ static void worker_verify(read_work *w, uint32_t k) {
   int rc = failed ? CS_E_OK : verify_pack_rows(w->job, k, w->whole, msg, sizeof msg);
   pthread_mutex_lock(&w->mutex);
   if (rc != CS_E_OK) work_fail(w, rc, msg);
+  if (rc != CS_E_OK) pthread_cond_signal(&w->slot_freed); /* a driver waiting for a slot stops sooner */
   w->packs_verified++;
 }
 
@@ -486,7 +487,9 @@ static void *worker_main(void *context) {
       w->copy_head = (w->copy_head + 1) % w->slot_count;
       w->copy_len--;
       worker_copy(w, i);
+      pthread_mutex_unlock(&w->mutex);
       cs_store_wakeup(&w->r->store); /* the driver may wait in reap for a slot to start the next GET in */
+      pthread_mutex_lock(&w->mutex);
     } else if (w->verify_len > 0) {
       uint32_t k = w->verify_queue[w->verify_head];
       w->verify_head = (w->verify_head + 1) % w->job->pack_count;
@@ -650,10 +653,13 @@ static uint32_t fetch_wait_ms(const fetch *f, const slot_state *states, uint64_t
 
 /*
  * With no GET in the store nothing comes out of reap: wait for a worker to
- * hand a slot back (or a retry to be due) instead. The check for a free
- * slot is under the mutex the worker signals under, so no hand-back is missed.
+ * hand a slot back (when a read could start in it) or for a retry to be due.
+ * The check for a free slot is under the mutex the worker signals under, so
+ * no hand-back is missed.
  */
 static void fetch_wait_slot(fetch *f, uint32_t wait_ms) {
+  const cs_read_exec *x = &f->exec;
+  bool can_start = f->err == CS_E_OK && x->inflight < x->inflight_max && x->next_span < x->plan->span_count;
   read_work *w = f->work;
   struct timespec until;
   clock_gettime(CLOCK_REALTIME, &until);
@@ -663,7 +669,7 @@ static void fetch_wait_slot(fetch *f, uint32_t wait_ms) {
   pthread_mutex_lock(&w->mutex);
   bool any_free = false;
   for (uint32_t i = 0; i < w->slot_count; i++) any_free = any_free || w->slots[i].state == SLOT_FREE;
-  if (!any_free && w->err == CS_E_OK) pthread_cond_timedwait(&w->slot_freed, &w->mutex, &until);
+  if (!(any_free && can_start) && wait_ms > 0) pthread_cond_timedwait(&w->slot_freed, &w->mutex, &until);
   pthread_mutex_unlock(&w->mutex);
 }
 
