@@ -103,7 +103,7 @@ static int opts_parse(int argc, char **argv, opts *o) {
     else if (strcmp(name, "--clickhouse") == 0) o->ch_file = argv[++i];
     else if (strcmp(name, "--curl-gaps") == 0) o->curl_gaps = argv[++i];
     else if (strcmp(name, "--gap") == 0) o->gap = (unsigned)strtoul(argv[++i], NULL, 10), o->gap_set = true;
-    else if (strcmp(name, "--span") == 0 && (o->span = (unsigned)strtoul(argv[++i], NULL, 10)) == 0) return usage();
+    else if (strcmp(name, "--span") == 0) o->span = (unsigned)strtoul(argv[++i], NULL, 10);
     else if (number == NULL || (*number = (unsigned)strtoul(argv[++i], NULL, 10)) == 0) return usage();
   }
   bool known = mode_is(o, "hydrate") || mode_is(o, "search") || mode_is(o, "smoke");

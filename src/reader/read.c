@@ -83,6 +83,7 @@ typedef struct read_job {
   uint32_t *row_crc; /* each row's CRC-32, taken as it was copied */
   uint8_t *arena;    /* the payloads, each READ_PAYLOAD_ALIGN-aligned */
   uint64_t arena_bytes;
+  uint64_t span_max; /* the longest read: every span buffer is made this size, once */
 } read_job;
 
 static void job_free(read_job *job) {
@@ -199,18 +200,21 @@ int capstore_read_estimate(capstore_reader *r, const capstore_selection *sel, co
 /* ---- Where the payloads go: one arena of the wanted bytes ---- */
 
 /*
- * Memory for the payloads: huge pages where the kernel has them (the first
- * touch of fresh 4 KiB pages cost 0.24-0.32 GB/s on the VM measured, about
- * as much as the GETs themselves; docs/performance.md, "Reader").
+ * Memory for the payloads and the span buffers, READ_PAYLOAD_ALIGN-aligned:
+ * huge pages where the kernel has them (the first touch of fresh 4 KiB
+ * pages cost 0.24-0.32 GB/s on the VM measured, about as much as the GETs
+ * themselves; docs/performance.md, "Reader").
  */
-static uint8_t *arena_alloc(uint64_t bytes) {
-  if (bytes < READ_HUGE_PAGE) /* bytes is a multiple of READ_PAYLOAD_ALIGN (job_layout) */
-    return aligned_alloc(READ_PAYLOAD_ALIGN, bytes > 0 ? (size_t)bytes : READ_PAYLOAD_ALIGN);
+static uint8_t *memory_alloc(uint64_t bytes) {
+  if (bytes < READ_HUGE_PAGE) {
+    size_t rounded = ((size_t)bytes + READ_PAYLOAD_ALIGN) / READ_PAYLOAD_ALIGN * READ_PAYLOAD_ALIGN; /* > 0 */
+    return aligned_alloc(READ_PAYLOAD_ALIGN, rounded);
+  }
   size_t rounded = ((size_t)bytes + READ_HUGE_PAGE - 1) / READ_HUGE_PAGE * READ_HUGE_PAGE;
-  uint8_t *arena = aligned_alloc(READ_HUGE_PAGE, rounded);
-  if (arena == NULL) return NULL;
-  (void)madvise(arena, rounded, MADV_HUGEPAGE); /* advice only: without it the arena is the same memory */
-  return arena;
+  uint8_t *memory = aligned_alloc(READ_HUGE_PAGE, rounded);
+  if (memory == NULL) return NULL;
+  (void)madvise(memory, rounded, MADV_HUGEPAGE); /* advice only: without it the memory is the same */
+  return memory;
 }
 
 /*
@@ -238,9 +242,12 @@ static int job_layout(read_job *job, char *msg, size_t msg_size) {
     read_pack *p = &job->packs[job->wants[job->order[i]].pack];
     if (p->count++ == 0) p->first = i; /* the plan's order lists each pack's wants together */
   }
-  for (uint32_t s = 0; s < job->plan.span_count; s++) job->packs[job->spans[s].pack].spans_left++;
+  for (uint32_t s = 0; s < job->plan.span_count; s++) {
+    job->packs[job->spans[s].pack].spans_left++;
+    if (job->spans[s].length > job->span_max) job->span_max = job->spans[s].length;
+  }
   job->arena_bytes = at;
-  job->arena = arena_alloc(at);
+  job->arena = memory_alloc(at);
   if (job->arena == NULL)
     return rt_refuse(CS_E_NO_MEMORY, msg, msg_size, "read: out of memory for %llu bytes of payload",
                      (unsigned long long)at);
@@ -521,14 +528,18 @@ static void fetch_fail(fetch *f, int rc, const char *msg) {
   snprintf(f->msg, sizeof f->msg, "%s", msg);
 }
 
-/* Slot i's buffer, grown to hold span s. CS_E_OK or CS_E_NO_MEMORY. */
-static int slot_fit(rd_slot *slot, const cs_read_span *span) {
-  if (slot->cap >= span->length) return CS_E_OK;
+/*
+ * Slot's buffer, made to hold the read's longest span (once: a buffer grown
+ * span by span is fresh memory again each time, touched first by the thread
+ * that drives every transfer). CS_E_OK or CS_E_NO_MEMORY.
+ */
+static int slot_fit(rd_slot *slot, uint64_t bytes) {
+  if (slot->cap >= bytes) return CS_E_OK;
   free(slot->buf);
   slot->cap = 0;
-  slot->buf = malloc((size_t)span->length);
+  slot->buf = memory_alloc(bytes);
   if (slot->buf == NULL) return CS_E_NO_MEMORY;
-  slot->cap = (size_t)span->length;
+  slot->cap = (size_t)bytes;
   return CS_E_OK;
 }
 
@@ -537,7 +548,7 @@ static int fetch_start(fetch *f, rd_slot *slot) {
   read_job *job = f->work->job;
   const cs_read_span *span = &job->spans[slot->span];
   char msg[512];
-  if (slot_fit(slot, span) != CS_E_OK) {
+  if (slot_fit(slot, job->span_max) != CS_E_OK) {
     snprintf(msg, sizeof msg, "read: out of memory for a %llu-byte range", (unsigned long long)span->length);
     fetch_fail(f, CS_E_NO_MEMORY, msg);
     return CS_E_NO_MEMORY;
