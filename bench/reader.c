@@ -13,14 +13,16 @@
  *   tools/servers/s3.sh; without --s3 a dirstore under DIR) with the SQLite catalog under DIR. The
  *   selection is every --every (7)th record (one layer of 7: capstore_search, paged and joined). After one
  *   untimed read (the server's files into the page cache), each run times, in turn first:
- *     read      capstore_read with the default merge (gaps up to 1 MiB, reads up to 64 MiB), --inflight K (8)
- *               GETs in flight (the store opened with K connections), every byte verified;
+ *     read      capstore_read with the default merge (gaps up to 256 KiB, reads up to 8 MiB; --gap B and
+ *               --span B set others), --inflight K (8) GETs in flight, every byte verified, on the reader's
+ *               defaults otherwise (store connections, request timeout);
  *     curl      `curl --parallel --parallel-max K` GETs of exactly the plan's byte ranges (SigV4-signed,
  *               written to /dev/null), the process's wall time (with --s3 only);
  *     per_rec   capstore_read with gap_bytes_max 0 and span_bytes_max 1: one GET per record, plus one per
  *               pack for its footer and trailer (--no-per-record: not run).
  *   --runs K (5). --reuse: read what an earlier invocation captured under DIR (same server) instead of
- *   capturing again.
+ *   capturing again. --curl-gaps G,G,...: instead of the runs, curl alone on the plan of each gap, --runs
+ *   rounds of every gap in turn: a request's cost on the server, in bytes (docs/performance.md, "Reader").
  * search: --rows N (1,000,000) descriptor rows indexed straight through the catalog adapter
  *   (capstore_open_catalog; packs of 4096, one INDEX per 8 packs, one publish): SQLite under DIR, or with
  *   --clickhouse (CH_ENDPOINT_FILE: "http_port user password", tools/servers/clickhouse.sh) fresh
