@@ -76,7 +76,7 @@ typedef struct capstore_config {
   const char *s3_secret_access_key; /* NULL: $AWS_SECRET_ACCESS_KEY */
   const char *s3_session_token;  /* NULL: $AWS_SESSION_TOKEN (may be unset) */
   bool s3_allow_insecure;
-  uint32_t s3_max_connections;   /* requests in flight; 0: service.store_inflight_max */
+  uint32_t s3_max_connections;   /* requests in flight; 0: service.store_inflight_max (a reader's: 64) */
   /* Object keys start with this; NULL: "<name>/". Empty, or ends with '/'; no "." or ".." segment. */
   const char *key_prefix;
 
@@ -350,10 +350,10 @@ void capstore_payloads_free(capstore_payloads *p);
  * throttling; never a 4xx or a wrong answer), each GET at most retry_max
  * times and all within request_limit. Memory: the payloads, and one buffer
  * per GET in flight; each pack is verified as soon as its reads are in,
- * while later GETs run. Each
- * pack's trailer and footer are verified; every catalog field of each
- * record is bound to its footer (CS_E_CONFLICT: a catalog row that
- * disagrees with the pack it names is an error, not data); each payload's
+ * while later GETs run. Each pack's trailer and footer are verified;
+ * every catalog field of each record is bound to its footer
+ * (CS_E_CONFLICT: a catalog row that disagrees with the pack it names is
+ * an error, not data); each payload's
  * CRC-32 is checked (CS_E_CORRUPT), and with verify_sha256 the object's
  * SHA-256 against the catalog's. A short read or an object whose size
  * differs from the catalog's is an error. Errors name the pack or record;
