@@ -465,8 +465,17 @@ static void test_budget_refusals(void **state) {
   capstore_read_cost cost = read_and_check(r, &sel, &opt);
   assert_int_equal(cost.requests, est.planned_requests);
   assert_int_equal(cost.bytes, est.planned_bytes);
-  capstore_selection_free(&sel);
+  /* Payloads outlive their reader (the reader's spare arena is shared with them). */
+  assert_int_equal(capstore_read(r, &sel, &opt, &p, msg, sizeof msg), CS_E_OK);
   capstore_reader_free(r);
+  uint8_t want[7 * 37 * 2];
+  for (uint32_t i = 0; i < p.count; i++) {
+    uint64_t n = number_of(&sel.rows[i]);
+    tc_payload(n, want, (size_t)p.length[i]);
+    assert_memory_equal(p.bytes[i], want, (size_t)p.length[i]);
+  }
+  capstore_payloads_free(&p);
+  capstore_selection_free(&sel);
   tc_remove_all(e.root);
 }
 

@@ -83,8 +83,13 @@ typedef struct read_job {
   uint32_t *row_crc; /* each row's CRC-32, taken as it was copied */
   uint8_t *arena;    /* the payloads, each READ_PAYLOAD_ALIGN-aligned */
   uint64_t arena_bytes;
+  uint64_t arena_capacity; /* what arena holds (a spare one may be larger) */
+  rd_spare *spare;         /* the reader's: the arena goes back to it (NULL for an estimate) */
   uint64_t span_max; /* the longest read: every span buffer is made this size, once */
 } read_job;
+
+static void spare_drop(rd_spare *spare);
+static void spare_give(rd_spare *spare, uint8_t *memory, uint64_t bytes);
 
 static void job_free(read_job *job) {
   for (uint32_t k = 0; job->packs != NULL && k < job->pack_count; k++) free(job->packs[k].tail);
@@ -95,7 +100,12 @@ static void job_free(read_job *job) {
   free(job->spans);
   free(job->row_at);
   free(job->row_crc);
-  free(job->arena);
+  if (job->spare != NULL) {
+    spare_give(job->spare, job->arena, job->arena_capacity);
+    spare_drop(job->spare);
+  } else {
+    free(job->arena);
+  }
   memset(job, 0, sizeof *job);
 }
 
@@ -217,6 +227,68 @@ static uint8_t *memory_alloc(uint64_t bytes) {
   return memory;
 }
 
+rd_spare *rd_spare_new(void) {
+  rd_spare *spare = calloc(1, sizeof *spare);
+  if (spare == NULL) return NULL;
+  pthread_mutex_init(&spare->mutex, NULL);
+  spare->refs = 1;
+  spare->reader_alive = true;
+  return spare;
+}
+
+/* One holder fewer; the last frees it. */
+static void spare_drop(rd_spare *spare) {
+  pthread_mutex_lock(&spare->mutex);
+  assert(spare->refs > 0);
+  bool last = --spare->refs == 0;
+  pthread_mutex_unlock(&spare->mutex);
+  if (!last) return;
+  free(spare->memory);
+  pthread_mutex_destroy(&spare->mutex);
+  free(spare);
+}
+
+static rd_spare *spare_hold(rd_spare *spare) {
+  pthread_mutex_lock(&spare->mutex);
+  spare->refs++;
+  pthread_mutex_unlock(&spare->mutex);
+  return spare;
+}
+
+/* Keeps memory for the reader's next read while the reader lives and holds none; else frees it. */
+static void spare_give(rd_spare *spare, uint8_t *memory, uint64_t bytes) {
+  if (memory == NULL) return;
+  pthread_mutex_lock(&spare->mutex);
+  bool keep = spare->reader_alive && spare->memory == NULL && bytes >= READ_HUGE_PAGE;
+  if (keep) {
+    spare->memory = memory;
+    spare->bytes = bytes;
+    (void)madvise(memory, (size_t)bytes, MADV_FREE); /* reclaimable meanwhile; reused as it is if not */
+  }
+  pthread_mutex_unlock(&spare->mutex);
+  if (!keep) free(memory);
+}
+
+/*
+ * An arena of at least bytes: the spare when it fits and is not more than
+ * twice that (a small read does not pin a large arena), else fresh memory.
+ */
+static uint8_t *spare_take(rd_spare *spare, uint64_t bytes, uint64_t *capacity) {
+  pthread_mutex_lock(&spare->mutex);
+  uint8_t *memory = spare->memory;
+  uint64_t held = spare->bytes;
+  spare->memory = NULL;
+  spare->bytes = 0;
+  pthread_mutex_unlock(&spare->mutex);
+  if (memory != NULL && held >= bytes && held / 2 <= bytes) {
+    *capacity = held;
+    return memory;
+  }
+  free(memory);
+  *capacity = bytes < READ_HUGE_PAGE ? bytes : (bytes + READ_HUGE_PAGE - 1) / READ_HUGE_PAGE * READ_HUGE_PAGE;
+  return memory_alloc(bytes);
+}
+
 /*
  * Each row's place in the arena, in the plan's (pack, offset) order: a
  * record wanted twice (the same pack, offset and length) is kept once;
@@ -247,7 +319,7 @@ static int job_layout(read_job *job, char *msg, size_t msg_size) {
     if (job->spans[s].length > job->span_max) job->span_max = job->spans[s].length;
   }
   job->arena_bytes = at;
-  job->arena = memory_alloc(at);
+  job->arena = spare_take(job->spare, at, &job->arena_capacity);
   if (job->arena == NULL)
     return rt_refuse(CS_E_NO_MEMORY, msg, msg_size, "read: out of memory for %llu bytes of payload",
                      (unsigned long long)at);
@@ -778,6 +850,15 @@ static void work_close(read_work *w, capstore_reader *r, pthread_t *threads, uin
 
 void rd_read_release(capstore_reader *r) {
   for (uint32_t i = 0; i < RD_SLOTS_MAX; i++) free(r->buffers[i]);
+  if (r->spare != NULL) { /* payloads still out keep it until they are freed, and keep nothing more */
+    pthread_mutex_lock(&r->spare->mutex);
+    r->spare->reader_alive = false;
+    free(r->spare->memory);
+    r->spare->memory = NULL;
+    pthread_mutex_unlock(&r->spare->mutex);
+    spare_drop(r->spare);
+    r->spare = NULL;
+  }
   for (uint32_t i = 0; i < r->stranded_count; i++) free(r->stranded[i].buf); /* those not stranded are NULL */
   free(r->stranded);
   r->stranded = NULL;
@@ -836,6 +917,7 @@ int capstore_read(capstore_reader *r, const capstore_selection *sel, const capst
   read_job *job = calloc(1, sizeof *job);
   if (job == NULL) return rt_refuse(CS_E_NO_MEMORY, msg, msg_size, "read: out of memory");
   job->sel = sel;
+  job->spare = spare_hold(r->spare);
   int rc = job_plan(job, opt, &out->cost, msg, msg_size);
   if (rc == CS_E_OK) rc = job_layout(job, msg, msg_size);
   if (rc == CS_E_OK) rc = read_verified(r, job, opt, &out->cost, msg, msg_size);

@@ -27,6 +27,11 @@ int capstore_reader_open(const capstore_config *cfg, capstore_reader **out, char
    */
   capstore_config store_cfg = *cfg;
   if (store_cfg.s3_max_connections == 0) store_cfg.s3_max_connections = RD_INFLIGHT_MAX;
+  r->spare = rd_spare_new();
+  if (r->spare == NULL) {
+    free(r);
+    return rt_refuse(CS_E_NO_MEMORY, msg, msg_size, "reader: out of memory");
+  }
   int rc = capstore_open_store(&store_cfg, &r->store, msg, msg_size);
   r->store_open = rc == CS_E_OK;
   if (rc == CS_E_OK) rc = capstore_open_catalog(cfg, &r->catalog, msg, msg_size);
