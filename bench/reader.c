@@ -13,14 +13,16 @@
  *   tools/servers/s3.sh; without --s3 a dirstore under DIR) with the SQLite catalog under DIR. The
  *   selection is every --every (7)th record (one layer of 7: capstore_search, paged and joined). After one
  *   untimed read (the server's files into the page cache), each run times, in turn first:
- *     read      capstore_read with the default merge (gaps up to 1 MiB, reads up to 64 MiB), --inflight K (8)
- *               GETs in flight (the store opened with K connections), every byte verified;
+ *     read      capstore_read with the default merge (gaps up to 256 KiB, reads up to 8 MiB; --gap B and
+ *               --span B set others), --inflight K (8) GETs in flight, every byte verified, on the reader's
+ *               defaults otherwise (store connections, request timeout);
  *     curl      `curl --parallel --parallel-max K` GETs of exactly the plan's byte ranges (SigV4-signed,
  *               written to /dev/null), the process's wall time (with --s3 only);
  *     per_rec   capstore_read with gap_bytes_max 0 and span_bytes_max 1: one GET per record, plus one per
  *               pack for its footer and trailer (--no-per-record: not run).
  *   --runs K (5). --reuse: read what an earlier invocation captured under DIR (same server) instead of
- *   capturing again.
+ *   capturing again. --curl-gaps G,G,...: instead of the runs, curl alone on the plan of each gap, --runs
+ *   rounds of every gap in turn: a request's cost on the server, in bytes (docs/performance.md, "Reader").
  * search: --rows N (1,000,000) descriptor rows indexed straight through the catalog adapter
  *   (capstore_open_catalog; packs of 4096, one INDEX per 8 packs, one publish): SQLite under DIR, or with
  *   --clickhouse (CH_ENDPOINT_FILE: "http_port user password", tools/servers/clickhouse.sh) fresh
@@ -54,6 +56,9 @@
 typedef struct opts {
   const char *mode, *work, *s3_file, *ch_file;
   unsigned runs, packs, pack_records, every, min_bytes, max_bytes, inflight, rows, page;
+  unsigned gap, span;  /* the merged side's gap_bytes_max and span_bytes_max; 0: the defaults */
+  bool gap_set;
+  const char *curl_gaps; /* "G1,G2,...": time curl alone on the plan of each gap (the request cost) */
   bool reuse, per_record;
 } opts;
 
@@ -67,6 +72,7 @@ static double now_s(void) { return (double)capstore_clock_ns() / 1e9; }
 static int usage(void) {
   fprintf(stderr, "usage: capstore-bench-reader hydrate|search|smoke --work DIR [--s3 FILE] [--runs K] [--packs P]\n"
                   "       [--pack-records R] [--every E] [--min-bytes B] [--max-bytes B] [--inflight K]\n"
+                  "       [--gap B] [--span B] [--curl-gaps B,B,...]\n"
                   "       [--rows N] [--page P] [--clickhouse FILE] [--no-per-record] [--reuse]\n");
   return 2;
 }
@@ -97,6 +103,9 @@ static int opts_parse(int argc, char **argv, opts *o) {
     else if (strcmp(name, "--work") == 0) o->work = argv[++i];
     else if (strcmp(name, "--s3") == 0) o->s3_file = argv[++i];
     else if (strcmp(name, "--clickhouse") == 0) o->ch_file = argv[++i];
+    else if (strcmp(name, "--curl-gaps") == 0) o->curl_gaps = argv[++i];
+    else if (strcmp(name, "--gap") == 0) o->gap = (unsigned)strtoul(argv[++i], NULL, 10), o->gap_set = true;
+    else if (strcmp(name, "--span") == 0) o->span = (unsigned)strtoul(argv[++i], NULL, 10);
     else if (number == NULL || (*number = (unsigned)strtoul(argv[++i], NULL, 10)) == 0) return usage();
   }
   bool known = mode_is(o, "hydrate") || mode_is(o, "search") || mode_is(o, "smoke");
@@ -237,13 +246,10 @@ static bool hydrate_env_make(const opts *o, hydrate_env *e) {
   cfg->name = e->name;
   cfg->spool_dir = e->spool;
   cfg->sqlite_path = e->db;
-  cfg->s3_max_connections = o->inflight; /* else the store's bound is service.store_inflight_max (4) */
   /*
-   * A read of up to 64 MiB (the default span bound) must fit the store's whole-request timeout,
-   * service.request_timeout_ns, 10 s by default: with 8 such reads sharing s3rver's ~130 MB/s one
-   * timed out at 62.9 of 67.1 MB and failed the whole capstore_read (docs/performance.md, "Reader").
+   * The reader runs on the defaults: its store's in-flight bound is the read's own (not
+   * service.store_inflight_max), and its reads of at most 8 MiB fit the 10 s request timeout.
    */
-  cfg->service.request_timeout_ns = 300 * SEC;
   if (!e->s3.on) {
     cfg->store_dir = e->bucket;
     return true;
@@ -264,6 +270,8 @@ static bool hydrate_capture(const opts *o, hydrate_env *e) {
   cfg.capture.sink.linger_ns = 3600 * SEC;
   cfg.capture.sink.spool_bytes_max = UINT64_C(16) << 30;
   cfg.capture.sink.block_max_ns = 120 * SEC;
+  cfg.s3_max_connections = o->inflight;      /* the upload's, not measured */
+  cfg.service.request_timeout_ns = 300 * SEC; /* a PUT of a whole 140 MB pack */
   char msg[256];
   capstore *cs = NULL;
   double t0 = now_s();
@@ -466,16 +474,17 @@ static bool read_once(const opts *o, capstore_reader *r, const capstore_selectio
   *seconds = now_s() - t0;
   if (rc != CS_E_OK) return fprintf(stderr, "read: %s (%s)\n", cs_strerror(rc), msg), false;
   *cost = p.cost;
-  bool ok = p.count == sel->count && p.cost.requests == p.cost.planned_requests;
+  bool ok = p.count == sel->count && p.cost.requests == p.cost.planned_requests + p.cost.retries;
   for (uint32_t i = 0; i < p.count && ok; i++) {
     uint64_t n = row_number(&sel->rows[i]);
     uint32_t len = record_bytes(o, n);
     ok = p.length[i] == len && memcmp(p.bytes[i], record_payload(n), len) == 0;
     if (!ok) fprintf(stderr, "read: record %" PRIu64 " differs from what was captured\n", n);
   }
-  if (p.cost.requests != p.cost.planned_requests)
-    fprintf(stderr, "read: %" PRIu64 " requests issued, %" PRIu64 " planned\n", p.cost.requests,
-            p.cost.planned_requests);
+  if (p.cost.requests != p.cost.planned_requests + p.cost.retries)
+    fprintf(stderr, "read: %" PRIu64 " requests issued, %" PRIu64 " planned, %" PRIu64 " retries\n",
+            p.cost.requests, p.cost.planned_requests, p.cost.retries);
+  if (p.cost.retries > 0) printf("read retries=%" PRIu64 "\n", p.cost.retries);
   capstore_payloads_free(&p);
   return ok;
 }
@@ -572,6 +581,8 @@ static bool hydrate_prepare(hydrate_ctx *h) {
   const opts *o = h->o;
   capstore_read_options_default(&h->merged);
   h->merged.inflight_max = o->inflight;
+  if (o->gap_set) h->merged.gap_bytes_max = o->gap;
+  if (o->span != 0) h->merged.span_bytes_max = o->span;
   h->each = h->merged;
   h->each.gap_bytes_max = 0;
   h->each.span_bytes_max = 1;
@@ -592,7 +603,49 @@ static bool hydrate_prepare(hydrate_ctx *h) {
     return fprintf(stderr, "the plan here differs from capstore_read_estimate's\n"), false;
   snprintf(h->curl_config, sizeof h->curl_config, "%s/curl.cfg", h->e->dir);
   snprintf(h->curl_out, sizeof h->curl_out, "%s/curl.out", h->e->dir);
+  if (o->curl_gaps != NULL) return true; /* curl_scan writes its own */
   return !h->e->s3.on || curl_config_write(h->curl_config, &h->e->s3, &h->merged_plan);
+}
+
+/*
+ * What a request costs on this server, in bytes: curl alone on the plan of
+ * each gap of --curl-gaps (at the merged side's span bound), --runs rounds,
+ * each round every gap once in turn (so a change in the machine's load
+ * falls on all of them). The times fit t = requests x c + bytes / rate:
+ * c x rate is a request's cost in bytes, the gap worth reading through
+ * rather than asking for twice.
+ */
+#define SCAN_GAPS_MAX 8
+static bool curl_scan(hydrate_ctx *h) {
+  if (!h->e->s3.on) return fprintf(stderr, "--curl-gaps needs --s3\n"), false;
+  span_plan plans[SCAN_GAPS_MAX];
+  char configs[SCAN_GAPS_MAX][720];
+  double seconds[SCAN_GAPS_MAX][RUNS_MAX];
+  uint64_t gaps[SCAN_GAPS_MAX];
+  unsigned count = 0;
+  bool ok = true;
+  capstore_read_options opt = h->merged;
+  for (const char *at = h->o->curl_gaps; ok && at != NULL && *at != '\0' && count < SCAN_GAPS_MAX;) {
+    char *end = NULL;
+    opt.gap_bytes_max = gaps[count] = strtoull(at, &end, 10);
+    at = *end == ',' ? end + 1 : NULL;
+    snprintf(configs[count], sizeof configs[count], "%s.%u", h->curl_config, count);
+    ok = span_plan_make(h->sel, &opt, &plans[count]);
+    if (!ok) break;
+    ok = curl_config_write(configs[count], &h->e->s3, &plans[count]);
+    count++;
+  }
+  for (unsigned run = 0; ok && run < h->o->runs; run++)
+    for (unsigned g = 0; ok && g < count; g++)
+      ok = (seconds[g][run] = curl_run(h->o, configs[g], h->curl_out, &plans[g])) >= 0;
+  for (unsigned g = 0; g < count; g++) {
+    if (ok)
+      printf("curl_scan gap=%" PRIu64 " span=%" PRIu64 " requests=%" PRIu64 " bytes=%" PRIu64
+             " median_seconds=%.3f runs=%u\n", gaps[g], opt.span_bytes_max,
+             plans[g].plan.requests, plans[g].plan.bytes, median(seconds[g], h->o->runs), h->o->runs);
+    span_plan_free(&plans[g]);
+  }
+  return ok;
 }
 
 static int hydrate(const opts *o) {
@@ -614,12 +667,14 @@ static int hydrate(const opts *o) {
   ok = ok && h != NULL && sel.count == expected;
   if (ok) *h = (hydrate_ctx){.o = o, .e = &e, .reader = reader, .sel = &sel};
   ok = ok && hydrate_prepare(h);
+  bool scan = o->curl_gaps != NULL; /* the scan alone */
+  if (ok && scan) ok = curl_scan(h);
   double warm = 0;
   capstore_read_cost cost;
-  ok = ok && read_once(o, reader, &sel, &h->merged, &warm, &cost);
-  if (ok) printf("warmup side=read seconds=%.3f (untimed: the objects into the page cache)\n", warm);
-  ok = ok && hydrate_runs(h);
-  if (ok) hydrate_report(h);
+  ok = ok && (scan || read_once(o, reader, &sel, &h->merged, &warm, &cost));
+  if (ok && !scan) printf("warmup side=read seconds=%.3f (untimed: the objects into the page cache)\n", warm);
+  ok = ok && (scan || hydrate_runs(h));
+  if (ok && !scan) hydrate_report(h);
   if (h != NULL) span_plan_free(&h->merged_plan);
   free(h);
   capstore_selection_free(&sel);

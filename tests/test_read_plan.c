@@ -265,6 +265,85 @@ static void test_exec(void **state) {
   assert_int_equal(exec.issued, p.plan.requests);
 }
 
+/* Retries: only transient outcomes, each read at most its retries, the read's budget at most, issued = handed out + retries. */
+static void test_exec_retries(void **state) {
+  (void)state;
+  assert_true(cs_read_retryable(CS_OUT_TIMEOUT));
+  assert_true(cs_read_retryable(CS_OUT_SERVER_ERROR));
+  assert_true(cs_read_retryable(CS_OUT_THROTTLED));
+  assert_true(cs_read_retryable(CS_OUT_UNKNOWN));
+  assert_true(cs_read_retryable(CS_OUT_REFUSED));
+  assert_false(cs_read_retryable(CS_OUT_OK));
+  assert_false(cs_read_retryable(CS_OUT_NOT_FOUND));
+  assert_false(cs_read_retryable(CS_OUT_FORBIDDEN));
+  assert_false(cs_read_retryable(CS_OUT_INVALID)); /* a short read, a wrong range: the same again */
+  assert_false(cs_read_retryable(CS_OUT_PRECONDITION));
+  cs_read_pack packs[3];
+  cs_read_want wants[3];
+  for (uint32_t i = 0; i < 3; i++) {
+    packs[i] = (cs_read_pack){.size_bytes = 1 * MIB + 192, .footer_offset = 1 * MIB};
+    wants[i] = (cs_read_want){.pack = i, .offset = 64, .length = 100};
+  }
+  cs_read_limits limits = limits_with_gap(2 * MIB);
+  planned p;
+  make(&p, packs, 3, wants, 3, &limits);
+  assert_int_equal(p.plan.requests, 3);
+  cs_read_exec exec;
+  uint32_t a, b, c;
+  /* Without cs_read_exec_retries, none. */
+  assert_int_equal(cs_read_exec_init(&exec, &p.plan, 2), CS_E_OK);
+  assert_int_equal(cs_read_exec_next(&exec, &a), CS_E_OK);
+  assert_int_equal(cs_read_exec_retry(&exec, a, 0), CS_E_TOO_LARGE);
+  assert_int_equal(cs_read_exec_retry(&exec, 2, 0), CS_E_STATE); /* not out */
+  /* Two a read, three in all. */
+  assert_int_equal(cs_read_exec_init(&exec, &p.plan, 2), CS_E_OK);
+  cs_read_exec_retries(&exec, 2, 3);
+  assert_int_equal(cs_read_exec_next(&exec, &a), CS_E_OK);
+  assert_int_equal(cs_read_exec_next(&exec, &b), CS_E_OK);
+  assert_int_equal(cs_read_exec_retry(&exec, a, 0), CS_E_OK);
+  assert_int_equal(cs_read_exec_retry(&exec, a, 1), CS_E_OK);
+  assert_int_equal(cs_read_exec_retry(&exec, a, 2), CS_E_TOO_LARGE); /* its two are spent */
+  assert_int_equal(exec.inflight, 2);                                 /* a retried read is still out */
+  assert_int_equal(cs_read_exec_next(&exec, &c), CS_E_WOULD_BLOCK);
+  assert_int_equal(cs_read_exec_done(&exec, a, CS_E_OK), CS_E_OK);
+  assert_int_equal(cs_read_exec_next(&exec, &c), CS_E_OK);
+  assert_int_equal(cs_read_exec_retry(&exec, b, 0), CS_E_OK);
+  assert_int_equal(cs_read_exec_retry(&exec, c, 0), CS_E_TOO_LARGE); /* the read's three are spent */
+  assert_int_equal(exec.issued, 3 + 3);
+  assert_int_equal(exec.retries, 3);
+  assert_int_equal(cs_read_exec_done(&exec, b, CS_E_OK), CS_E_OK);
+  assert_int_equal(cs_read_exec_done(&exec, c, CS_E_OK), CS_E_OK);
+  int err = -1;
+  assert_true(cs_read_exec_finished(&exec, &err));
+  assert_int_equal(err, CS_E_OK);
+  /* After a failure nothing is issued again. */
+  assert_int_equal(cs_read_exec_init(&exec, &p.plan, 2), CS_E_OK);
+  cs_read_exec_retries(&exec, 2, 3);
+  assert_int_equal(cs_read_exec_next(&exec, &a), CS_E_OK);
+  assert_int_equal(cs_read_exec_next(&exec, &b), CS_E_OK);
+  assert_int_equal(cs_read_exec_done(&exec, a, CS_E_IO), CS_E_OK);
+  assert_int_equal(cs_read_exec_retry(&exec, b, 0), CS_E_TOO_LARGE);
+}
+
+/* The defaults: a gap of up to 256 KiB is read through, a larger one is not, and no read passes 8 MiB. */
+static void test_default_merge(void **state) {
+  (void)state;
+  cs_read_limits limits;
+  cs_read_limits_default(&limits);
+  assert_int_equal(limits.gap_bytes_max, 256 * KIB);
+  assert_int_equal(limits.span_bytes_max, 8 * MIB);
+  cs_read_pack pack = {.size_bytes = 64 * MIB + 192, .footer_offset = 64 * MIB};
+  cs_read_want wants[3] = {{.pack = 0, .offset = 64, .length = 64},
+                           {.pack = 0, .offset = 128 + 256 * KIB, .length = 64},        /* gap 256 KiB: merged */
+                           {.pack = 0, .offset = 192 + 512 * KIB + 64, .length = 64}};  /* gap 256 KiB + 64: not */
+  planned p;
+  make(&p, &pack, 1, wants, 3, &limits);
+  assert_int_equal(p.rc, CS_E_OK);
+  assert_int_equal(p.plan.requests, 3); /* two payload reads and the tail */
+  assert_int_equal(p.spans[0].count, 2);
+  assert_int_equal(p.spans[1].count, 1);
+}
+
 /* ---- The property test ---- */
 
 static uint64_t prop_seed;
@@ -413,7 +492,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_merge_and_footers), cmocka_unit_test(test_gap_zero_and_span_bound),
       cmocka_unit_test(test_budget_refusals),   cmocka_unit_test(test_bad_layouts_named),
-      cmocka_unit_test(test_exec),              cmocka_unit_test(test_property),
+      cmocka_unit_test(test_exec),              cmocka_unit_test(test_exec_retries),
+      cmocka_unit_test(test_default_merge),              cmocka_unit_test(test_property),
   };
   return cmocka_run_group_tests_name("read plan", tests, NULL, NULL);
 }

@@ -169,7 +169,8 @@ static capstore_read_cost read_and_check(capstore_reader *r, const capstore_sele
     tc_payload(n, want, len);
     if (len > 0 && memcmp(p.bytes[i], want, len) != 0) fail_msg("record %llu: bytes differ", (unsigned long long)n);
   }
-  assert_int_equal(p.cost.requests, p.cost.planned_requests);
+  assert_int_equal(p.cost.requests, p.cost.planned_requests + p.cost.retries);
+  for (uint32_t i = 0; i < p.count; i++) assert_int_equal((uintptr_t)p.bytes[i] % 64, 0);
   capstore_read_cost cost = p.cost;
   capstore_payloads_free(&p);
   return cost;
@@ -464,8 +465,17 @@ static void test_budget_refusals(void **state) {
   capstore_read_cost cost = read_and_check(r, &sel, &opt);
   assert_int_equal(cost.requests, est.planned_requests);
   assert_int_equal(cost.bytes, est.planned_bytes);
-  capstore_selection_free(&sel);
+  /* Payloads outlive their reader (the reader's spare arena is shared with them). */
+  assert_int_equal(capstore_read(r, &sel, &opt, &p, msg, sizeof msg), CS_E_OK);
   capstore_reader_free(r);
+  uint8_t want[7 * 37 * 2];
+  for (uint32_t i = 0; i < p.count; i++) {
+    uint64_t n = number_of(&sel.rows[i]);
+    tc_payload(n, want, (size_t)p.length[i]);
+    assert_memory_equal(p.bytes[i], want, (size_t)p.length[i]);
+  }
+  capstore_payloads_free(&p);
+  capstore_selection_free(&sel);
   tc_remove_all(e.root);
 }
 
@@ -600,6 +610,101 @@ static void test_tampered_objects(void **state) {
   }
 }
 
+/*
+ * A store whose next `failures` GETs answer `outcome` without reading
+ * (dirstore runs each GET inside cs_store_start, through ops->get).
+ */
+static struct flaky {
+  const cs_store_ops *real;
+  cs_store_ops ops;
+  uint32_t failures, failed;
+  cs_outcome outcome;
+} flaky;
+
+static int flaky_get(void *self, const char *key, const cs_range *range, void *buf, size_t cap, size_t *got,
+                     cs_store_result *res) {
+  if (flaky.failures == 0) return flaky.real->get(self, key, range, buf, cap, got, res);
+  flaky.failures--;
+  flaky.failed++;
+  *got = 0;
+  res->outcome = flaky.outcome;
+  res->http_status = flaky.outcome == CS_OUT_NOT_FOUND ? 404 : 503;
+  snprintf(res->detail, sizeof res->detail, "injected %s", cs_outcome_name(flaky.outcome));
+  return CS_E_OK;
+}
+
+static void flaky_install(capstore_reader *r, uint32_t failures, cs_outcome outcome) {
+  if (flaky.real == NULL) {
+    flaky.real = r->store.ops;
+    flaky.ops = *r->store.ops;
+    flaky.ops.get = flaky_get;
+  }
+  r->store.ops = &flaky.ops;
+  flaky.failures = failures;
+  flaky.failed = 0;
+  flaky.outcome = outcome;
+}
+
+/*
+ * Transient GET failures are retried and counted (requests = planned +
+ * retries), within each GET's retry_max and the request limit; a 4xx is
+ * never retried; a failure that outlasts its retries fails the read by name.
+ */
+static void test_transient_retries(void **state) {
+  (void)state;
+  if (live.on) skip(); /* the fault is injected into the synchronous store's GET */
+  env e;
+  capstore_reader *r = captured(&e, 200);
+  char msg[512];
+  cs_search_filter all;
+  memset(&all, 0, sizeof all);
+  capstore_selection sel;
+  memset(&sel, 0, sizeof sel);
+  assert_int_equal(capstore_search(r, &all, NULL, 1000, &sel, msg, sizeof msg), CS_E_OK);
+  capstore_read_options opt;
+  capstore_read_options_default(&opt);
+  opt.gap_bytes_max = 0; /* many GETs */
+  flaky_install(r, 2, CS_OUT_SERVER_ERROR);
+  capstore_read_cost cost = read_and_check(r, &sel, &opt);
+  assert_int_equal(cost.retries, 2);
+  assert_int_equal(cost.requests, cost.planned_requests + 2);
+  flaky_install(r, 1, CS_OUT_TIMEOUT);
+  assert_int_equal(read_and_check(r, &sel, &opt).retries, 1);
+  /* Not transient: the first answer fails the read. */
+  capstore_payloads p;
+  flaky_install(r, 1, CS_OUT_NOT_FOUND);
+  assert_int_equal(capstore_read(r, &sel, &opt, &p, msg, sizeof msg), CS_E_IO);
+  assert_non_null(strstr(msg, "store GET of"));
+  assert_non_null(strstr(msg, "not_found"));
+  assert_int_equal(p.cost.retries, 0);
+  assert_int_equal(flaky.failed, 1);
+  /* Outlasting its retries: retry_max + 1 attempts of one GET, then the read fails naming it. */
+  opt.inflight_max = 1;
+  opt.retry_max = 2;
+  flaky_install(r, 1000, CS_OUT_THROTTLED);
+  assert_int_equal(capstore_read(r, &sel, &opt, &p, msg, sizeof msg), CS_E_IO);
+  assert_non_null(strstr(msg, "after retries"));
+  assert_int_equal(p.cost.retries, 2);
+  assert_int_equal(flaky.failed, 3);
+  /* No room under the request limit: no retry. */
+  capstore_read_options_default(&opt);
+  capstore_read_cost est;
+  assert_int_equal(capstore_read_estimate(r, &sel, &opt, &est, msg, sizeof msg), CS_E_OK);
+  opt.request_limit = (int64_t)est.planned_requests;
+  flaky_install(r, 1, CS_OUT_SERVER_ERROR);
+  assert_int_equal(capstore_read(r, &sel, &opt, &p, msg, sizeof msg), CS_E_IO);
+  assert_int_equal(p.cost.retries, 0);
+  opt.request_limit = (int64_t)est.planned_requests + 1; /* one retry fits */
+  flaky_install(r, 1, CS_OUT_SERVER_ERROR);
+  assert_int_equal(read_and_check(r, &sel, &opt).retries, 1);
+  opt.retry_max = 11;
+  assert_int_equal(capstore_read(r, &sel, &opt, &p, msg, sizeof msg), CS_E_INVALID_ARGUMENT);
+  flaky_install(r, 0, CS_OUT_OK);
+  capstore_selection_free(&sel);
+  capstore_reader_free(r);
+  tc_remove_all(e.root);
+}
+
 int main(int argc, char **argv) {
   if (argc == 3) live_load(argv[1], argv[2]);
   else if (argc != 1) return fprintf(stderr, "usage: test_reader [CLICKHOUSE_ENDPOINT S3_ENDPOINT]\n"), 2;
@@ -607,7 +712,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_search_and_read_back), cmocka_unit_test(test_filters),
       cmocka_unit_test(test_paging_while_publishing), cmocka_unit_test(test_cursor_refusals),
       cmocka_unit_test(test_budget_refusals), cmocka_unit_test(test_tampered_catalog_rows),
-      cmocka_unit_test(test_tampered_objects),
+      cmocka_unit_test(test_tampered_objects), cmocka_unit_test(test_transient_retries),
   };
   return cmocka_run_group_tests_name(live.on ? "reader on S3 + ClickHouse" : "reader on dirstore + SQLite", tests, NULL,
                                      NULL);

@@ -76,7 +76,7 @@ typedef struct capstore_config {
   const char *s3_secret_access_key; /* NULL: $AWS_SECRET_ACCESS_KEY */
   const char *s3_session_token;  /* NULL: $AWS_SESSION_TOKEN (may be unset) */
   bool s3_allow_insecure;
-  uint32_t s3_max_connections;   /* requests in flight; 0: service.store_inflight_max */
+  uint32_t s3_max_connections;   /* requests in flight; 0: service.store_inflight_max (a reader's: 64) */
   /* Object keys start with this; NULL: "<name>/". Empty, or ends with '/'; no "." or ".." segment. */
   const char *key_prefix;
 
@@ -308,25 +308,29 @@ int capstore_select(capstore_reader *r, uint64_t watermark, const cs_pack_text *
 
 typedef struct capstore_read_options {
   int64_t byte_limit;      /* the plan may read at most this many bytes; < 0 is refused */
-  int64_t request_limit;   /* and issue at most this many GETs; <= 0 is refused */
-  uint64_t gap_bytes_max;  /* ranges of one pack this close are read as one (default 1 MiB) */
-  uint64_t span_bytes_max; /* but no merged read longer than this (default 64 MiB; 0: no bound) */
-  uint32_t inflight_max;   /* GETs in flight at once (default 8; the store's bound caps it) */
+  int64_t request_limit;   /* and issue at most this many GETs, retries included; <= 0 is refused */
+  uint64_t gap_bytes_max;  /* ranges of one pack this close are read as one: what a request costs, in bytes
+                              (default 256 KiB, docs/reader.md "Plan") */
+  uint64_t span_bytes_max; /* but no merged read longer than this (default 8 MiB; 0: no bound) */
+  uint32_t inflight_max;   /* GETs in flight at once (default 8, at most 64; store.s3.max_connections caps it
+                              when set) */
+  uint32_t retry_max;      /* times one GET is issued again after a transient failure (default 3, at most 10) */
   bool verify_sha256;      /* read each pack whole and check its SHA-256 too (one GET per pack) */
 } capstore_read_options;
 
-/* No byte or request limit, the merge defaults above, 8 in flight, no SHA-256. */
+/* No byte or request limit, the merge defaults above, 8 in flight, 3 retries a GET, no SHA-256. */
 void capstore_read_options_default(capstore_read_options *opt);
 
-/* What a read cost: the plan, and what it did. */
+/* What a read cost: the plan, and what it did. A read that succeeds issued planned_requests + retries. */
 typedef struct capstore_read_cost {
   uint64_t planned_requests, planned_bytes; /* the plan (a refused one's too) */
   uint64_t payload_bytes;                   /* the records' own bytes in it */
   uint32_t packs;                           /* packs read (each footer once) */
-  uint64_t requests, bytes;                 /* GETs issued and bytes they returned */
+  uint64_t requests, bytes;                 /* GETs issued (retries included) and bytes they returned */
+  uint64_t retries;                         /* of those, GETs issued again after a transient failure */
 } capstore_read_cost;
 
-/* Payloads of a selection, in its order, owned here (capstore_payloads_free). */
+/* Payloads of a selection, in its order, owned here (capstore_payloads_free); each starts 64-byte aligned. */
 typedef struct capstore_payloads {
   uint32_t count;
   const uint8_t **bytes; /* bytes[i]: row i's payload (length[i] bytes) */
@@ -341,10 +345,15 @@ void capstore_payloads_free(capstore_payloads *p);
  * pack, sorted by offset, close ranges merged, each pack's footer and
  * trailer read once) and refuses a plan over either limit before any GET
  * (CS_E_TOO_LARGE, msg saying by how much; out->cost holds the plan). Then
- * the GETs, at most inflight_max at a time, never more than planned. Each
- * pack's trailer and footer are verified; every catalog field of each
- * record is bound to its footer (CS_E_CONFLICT: a catalog row that
- * disagrees with the pack it names is an error, not data); each payload's
+ * the GETs, at most inflight_max at a time, never more than planned plus
+ * the retries of GETs that failed transiently (timeouts, lost answers, 5xx,
+ * throttling; never a 4xx or a wrong answer), each GET at most retry_max
+ * times and all within request_limit. Memory: the payloads, and one buffer
+ * per GET in flight; each pack is verified as soon as its reads are in,
+ * while later GETs run. Each pack's trailer and footer are verified;
+ * every catalog field of each record is bound to its footer
+ * (CS_E_CONFLICT: a catalog row that disagrees with the pack it names is
+ * an error, not data); each payload's
  * CRC-32 is checked (CS_E_CORRUPT), and with verify_sha256 the object's
  * SHA-256 against the catalog's. A short read or an object whose size
  * differs from the catalog's is an error. Errors name the pack or record;

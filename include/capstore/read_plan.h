@@ -52,7 +52,17 @@ typedef struct cs_read_limits {
   bool whole_objects;      /* read each pack whole, [0, size), in one request (to check its SHA-256) */
 } cs_read_limits;
 
-/* Defaults: gaps up to 1 MiB merged, reads up to 64 MiB, no byte or request limit, not whole. */
+/*
+ * The default merge (docs/reader.md, "Plan"): a gap is read through when it
+ * costs less than one more request would. CS_READ_GAP_BYTES_DEFAULT is that
+ * request's cost in bytes; CS_READ_SPAN_BYTES_DEFAULT keeps a read within a
+ * whole-request timeout on a slow link (8 MiB in 10 s is 0.84 MB/s).
+ */
+#define CS_READ_GAP_BYTES_DEFAULT (UINT64_C(256) << 10)
+#define CS_READ_SPAN_BYTES_DEFAULT (UINT64_C(8) << 20)
+
+/* Defaults: gaps up to CS_READ_GAP_BYTES_DEFAULT merged, reads up to CS_READ_SPAN_BYTES_DEFAULT, no byte or
+   request limit, not whole. */
 void cs_read_limits_default(cs_read_limits *limits);
 
 /* One ranged GET of the plan. */
@@ -105,6 +115,11 @@ int cs_read_plan_make(const cs_read_pack *packs, uint32_t pack_count, const cs_r
  * fewer than inflight_max are out, done takes a completion (CS_E_OK or the
  * read's error). A failed read fails the whole read: nothing more is
  * handed out, and finished says so once the reads out have come back.
+ *
+ * Retries (none unless cs_read_exec_retries allows them): a read that failed
+ * with a transient outcome (cs_read_retryable) may be issued again, the
+ * span still out, at most retry_per_read_max times and while the retries
+ * fit retry_budget: issued = planned reads handed out + retries, always.
  */
 typedef struct cs_read_exec {
   const cs_read_plan *plan;
@@ -112,7 +127,10 @@ typedef struct cs_read_exec {
   uint32_t next_span;   /* the next span to hand out */
   uint32_t inflight;
   uint32_t completed;
-  uint64_t issued;      /* requests handed out: never more than plan->requests */
+  uint64_t issued;      /* requests issued: the plan's handed out (never more than plan->requests) + retries */
+  uint64_t retries;     /* requests issued again after a transient failure */
+  uint32_t retry_per_read_max; /* 0: no retries */
+  uint64_t retry_budget;       /* retries of the whole read at most */
   int err;              /* the first failed read's error */
 } cs_read_exec;
 
@@ -127,6 +145,26 @@ int cs_read_exec_done(cs_read_exec *exec, uint32_t span, int err);
 
 /* True once every read came back, or one failed and the rest came back; *err: CS_E_OK or the first error. */
 bool cs_read_exec_finished(const cs_read_exec *exec, int *err);
+
+/* Allows each read per_read_max retries, and the whole read budget retries (e.g. request_limit - requests). */
+void cs_read_exec_retries(cs_read_exec *exec, uint32_t per_read_max, uint64_t budget);
+
+/*
+ * Whether a read that failed with outcome is worth issuing again: only the
+ * transient ones (refused, timed out, answer lost, 5xx, throttled). Never a
+ * 4xx, a refused or malformed answer, or a short read: those fail the same
+ * way again.
+ */
+bool cs_read_retryable(cs_outcome outcome);
+
+/*
+ * Span (out, failed with a transient outcome, retried `retried` times so
+ * far) may be issued again: CS_E_OK counts the retry, the span stays out;
+ * CS_E_TOO_LARGE when its retries or the read's retry budget are spent, or
+ * the read already failed (then report the failure with cs_read_exec_done);
+ * CS_E_STATE for a span not out.
+ */
+int cs_read_exec_retry(cs_read_exec *exec, uint32_t span, uint32_t retried);
 
 #ifdef __cplusplus
 }

@@ -56,7 +56,7 @@ static int usage(FILE *out, bool is_read) {
           "Reading (both show the plan first):\n"
           "  --byte-limit N     refuse a plan that reads more than N bytes (before any GET)\n"
           "  --request-limit N  refuse a plan of more than N GETs\n"
-          "  --gap N            read ranges of one pack closer than N bytes as one (default 1 MiB)\n"
+          "  --gap N            read ranges of one pack closer than N bytes as one (default 256 KiB)\n"
           "  --limit N          at most N records (ls: default %u, 0 for all)\n"
           "  --page-size N      rows per catalog query (default 1000, at most %u)\n"
           "%s"

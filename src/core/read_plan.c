@@ -15,8 +15,8 @@
 
 void cs_read_limits_default(cs_read_limits *limits) {
   assert(limits != NULL);
-  limits->gap_bytes_max = UINT64_C(1) << 20;
-  limits->span_bytes_max = UINT64_C(64) << 20;
+  limits->gap_bytes_max = CS_READ_GAP_BYTES_DEFAULT;
+  limits->span_bytes_max = CS_READ_SPAN_BYTES_DEFAULT;
   limits->byte_limit = UINT64_MAX;
   limits->request_limit = UINT64_MAX;
   limits->whole_objects = false;
@@ -297,13 +297,13 @@ int cs_read_exec_init(cs_read_exec *exec, const cs_read_plan *plan, uint32_t inf
 
 int cs_read_exec_next(cs_read_exec *exec, uint32_t *span) {
   assert(exec != NULL && exec->plan != NULL && span != NULL);
-  assert(exec->inflight <= exec->inflight_max && exec->issued == exec->next_span);
+  assert(exec->inflight <= exec->inflight_max && exec->issued == exec->next_span + exec->retries);
   if (exec->err != CS_E_OK || exec->next_span == exec->plan->span_count) return CS_E_CLOSED;
   if (exec->inflight == exec->inflight_max) return CS_E_WOULD_BLOCK;
   *span = exec->next_span++;
   exec->inflight++;
   exec->issued++;
-  assert(exec->issued <= exec->plan->requests); /* never more requests than planned */
+  assert(exec->issued - exec->retries <= exec->plan->requests); /* never more planned reads than planned */
   return CS_E_OK;
 }
 
@@ -313,7 +313,7 @@ int cs_read_exec_done(cs_read_exec *exec, uint32_t span, int err) {
   exec->inflight--;
   exec->completed++;
   if (err != CS_E_OK && exec->err == CS_E_OK) exec->err = err;
-  assert(exec->completed + exec->inflight == exec->issued);
+  assert(exec->completed + exec->inflight == exec->issued - exec->retries);
   return CS_E_OK;
 }
 
@@ -322,4 +322,34 @@ bool cs_read_exec_finished(const cs_read_exec *exec, int *err) {
   if (err != NULL) *err = exec->err;
   if (exec->inflight > 0) return false;
   return exec->err != CS_E_OK || exec->completed == exec->plan->span_count;
+}
+
+void cs_read_exec_retries(cs_read_exec *exec, uint32_t per_read_max, uint64_t budget) {
+  assert(exec != NULL && exec->plan != NULL);
+  assert(exec->issued == 0); /* set before the first read: the budget is the whole read's */
+  exec->retry_per_read_max = per_read_max;
+  exec->retry_budget = budget;
+}
+
+bool cs_read_retryable(cs_outcome outcome) {
+  switch (outcome) {
+    case CS_OUT_REFUSED:      /* nothing was applied: a GET is safe to send again */
+    case CS_OUT_TIMEOUT:      /* a GET changes nothing, so an unknown outcome is too */
+    case CS_OUT_UNKNOWN:
+    case CS_OUT_SERVER_ERROR:
+    case CS_OUT_THROTTLED: return true;
+    default: return false;
+  }
+}
+
+int cs_read_exec_retry(cs_read_exec *exec, uint32_t span, uint32_t retried) {
+  assert(exec != NULL && exec->plan != NULL);
+  if (span >= exec->next_span || exec->inflight == 0) return CS_E_STATE;
+  assert(exec->retries <= exec->retry_budget);
+  if (exec->err != CS_E_OK || retried >= exec->retry_per_read_max || exec->retries == exec->retry_budget)
+    return CS_E_TOO_LARGE;
+  exec->retries++;
+  exec->issued++;
+  assert(exec->issued - exec->retries == exec->next_span);
+  return CS_E_OK;
 }
