@@ -22,7 +22,8 @@
  * simulator proves is what runs. docs/operations.md describes it.
  *
  * Every function is safe to call from several threads at once, except
- * capstore_free, which must be the last call. Errors are negative cs_err
+ * capstore_free and capstore_reader_free, each the last call on its object
+ * (a reader's calls on one reader run one at a time). Errors are negative cs_err
  * values; msg gets one sentence naming what is wrong ("" on success).
  */
 #ifndef CAPSTORE_CAPSTORE_H
@@ -249,8 +250,9 @@ size_t capstore_stats_prometheus(capstore *cs, char *buf, size_t size);
 /*
  * A reader of the store and catalog cfg names: no spool, no lease, any
  * number beside the capture processes and the daemon. It searches the
- * catalog at a pinned watermark and reads payloads back verified. One
- * thread at a time per reader. CS_E_CONFIG (msg names the field) or the
+ * catalog at a pinned watermark and reads payloads back verified. Its
+ * calls may come from several threads; on one reader they run one at a
+ * time (a second waits for the first). CS_E_CONFIG (msg names the field) or the
  * adapter's error.
  */
 typedef struct capstore_reader capstore_reader;
@@ -349,7 +351,9 @@ void capstore_payloads_free(capstore_payloads *p);
  * the retries of GETs that failed transiently (timeouts, lost answers, 5xx,
  * throttling; never a 4xx or a wrong answer), each GET at most retry_max
  * times and all within request_limit. Memory: the payloads, and one buffer
- * per GET in flight; each pack is verified as soon as its reads are in,
+ * per GET in flight plus two, each the size of the plan's longest read
+ * (with verify_sha256 the largest pack), those up to 16 MiB kept by the
+ * reader until capstore_reader_free; each pack is verified as soon as its reads are in,
  * while later GETs run. Each pack's trailer and footer are verified;
  * every catalog field of each record is bound to its footer
  * (CS_E_CONFLICT: a catalog row that disagrees with the pack it names is

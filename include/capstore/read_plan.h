@@ -162,7 +162,8 @@ bool cs_read_retryable(cs_outcome outcome);
  * far) may be issued again: CS_E_OK counts the retry, the span stays out;
  * CS_E_TOO_LARGE when its retries or the read's retry budget are spent, or
  * the read already failed (then report the failure with cs_read_exec_done);
- * CS_E_STATE for a span not out.
+ * CS_E_STATE for a span never handed out (or none out); a span already done
+ * is not detected: the caller must only retry a span it holds.
  */
 int cs_read_exec_retry(cs_read_exec *exec, uint32_t span, uint32_t retried);
 

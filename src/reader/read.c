@@ -907,11 +907,23 @@ void capstore_payloads_free(capstore_payloads *p) {
   memset(p, 0, sizeof *p);
 }
 
+static int read_locked(capstore_reader *r, const capstore_selection *sel, const capstore_read_options *opt,
+                       capstore_payloads *out, char *msg, size_t msg_size);
+
 int capstore_read(capstore_reader *r, const capstore_selection *sel, const capstore_read_options *opt,
                   capstore_payloads *out, char *msg, size_t msg_size) {
   if (r == NULL || sel == NULL || opt == NULL || out == NULL)
     return rt_refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "reader, selection, options and out must be given");
   memset(out, 0, sizeof *out);
+  /* The store, the kept span buffers and the slots serve one read at a time: another thread's read waits. */
+  pthread_mutex_lock(&r->lock);
+  int rc = read_locked(r, sel, opt, out, msg, msg_size);
+  pthread_mutex_unlock(&r->lock);
+  return rc;
+}
+
+static int read_locked(capstore_reader *r, const capstore_selection *sel, const capstore_read_options *opt,
+                       capstore_payloads *out, char *msg, size_t msg_size) {
   if (r->broken)
     return rt_refuse(CS_E_STATE, msg, msg_size, "this reader's store failed with reads in flight: open a new reader");
   read_job *job = calloc(1, sizeof *job);

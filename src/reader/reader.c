@@ -20,6 +20,7 @@ int capstore_reader_open(const capstore_config *cfg, capstore_reader **out, char
   *out = NULL;
   capstore_reader *r = calloc(1, sizeof *r);
   if (r == NULL) return rt_refuse(CS_E_NO_MEMORY, msg, msg_size, "reader: out of memory");
+  pthread_mutex_init(&r->lock, NULL);
   /*
    * The reader's GETs in flight are the read's own bound (capstore_read_options.inflight_max), not the
    * service's (service.store_inflight_max, sized for uploads): its store allows RD_INFLIGHT_MAX unless
@@ -29,6 +30,7 @@ int capstore_reader_open(const capstore_config *cfg, capstore_reader **out, char
   if (store_cfg.s3_max_connections == 0) store_cfg.s3_max_connections = RD_INFLIGHT_MAX;
   r->spare = rd_spare_new();
   if (r->spare == NULL) {
+    pthread_mutex_destroy(&r->lock);
     free(r);
     return rt_refuse(CS_E_NO_MEMORY, msg, msg_size, "reader: out of memory");
   }
@@ -51,6 +53,7 @@ void capstore_reader_free(capstore_reader *r) {
   if (r->catalog_open) r->catalog.ops->close(r->catalog.self);
   if (r->store_open) cs_store_close(&r->store); /* abandons stranded requests: then their memory can go */
   rd_read_release(r);
+  pthread_mutex_destroy(&r->lock);
   free(r);
 }
 
@@ -215,8 +218,20 @@ static int cursor_resume(capstore_reader *r, const char *cursor, const uint8_t h
   return CS_E_OK;
 }
 
+static int search_locked(capstore_reader *r, const cs_search_filter *filter, const char *cursor, uint32_t page_size,
+                         capstore_selection *out, char *msg, size_t msg_size);
+
 int capstore_search(capstore_reader *r, const cs_search_filter *filter, const char *cursor, uint32_t page_size,
                     capstore_selection *out, char *msg, size_t msg_size) {
+  if (r == NULL || out == NULL) return rt_refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "reader and out must be given");
+  pthread_mutex_lock(&r->lock);
+  int rc = search_locked(r, filter, cursor, page_size, out, msg, msg_size);
+  pthread_mutex_unlock(&r->lock);
+  return rc;
+}
+
+static int search_locked(capstore_reader *r, const cs_search_filter *filter, const char *cursor, uint32_t page_size,
+                         capstore_selection *out, char *msg, size_t msg_size) {
   if (r == NULL || out == NULL) return rt_refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "reader and out must be given");
   capstore_selection_free(out);
   int rc = cs_search_filter_check(filter, msg, msg_size);
@@ -254,8 +269,20 @@ int capstore_search(capstore_reader *r, const cs_search_filter *filter, const ch
   return CS_E_OK;
 }
 
+static int select_locked(capstore_reader *r, uint64_t watermark, const cs_pack_text *ids, uint32_t count,
+                         capstore_selection *out, char *msg, size_t msg_size);
+
 int capstore_select(capstore_reader *r, uint64_t watermark, const cs_pack_text *ids, uint32_t count,
                     capstore_selection *out, char *msg, size_t msg_size) {
+  if (r == NULL) return rt_refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "reader, ids and out must be given");
+  pthread_mutex_lock(&r->lock);
+  int rc = select_locked(r, watermark, ids, count, out, msg, msg_size);
+  pthread_mutex_unlock(&r->lock);
+  return rc;
+}
+
+static int select_locked(capstore_reader *r, uint64_t watermark, const cs_pack_text *ids, uint32_t count,
+                         capstore_selection *out, char *msg, size_t msg_size) {
   if (r == NULL || out == NULL || (ids == NULL && count > 0))
     return rt_refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "reader, ids and out must be given");
   capstore_selection_free(out);

@@ -52,6 +52,8 @@ struct capstore_reader {
   uint8_t *buffers[RD_SLOTS_MAX];
   size_t buffer_bytes[RD_SLOTS_MAX];
   rd_spare *spare;
+  /* Calls on one reader run one at a time (capstore.h): the catalog connection, the store, the kept buffers. */
+  pthread_mutex_t lock;
 };
 
 /* The twelve text fields of a record, in one order. */
