@@ -722,7 +722,7 @@ static bool search_pack_make(search_pack *p, uint32_t index, uint64_t first, uin
   if (p->records == NULL || p->text == NULL) return false;
   uint64_t ms = UINT64_C(0x0190a4c25e61) + index, tail = mix(index);
   for (int i = 0; i < 6; i++) p->ref.pack_id.bytes[i] = (uint8_t)(ms >> (40 - 8 * i));
-  for (int i = 6; i < 16; i++) p->ref.pack_id.bytes[i] = (uint8_t)(tail >> (8 * (i - 6)));
+  for (int i = 6; i < 16; i++) p->ref.pack_id.bytes[i] = (uint8_t)(tail >> (8 * ((i - 6) & 7))); /* 10 bytes of a 64-bit mix: two wrap */
   p->ref.pack_id.bytes[6] = (uint8_t)(0x70 | (p->ref.pack_id.bytes[6] & 0x0f));
   p->ref.pack_id.bytes[8] = (uint8_t)(0x80 | (p->ref.pack_id.bytes[8] & 0x3f));
   char id[CS_UUID_TEXT_LEN + 1], key[256];
