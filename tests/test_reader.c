@@ -429,16 +429,22 @@ static void test_cursor_refusals(void **state) {
   tc_remove_all(e.root);
 }
 
+/* One page of every record the reader sees (the empty filter), in sel. */
+static void search_all(capstore_reader *r, uint32_t page_size, capstore_selection *sel) {
+  char msg[512];
+  cs_search_filter all;
+  memset(&all, 0, sizeof all);
+  memset(sel, 0, sizeof *sel);
+  assert_int_equal(capstore_search(r, &all, NULL, page_size, sel, msg, sizeof msg), CS_E_OK);
+}
+
 static void test_budget_refusals(void **state) {
   (void)state;
   env e;
   capstore_reader *r = captured(&e, 200);
   char msg[512];
-  cs_search_filter all;
-  memset(&all, 0, sizeof all);
   capstore_selection sel;
-  memset(&sel, 0, sizeof sel);
-  assert_int_equal(capstore_search(r, &all, NULL, 1000, &sel, msg, sizeof msg), CS_E_OK);
+  search_all(r, 1000, &sel);
   capstore_read_options opt;
   capstore_read_options_default(&opt);
   capstore_read_cost est;
@@ -490,12 +496,9 @@ static void sql(env *e, const char *statement) {
 }
 
 static void expect_read_refused(capstore_reader *r, int code, const char *needle, bool whole) {
-  cs_search_filter all;
-  memset(&all, 0, sizeof all);
   capstore_selection sel;
-  memset(&sel, 0, sizeof sel);
+  search_all(r, 1000, &sel);
   char msg[512];
-  assert_int_equal(capstore_search(r, &all, NULL, 1000, &sel, msg, sizeof msg), CS_E_OK);
   capstore_read_options opt;
   capstore_read_options_default(&opt);
   opt.verify_sha256 = whole;
@@ -592,10 +595,7 @@ static void test_tampered_objects(void **state) {
     } else { /* cut short: the catalog's size no longer holds */
       tamper(&e, key, 0, 100);
       capstore_selection all;
-      memset(&all, 0, sizeof all);
-      cs_search_filter f;
-      memset(&f, 0, sizeof f);
-      assert_int_equal(capstore_search(r, &f, NULL, 1000, &all, msg, sizeof msg), CS_E_OK);
+      search_all(r, 1000, &all);
       capstore_read_options opt;
       capstore_read_options_default(&opt);
       capstore_payloads p;
@@ -656,11 +656,8 @@ static void test_transient_retries(void **state) {
   env e;
   capstore_reader *r = captured(&e, 200);
   char msg[512];
-  cs_search_filter all;
-  memset(&all, 0, sizeof all);
   capstore_selection sel;
-  memset(&sel, 0, sizeof sel);
-  assert_int_equal(capstore_search(r, &all, NULL, 1000, &sel, msg, sizeof msg), CS_E_OK);
+  search_all(r, 1000, &sel);
   capstore_read_options opt;
   capstore_read_options_default(&opt);
   opt.gap_bytes_max = 0; /* many GETs */

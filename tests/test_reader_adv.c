@@ -71,21 +71,13 @@ static void as_install(capstore_reader *r) {
   as.fail_from = 0; as.fail_count = 0; as.reap_fail_after = 0; as.tamper_at = 0;
 }
 
-static void all_rows(capstore_reader *r, capstore_selection *sel) {
-  char msg[512];
-  cs_search_filter all;
-  memset(&all, 0, sizeof all);
-  memset(sel, 0, sizeof *sel);
-  assert_int_equal(capstore_search(r, &all, NULL, 10000, sel, msg, sizeof msg), CS_E_OK);
-}
-
 /* Zero rows; only empty records; rows selected twice and out of order. */
 static void test_edges(void **state) {
   (void)state;
   env e;
   capstore_reader *r = captured(&e, 200);
   capstore_selection sel;
-  all_rows(r, &sel);
+  search_all(r, 10000, &sel);
   capstore_read_options opt;
   capstore_read_options_default(&opt);
   char msg[512];
@@ -134,7 +126,7 @@ static void test_async(void **state) {
   env e;
   capstore_reader *r = captured(&e, 600);
   capstore_selection sel;
-  all_rows(r, &sel);
+  search_all(r, 10000, &sel);
   capstore_read_options opt;
   capstore_read_options_default(&opt);
   opt.gap_bytes_max = 0;
@@ -238,7 +230,7 @@ static void test_big_lifetimes(void **state) {
   capstore_free(cs);
   capstore_reader *r = open_reader(&e);
   capstore_selection sel;
-  all_rows(r, &sel);
+  search_all(r, 10000, &sel);
   capstore_read_options opt;
   capstore_read_options_default(&opt);
   capstore_payloads a, b, c;
@@ -299,7 +291,7 @@ static void test_concurrent_same_reader(void **state) {
   env e;
   capstore_reader *r = captured(&e, 300);
   capstore_selection sel;
-  all_rows(r, &sel);
+  search_all(r, 10000, &sel);
   struct conc a = {r, &sel, 0}, b = {r, &sel, 0};
   pthread_t ta, tb;
   pthread_create(&ta, NULL, conc_main, &a);

@@ -518,12 +518,15 @@ typedef struct read_work {
   char msg[512];
 } read_work;
 
-/* Under the mutex: the first error wins. */
-static void work_fail(read_work *w, int rc, const char *msg) {
-  if (w->err != CS_E_OK) return;
-  w->err = rc;
-  snprintf(w->msg, sizeof w->msg, "%s", msg);
+/* The first error wins: rc and msg are kept only where none is kept yet. */
+static void first_error(int *err, char *kept, size_t kept_size, int rc, const char *msg) {
+  if (*err != CS_E_OK) return;
+  *err = rc;
+  snprintf(kept, kept_size, "%s", msg);
 }
+
+/* Under the mutex. */
+static void work_fail(read_work *w, int rc, const char *msg) { first_error(&w->err, w->msg, sizeof w->msg, rc, msg); }
 
 /* A worker's copy of slot i: records out, the slot handed back, the pack queued for verification once complete. */
 static void worker_copy(read_work *w, uint32_t i) {
@@ -594,11 +597,7 @@ typedef struct fetch {
   char msg[512];
 } fetch;
 
-static void fetch_fail(fetch *f, int rc, const char *msg) {
-  if (f->err != CS_E_OK) return;
-  f->err = rc;
-  snprintf(f->msg, sizeof f->msg, "%s", msg);
-}
+static void fetch_fail(fetch *f, int rc, const char *msg) { first_error(&f->err, f->msg, sizeof f->msg, rc, msg); }
 
 /*
  * Slot's buffer, made to hold the read's longest span (once: a buffer grown
