@@ -371,6 +371,16 @@ int capstore_read(capstore_reader *r, const capstore_selection *sel, const capst
 int capstore_read_estimate(capstore_reader *r, const capstore_selection *sel, const capstore_read_options *opt,
                            capstore_read_cost *cost, char *msg, size_t msg_size);
 
+/*
+ * The size and field offsets of the structs a binding mirrors without a
+ * compiler (the Python package's ctypes structures, python/capstore/_ffi.py,
+ * compare themselves with it at import), as one JSON object:
+ * {"capstore_selection": {"size": N, "fields": {"watermark": 0, ...}}, ...}.
+ * Writes at most size bytes, NUL-terminated; returns the length the whole
+ * text needs (as snprintf).
+ */
+size_t capstore_abi_layout(char *buf, size_t size);
+
 /* The library's version, "MAJOR.MINOR.PATCH" (the CMake project's; `capstore --version` prints it). */
 const char *capstore_version(void);
 
