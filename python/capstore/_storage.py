@@ -234,6 +234,11 @@ class Storage:
         device capture).
         """
         keep, ptr, nbytes, code, shape, on_device = _host_view(data, dtype)
+        return self._write(keep, ptr, nbytes, code, shape, on_device, metadata)
+
+    def _write(self, keep: Any, ptr: int, nbytes: int, code: int, shape: tuple, on_device: bool,
+               metadata: dict) -> str:
+        """capture() after the data was resolved to memory: nbytes at ptr, which keep holds alive."""
         if len(shape) > CS_PACK_RANK_MAX:
             raise InvalidArgument(f"shape has rank {len(shape)}; at most {CS_PACK_RANK_MAX} dimensions", -1)
         m = PackMeta.from_buffer_copy(self._base)

@@ -1,0 +1,237 @@
+"""Capture a PyTorch model's module outputs with forward hooks.
+
+::
+
+    cap = capstore.torch.capture_module(model, storage, hooks=["layers.*"])
+    for step, batch in enumerate(batches):
+        with cap.requests(batch.request_ids, step=step):
+            model(batch.inputs)            # every hooked module's output, one record per request
+    cap.remove()                           # stop capturing (or use capture_module(...) as a context manager)
+
+Each hooked module's output is captured after the module ran, per request: with
+``requests(ids)`` active and an output whose batch dimension (``batch_dim``) has
+``len(ids)`` rows, row i becomes one record with ``request_id=ids[i]`` and
+``batch_position=i``; any other output is captured whole (``batch_position`` 0).
+Outside ``requests()`` every output is captured whole. The record's ``hook_name``
+is the module's name (a tuple, list or dict output adds ``.0``, ``.1`` or
+``.key`` per tensor in it), ``layer`` its layer number, ``step`` and the token
+range the context's.
+
+The bytes are copied into capstore's staging area (or, on a CUDA device, a
+device-to-host copy is enqueued on the current stream) before the hook returns,
+so the model may reuse the output's memory at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fnmatch
+import re
+import threading
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+
+import torch
+
+from . import _dtypes
+from ._storage import Storage, _host_view
+
+__all__ = ["capture_module", "ModuleCapture", "layer_number_of"]
+
+
+def layer_number_of(model: torch.nn.Module, name: str) -> int:
+    """The index of the deepest ModuleList or Sequential element on the module's path ("encoder.layers.3.mlp"
+    -> 3), or -1."""
+    layer = -1
+    module = model
+    for part in name.split(".") if name else []:
+        parent = module
+        module = getattr(module, part, None)
+        if module is None:
+            break
+        if isinstance(parent, (torch.nn.ModuleList, torch.nn.Sequential)) and part.isdigit():
+            layer = int(part)
+    return layer
+
+
+def _default_hooks(model: torch.nn.Module) -> list[str]:
+    """Every element of every ModuleList in the model: its repeated blocks, "every layer"."""
+    names = []
+    for name, module in model.named_modules():
+        if isinstance(module, torch.nn.ModuleList):
+            names.extend(f"{name}.{i}" if name else str(i) for i in range(len(module)))
+    return names
+
+
+class _Context(threading.local):
+    def __init__(self) -> None:
+        self.request_ids: Sequence[str] | None = None
+        self.meta: dict[str, Any] = {}
+        self.token_start: Any = None
+        self.token_end: Any = None
+
+
+class ModuleCapture:
+    """The hooks capture_module installed: ``requests()`` names the batch's requests, ``enabled`` pauses
+    capture, ``remove()`` stops it. ``captured`` counts records; with ``on_error="count"``, ``failed`` counts
+    the captures that raised and ``last_error`` keeps the latest exception."""
+
+    def __init__(self, model: torch.nn.Module, storage: Storage, names: Mapping[str, int], batch_dim: int,
+                 on_error: str, metadata: dict[str, Any]) -> None:
+        self.storage = storage
+        self.batch_dim = batch_dim
+        self.on_error = on_error
+        self.metadata = metadata
+        self.enabled = True
+        self.captured = 0
+        self.failed = 0
+        self.last_error: BaseException | None = None
+        self.layers = dict(names)
+        self._ctx = _Context()
+        self._handles = []
+        modules = dict(model.named_modules())
+        for name, layer in self.layers.items():
+            self._handles.append(modules[name].register_forward_hook(self._hook(name, layer)))
+
+    @contextlib.contextmanager
+    def requests(self, request_ids: Sequence[str] | None = None, *, step: int = 0,
+                 token_start: int | Sequence[int] | None = None, token_end: int | Sequence[int] | None = None,
+                 **metadata: Any) -> Iterator["ModuleCapture"]:
+        """The forward passes inside capture for these requests (one per batch row) at this step; token_start
+        and token_end are one int for the whole batch or one per request; metadata adds capture() fields
+        (sequence_id, experiment_id ...). Contexts are per thread and nest (the inner one wins)."""
+        c = self._ctx
+        saved = (c.request_ids, c.meta, c.token_start, c.token_end)
+        if request_ids is not None:
+            request_ids = [str(r) for r in request_ids]
+            for name, v in (("token_start", token_start), ("token_end", token_end)):
+                if isinstance(v, (list, tuple)) and len(v) != len(request_ids):
+                    raise ValueError(f"{name} has {len(v)} values for {len(request_ids)} requests")
+        c.request_ids = request_ids
+        c.meta = {**self.metadata, **metadata, "step": step}
+        c.token_start, c.token_end = token_start, token_end
+        try:
+            yield self
+        finally:
+            c.request_ids, c.meta, c.token_start, c.token_end = saved
+
+    def _hook(self, name: str, layer: int) -> Callable:
+        def hook(module: torch.nn.Module, inputs: Any, output: Any) -> None:
+            if self.enabled:
+                self._capture_output(name, layer, output)
+        return hook
+
+    def _capture_output(self, name: str, layer: int, output: Any) -> None:
+        if isinstance(output, torch.Tensor):
+            self._capture_tensor(name, layer, output)
+        elif isinstance(output, (tuple, list)):
+            for i, item in enumerate(output):
+                self._capture_output(f"{name}.{i}", layer, item)
+        elif isinstance(output, Mapping):
+            for k, item in output.items():
+                self._capture_output(f"{name}.{k}", layer, item)
+
+    def _capture_tensor(self, name: str, layer: int, t: torch.Tensor) -> None:
+        c = self._ctx
+        meta = {**self.metadata, **c.meta} if c.meta else dict(self.metadata)
+        meta["hook_name"] = name
+        meta["layer"] = layer
+        ids = c.request_ids
+        try:
+            keep, ptr, nbytes, code, shape, on_device = _host_view(t.detach(), None)
+            bd = self.batch_dim if self.batch_dim >= 0 else len(shape) + self.batch_dim
+            if ids is None or not 0 <= bd < len(shape) or shape[bd] != len(ids):
+                self._tokens(meta, None)
+                self.storage._write(keep, ptr, nbytes, code, shape, on_device, meta)
+                self.captured += 1
+                return
+            if bd != 0:
+                keep = keep.movedim(bd, 0).contiguous()  # one copy: each request's rows made contiguous
+                ptr = keep.data_ptr()
+            row_shape = tuple(keep.shape[1:])
+            row_bytes = nbytes // len(ids) if ids else 0
+            for i, rid in enumerate(ids):
+                m = dict(meta)
+                m["request_id"] = rid
+                m["batch_position"] = i
+                self._tokens(m, i)
+                self.storage._write(keep, ptr + i * row_bytes, row_bytes, code, row_shape, on_device, m)
+                self.captured += 1
+        except Exception as e:  # noqa: BLE001 - the policy decides
+            if self.on_error == "raise":
+                raise
+            self.failed += 1
+            self.last_error = e
+
+    def _tokens(self, meta: dict, i: int | None) -> None:
+        c = self._ctx
+        for key, v in (("token_start", c.token_start), ("token_end", c.token_end)):
+            if v is None:
+                continue
+            if isinstance(v, (list, tuple)):
+                if i is None:
+                    continue  # a whole-batch record has no one token range
+                v = v[i]
+            meta[key] = v
+
+    def remove(self) -> None:
+        """Removes every hook: the model runs as before."""
+        for h in self._handles:
+            h.remove()
+        self._handles.clear()
+
+    def __enter__(self) -> "ModuleCapture":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.remove()
+
+
+def capture_module(model: torch.nn.Module, storage: Storage, hooks: Iterable[str] | Mapping[str, int] | None = None,
+                   *, batch_dim: int = 0, on_error: str = "raise",
+                   layer_of: Callable[[str], int] | None = None, **metadata: Any) -> ModuleCapture:
+    """Installs forward hooks that capture named modules' outputs into storage.
+
+    hooks: module names or glob patterns ("layers.*", "encoder.layers.*.self_attn"), or a mapping of
+    name -> layer number; None hooks every element of every ModuleList (the model's repeated blocks).
+    A name or pattern that matches no module raises ValueError. Layer numbers come from the mapping,
+    from layer_of(name), or from the module's index in its ModuleList (-1 when none).
+    batch_dim: the outputs' batch dimension (1 for sequence-first models).
+    on_error: "raise" (a refused capture raises out of the forward pass) or "count" (the forward pass goes
+    on; ``failed`` and ``last_error`` record it).
+    metadata: capture() fields every record gets (experiment_id, sequence_id ...).
+    """
+    if not isinstance(storage, Storage):
+        raise TypeError(f"storage must be a capstore.Storage, not {type(storage).__name__}")
+    if on_error not in ("raise", "count"):
+        raise ValueError(f"on_error must be 'raise' or 'count', not {on_error!r}")
+    for k in ("hook_name", "layer", "request_id", "batch_position", "capture_id"):
+        if k in metadata:
+            raise TypeError(f"capture_module sets {k} itself")
+    all_names = [n for n, _ in model.named_modules() if n]
+    if hooks is None:
+        names = _default_hooks(model)
+        if not names:
+            raise ValueError("the model has no ModuleList: name the modules to capture with hooks=")
+        chosen = {n: None for n in names}
+    elif isinstance(hooks, Mapping):
+        chosen = dict(hooks)
+        for n in chosen:
+            if n not in all_names:
+                raise ValueError(f"the model has no module {n!r} (some it has: {', '.join(all_names[:8])})")
+    else:
+        if isinstance(hooks, str):
+            hooks = [hooks]
+        chosen = {}
+        for pattern in hooks:
+            matched = [n for n in all_names if fnmatch.fnmatchcase(n, pattern)]
+            if not matched:
+                raise ValueError(f"no module of the model matches {pattern!r} (some it has: "
+                                 f"{', '.join(all_names[:8])})")
+            for n in matched:
+                chosen.setdefault(n, None)
+    layers = {}
+    for n, layer in chosen.items():
+        if layer is None:
+            layer = layer_of(n) if layer_of is not None else layer_number_of(model, n)
+        layers[n] = int(layer)
+    return ModuleCapture(model, storage, layers, batch_dim, on_error, metadata)
