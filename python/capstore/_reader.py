@@ -334,6 +334,7 @@ class Reader:
         if not isinstance(config, Config):
             config = Config(config)
         self._settings = config._settings()
+        self._settings.validate()  # reads the secrets from the environment (CAPSTORE_CLICKHOUSE_PASSWORD ...)
         self._handle = ctypes.c_void_p()
         self._guard = _Guard("reader")
         msg = ctypes.create_string_buffer(_MSG)

@@ -174,6 +174,7 @@ class Storage:
         if not isinstance(config, Config):
             config = Config(config)
         self._settings = config._settings()
+        self._settings.validate()  # reads the secrets from the environment (CAPSTORE_CLICKHOUSE_PASSWORD ...)
         self._handle = ctypes.c_void_p()
         self._guard = _Guard("storage")
         self._local = threading.local()

@@ -28,6 +28,7 @@ import contextlib
 import fnmatch
 import re
 import threading
+import warnings
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import torch
@@ -68,12 +69,14 @@ class _Context(threading.local):
         self.meta: dict[str, Any] = {}
         self.token_start: Any = None
         self.token_end: Any = None
+        self.fired: set[str] | None = None
 
 
 class ModuleCapture:
     """The hooks capture_module installed: ``requests()`` names the batch's requests, ``enabled`` pauses
     capture, ``remove()`` stops it. ``captured`` counts records; with ``on_error="count"``, ``failed`` counts
-    the captures that raised and ``last_error`` keeps the latest exception."""
+    the captures that raised and ``last_error`` keeps the latest exception. ``missed`` counts, per hooked
+    module, the model's forward passes it did not run in (the first one of each is also a RuntimeWarning)."""
 
     def __init__(self, model: torch.nn.Module, storage: Storage, names: Mapping[str, int], batch_dim: int,
                  on_error: str, metadata: dict[str, Any]) -> None:
@@ -86,11 +89,17 @@ class ModuleCapture:
         self.failed = 0
         self.last_error: BaseException | None = None
         self.layers = dict(names)
+        self.missed: dict[str, int] = {}  # hooked module -> forward passes of the model it did not run in
         self._ctx = _Context()
         self._handles = []
         modules = dict(model.named_modules())
         for name, layer in self.layers.items():
             self._handles.append(modules[name].register_forward_hook(self._hook(name, layer)))
+        # A hooked module that does not run in a forward pass of the model is named once in a warning:
+        # PyTorch's fused inference path of nn.TransformerEncoderLayer (eval mode, no grad) skips the hooks
+        # of its submodules (self_attn, linear1 ...), which would otherwise go silently uncaptured.
+        self._handles.append(model.register_forward_pre_hook(self._model_starts))
+        self._handles.append(model.register_forward_hook(self._model_ends))
 
     @contextlib.contextmanager
     def requests(self, request_ids: Sequence[str] | None = None, *, step: int = 0,
@@ -116,9 +125,28 @@ class ModuleCapture:
 
     def _hook(self, name: str, layer: int) -> Callable:
         def hook(module: torch.nn.Module, inputs: Any, output: Any) -> None:
+            fired = self._ctx.fired
+            if fired is not None:
+                fired.add(name)
             if self.enabled:
                 self._capture_output(name, layer, output)
         return hook
+
+    def _model_starts(self, module: torch.nn.Module, inputs: Any) -> None:
+        self._ctx.fired = set()
+
+    def _model_ends(self, module: torch.nn.Module, inputs: Any, output: Any) -> None:
+        fired, self._ctx.fired = self._ctx.fired, None
+        if fired is None or not self.enabled:
+            return
+        for name in self.layers:
+            if name not in fired:
+                self.missed[name] = self.missed.get(name, 0) + 1
+                if self.missed[name] == 1:
+                    warnings.warn(f"capstore: module {name!r} did not run in a forward pass of the model, so "
+                                  f"nothing of it was captured (PyTorch's fused inference path of "
+                                  f"TransformerEncoderLayer skips its submodules' hooks; hook the layer itself, "
+                                  f"or run with grad enabled)", RuntimeWarning, stacklevel=2)
 
     def _capture_output(self, name: str, layer: int, output: Any) -> None:
         if isinstance(output, torch.Tensor):

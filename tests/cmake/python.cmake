@@ -1,0 +1,38 @@
+# The Python package (issue 16, python/): pytest over the build tree's
+# libcapstore.so, on the embedded defaults and (live.python) on S3 + ClickHouse;
+# the example transformer; and pip install ./python into a fresh virtual
+# environment, then the example from there. Debian's interpreter: python3-torch,
+# python3-numpy and python3-pytest are Debian packages (dev.sh installs them).
+if(CAPSTORE_SANITIZE OR CAPSTORE_FUZZ)
+  # The interpreter is not instrumented: a sanitizer build's library cannot be loaded into it.
+  message(STATUS "the Python tests are not registered in a sanitizer or fuzz build")
+  return()
+endif()
+if(EXISTS /usr/bin/python3)
+  set(CAPSTORE_PYTHON /usr/bin/python3 CACHE FILEPATH "the Python with Debian's torch, numpy and pytest")
+else()
+  find_program(CAPSTORE_PYTHON python3 REQUIRED)
+endif()
+set(CAPSTORE_PY_ENV PYTHONPATH=${CMAKE_SOURCE_DIR}/python CAPSTORE_LIBRARY=$<TARGET_FILE:capstore_shared>
+    PYTHONDONTWRITEBYTECODE=1)
+set(CAPSTORE_PYTEST ${CAPSTORE_PYTHON} -m pytest -q -p no:cacheprovider -p no:hypothesispytest -rs ${CMAKE_SOURCE_DIR}/python/tests
+    --basetemp=${CMAKE_CURRENT_BINARY_DIR})
+
+add_test(NAME python.pytest COMMAND ${CAPSTORE_PYTEST}/pytest-embedded)
+set_tests_properties(python.pytest PROPERTIES LABELS "python;runtime" TIMEOUT 900
+                     ENVIRONMENT "${CAPSTORE_PY_ENV};CAPSTORE_PY_BACKENDS=embedded")
+
+add_test(NAME live.python COMMAND ${CAPSTORE_PYTEST}/pytest-servers -k servers)
+set_tests_properties(live.python PROPERTIES FIXTURES_REQUIRED "clickhouse;s3" LABELS "live;python" RESOURCE_LOCK clickhouse
+                     TIMEOUT 900 ENVIRONMENT "${CAPSTORE_PY_ENV};CAPSTORE_PY_BACKENDS=servers;CAPSTORE_LIVE_CLICKHOUSE=${CMAKE_BINARY_DIR}/live/clickhouse/endpoint;CAPSTORE_LIVE_S3=${CMAKE_BINARY_DIR}/live/s3/endpoint")
+
+add_test(NAME python.example
+         COMMAND ${CAPSTORE_PYTHON} ${CMAKE_SOURCE_DIR}/examples/python_transformer.py
+                 --dir ${CMAKE_CURRENT_BINARY_DIR}/python_example --requests 12 --batch 4)
+set_tests_properties(python.example PROPERTIES LABELS "python;runtime" TIMEOUT 300 ENVIRONMENT "${CAPSTORE_PY_ENV}"
+                     PASS_REGULAR_EXPRESSION "read back 48 of 48 records equal")
+
+add_test(NAME python.pip_install
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/python_pip.sh ${CAPSTORE_PYTHON} ${CMAKE_SOURCE_DIR}
+                 $<TARGET_FILE:capstore_shared> ${CMAKE_CURRENT_BINARY_DIR}/python_pip)
+set_tests_properties(python.pip_install PROPERTIES LABELS "python;install" TIMEOUT 600)
