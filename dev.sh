@@ -6,6 +6,8 @@
 #                         record back; no server); ARGS go to the demo (--help)
 #   ./dev.sh sim [N]      build and run the simulator over N swarm seeds (default 500)
 #   ./dev.sh test         build and run every test (ctest)
+#   ./dev.sh python       build libcapstore.so, pip install ./python into .venv (Debian's
+#                         torch and numpy seen through it) and run examples/python_transformer.py
 #   ./dev.sh deps         only install the Debian packages
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -14,19 +16,22 @@ cd "$(dirname "$0")"
 BUILD_PACKAGES=(build-essential cmake ninja-build pkg-config libcmocka-dev
                 libjansson-dev libssl-dev zlib1g-dev libisal-dev python3
                 libcurl4-openssl-dev libsqlite3-dev libexpat1-dev libmicrohttpd-dev)
+# The Python package (python/) and its tests: Debian's interpreter, torch, numpy and pytest.
+PYTHON_PACKAGES=(python3-numpy python3-torch python3-pytest python3-venv python3-pip python3-setuptools)
 # What the tests add: clang (fuzz targets, the clang build), the live servers.
-PACKAGES=("${BUILD_PACKAGES[@]}" clang libclang-rt-14-dev clickhouse-server clickhouse-client python3-numpy)
+PACKAGES=("${BUILD_PACKAGES[@]}" clang libclang-rt-14-dev clickhouse-server clickhouse-client "${PYTHON_PACKAGES[@]}")
 
-# deps [build]: every package the tests need, or (build) only what the build needs.
+# deps [build|python]: every package the tests need, or only what the build (and the Python package) needs.
 deps() {
   local missing=() wanted=("${PACKAGES[@]}")
   [ "${1:-}" = build ] && wanted=("${BUILD_PACKAGES[@]}")
+  [ "${1:-}" = python ] && wanted=("${BUILD_PACKAGES[@]}" "${PYTHON_PACKAGES[@]}")
   for p in "${wanted[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done
   # Node.js and npm (for the S3 test server): the machine's own when present (a
   # NodeSource nodejs bundles npm and conflicts with Debian's npm package).
-  if [ "${1:-}" != build ] && { ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; }; then
+  if [ "${1:-}" = "" ] && { ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; }; then
     missing+=(nodejs npm)
   fi
   [ ${#missing[@]} -eq 0 ] && return 0
@@ -53,9 +58,20 @@ case "${1:-}" in
     configure build
     # Only the command (not the tests and mutants); the log is shown when the build fails.
     echo "dev.sh: building build/capstore (log: build/dev-demo-build.log)" >&2
-    ninja -C build capstore_cli >build/dev-demo-build.log 2>&1 || { tail -40 build/dev-demo-build.log; exit 1; }
+    # The command, and libcapstore.so for the Python package (pip install ./python bundles it).
+    ninja -C build capstore_cli capstore_shared >build/dev-demo-build.log 2>&1 || { tail -40 build/dev-demo-build.log; exit 1; }
     shift
     ./build/capstore demo "$@"
+    ;;
+  python)
+    configure python
+    echo "dev.sh: building build/lib/libcapstore.so (log: build/dev-python-build.log)" >&2
+    ninja -C build capstore_shared >build/dev-python-build.log 2>&1 || { tail -40 build/dev-python-build.log; exit 1; }
+    # Debian's interpreter (python3-torch is a Debian package), not another python3 first on PATH.
+    [ -x .venv/bin/pip ] || /usr/bin/python3 -m venv --system-site-packages .venv
+    .venv/bin/pip install --no-index -q --force-reinstall ./python
+    shift
+    .venv/bin/python examples/python_transformer.py "$@"
     ;;
   sim)
     build
@@ -65,5 +81,5 @@ case "${1:-}" in
     build
     ctest --test-dir build --output-on-failure -j"$(nproc)"
     ;;
-  *) sed -n '2,11p' "$0"; exit 2 ;;
+  *) sed -n '2,13p' "$0"; exit 2 ;;
 esac

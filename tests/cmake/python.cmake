@@ -36,3 +36,8 @@ add_test(NAME python.pip_install
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/python_pip.sh ${CAPSTORE_PYTHON} ${CMAKE_SOURCE_DIR}
                  $<TARGET_FILE:capstore_shared> ${CMAKE_CURRENT_BINARY_DIR}/python_pip)
 set_tests_properties(python.pip_install PROPERTIES LABELS "python;install" TIMEOUT 600)
+
+# CUDA tensors from Python (tests/gpu/test_python_cuda.py): exits 77 without a device (skipped, not passed).
+add_test(NAME python.cuda COMMAND ${CAPSTORE_PYTHON} ${CMAKE_SOURCE_DIR}/tests/gpu/test_python_cuda.py)
+set_tests_properties(python.cuda PROPERTIES LABELS "python;gpu" TIMEOUT 300 SKIP_RETURN_CODE 77
+                     ENVIRONMENT "${CAPSTORE_PY_ENV}")
