@@ -21,6 +21,8 @@ from .errors import ClosedError, FlushTimeout, InvalidArgument, PacksRejected, e
 
 _MSG = 512
 _NS = 1_000_000_000
+_U64 = 2**64 - 1
+_DIM_MAX = 2**31 - 1
 
 # capture()'s metadata keys: the text fields of a descriptor.
 TEXT_FIELDS = ("capture_id", "tenant_id", "experiment_id", "run_id", "session_id", "request_id", "sequence_id",
@@ -44,6 +46,20 @@ class FlushReport:
     rejected_count: int = 0    # packs set aside since the last report
     rejected: list[str] = field(default_factory=list)  # their ids (at most 8 named)
     seconds: float = 0.0       # how long the flush took
+
+
+_CLOSE_MAX_NS = 2**62  # a close budget "as long as it takes" (the C side adds it to the clock)
+
+
+def _timeout_ns(timeout: float | None) -> int:
+    """Seconds (None or inf: forever) as nanoseconds; a negative or NaN timeout is a ValueError."""
+    if timeout is None:
+        return _U64
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise TypeError(f"timeout must be seconds (a number) or None, not {type(timeout).__name__}")
+    if not timeout >= 0:
+        raise ValueError(f"timeout must be >= 0 seconds, not {timeout}")
+    return _U64 if timeout == float("inf") else min(_U64, int(timeout * _NS))
 
 
 def _report(c: _CFlushReport, seconds: float) -> FlushReport:
@@ -242,6 +258,8 @@ class Storage:
         """capture() after the data was resolved to memory: nbytes at ptr, which keep holds alive."""
         if len(shape) > CS_PACK_RANK_MAX:
             raise InvalidArgument(f"shape has rank {len(shape)}; at most {CS_PACK_RANK_MAX} dimensions", -1)
+        if shape and max(shape) > _DIM_MAX:
+            raise InvalidArgument(f"shape {tuple(shape)} has a dimension over 2^31-1, the format's bound", -1)
         m = PackMeta.from_buffer_copy(self._base)
         capture_id = metadata.pop("capture_id", None)
         if capture_id is None:
@@ -288,23 +306,22 @@ class Storage:
 
     # -- flush, close ------------------------------------------------------------------------------------------
 
-    def flush(self, timeout: float = 60.0) -> FlushReport:
+    def flush(self, timeout: float | None = 60.0) -> FlushReport:
         """Seals the open pack and waits until every record captured before the call is queryable in
-        the catalog, at most ``timeout`` seconds. Returns the report when drained.
+        the catalog, at most ``timeout`` seconds (None: as long as it takes). Returns the report when drained.
 
         Raises :class:`FlushTimeout` (not drained by then; ``.report.stage`` says where it stopped;
         nothing is lost, a later flush covers it), :class:`PacksRejected` (drained, but packs were set
         aside: ``.rejected`` names them), ClosedError, or the sink's first seal error since the last
         flush (a record the pack writer refused, an I/O error).
         """
-        if timeout < 0:
-            raise ValueError(f"timeout must be >= 0 seconds, not {timeout}")
+        wait_ns = _timeout_ns(timeout)
         report = _CFlushReport()
         msg = ctypes.create_string_buffer(_MSG)
         t0 = time.monotonic()
         self._guard.enter()
         try:
-            deadline = lib.capstore_clock_ns() + int(timeout * _NS)
+            deadline = min(_U64, lib.capstore_clock_ns() + wait_ns)
             rc = lib.capstore_flush(self._handle, deadline, ctypes.byref(report), msg, _MSG)
         finally:
             self._guard.exit()
@@ -320,7 +337,7 @@ class Storage:
 
     flush_and_wait = flush
 
-    def close(self, timeout: float = 30.0) -> None:
+    def close(self, timeout: float | None = 30.0) -> None:
         """Seals what is open, drains within ``timeout`` seconds, stops the service, releases the lease
         and the spool, and frees everything. What was not drained stays in the spool and ships at the
         next open. Raises the first failed step's error (after everything was still freed); closing
@@ -334,7 +351,7 @@ class Storage:
         rc = 0
         if self._handle.value:
             # Wakes a flush that is waiting (it answers ClosedError), then waits for calls still in the C library.
-            rc = lib.capstore_close(self._handle, max(0, int(timeout * _NS)), msg, _MSG)
+            rc = lib.capstore_close(self._handle, min(_timeout_ns(timeout), _CLOSE_MAX_NS), msg, _MSG)
         self._guard.wait_idle()
         self._finalizer()
         if rc != 0:
@@ -408,7 +425,6 @@ def _as_int(v: Any, key: str) -> int:
         raise TypeError(f"metadata {key} must be an int, not {type(v).__name__}") from None
 
 
-_U64 = 2**64 - 1
 _NUMBER_FIELDS = {
     "layer": _set_int("layer_number", "layer", -1, 2**31 - 1),
     "layer_number": _set_int("layer_number", "layer_number", -1, 2**31 - 1),

@@ -285,3 +285,20 @@ def test_flush_timeout_names_the_stage_and_loses_nothing(embedded):
     with capstore.Reader(cfg) as r:
         res = r.read(r.search_all(run_id="slow"))
     assert sorted(rec.descriptor.capture_id for rec in res) == ["first", "second"]
+
+
+def test_timeouts_and_huge_dimensions(embedded):
+    with capstore.Storage(embedded.config()) as st:
+        st.capture(torch.zeros(2))
+        assert st.flush(timeout=None).drained          # as long as it takes
+        assert st.flush(timeout=float("inf")).drained
+        with pytest.raises(ValueError, match="timeout"):
+            st.flush(timeout=-1)
+        with pytest.raises(ValueError, match="timeout"):
+            st.flush(timeout=float("nan"))
+        with pytest.raises(TypeError, match="timeout"):
+            st.flush(timeout="10")
+        with pytest.raises(capstore.InvalidArgument, match="2\\^31-1"):
+            st.capture(np.zeros((2**32, 0), np.float32))  # no bytes, but a dimension the format cannot hold
+        with pytest.raises(capstore.InvalidArgument, match="at most 32"):
+            st.capture(torch.zeros((1,) * 33))  # numpy stops at 32 dimensions itself; torch does not
