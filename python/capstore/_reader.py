@@ -391,8 +391,8 @@ class Reader:
         cursor = None
         while True:
             page = self.search_page(cursor, page_size, **filters)
+            cursor = page.cursor  # before the caller sees it: search_all's extend() empties the page
             yield page
-            cursor = page.cursor
             if not cursor:
                 return
 
