@@ -4,8 +4,9 @@ The library is the one the CMake build made (build/lib/libcapstore.so.MAJOR.MINO
 beside this directory, as ./dev.sh demo or ./dev.sh test build it), or the file
 $CAPSTORE_LIBRARY names. Only Debian's setuptools is needed: there is no
 pyproject.toml, so pip builds here without an isolated environment (which would
-download setuptools). Without a library to bundle the package relies on one the
-system's loader finds (cmake --install), and says so at install.
+download setuptools). Without a library to bundle the install fails, saying so,
+unless CAPSTORE_SYSTEM_LIBRARY=1 asks for the one the system's loader finds
+(cmake --install).
 """
 
 import glob
@@ -44,9 +45,11 @@ class BuildWithLibrary(build_py):
         super().run()
         lib = library()
         if lib is None:
-            print("setup.py: no build/lib/libcapstore.so.* to bundle (build it first: ./dev.sh demo); the package "
-                  "will load the one the system's loader finds", file=sys.stderr)
-            return
+            if os.environ.get("CAPSTORE_SYSTEM_LIBRARY") == "1":
+                return  # asked for: the package loads the libcapstore.so the system's loader finds
+            sys.exit("setup.py: no build/lib/libcapstore.so.* beside python/ to bundle: build it first "
+                     "(./dev.sh demo), or name one with CAPSTORE_LIBRARY=, or set CAPSTORE_SYSTEM_LIBRARY=1 to "
+                     "use the one installed on the system (cmake --install)")
         major_minor = ".".join(version().split(".")[:2])
         dest = os.path.join(self.build_lib, "capstore", "_lib")
         os.makedirs(dest, exist_ok=True)
@@ -61,6 +64,21 @@ class BinaryDistribution(Distribution):
         return True
 
 
+cmdclass = {"build_py": BuildWithLibrary}
+try:
+    from wheel.bdist_wheel import bdist_wheel
+
+    class PlatformWheel(bdist_wheel):
+        """A wheel for this platform (it holds libcapstore.so) but any Python 3 (ctypes: no extension module)."""
+
+        def get_tag(self):
+            return ("py3", "none", super().get_tag()[2])
+
+    cmdclass["bdist_wheel"] = PlatformWheel
+except ImportError:  # no wheel package: pip installs without building a wheel
+    pass
+
+
 setup(
     name="capstore",
     distclass=BinaryDistribution,
@@ -69,6 +87,6 @@ setup(
     packages=["capstore"],
     package_data={"capstore": ["py.typed"]},
     python_requires=">=3.9",
-    cmdclass={"build_py": BuildWithLibrary},
+    cmdclass=cmdclass,
     zip_safe=False,
 )

@@ -14,12 +14,19 @@ _MSG = 512
 
 
 def _text(key: str, value: Any) -> str:
+    if "\0" in key:
+        raise ConfigError(f"{key!r}: a key holds no NUL character", -2)
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int):
         return str(value)
     if isinstance(value, (str, os.PathLike)):
-        return os.fspath(value)
+        text = os.fspath(value)
+        if isinstance(text, bytes):
+            text = os.fsdecode(text)
+        if "\0" in text:
+            raise ConfigError(f"{key}: the value holds a NUL character (a C string would end there)", -2)
+        return text
     raise ConfigError(f"{key}: a {type(value).__name__} is not a value here: give text (\"64MiB\", \"250ms\"), "
                       f"a whole number or a bool", -2)
 
@@ -52,6 +59,8 @@ class _Settings:
     def apply(self, op: tuple) -> None:
         msg = ctypes.create_string_buffer(_MSG)
         if op[0] == "load":
+            if "\0" in op[1]:
+                raise ConfigError(f"{op[1]!r}: a file name holds no NUL character", -2)
             rc = lib.capstore_settings_load(self.handle, os.fsencode(op[1]), msg, _MSG)
         else:
             rc = lib.capstore_settings_set(self.handle, op[1].encode(), op[2].encode(), msg, _MSG)

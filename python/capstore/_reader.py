@@ -6,6 +6,7 @@ import ctypes
 import operator
 import os
 import sys
+import threading
 import weakref
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Sequence
@@ -15,7 +16,7 @@ from ._config import Config
 from ._ffi import (CAPSTORE_PAGE_MAX, CS_SEARCH_LIST_MAX, DescriptorRow, PackMeta, PackRecord, PackText, Payloads,
                    ReadCost as _CReadCost, ReadOptions, SearchFilter, SearchRow, Selection as _CSelection, lib,
                    text_at)
-from ._storage import TEXT_FIELDS, _Guard, uuid_text
+from ._storage import TEXT_FIELDS, _Guard, _finalize, uuid_text
 from .errors import InvalidArgument, LimitExceeded, error_for
 
 _MSG = 1024
@@ -89,6 +90,8 @@ class Selection(Sequence[Descriptor]):
     def __init__(self) -> None:
         self._c = _CSelection()
         self._cache: list[Descriptor | None] = []
+        # Held while the C selection is read or changed (a read, an extend, a descriptor built from a row).
+        self._lock = threading.RLock()
         self._finalizer = weakref.finalize(self, _free_selection, self._c)
 
     @property
@@ -109,23 +112,30 @@ class Selection(Sequence[Descriptor]):
         i = operator.index(i)
         if i < 0:
             i += n
-        if not 0 <= i < n:
-            raise IndexError("selection index out of range")
-        if len(self._cache) != n:
-            self._cache = [None] * n
-        d = self._cache[i]
-        if d is None:
-            d = self._cache[i] = _descriptor(self._c.rows, i)
-        return d
+        with self._lock:
+            if not 0 <= i < self._c.count:
+                raise IndexError("selection index out of range")
+            if len(self._cache) != self._c.count:
+                self._cache = [None] * self._c.count
+            d = self._cache[i]
+            if d is None:
+                d = self._cache[i] = _descriptor(self._c.rows, i)
+            return d
 
     def extend(self, other: "Selection") -> None:
         """Moves other's rows (a later page at the same watermark) to the end of this one, leaving other
         empty; this selection's cursor becomes other's."""
-        rc = lib.capstore_selection_take(ctypes.byref(self._c), ctypes.byref(other._c))
-        if rc != 0:
-            raise error_for(rc, "pages of different watermarks cannot be joined" if rc == -8 else "")
-        self._cache = []
-        other._cache = []
+        if not isinstance(other, Selection):
+            raise TypeError(f"extend takes a Selection, not {type(other).__name__}")
+        if other is self:
+            raise ValueError("a selection cannot be extended with itself")
+        first, second = sorted((self, other), key=id)  # one lock order for every pair
+        with first._lock, second._lock:
+            rc = lib.capstore_selection_take(ctypes.byref(self._c), ctypes.byref(other._c))
+            if rc != 0:
+                raise error_for(rc, "pages of different watermarks cannot be joined" if rc == -8 else "")
+            self._cache = []
+            other._cache = []
 
     def __repr__(self) -> str:
         return f"<capstore.Selection of {len(self)} records at watermark {self.watermark}>"
@@ -309,12 +319,6 @@ def _filter(filters: dict[str, Any]) -> tuple[SearchFilter, list[Any]]:
     return f, keep
 
 
-def _free_reader(handle: ctypes.c_void_p) -> None:
-    if handle.value:
-        lib.capstore_reader_free(handle)
-        handle.value = None
-
-
 class Reader:
     """Reads back what was captured: no spool, no lease; any number beside the capture processes.
 
@@ -341,13 +345,14 @@ class Reader:
         rc = lib.capstore_reader_open(self._settings.config(), ctypes.byref(self._handle), msg, _MSG)
         if rc != 0:
             raise error_for(rc, msg.value.decode(errors="replace"))
-        self._finalizer = weakref.finalize(self, _free_reader, self._handle)
+        self._finalizer = weakref.finalize(self, _finalize, self._guard, self._handle, None,
+                                           lib.capstore_reader_free, 0)
 
     def close(self) -> None:
-        """Frees the reader (waiting for a call in flight); selections and records read stay valid."""
-        if self._guard.close():
-            self._guard.wait_idle()
-            self._finalizer()
+        """Frees the reader once the calls in flight returned (later calls raise ClosedError); selections
+        and records read stay valid."""
+        self._finalizer.detach()
+        self._guard.shutdown(self._handle, None, lib.capstore_reader_free, 0)
 
     def __enter__(self) -> "Reader":
         return self
@@ -407,6 +412,7 @@ class Reader:
     def select(self, ids: Iterable[str], watermark: int = 0) -> Selection:
         """Every record with one of ids (capture ids, at most 256) visible at watermark (0: now)."""
         arr, n = _list("ids", ids)
+        watermark = _int("watermark", watermark, 0, 2**64 - 1)
         sel = Selection()
         rc, msg = self._call(lib.capstore_select, ctypes.c_uint64(watermark), arr, n, ctypes.byref(sel._c))
         if rc != 0:
@@ -417,19 +423,18 @@ class Reader:
         o = ReadOptions()
         lib.capstore_read_options_default(ctypes.byref(o))
         if byte_limit is not None:
-            o.byte_limit = _int("byte_limit", byte_limit)
+            o.byte_limit = _int("byte_limit", byte_limit, -2**63, 2**63 - 1)
         if request_limit is not None:
-            o.request_limit = _int("request_limit", request_limit)
+            o.request_limit = _int("request_limit", request_limit, -2**63, 2**63 - 1)
         for k, v in opts.items():
             if v is None:
                 continue
             if k == "verify_sha256":
                 o.verify_sha256 = bool(v)
-            elif k in ("gap_bytes_max", "span_bytes_max", "inflight_max", "retry_max"):
-                v = _int(k, v)
-                if v < 0:
-                    raise ValueError(f"{k} must be >= 0, not {v}")
-                setattr(o, k, v)
+            elif k in ("gap_bytes_max", "span_bytes_max"):
+                setattr(o, k, _int(k, v, 0, 2**64 - 1))
+            elif k in ("inflight_max", "retry_max"):
+                setattr(o, k, _int(k, v, 0, 2**32 - 1))
             else:
                 raise TypeError(f"unknown read option {k!r}")
         return o
@@ -444,35 +449,36 @@ class Reader:
         everything verified: CorruptError, ConflictError (a catalog row that disagrees with its pack),
         CapstoreIOError name the pack or record. The records' arrays and tensors are views of one buffer,
         freed when the last of them is gone."""
-        if not isinstance(selection, Selection):
-            raise TypeError(f"read takes a Selection (from search_page, search_all or select), not "
-                            f"{type(selection).__name__}")
+        _check_selection(selection, "read")
         o = self._options(byte_limit, request_limit, gap_bytes_max=gap_bytes_max, span_bytes_max=span_bytes_max,
                           inflight_max=inflight_max, retry_max=retry_max, verify_sha256=verify_sha256)
         p = Payloads()
-        rc, msg = self._call(lib.capstore_read, ctypes.byref(selection._c), ctypes.byref(o), ctypes.byref(p))
-        cost = _cost(p.cost)
-        if rc != 0:
-            lib.capstore_payloads_free(ctypes.byref(p))
-            if rc == -12:
-                raise LimitExceeded(msg, rc, cost)
-            raise error_for(rc, msg)
-        arena = _Arena(p)
-        records = []
-        for i in range(p.count):
-            n = p.length[i]
-            buf = (ctypes.c_uint8 * n).from_address(p.bytes[i]) if n else (ctypes.c_uint8 * 0)()
-            buf._arena = arena  # the arena lives as long as any view of any record
-            records.append(Record(selection[i], buf))
+        with selection._lock:  # another thread's extend() cannot move the rows while they are read
+            rc, msg = self._call(lib.capstore_read, ctypes.byref(selection._c), ctypes.byref(o), ctypes.byref(p))
+            cost = _cost(p.cost)
+            if rc != 0:
+                lib.capstore_payloads_free(ctypes.byref(p))
+                if rc == -12:
+                    raise LimitExceeded(msg, rc, cost)
+                raise error_for(rc, msg)
+            arena = _Arena(p)
+            records = []
+            for i in range(p.count):
+                n = p.length[i]
+                buf = (ctypes.c_uint8 * n).from_address(p.bytes[i]) if n else (ctypes.c_uint8 * 0)()
+                buf._arena = arena  # the arena lives as long as any view of any record
+                records.append(Record(selection[i], buf))
         return ReadResult(records, cost)
 
     def estimate(self, selection: Selection, *, byte_limit: int | None = None, request_limit: int | None = None,
                  gap_bytes_max: int | None = None, span_bytes_max: int | None = None) -> ReadCost:
         """What read() would cost, without reading (LimitExceeded as read's)."""
+        _check_selection(selection, "estimate")
         o = self._options(byte_limit, request_limit, gap_bytes_max=gap_bytes_max, span_bytes_max=span_bytes_max)
         c = _CReadCost()
-        rc, msg = self._call(lib.capstore_read_estimate, ctypes.byref(selection._c), ctypes.byref(o),
-                             ctypes.byref(c))
+        with selection._lock:
+            rc, msg = self._call(lib.capstore_read_estimate, ctypes.byref(selection._c), ctypes.byref(o),
+                                 ctypes.byref(c))
         if rc == -12:
             raise LimitExceeded(msg, rc, _cost(c))
         if rc != 0:
@@ -480,10 +486,21 @@ class Reader:
         return _cost(c)
 
 
-def _int(key: str, v: Any) -> int:
+def _int(key: str, v: Any, lo: int, hi: int) -> int:
+    """v as an int in lo .. hi (ctypes would wrap a value out of its field's range without a word)."""
     if isinstance(v, bool):
         raise TypeError(f"{key} must be an int, not bool")
     try:
-        return operator.index(v)
+        v = operator.index(v)
     except TypeError:
         raise TypeError(f"{key} must be an int, not {type(v).__name__}") from None
+    if not lo <= v <= hi:
+        raise ValueError(f"{key} is {v}; it must be {lo} .. {hi}")
+    return v
+
+
+def _check_selection(selection: Any, call: str) -> "Selection":
+    if not isinstance(selection, Selection):
+        raise TypeError(f"{call} takes a Selection (from search_page, search_all or select), not "
+                        f"{type(selection).__name__}")
+    return selection

@@ -17,7 +17,7 @@ from typing import Any
 from . import _dtypes
 from ._config import Config
 from ._ffi import (CS_PACK_RANK_MAX, FlushReport as _CFlushReport, PackMeta, PackText, Uuid, lib)
-from .errors import ClosedError, FlushTimeout, InvalidArgument, PacksRejected, error_for
+from .errors import CapstoreError, ClosedError, FlushTimeout, InvalidArgument, PacksRejected, error_for
 
 _MSG = 512
 _NS = 1_000_000_000
@@ -70,7 +70,12 @@ def _report(c: _CFlushReport, seconds: float) -> FlushReport:
 
 
 class _Guard:
-    """Calls in flight on a C handle, so that close frees it only once none is running."""
+    """Calls in flight on a C handle, so that the handle is freed only once none is running.
+
+    shutdown() is the one way a handle ends, from close() or from the finalizer (garbage collection, or
+    interpreter exit with the object still open, capture threads perhaps still running): new calls are
+    refused (ClosedError), the C close runs (which wakes calls blocked inside the library), the calls still
+    in flight are waited for, then the handle is freed. A second shutdown waits for the first to finish."""
 
     def __init__(self, what: str) -> None:
         self.what = what
@@ -78,6 +83,8 @@ class _Guard:
         self.idle = threading.Condition(self.lock)
         self.active = 0
         self.closing = False
+        self.done = threading.Event()
+        self.error: BaseException | None = None
 
     def enter(self) -> None:
         with self.lock:
@@ -91,24 +98,39 @@ class _Guard:
             if self.active == 0 and self.closing:
                 self.idle.notify_all()
 
-    def close(self) -> bool:
-        """Refuses new calls; True for the first caller, who then waits with wait_idle()."""
+    def shutdown(self, handle: ctypes.c_void_p, close_fn: Any, free_fn: Any, budget_ns: int) -> None:
+        """Ends handle (see the class); raises the first shutdown's error, in every caller."""
         with self.lock:
-            if self.closing:
-                return False
+            first = not self.closing
             self.closing = True
-            return True
+        if not first:
+            self.done.wait()
+        else:
+            try:
+                rc, text = 0, ""
+                if handle.value and close_fn is not None:
+                    msg = ctypes.create_string_buffer(_MSG)
+                    rc = close_fn(handle, budget_ns, msg, _MSG)
+                    text = msg.value.decode(errors="replace")
+                with self.lock:
+                    while self.active:
+                        self.idle.wait()
+                if handle.value:
+                    free_fn(handle)
+                    handle.value = None
+                if rc != 0:
+                    self.error = error_for(rc, text)
+            finally:
+                self.done.set()
+        if self.error is not None:
+            raise self.error
 
-    def wait_idle(self) -> None:
-        with self.lock:
-            while self.active:
-                self.idle.wait()
 
-
-def _free_runtime(handle: ctypes.c_void_p) -> None:
-    if handle.value:
-        lib.capstore_free(handle)
-        handle.value = None
+def _finalize(guard: _Guard, handle: ctypes.c_void_p, close_fn: Any, free_fn: Any, budget_ns: int) -> None:
+    try:
+        guard.shutdown(handle, close_fn, free_fn, budget_ns)
+    except CapstoreError:
+        pass  # nobody left to tell: what was not drained stays in the spool for the next open
 
 
 def _text(value: Any, key: str) -> PackText:
@@ -196,19 +218,25 @@ class Storage:
         self._local = threading.local()
         self._base = PackMeta()
         self._keep: list[Any] = []
-        session = defaults.pop("session_id", None) or str(uuid.uuid4())
-        fixed = {"tenant_id": "default", "experiment_id": "default", "run_id": session, "session_id": session,
-                 "model_id": "unknown", "model_revision": "unknown", "capture_policy_version": "1",
-                 "hook_name": "tensor"}
-        fixed.update({k: v for k, v in defaults.items() if k in TEXT_FIELDS})
         for k in defaults:
             if k not in TEXT_FIELDS and k not in _NUMBER_FIELDS:
                 raise TypeError(f"Storage() got an unknown metadata default {k!r} (known: "
                                 f"{', '.join(TEXT_FIELDS + tuple(_NUMBER_FIELDS))})")
             if k == "capture_id":
                 raise TypeError("capture_id cannot be a default: each capture's is its own")
+        session = defaults.pop("session_id", None)
+        if session is None:
+            session = str(uuid.uuid4())
+        fixed = {"tenant_id": "default", "experiment_id": "default", "run_id": session, "session_id": session,
+                 "model_id": "unknown", "model_revision": "unknown", "capture_policy_version": "1",
+                 "hook_name": "tensor", "adapter_revision": None}
+        fixed.update({k: v for k, v in defaults.items() if k in TEXT_FIELDS})
         for k, v in fixed.items():
+            if v is None and k == "adapter_revision":
+                continue  # null
             t = _text(v, k)
+            if not 1 <= t.len <= 512:
+                raise InvalidArgument(f"{k} is {t.len} bytes; text fields hold 1..512 bytes of UTF-8", -1)
             self._keep.append(t)
             setattr(self._base, k, t)
         self._base.layer_number = -1
@@ -222,8 +250,9 @@ class Storage:
         rc = lib.capstore_open(self._settings.config(), ctypes.byref(self._handle), msg, _MSG)
         if rc != 0:
             raise error_for(rc, msg.value.decode(errors="replace"))
-        self._finalizer = weakref.finalize(self, _free_runtime, self._handle)
-        self._close_error: BaseException | None = None
+        # Garbage collection, or interpreter exit with the Storage open: closed as close() would, 30 s budget.
+        self._finalizer = weakref.finalize(self, _finalize, self._guard, self._handle, lib.capstore_close,
+                                           lib.capstore_free, 30 * _NS)
 
     # -- capture ---------------------------------------------------------------------------------------------
 
@@ -340,23 +369,12 @@ class Storage:
     def close(self, timeout: float | None = 30.0) -> None:
         """Seals what is open, drains within ``timeout`` seconds, stops the service, releases the lease
         and the spool, and frees everything. What was not drained stays in the spool and ships at the
-        next open. Raises the first failed step's error (after everything was still freed); closing
-        again returns at once (raising the first close's error again)."""
-        if not self._guard.close():
-            self._guard.wait_idle()
-            if self._close_error is not None:
-                raise self._close_error
-            return
-        msg = ctypes.create_string_buffer(_MSG)
-        rc = 0
-        if self._handle.value:
-            # Wakes a flush that is waiting (it answers ClosedError), then waits for calls still in the C library.
-            rc = lib.capstore_close(self._handle, min(_timeout_ns(timeout), _CLOSE_MAX_NS), msg, _MSG)
-        self._guard.wait_idle()
-        self._finalizer()
-        if rc != 0:
-            self._close_error = error_for(rc, msg.value.decode(errors="replace"))
-            raise self._close_error
+        next open. Captures racing it from other threads get ClosedError; close waits for the calls already
+        inside the library before it frees. Raises the first failed step's error (after everything was still
+        freed); closing again waits for the first close and raises its error again."""
+        budget_ns = min(_timeout_ns(timeout), _CLOSE_MAX_NS)
+        self._finalizer.detach()
+        self._guard.shutdown(self._handle, lib.capstore_close, lib.capstore_free, budget_ns)
 
     @property
     def closed(self) -> bool:
@@ -378,19 +396,25 @@ class Storage:
         """The snapshot: per-stage counts of the service, the sink and the runtime (capstore_stats_json)."""
         return json.loads(self._text(lib.capstore_stats_json))
 
+    snapshot = stats
+
     def metrics(self) -> str:
         """The same counts as Prometheus text (capstore_* metrics)."""
         return self._text(lib.capstore_stats_prometheus)
 
     def _text(self, fn: Any) -> str:
+        """fn's text, sized by a first call; counters may grow between the calls, so it asks again then."""
         self._guard.enter()
         try:
-            need = fn(self._handle, None, 0)
-            buf = ctypes.create_string_buffer(need + 1)
-            fn(self._handle, buf, need + 1)
+            size = fn(self._handle, None, 0) + 256
+            while True:
+                buf = ctypes.create_string_buffer(size)
+                need = fn(self._handle, buf, size)
+                if need < size:
+                    return buf.value.decode()
+                size = need + 256
         finally:
             self._guard.exit()
-        return buf.value.decode()
 
 
 def _set_text(name: str):

@@ -40,18 +40,28 @@ __all__ = ["capture_module", "ModuleCapture", "layer_number_of"]
 
 
 def layer_number_of(model: torch.nn.Module, name: str) -> int:
-    """The index of the deepest ModuleList or Sequential element on the module's path ("encoder.layers.3.mlp"
-    -> 3), or -1."""
-    layer = -1
+    """The module's block index: its index in the outermost ModuleList on its path ("encoder.layers.3.mlp.2"
+    -> 3), or, with no ModuleList on the path, in the outermost Sequential ("0.linear" -> 0); -1 otherwise."""
+    in_list = in_sequential = -1
     module = model
     for part in name.split(".") if name else []:
         parent = module
         module = getattr(module, part, None)
         if module is None:
             break
-        if isinstance(parent, (torch.nn.ModuleList, torch.nn.Sequential)) and part.isdigit():
-            layer = int(part)
-    return layer
+        if part.isdigit():
+            if isinstance(parent, torch.nn.ModuleList) and in_list < 0:
+                in_list = int(part)
+            elif isinstance(parent, torch.nn.Sequential) and in_sequential < 0:
+                in_sequential = int(part)
+    return in_list if in_list >= 0 else in_sequential
+
+
+def _matches(name: str, pattern: str) -> bool:
+    """A module name against a pattern of dotted segments, each matched with fnmatch ('*' stays within one
+    segment: "layers.*" is the blocks, not their descendants; "layers.*.mlp" each block's mlp)."""
+    parts, pats = name.split("."), pattern.split(".")
+    return len(parts) == len(pats) and all(fnmatch.fnmatchcase(p, q) for p, q in zip(parts, pats))
 
 
 def _default_hooks(model: torch.nn.Module) -> list[str]:
@@ -69,7 +79,8 @@ class _Context(threading.local):
         self.meta: dict[str, Any] = {}
         self.token_start: Any = None
         self.token_end: Any = None
-        self.fired: set[str] | None = None
+        self.fired: set[str] | None = None  # hooked modules that ran in this thread's forward pass of the model
+        self.depth = 0
 
 
 class ModuleCapture:
@@ -87,6 +98,7 @@ class ModuleCapture:
         self.enabled = True
         self.captured = 0
         self.failed = 0
+        self._count_lock = threading.Lock()  # the model may run in several threads at once
         self.last_error: BaseException | None = None
         self.layers = dict(names)
         self.missed: dict[str, int] = {}  # hooked module -> forward passes of the model it did not run in
@@ -126,23 +138,33 @@ class ModuleCapture:
     def _hook(self, name: str, layer: int) -> Callable:
         def hook(module: torch.nn.Module, inputs: Any, output: Any) -> None:
             fired = self._ctx.fired
-            if fired is not None:
-                fired.add(name)
+            if fired is None:
+                return  # not inside a forward pass of the model (a recompute during backward, a direct call)
+            fired.add(name)
             if self.enabled:
                 self._capture_output(name, layer, output)
         return hook
 
     def _model_starts(self, module: torch.nn.Module, inputs: Any) -> None:
-        self._ctx.fired = set()
+        c = self._ctx
+        c.depth += 1
+        if c.depth == 1:
+            c.fired = set()
 
     def _model_ends(self, module: torch.nn.Module, inputs: Any, output: Any) -> None:
-        fired, self._ctx.fired = self._ctx.fired, None
+        c = self._ctx
+        c.depth -= 1
+        if c.depth > 0:
+            return  # the model called itself: the outermost pass decides
+        fired, c.fired = c.fired, None
         if fired is None or not self.enabled:
             return
         for name in self.layers:
             if name not in fired:
-                self.missed[name] = self.missed.get(name, 0) + 1
-                if self.missed[name] == 1:
+                with self._count_lock:
+                    self.missed[name] = self.missed.get(name, 0) + 1
+                    first = self.missed[name] == 1
+                if first:
                     warnings.warn(f"capstore: module {name!r} did not run in a forward pass of the model, so "
                                   f"nothing of it was captured (PyTorch's fused inference path of "
                                   f"TransformerEncoderLayer skips its submodules' hooks; hook the layer itself, "
@@ -170,7 +192,7 @@ class ModuleCapture:
             if ids is None or not 0 <= bd < len(shape) or shape[bd] != len(ids):
                 self._tokens(meta, None)
                 self.storage._write(keep, ptr, nbytes, code, shape, on_device, meta)
-                self.captured += 1
+                self._count(1)
                 return
             if bd != 0:
                 keep = keep.movedim(bd, 0).contiguous()  # one copy: each request's rows made contiguous
@@ -183,12 +205,17 @@ class ModuleCapture:
                 m["batch_position"] = i
                 self._tokens(m, i)
                 self.storage._write(keep, ptr + i * row_bytes, row_bytes, code, row_shape, on_device, m)
-                self.captured += 1
+                self._count(1)
         except Exception as e:  # noqa: BLE001 - the policy decides
             if self.on_error == "raise":
                 raise
-            self.failed += 1
-            self.last_error = e
+            with self._count_lock:
+                self.failed += 1
+                self.last_error = e
+
+    def _count(self, n: int) -> None:
+        with self._count_lock:
+            self.captured += n
 
     def _tokens(self, meta: dict, i: int | None) -> None:
         c = self._ctx
@@ -219,10 +246,14 @@ def capture_module(model: torch.nn.Module, storage: Storage, hooks: Iterable[str
                    layer_of: Callable[[str], int] | None = None, **metadata: Any) -> ModuleCapture:
     """Installs forward hooks that capture named modules' outputs into storage.
 
-    hooks: module names or glob patterns ("layers.*", "encoder.layers.*.self_attn"), or a mapping of
-    name -> layer number; None hooks every element of every ModuleList (the model's repeated blocks).
-    A name or pattern that matches no module raises ValueError. Layer numbers come from the mapping,
-    from layer_of(name), or from the module's index in its ModuleList (-1 when none).
+    hooks: module names or patterns of dotted segments, '*' and '?' matching within one segment ("layers.*"
+    is every block, "layers.*.self_attn" each block's attention), or a mapping of name -> layer number; None
+    hooks every element of every ModuleList (the model's repeated blocks). A name or pattern that matches no
+    module raises ValueError. Layer numbers come from the mapping, from layer_of(name), or from
+    layer_number_of (the index in the outermost ModuleList on the module's path; -1 when none).
+
+    Modules are captured while the model itself runs (a forward pass of model): a hooked module called on its
+    own, or again by activation checkpointing's recompute during backward, is not captured twice.
     batch_dim: the outputs' batch dimension (1 for sequence-first models).
     on_error: "raise" (a refused capture raises out of the forward pass) or "count" (the forward pass goes
     on; ``failed`` and ``last_error`` record it).
@@ -251,7 +282,7 @@ def capture_module(model: torch.nn.Module, storage: Storage, hooks: Iterable[str
             hooks = [hooks]
         chosen = {}
         for pattern in hooks:
-            matched = [n for n in all_names if fnmatch.fnmatchcase(n, pattern)]
+            matched = [n for n in all_names if _matches(n, pattern)]
             if not matched:
                 raise ValueError(f"no module of the model matches {pattern!r} (some it has: "
                                  f"{', '.join(all_names[:8])})")
