@@ -62,6 +62,11 @@ class Backend:
         return cfg
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "asan: runs a script against the AddressSanitizer build of the library "
+                                       "($CAPSTORE_ASAN_LIBRARY; ctest python.asan)")
+
+
 def pytest_generate_tests(metafunc):
     if "backend" in metafunc.fixturenames:
         metafunc.parametrize("backend_kind", _backends())

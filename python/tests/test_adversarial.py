@@ -1,7 +1,9 @@
 """Adversarial review tests (branch pyreview). Each test here failed against 6d65cc3.
 
-Some need an AddressSanitizer build of the library (build-asan/, configured with
--DCAPSTORE_SANITIZE=ON); they are skipped without one.
+The tests marked asan run a script against an AddressSanitizer build of the
+library ($CAPSTORE_ASAN_LIBRARY, which the sanitizer build's ctest python.asan
+sets); the main build's python.pytest deselects them (-m "not asan"), so none
+is ever skipped and counted as passed.
 """
 
 from __future__ import annotations
@@ -23,12 +25,13 @@ from capstore import _storage
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOP = os.path.dirname(os.path.dirname(HERE))
-ASAN_LIB = os.path.join(TOP, "build-asan", "lib", "libcapstore.so.0.1")
+ASAN_LIB = os.environ.get("CAPSTORE_ASAN_LIBRARY", "")
 
 
 def _asan_run(script: str, tmp_path) -> subprocess.CompletedProcess:
     if not os.path.exists(ASAN_LIB):
-        pytest.skip("no build-asan/ (cmake -DCAPSTORE_SANITIZE=ON; ninja capstore_shared)")
+        pytest.fail("CAPSTORE_ASAN_LIBRARY names no AddressSanitizer build of libcapstore.so (ctest python.asan in a "
+                    "-DCAPSTORE_SANITIZE=ON build sets it)")
     libasan = subprocess.run(["gcc", "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip()
     env = dict(os.environ, LD_PRELOAD=libasan, ASAN_OPTIONS="detect_leaks=0", CAPSTORE_LIBRARY=ASAN_LIB,
                PYTHONPATH=os.path.join(TOP, "python"), TMPDIR=str(tmp_path))
@@ -68,6 +71,7 @@ def test_extend_with_itself_keeps_the_rows(embedded):
         assert len(sel) == 1  # today: 0, the rows silently gone
 
 
+@pytest.mark.asan
 def test_selection_extend_racing_a_read_is_memory_safe(tmp_path):
     """Selection has no lock: extend() reallocates rows while capstore_read walks them
     (ASan: heap-buffer-overflow in read_locked, src/reader/read.c)."""
@@ -156,6 +160,7 @@ def test_free_at_exit_waits_for_calls_in_flight(embedded):
     assert seen <= {"ClosedError"}, seen
 
 
+@pytest.mark.asan
 def test_interpreter_exit_with_daemon_capture_threads_is_memory_safe(tmp_path):
     p = _asan_run("""
         import tempfile, threading, time, numpy as np, capstore

@@ -3,9 +3,7 @@
 # the example transformer; and pip install ./python into a fresh virtual
 # environment, then the example from there. Debian's interpreter: python3-torch,
 # python3-numpy and python3-pytest are Debian packages (dev.sh installs them).
-if(CAPSTORE_SANITIZE OR CAPSTORE_FUZZ)
-  # The interpreter is not instrumented: a sanitizer build's library cannot be loaded into it.
-  message(STATUS "the Python tests are not registered in a sanitizer or fuzz build")
+if(CAPSTORE_FUZZ)
   return()
 endif()
 if(EXISTS /usr/bin/python3)
@@ -18,11 +16,22 @@ set(CAPSTORE_PY_ENV PYTHONPATH=${CMAKE_SOURCE_DIR}/python CAPSTORE_LIBRARY=$<TAR
 set(CAPSTORE_PYTEST ${CAPSTORE_PYTHON} -m pytest -q -p no:cacheprovider -p no:hypothesispytest -rs ${CMAKE_SOURCE_DIR}/python/tests
     --basetemp=${CMAKE_CURRENT_BINARY_DIR})
 
-add_test(NAME python.pytest COMMAND ${CAPSTORE_PYTEST}/pytest-embedded)
+if(CAPSTORE_SANITIZE)
+  # The whole suite against the AddressSanitizer build of the library: the interpreter is not instrumented,
+  # so the sanitizer's runtime is preloaded; the tests marked asan also run their scripts under it.
+  execute_process(COMMAND ${CMAKE_C_COMPILER} -print-file-name=libasan.so OUTPUT_VARIABLE CAPSTORE_LIBASAN
+                  OUTPUT_STRIP_TRAILING_WHITESPACE)
+  add_test(NAME python.asan COMMAND ${CAPSTORE_PYTEST}/pytest-asan)
+  set_tests_properties(python.asan PROPERTIES LABELS "python;runtime" TIMEOUT 1200 ENVIRONMENT
+    "${CAPSTORE_PY_ENV};CAPSTORE_PY_BACKENDS=embedded;CAPSTORE_ASAN_LIBRARY=$<TARGET_FILE:capstore_shared>;LD_PRELOAD=${CAPSTORE_LIBASAN};ASAN_OPTIONS=detect_leaks=0")
+  return()
+endif()
+
+add_test(NAME python.pytest COMMAND ${CAPSTORE_PYTEST}/pytest-embedded -m "not asan")
 set_tests_properties(python.pytest PROPERTIES LABELS "python;runtime" TIMEOUT 900
                      ENVIRONMENT "${CAPSTORE_PY_ENV};CAPSTORE_PY_BACKENDS=embedded")
 
-add_test(NAME live.python COMMAND ${CAPSTORE_PYTEST}/pytest-servers -k servers)
+add_test(NAME live.python COMMAND ${CAPSTORE_PYTEST}/pytest-servers -k servers -m "not asan")
 set_tests_properties(live.python PROPERTIES FIXTURES_REQUIRED "clickhouse;s3" LABELS "live;python" RESOURCE_LOCK clickhouse
                      TIMEOUT 900 ENVIRONMENT "${CAPSTORE_PY_ENV};CAPSTORE_PY_BACKENDS=servers;CAPSTORE_LIVE_CLICKHOUSE=${CMAKE_BINARY_DIR}/live/clickhouse/endpoint;CAPSTORE_LIVE_S3=${CMAKE_BINARY_DIR}/live/s3/endpoint")
 
