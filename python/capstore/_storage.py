@@ -23,6 +23,7 @@ _MSG = 512
 _NS = 1_000_000_000
 _U64 = 2**64 - 1
 _DIM_MAX = 2**31 - 1
+_GOT_REQUEST, _GOT_SEQUENCE = 1, 2  # _prepare's flags: which ids the metadata named
 
 # capture()'s metadata keys: the text fields of a descriptor.
 TEXT_FIELDS = ("capture_id", "tenant_id", "experiment_id", "run_id", "session_id", "request_id", "sequence_id",
@@ -285,29 +286,47 @@ class Storage:
     def _write(self, keep: Any, ptr: int, nbytes: int, code: int, shape: tuple, on_device: bool,
                metadata: dict) -> str:
         """capture() after the data was resolved to memory: nbytes at ptr, which keep holds alive."""
-        if len(shape) > CS_PACK_RANK_MAX:
-            raise InvalidArgument(f"shape has rank {len(shape)}; at most {CS_PACK_RANK_MAX} dimensions", -1)
-        if shape and max(shape) > _DIM_MAX:
-            raise InvalidArgument(f"shape {tuple(shape)} has a dimension over 2^31-1, the format's bound", -1)
-        m = PackMeta.from_buffer_copy(self._base)
         capture_id = metadata.pop("capture_id", None)
-        if capture_id is None:
-            capture_id = f"{self._id_prefix}{next(self._ids)}"
-        m.capture_id = _text(capture_id, "capture_id")
+        m, flags = self._prepare(metadata)
+        return self._send(m, flags, keep, ptr, nbytes, code, shape, on_device, capture_id)
+
+    def _prepare(self, metadata: dict) -> tuple[PackMeta, int]:
+        """The Storage's defaults with metadata applied (captured_at_ns now unless given), and which of the
+        request and sequence ids metadata set: the start of one record's descriptor, or of many (the hooks
+        prepare once per module output and send one record per request from it)."""
+        m = PackMeta.from_buffer_copy(self._base)
         for k, v in metadata.items():
             setter = _SETTERS.get(k)
             if setter is None:
                 raise TypeError(f"capture() got an unknown metadata key {k!r} (known: "
-                                f"{', '.join(sorted(_SETTERS))}, dtype)")
+                                f"{', '.join(sorted(_SETTERS))}, capture_id, dtype)")
             setter(m, v)
-        if "request_id" not in metadata:
-            m.request_id = m.capture_id
-        if "sequence_id" not in metadata:
-            m.sequence_id = m.request_id
+        flags = (_GOT_REQUEST if "request_id" in metadata else 0) | (
+            _GOT_SEQUENCE if "sequence_id" in metadata else 0)
         if "token_end" not in metadata and "token_start" in metadata:
             m.token_end = m.token_start
         if "captured_at_ns" not in metadata:
             m.captured_at_ns = time.time_ns()
+        return m, flags
+
+    def _send(self, m: PackMeta, flags: int, keep: Any, ptr: int, nbytes: int, code: int, shape: tuple,
+              on_device: bool, capture_id: str | None = None, request: PackText | None = None) -> str:
+        """Completes m (prepared; changed here) with the capture id, the default request and sequence ids,
+        dtype and shape, and captures nbytes at ptr. The bytes m's texts point at must live through the call:
+        m, the prepared descriptor it was copied from, or request hold them."""
+        if len(shape) > CS_PACK_RANK_MAX:
+            raise InvalidArgument(f"shape has rank {len(shape)}; at most {CS_PACK_RANK_MAX} dimensions", -1)
+        if shape and max(shape) > _DIM_MAX:
+            raise InvalidArgument(f"shape {tuple(shape)} has a dimension over 2^31-1, the format's bound", -1)
+        if capture_id is None:
+            capture_id = f"{self._id_prefix}{next(self._ids)}"
+        m.capture_id = _text(capture_id, "capture_id")
+        if request is not None:
+            m.request_id = request
+        elif not flags & _GOT_REQUEST:
+            m.request_id = m.capture_id
+        if not flags & _GOT_SEQUENCE:
+            m.sequence_id = m.request_id
         m.dtype = code
         m.rank = len(shape)
         if shape:

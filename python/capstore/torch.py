@@ -34,7 +34,9 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 import torch
 
 from . import _dtypes
-from ._storage import Storage, _host_view
+from ._ffi import PackMeta
+from ._storage import _GOT_REQUEST, _SETTERS, Storage, _host_view, _text
+from .errors import InvalidArgument
 
 __all__ = ["capture_module", "ModuleCapture", "layer_number_of"]
 
@@ -76,6 +78,7 @@ def _default_hooks(model: torch.nn.Module) -> list[str]:
 class _Context(threading.local):
     def __init__(self) -> None:
         self.request_ids: Sequence[str] | None = None
+        self.request_texts: list | None = None  # the request ids as descriptor texts, made once per context
         self.meta: dict[str, Any] = {}
         self.token_start: Any = None
         self.token_end: Any = None
@@ -121,19 +124,20 @@ class ModuleCapture:
         and token_end are one int for the whole batch or one per request; metadata adds capture() fields
         (sequence_id, experiment_id ...). Contexts are per thread and nest (the inner one wins)."""
         c = self._ctx
-        saved = (c.request_ids, c.meta, c.token_start, c.token_end)
+        saved = (c.request_ids, c.request_texts, c.meta, c.token_start, c.token_end)
         if request_ids is not None:
             request_ids = [str(r) for r in request_ids]
             for name, v in (("token_start", token_start), ("token_end", token_end)):
                 if isinstance(v, (list, tuple)) and len(v) != len(request_ids):
                     raise ValueError(f"{name} has {len(v)} values for {len(request_ids)} requests")
         c.request_ids = request_ids
+        c.request_texts = [_text(r, "request_id") for r in request_ids] if request_ids is not None else None
         c.meta = {**self.metadata, **metadata, "step": step}
         c.token_start, c.token_end = token_start, token_end
         try:
             yield self
         finally:
-            c.request_ids, c.meta, c.token_start, c.token_end = saved
+            c.request_ids, c.request_texts, c.meta, c.token_start, c.token_end = saved
 
     def _hook(self, name: str, layer: int) -> Callable:
         def hook(module: torch.nn.Module, inputs: Any, output: Any) -> None:
@@ -186,12 +190,13 @@ class ModuleCapture:
         meta["hook_name"] = name
         meta["layer"] = layer
         ids = c.request_ids
+        st = self.storage
         try:
             keep, ptr, nbytes, code, shape, on_device = _host_view(t.detach(), None)
             bd = self.batch_dim if self.batch_dim >= 0 else len(shape) + self.batch_dim
             if ids is None or not 0 <= bd < len(shape) or shape[bd] != len(ids):
                 self._tokens(meta, None)
-                self.storage._write(keep, ptr, nbytes, code, shape, on_device, meta)
+                st._write(keep, ptr, nbytes, code, shape, on_device, meta)
                 self._count(1)
                 return
             if bd != 0:
@@ -199,12 +204,19 @@ class ModuleCapture:
                 ptr = keep.data_ptr()
             row_shape = tuple(keep.shape[1:])
             row_bytes = nbytes // len(ids) if ids else 0
-            for i, rid in enumerate(ids):
-                m = dict(meta)
-                m["request_id"] = rid
-                m["batch_position"] = i
-                self._tokens(m, i)
-                self.storage._write(keep, ptr + i * row_bytes, row_bytes, code, row_shape, on_device, m)
+            # One descriptor prepared for the output; each request's record copies it and sets its own ids.
+            per_row_tokens = isinstance(c.token_start, (list, tuple)) or isinstance(c.token_end, (list, tuple))
+            if not per_row_tokens:
+                self._tokens(meta, None)
+            base, flags = st._prepare(meta)
+            texts = c.request_texts
+            for i in range(len(ids)):
+                m = PackMeta.from_buffer_copy(base)
+                m.batch_position = i
+                if per_row_tokens:
+                    self._row_tokens(m, i)
+                st._send(m, flags | _GOT_REQUEST, keep, ptr + i * row_bytes, row_bytes, code, row_shape,
+                         on_device, None, texts[i])
                 self._count(1)
         except Exception as e:  # noqa: BLE001 - the policy decides
             if self.on_error == "raise":
@@ -216,6 +228,18 @@ class ModuleCapture:
     def _count(self, n: int) -> None:
         with self._count_lock:
             self.captured += n
+
+    def _row_tokens(self, m: PackMeta, i: int) -> None:
+        c = self._ctx
+        meta: dict[str, Any] = {}
+        self._tokens(meta, i)
+        for key, v in meta.items():
+            _SETTERS[key](m, v)
+        if "token_end" not in meta and "token_start" in meta:
+            m.token_end = m.token_start
+        if m.token_end < m.token_start:
+            raise InvalidArgument(f"request {c.request_ids[i]!r}: token_end {m.token_end} is below token_start "
+                                  f"{m.token_start}", -1)
 
     def _tokens(self, meta: dict, i: int | None) -> None:
         c = self._ctx
