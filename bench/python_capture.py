@@ -56,6 +56,25 @@ def blas_in_use() -> str:
     return name
 
 
+def capstore_cpu() -> dict[str, float]:
+    """CPU seconds (user + system) spent so far by this process's capstore threads, by thread name: the runtime
+    names them "cs-..." (cs-capture, cs-writer, cs-hasher, cs-sealer, cs-driver, cs-store, ...), so /proc tells
+    them from torch's threads."""
+    tick = os.sysconf("SC_CLK_TCK")
+    by_name: dict[str, float] = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue  # the thread ended
+        name = stat[stat.index("(") + 1:stat.rindex(")")]
+        if name.startswith("cs-"):
+            fields = stat[stat.rindex(")") + 2:].split()
+            by_name[name] = by_name.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+    return by_name
+
+
 def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dir", help="where the embedded stores live (default: a fresh temporary directory, removed)")
@@ -89,6 +108,7 @@ class Round:
         self.hook_s = 0.0      # inside the hooks' capture calls
         self.flush_s = 0.0     # the drain after the run
         self.records = 0
+        self.bg_cpu: dict[str, float] = {}  # CPU of capstore's own threads over the run and its flush, by name
 
 
 def run_off(model: torch.nn.Module, tokens: torch.Tensor, iters: int) -> float:
@@ -102,6 +122,7 @@ def run_on(model: torch.nn.Module, st: capstore.Storage, tokens: torch.Tensor, i
     """iters forward passes with every block captured, then a flush; the hooks' capture calls timed."""
     r = Round()
     batch = tokens.shape[0]
+    cpu0 = capstore_cpu()
     with capstore.torch.capture_module(model, st) as cap:
         inner = cap._capture_output  # the hook's capture of one module's output: what the hook costs beyond a no-op
 
@@ -123,6 +144,7 @@ def run_on(model: torch.nn.Module, st: capstore.Storage, tokens: torch.Tensor, i
     if r.records and r.hook_s == 0.0:
         raise RuntimeError("the hooks' capture calls were not timed (capstore.torch changed?)")
     r.flush_s = st.flush(timeout=120).seconds
+    r.bg_cpu = {k: v - cpu0.get(k, 0.0) for k, v in capstore_cpu().items()}
     return r
 
 
@@ -198,7 +220,15 @@ def report(args: argparse.Namespace, m: dict) -> bool:
     hook_s = med(r.hook_s for r in m["on"])
     py_mb_s = bytes_run / 1e6 / hook_s
     py_us = hook_s * 1e6 / records_run
+    bg_s = med(sum(r.bg_cpu.values()) for r in m["on"])
+    names = sorted({k for r in m["on"] for k in r.bg_cpu})
+    bg_by = {k: med(r.bg_cpu.get(k, 0.0) for r in m["on"]) for k in names}
+    bg_ms_mb = bg_s * 1e3 / (bytes_run / 1e6)
     ok = m["found"] == m["captured"] and m["c_found"] == m["c_written"]
+    if blas_in_use().startswith("netlib"):
+        print("python_capture: WARNING: torch runs on the reference (netlib) BLAS, many times slower than an "
+              "optimised one, so the ratio below understates capture's cost; install libopenblas0-pthread "
+              "(./dev.sh deps does) for a figure that means something", file=sys.stderr)
     print(f"python_capture: TinyTransformer d_model {args.d_model}, {args.layers} layers, {args.heads} heads, "
           f"d_ff {4 * args.d_model}; batch {args.batch} x seq {args.seq}; torch {torch.__version__}, "
           f"{torch.get_num_threads()} thread(s), BLAS {blas_in_use()}, {os.cpu_count()} CPUs")
@@ -209,11 +239,15 @@ def report(args: argparse.Namespace, m: dict) -> bool:
     print(f"  captured per forward pass: {m['per_forward']} records of {m['record_bytes']:,} bytes = "
           f"{m['per_forward'] * m['record_bytes'] / 1e6:.2f} MB; in the hooks {hook_s / iters * 1e3:.2f} ms "
           f"per pass, {py_us:.1f} us per record")
+    print(f"  capstore's threads (cs-*): {bg_s / iters * 1e3:.1f} ms CPU per forward pass, {bg_ms_mb:.2f} ms per MB "
+          f"(off the model's thread, but on its CPUs):\n    " +
+          ", ".join(f"{k} {v * 1e3 / (bytes_run / 1e6):.2f}" for k, v in sorted(bg_by.items(), key=lambda kv: -kv[1])
+                    if v > 0) + " ms per MB")
     line = (f"python_capture batch={args.batch} seq={args.seq} layers={args.layers} d_model={args.d_model} "
             f"threads={torch.get_num_threads()} blas={blas_in_use().split()[0]} runs={args.runs} iters={iters} "
             f"off_ms={off_s * 1e3:.3f} on_ms={on_s * 1e3:.3f} ratio={on_s / off_s:.4f} flush_ms={flush_s * 1e3:.2f} "
             f"bytes_per_forward={m['per_forward'] * m['record_bytes']} py_record_us={py_us:.2f} "
-            f"py_mb_s={py_mb_s:.1f}")
+            f"py_mb_s={py_mb_s:.1f} bg_cpu_ms_per_mb={bg_ms_mb:.3f}")
     if m["c"]:
         c_mb_s = med(r["mb_s"] for r in m["c"])
         c_us = med(r["call_us"] for r in m["c"])

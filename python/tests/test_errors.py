@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -166,33 +167,36 @@ def test_close_while_other_threads_capture(embedded):
     cfg = embedded.config()
     st = capstore.Storage(cfg, run_id="race")
     stop = threading.Event()
-    outcomes = {"ok": 0, "closed": 0, "other": []}
+    # One counter per thread: `+= 1` on a shared one is not atomic across threads.
+    ok = [0, 0, 0]
+    closed = [0, 0, 0]
+    other: list = []
 
-    def work() -> None:
+    def work(i: int) -> None:
         while not stop.is_set():
             try:
                 st.capture(torch.zeros(1024))
-                outcomes["ok"] += 1
+                ok[i] += 1
             except capstore.ClosedError:
-                outcomes["closed"] += 1
+                closed[i] += 1
                 return
             except Exception as e:  # noqa: BLE001
-                outcomes["other"].append(e)
+                other.append(e)
                 return
 
-    threads = [threading.Thread(target=work) for _ in range(3)]
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(3)]
     for t in threads:
         t.start()
-    while outcomes["ok"] < 200:
-        pass
+    while sum(ok) < 200 and not other:
+        time.sleep(0.001)
     st.close(timeout=30)
     stop.set()
     for t in threads:
         t.join()
-    assert outcomes["other"] == [] and outcomes["closed"] == 3
+    assert other == [] and closed == [1, 1, 1]
     with capstore.Reader(cfg) as r:
         n = len(r.search_all(run_id="race"))
-    assert n == outcomes["ok"]  # every admitted capture drained by close
+    assert n == sum(ok)  # every admitted capture drained by close
 
 
 def test_reader_refusals(embedded):

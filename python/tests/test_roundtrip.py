@@ -282,3 +282,27 @@ def test_gil_is_released_while_flush_waits(embedded):
         inside = [x for x in ticks if t0 < x < t1]
         # ticks every ~1 ms while the flush ran (the flush takes tens of milliseconds at least)
         assert (t1 - t0) < 0.02 or len(inside) >= max(2, int((t1 - t0) / 0.01)), (t1 - t0, len(inside))
+
+
+def _thread_names() -> set[str]:
+    import os
+
+    names = set()
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                names.add(f.read().strip())
+        except OSError:
+            pass  # the thread ended
+    return names
+
+
+def test_capstore_threads_are_named(embedded):
+    """top -H, ps -L and perf tell capstore's threads from the model's: each is named "cs-..."."""
+    before = {n for n in _thread_names() if n.startswith("cs-")}
+    with capstore.Storage(embedded.config(), run_id="names") as st:
+        st.capture(torch.ones(4))
+        st.flush(timeout=30)
+        during = {n for n in _thread_names() if n.startswith("cs-")} - before
+    assert {"cs-capture", "cs-writer", "cs-sealer", "cs-driver", "cs-store", "cs-catalog"} <= during, during
+    assert not ({n for n in _thread_names() if n.startswith("cs-")} - before)  # close joined them all

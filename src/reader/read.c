@@ -35,6 +35,7 @@
 
 #include "reader_internal.h"
 #include "../runtime/runtime_internal.h" /* rt_refuse */
+#include "../runtime/thread_name.h"
 
 #define READ_INFLIGHT_DEFAULT 8u
 #define READ_RETRY_DEFAULT 3u
@@ -562,6 +563,7 @@ static void worker_verify(read_work *w, uint32_t k) {
 /* Copies first (they free slots for the next GETs), then verifications; returns once stopped and drained. */
 static void *worker_main(void *context) {
   read_work *w = context;
+  cs_thread_name("cs-reader");
   pthread_mutex_lock(&w->mutex);
   for (;;) {
     if (w->copy_len > 0) {

@@ -13,6 +13,7 @@
  * which lane runs an action, and how a lane's answer becomes an event.
  */
 #include "rs_internal.h"
+#include "thread_name.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -505,6 +506,7 @@ static void publish_snapshot(rs_runtime *rt) {
 
 void *rs_driver_main(void *context) {
   rs_runtime *rt = context;
+  cs_thread_name("cs-driver");
   for (;;) {
     drain_inbox(rt);
     (void)cut_flush_short(rt, cs_capture_clock_ns());

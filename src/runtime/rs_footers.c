@@ -9,6 +9,7 @@
  * RS_PREFETCH_MAX queued pack ids.
  */
 #include "rs_internal.h"
+#include "thread_name.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -91,6 +92,7 @@ void rs_footer_prefetch(rs_runtime *rt, const cs_uuid *pack_id) {
 
 static void *prefetch_main(void *context) {
   rs_runtime *rt = context;
+  cs_thread_name("cs-footers");
   rs_footers *fc = &rt->footers;
   pthread_mutex_lock(&fc->mutex);
   for (;;) {

@@ -25,6 +25,7 @@
 #define _GNU_SOURCE /* renameat2 */
 #include "rs_internal.h"
 #include "runtime_internal.h"
+#include "thread_name.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -195,6 +196,7 @@ static bool settle_departures(rs_handoff *h) {
 
 static void *handoff_main(void *context) {
   rs_handoff *h = context;
+  cs_thread_name("cs-handoff");
   pthread_mutex_lock(&h->mutex);
   for (;;) {
     bool link_ok = link_pending(h);

@@ -5,6 +5,7 @@
  * outcome; it never retries and decides nothing (rs_internal.h).
  */
 #include "rs_internal.h"
+#include "thread_name.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -59,8 +60,16 @@ static void job_done(rs_runtime *rt, rs_job *job) {
   rs_inbox_post(rt, &msg);
 }
 
+/* "cs-store", "cs-catalog", "cs-lease", "cs-spool". */
+static void name_lane(const rs_lane *lane) {
+  char name[16];
+  snprintf(name, sizeof name, "cs-%s", lane->name);
+  cs_thread_name(name);
+}
+
 static void *lane_main(void *context) {
   rs_lane *lane = context;
+  name_lane(lane);
   for (;;) {
     rs_job *job = lane_take(lane, true);
     if (job == NULL) return NULL;
@@ -519,6 +528,7 @@ static void store_finish(rs_runtime *rt, rs_job *job) {
 /* The store lane: starts what is queued (up to the store's bound), reaps what finished. */
 static void *store_main(void *context) {
   rs_lane *lane = context;
+  name_lane(lane);
   rs_runtime *rt = lane->rt;
   rs_job *waiting = NULL; /* refused with CS_E_FULL: started after the next reap */
   uint32_t in_flight = 0;
