@@ -1,3 +1,4 @@
+#define _GNU_SOURCE /* O_DIRECT */
 /*
  * The store conformance suite against dirstore, plus what only a filesystem
  * store has: keys it refuses, its layout staying under the root, a store
@@ -13,6 +14,8 @@
 #include <cmocka.h>
 
 #include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -204,6 +207,111 @@ static void test_reopen(void **state) {
   assert_int_equal(cs_dirstore_open("", &again), CS_E_INVALID_ARGUMENT);
 }
 
+/* PUTs len pattern bytes under key, then checks HEAD, a whole GET, the last byte by range and the file's size. */
+static void put_get_exact(cs_store *s, const char *root, const char *key, size_t len) {
+  uint8_t *bytes = malloc(len + 1), *back = malloc(len + 1);
+  assert_non_null(bytes);
+  assert_non_null(back);
+  for (size_t i = 0; i < len; i++) bytes[i] = (uint8_t)(i * 2654435761u >> 13);
+  cs_object_info meta = {.is_pack = true, .size_bytes = len, .record_count = 3, .created_at_ns = 7};
+  cs_store_result res;
+  assert_int_equal(s->ops->put(s->self, key, bytes, len, &meta, true, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_OK);
+  cs_object_info info;
+  assert_int_equal(s->ops->head(s->self, key, &info, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_OK);
+  assert_int_equal(info.size_bytes, len);
+  size_t got = 0;
+  assert_int_equal(s->ops->get(s->self, key, NULL, back, len + 1, &got, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_OK);
+  assert_int_equal(got, len);
+  assert_memory_equal(back, bytes, len);
+  cs_range last = {.offset = len - 1, .length = 1};
+  assert_int_equal(s->ops->get(s->self, key, &last, back, 1, &got, &res), CS_E_OK);
+  assert_int_equal(got, 1);
+  assert_int_equal(back[0], bytes[len - 1]);
+  /* No zero padding of the last aligned write is left in the file: the header and the bytes, exactly. */
+  char path[700];
+  snprintf(path, sizeof path, "%s/objects/%s", root, key);
+  char *slash = strrchr(path, '/');
+  snprintf(slash, sizeof path - (size_t)(slash - path), "/%s.obj", strrchr(key, '/') + 1);
+  char *dir = strstr(path, "/objects/") + strlen("/objects/");
+  char *sep = strchr(dir, '/');
+  assert_non_null(sep);
+  memmove(sep + 2, sep, strlen(sep) + 1); /* "d/x.obj" -> "d.d/x.obj" (one directory level in these keys) */
+  memcpy(sep, ".d", 2);
+  struct stat st;
+  assert_int_equal(stat(path, &st), 0);
+  assert_int_equal((size_t)st.st_size, 80 + len);
+  free(bytes);
+  free(back);
+}
+
+/*
+ * Large objects go with O_DIRECT through an aligned buffer: every size
+ * around the buffer's and the alignment's edges comes back exact, and the
+ * file holds no padding.
+ */
+static void test_direct_sizes(void **state) {
+  (void)state;
+  cs_store *s = store_open(&fx);
+  if (s == NULL) {
+    fail_msg("store_open failed");
+    return;
+  }
+  const size_t sizes[] = {(256u << 10) - 1, 256u << 10, (1u << 20) - 80, (1u << 20) - 79, (1u << 20) - 81,
+                          (1u << 20) + 1,   (2u << 20) - 80, (3u << 20) + 12345, 4096u * 300 - 80};
+  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+    char key[64];
+    snprintf(key, sizeof key, "d/obj-%zu", i);
+    put_get_exact(s, fx.last_root, key, sizes[i]);
+  }
+  store_close(s, &fx);
+}
+
+/* A file system that refuses O_DIRECT, at open (refuse_at 1) or at the first write (2). */
+static int refuse_at, refusals;
+static int refusing_open(const char *path, int flags, mode_t mode) {
+  if (refuse_at == 1 && (flags & O_DIRECT) != 0) {
+    refusals++;
+    errno = EINVAL;
+    return -1;
+  }
+  return cs_spool_sys_posix()->open(path, flags, mode);
+}
+static ssize_t refusing_write(int fd, const void *bytes, size_t length) {
+  int fl = fcntl(fd, F_GETFL);
+  if (refuse_at == 2 && fl >= 0 && (fl & O_DIRECT) != 0) {
+    refusals++;
+    errno = EINVAL;
+    return -1;
+  }
+  return cs_spool_sys_posix()->write(fd, bytes, length);
+}
+
+/* Where O_DIRECT is refused the object is written through the page cache, once refused never tried again. */
+static void test_direct_refused_falls_back(void **state) {
+  (void)state;
+  for (refuse_at = 1; refuse_at <= 2; refuse_at++) {
+    cs_spool_sys sys = *cs_spool_sys_posix();
+    sys.open = refusing_open;
+    sys.write = refusing_write;
+    refusals = 0;
+    char root[600];
+    snprintf(root, sizeof root, "%s/refusing-%d", fx.base, refuse_at);
+    cs_store s;
+    assert_int_equal(cs_dirstore_open_with(root, &sys, &s), CS_E_OK);
+    put_get_exact(&s, root, "r/first", (1u << 20) + 3);
+    assert_int_equal(refusals, 1);
+    put_get_exact(&s, root, "r/second", (2u << 20) + 5);
+    assert_int_equal(refusals, 1); /* not tried again */
+    char tmp[700];
+    snprintf(tmp, sizeof tmp, "%s/tmp", root);
+    assert_int_equal(count_entries(tmp), 0); /* the refused temp file is gone */
+    s.ops->close(s.self);
+  }
+}
+
 /*
  * The asynchronous form on a store without its own: a cs_store reused by a
  * second open keeps nothing of the first store's queue, and cs_store_close
@@ -289,6 +397,8 @@ int main(void) {
   int failed = conformance_store_run("dirstore", store_open, store_close, &fx, &dirstore_does);
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_refused_keys),
                                      cmocka_unit_test(test_planted_names_not_listed), cmocka_unit_test(test_reopen),
+                                     cmocka_unit_test(test_direct_sizes),
+                                     cmocka_unit_test(test_direct_refused_falls_back),
                                      cmocka_unit_test(test_async_queue_reuse_and_close),
                                      cmocka_unit_test(test_create_race)};
   failed += cmocka_run_group_tests_name("dirstore only", tests, NULL, NULL);
