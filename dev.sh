@@ -15,11 +15,11 @@ cd "$(dirname "$0")"
 # What configure and the build need (the demo needs nothing more: no server).
 BUILD_PACKAGES=(build-essential cmake ninja-build pkg-config libcmocka-dev
                 libjansson-dev libssl-dev zlib1g-dev libisal-dev python3
-                libcurl4-openssl-dev libsqlite3-dev libexpat1-dev libmicrohttpd-dev)
+                libcurl4-openssl-dev libsqlite3-dev libexpat1-dev libmicrohttpd-dev libblosc-dev)
 # The Python package (python/) and its tests: Debian's interpreter, torch, numpy and pytest; OpenBLAS
 # so that torch does not run on the reference BLAS (many times slower: the benchmark would mean nothing).
 PYTHON_PACKAGES=(python3-numpy python3-torch python3-pytest python3-venv python3-pip python3-setuptools
-                 libopenblas0-pthread)
+                 libopenblas0-pthread python3-blosc)
 # What the tests add: clang (fuzz targets, the clang build), the live servers.
 PACKAGES=("${BUILD_PACKAGES[@]}" clang libclang-rt-14-dev clickhouse-server clickhouse-client "${PYTHON_PACKAGES[@]}")
 

@@ -48,7 +48,7 @@ install(DIRECTORY ${CMAKE_SOURCE_DIR}/include/capstore DESTINATION ${CMAKE_INSTA
 install(EXPORT capstoreTargets NAMESPACE capstore:: DESTINATION ${CAPSTORE_CMAKE_DIR})
 
 # capstoreConfig.cmake finds libcapstore.a's system libraries as CMakeLists.txt did.
-set(CAPSTORE_CONFIG_PKG_MODULES "CURL libcurl" "SQLITE3 sqlite3" "EXPAT expat" "JANSSON jansson")
+set(CAPSTORE_CONFIG_PKG_MODULES "CURL libcurl" "SQLITE3 sqlite3" "EXPAT expat" "JANSSON jansson" "BLOSC blosc")
 set(CAPSTORE_CONFIG_CUDA "")
 # capstore.pc: libcurl as -lcurl (capstore.pc.in says why), pthread, and the CUDA runtime when it was used.
 set(CAPSTORE_PC_LIBS ${CURL_LIBRARY_DIRS})

@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""Capture-array chunks against python3-blosc, both ways (issue 17).
+
+    blosc_python_check.py TEST_BLOSC_CHUNK_BINARY
+
+1. The C test writes its sample chunks (CAPSTORE_BLOSC_OUT): python3-blosc must decompress each one to exactly
+   the raw bytes written beside it.
+2. python3-blosc writes chunks with every codec Debian's libblosc has, every shuffle and item size, some with
+   many small blocks (CAPSTORE_BLOSC_IN): the C test must parse each, decode it whole and decode every block
+   alone from a sparse buffer.
+Exit status 0 only when both directions agree on every byte.
+"""
+import os
+import subprocess
+import sys
+import tempfile
+
+import blosc
+import numpy as np
+
+
+def main() -> int:
+    exe = sys.argv[1]
+    with tempfile.TemporaryDirectory() as out, tempfile.TemporaryDirectory() as into:
+        r = subprocess.run([exe], env={**os.environ, "CAPSTORE_BLOSC_OUT": out}, capture_output=True, text=True)
+        if r.returncode != 0:
+            print(r.stdout, r.stderr)
+            return 1
+        names = sorted(n[:-6] for n in os.listdir(out) if n.endswith(".blosc"))
+        if not names:
+            print("the C test wrote no chunks")
+            return 1
+        for name in names:
+            with open(os.path.join(out, name + ".blosc"), "rb") as f:
+                chunk = f.read()
+            with open(os.path.join(out, name + ".raw"), "rb") as f:
+                raw = f.read()
+            if blosc.decompress(chunk) != raw:
+                print(f"python3-blosc decodes {name} to other bytes")
+                return 1
+        print(f"python3-blosc decoded {len(names)} chunks written by capstore, byte-exact")
+
+        made = 0
+        for cname in blosc.compressor_list():
+            for shuffle in (blosc.NOSHUFFLE, blosc.SHUFFLE, blosc.BITSHUFFLE):
+                for typesize in (1, 2, 4, 8):
+                    for n, blocksize in ((1 << 20, 0), (1 << 20, 16384), (100_000, 0), (24, 0)):
+                        n = n // typesize * typesize
+                        i = np.arange(n, dtype=np.uint64)
+                        raw = ((i // 97 + (i * 7919 % 13 == 0) * (i >> 3)) & 0xFF).astype(np.uint8).tobytes()
+                        blosc.set_blocksize(blocksize)
+                        chunk = blosc.compress(raw, typesize=typesize, cname=cname, shuffle=shuffle, clevel=5)
+                        name = f"py-{cname}-s{shuffle}-i{typesize}-n{n}-b{blocksize}"
+                        with open(os.path.join(into, name + ".blosc"), "wb") as f:
+                            f.write(chunk)
+                        with open(os.path.join(into, name + ".raw"), "wb") as f:
+                            f.write(raw)
+                        made += 1
+        blosc.set_blocksize(0)
+        r = subprocess.run([exe], env={**os.environ, "CAPSTORE_BLOSC_IN": into}, capture_output=True, text=True)
+        if r.returncode != 0:
+            print(r.stdout[-4000:], r.stderr[-4000:])
+            return 1
+        print(f"capstore decoded {made} chunks written by python3-blosc ({', '.join(blosc.compressor_list())}; "
+              f"no, byte and bit shuffle; item sizes 1-8), whole and block by block")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
