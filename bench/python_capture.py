@@ -239,10 +239,11 @@ def report(args: argparse.Namespace, m: dict) -> bool:
     print(f"  captured per forward pass: {m['per_forward']} records of {m['record_bytes']:,} bytes = "
           f"{m['per_forward'] * m['record_bytes'] / 1e6:.2f} MB; in the hooks {hook_s / iters * 1e3:.2f} ms "
           f"per pass, {py_us:.1f} us per record")
+    by_thread = ", ".join(f"{k} {v * 1e3 / (bytes_run / 1e6):.2f}"
+                          for k, v in sorted(bg_by.items(), key=lambda kv: -kv[1]) if v > 0)
     print(f"  capstore's threads (cs-*): {bg_s / iters * 1e3:.1f} ms CPU per forward pass, {bg_ms_mb:.2f} ms per MB "
-          f"(off the model's thread, but on its CPUs):\n    " +
-          ", ".join(f"{k} {v * 1e3 / (bytes_run / 1e6):.2f}" for k, v in sorted(bg_by.items(), key=lambda kv: -kv[1])
-                    if v > 0) + " ms per MB")
+          f"(off the model's thread, but on its CPUs)" +
+          (f":\n    {by_thread} ms per MB" if by_thread else " (under the clock tick's resolution)"))
     line = (f"python_capture batch={args.batch} seq={args.seq} layers={args.layers} d_model={args.d_model} "
             f"threads={torch.get_num_threads()} blas={blas_in_use().split()[0]} runs={args.runs} iters={iters} "
             f"off_ms={off_s * 1e3:.3f} on_ms={on_s * 1e3:.3f} ratio={on_s / off_s:.4f} flush_ms={flush_s * 1e3:.2f} "

@@ -18,6 +18,8 @@
 
 #include "capstore/array.h"
 
+#include "test_prop.h"
+
 static cs_array_geometry geom2(uint64_t s0, uint64_t s1, uint64_t c0, uint64_t c1, uint32_t item) {
   cs_array_geometry g = {.dims = 2, .item_bytes = item};
   g.shape[0] = s0;
@@ -133,16 +135,6 @@ static void test_stamps(void **state) {
 
 /* ---- the property test ------------------------------------------------------------------- */
 
-static uint64_t prop_seed;
-
-#define PROP_CHECK(cond)                                                                             \
-  do {                                                                                               \
-    if (!(cond)) {                                                                                   \
-      print_error("property failed: %s (seed %llu); replay: CAPSTORE_SEED=%llu %s\n", #cond,         \
-                  (unsigned long long)prop_seed, (unsigned long long)prop_seed, "build/tests/test_array"); \
-      fail();                                                                                        \
-    }                                                                                                \
-  } while (0)
 
 enum { PROP_ELEMENTS = 4096, PROP_CHUNKS = 512 };
 
@@ -334,15 +326,7 @@ static void prop_one(cs_prng *r) {
 
 static void test_property_against_brute_force(void **state) {
   (void)state;
-  const char *env = getenv("CAPSTORE_SEED");
-  uint64_t first = env != NULL ? strtoull(env, NULL, 10) : 1;
-  uint64_t runs = env != NULL ? 1 : 600;
-  for (uint64_t i = 0; i < runs; i++) {
-    prop_seed = first + i;
-    cs_prng prng;
-    cs_prng_seed(&prng, prop_seed);
-    prop_one(&prng);
-  }
+  prop_run(prop_one, 600, "build/tests/test_array");
 }
 
 int main(void) {

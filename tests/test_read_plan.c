@@ -16,6 +16,8 @@
 
 #include "capstore/read_plan.h"
 
+#include "test_prop.h"
+
 #define KIB 1024u
 #define MIB (1024u * 1024u)
 
@@ -346,16 +348,6 @@ static void test_default_merge(void **state) {
 
 /* ---- The property test ---- */
 
-static uint64_t prop_seed;
-
-#define PROP(cond)                                                                                   \
-  do {                                                                                               \
-    if (!(cond)) {                                                                                   \
-      print_error("property failed: %s (seed %llu); replay: CAPSTORE_SEED=%llu %s\n", #cond,         \
-                  (unsigned long long)prop_seed, (unsigned long long)prop_seed, "build/tests/test_read_plan"); \
-      fail();                                                                                        \
-    }                                                                                                \
-  } while (0)
 
 enum { PROP_PACKS = 6, PROP_WANTS = 48, PROP_BYTES = 1 << 16 };
 
@@ -382,7 +374,7 @@ static void prop_one(cs_prng *prng) {
   limits.whole_objects = cs_prng_below(prng, 5) == 0;
   planned p;
   make(&p, packs, pack_count, wants, want_count, &limits);
-  PROP(p.rc == CS_E_OK);
+  PROP_CHECK(p.rc == CS_E_OK);
   /* Every want lies inside the span that lists it, of its pack. */
   static uint8_t covered[PROP_PACKS][PROP_BYTES + 4096 + 128];
   memset(covered, 0, sizeof covered);
@@ -390,35 +382,35 @@ static void prop_one(cs_prng *prng) {
   uint64_t bytes = 0, tails = 0;
   for (uint32_t s = 0; s < p.plan.span_count; s++) {
     const cs_read_span *span = &p.spans[s];
-    PROP(span->pack < pack_count);
-    PROP(span->offset + span->length <= packs[span->pack].size_bytes);
+    PROP_CHECK(span->pack < pack_count);
+    PROP_CHECK(span->offset + span->length <= packs[span->pack].size_bytes);
     if (s > 0 && p.spans[s - 1].pack == span->pack) {
       /* Sorted and disjoint; apart by more than the gap unless the span bound stopped the merge. */
       uint64_t prev_end = p.spans[s - 1].offset + p.spans[s - 1].length;
-      PROP(span->offset >= prev_end);
-      PROP(span->offset - prev_end > limits.gap_bytes_max || limits.span_bytes_max != 0);
+      PROP_CHECK(span->offset >= prev_end);
+      PROP_CHECK(span->offset - prev_end > limits.gap_bytes_max || limits.span_bytes_max != 0);
     }
-    if (s > 0) PROP(p.spans[s - 1].pack <= span->pack);
-    PROP(span->first == listed);
-    PROP(span->length > 0); /* no 0-byte GET */
+    if (s > 0) PROP_CHECK(p.spans[s - 1].pack <= span->pack);
+    PROP_CHECK(span->first == listed);
+    PROP_CHECK(span->length > 0); /* no 0-byte GET */
     for (uint32_t i = span->first; i < span->first + span->count; i++) {
       const cs_read_want *want = &wants[p.order[i]];
-      PROP(want->pack == span->pack);
+      PROP_CHECK(want->pack == span->pack);
       if (want->length == 0) continue; /* needs no byte: listed with any read of its pack */
-      PROP(want->offset >= span->offset);
-      PROP(want->offset + want->length <= span->offset + span->length);
+      PROP_CHECK(want->offset >= span->offset);
+      PROP_CHECK(want->offset + want->length <= span->offset + span->length);
     }
     listed += span->count;
     for (uint64_t b = span->offset; b < span->offset + span->length; b++) covered[span->pack][b]++;
     bytes += span->length;
     if (span->tail) {
       tails++;
-      PROP(span->offset <= packs[span->pack].footer_offset);
-      PROP(span->offset + span->length == packs[span->pack].size_bytes);
+      PROP_CHECK(span->offset <= packs[span->pack].footer_offset);
+      PROP_CHECK(span->offset + span->length == packs[span->pack].size_bytes);
     }
     if (limits.whole_objects) { /* one read of the whole object, holding every want of its pack */
-      PROP(span->offset == 0 && span->length == packs[span->pack].size_bytes && span->tail);
-      PROP(s == 0 || p.spans[s - 1].pack != span->pack);
+      PROP_CHECK(span->offset == 0 && span->length == packs[span->pack].size_bytes && span->tail);
+      PROP_CHECK(s == 0 || p.spans[s - 1].pack != span->pack);
       continue;
     }
     /* Each merge across a gap was within gap_bytes_max and kept the read within span_bytes_max. */
@@ -428,19 +420,19 @@ static void prop_one(cs_prng *prng) {
       uint64_t want_end = want->offset + want->length;
       if (want->length == 0) continue;
       if (i > span->first && want->offset > end) {
-        PROP(want->offset - end <= limits.gap_bytes_max);
-        PROP(limits.span_bytes_max == 0 || (want_end > end ? want_end : end) - span->offset <= limits.span_bytes_max);
+        PROP_CHECK(want->offset - end <= limits.gap_bytes_max);
+        PROP_CHECK(limits.span_bytes_max == 0 || (want_end > end ? want_end : end) - span->offset <= limits.span_bytes_max);
       }
       if (want_end > end) end = want_end;
     }
     if (span->tail && span->count > 0 && packs[span->pack].footer_offset > end) {
-      PROP(packs[span->pack].footer_offset - end <= limits.gap_bytes_max);
-      PROP(limits.span_bytes_max == 0 || span->length <= limits.span_bytes_max);
+      PROP_CHECK(packs[span->pack].footer_offset - end <= limits.gap_bytes_max);
+      PROP_CHECK(limits.span_bytes_max == 0 || span->length <= limits.span_bytes_max);
     }
   }
-  PROP(listed == want_count);
-  PROP(bytes == p.plan.bytes && p.plan.requests == p.plan.span_count);
-  PROP(tails == p.plan.pack_count);
+  PROP_CHECK(listed == want_count);
+  PROP_CHECK(bytes == p.plan.bytes && p.plan.requests == p.plan.span_count);
+  PROP_CHECK(tails == p.plan.pack_count);
   /* Each byte read once; the wanted bytes the plan counts are the union of the wants. */
   uint64_t wanted = 0;
   static uint8_t want_map[PROP_PACKS][PROP_BYTES + 4096 + 128];
@@ -454,38 +446,30 @@ static void prop_one(cs_prng *prng) {
   for (uint32_t k = 0; k < pack_count; k++) {
     used_count += used[k];
     for (uint64_t b = 0; b < packs[k].size_bytes; b++) {
-      PROP(covered[k][b] <= 1);
+      PROP_CHECK(covered[k][b] <= 1);
       wanted += want_map[k][b];
-      if (want_map[k][b]) PROP(covered[k][b] == 1);
-      if (used[k] && b >= packs[k].footer_offset) PROP(covered[k][b] == 1);
-      if (!used[k]) PROP(covered[k][b] == 0);
+      if (want_map[k][b]) PROP_CHECK(covered[k][b] == 1);
+      if (used[k] && b >= packs[k].footer_offset) PROP_CHECK(covered[k][b] == 1);
+      if (!used[k]) PROP_CHECK(covered[k][b] == 0);
     }
   }
-  PROP(used_count == p.plan.pack_count);
-  PROP(wanted == p.plan.payload_bytes);
+  PROP_CHECK(used_count == p.plan.pack_count);
+  PROP_CHECK(wanted == p.plan.payload_bytes);
   /* The limits hold at the plan's own totals and refuse one below. */
   limits.byte_limit = p.plan.bytes;
   limits.request_limit = p.plan.requests > 0 ? p.plan.requests : 1;
   make(&p, packs, pack_count, wants, want_count, &limits);
-  PROP(p.rc == CS_E_OK);
+  PROP_CHECK(p.rc == CS_E_OK);
   if (p.plan.requests > 1) {
     limits.request_limit = p.plan.requests - 1;
     make(&p, packs, pack_count, wants, want_count, &limits);
-    PROP(p.rc == CS_E_TOO_LARGE);
+    PROP_CHECK(p.rc == CS_E_TOO_LARGE);
   }
 }
 
 static void test_property(void **state) {
   (void)state;
-  const char *env = getenv("CAPSTORE_SEED");
-  uint64_t first = env != NULL ? strtoull(env, NULL, 10) : 1;
-  uint64_t runs = env != NULL ? 1 : 400;
-  for (uint64_t i = 0; i < runs; i++) {
-    prop_seed = first + i;
-    cs_prng prng;
-    cs_prng_seed(&prng, prop_seed);
-    prop_one(&prng);
-  }
+  prop_run(prop_one, 400, "build/tests/test_read_plan");
 }
 
 int main(void) {

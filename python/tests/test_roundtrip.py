@@ -284,25 +284,29 @@ def test_gil_is_released_while_flush_waits(embedded):
         assert (t1 - t0) < 0.02 or len(inside) >= max(2, int((t1 - t0) / 0.01)), (t1 - t0, len(inside))
 
 
-def _thread_names() -> set[str]:
+def _capstore_threads() -> dict[str, str]:
+    """This process's capstore threads: {thread id: name}."""
     import os
 
-    names = set()
+    threads = {}
     for tid in os.listdir("/proc/self/task"):
         try:
             with open(f"/proc/self/task/{tid}/comm") as f:
-                names.add(f.read().strip())
+                name = f.read().strip()
         except OSError:
-            pass  # the thread ended
-    return names
+            continue  # the thread ended
+        if name.startswith("cs-"):
+            threads[tid] = name
+    return threads
 
 
 def test_capstore_threads_are_named(embedded):
     """top -H, ps -L and perf tell capstore's threads from the model's: each is named "cs-..."."""
-    before = {n for n in _thread_names() if n.startswith("cs-")}
+    before = set(_capstore_threads())  # another Storage still open keeps its own threads: not counted
     with capstore.Storage(embedded.config(), run_id="names") as st:
         st.capture(torch.ones(4))
         st.flush(timeout=30)
-        during = {n for n in _thread_names() if n.startswith("cs-")} - before
-    assert {"cs-capture", "cs-writer", "cs-sealer", "cs-driver", "cs-store", "cs-catalog"} <= during, during
-    assert not ({n for n in _thread_names() if n.startswith("cs-")} - before)  # close joined them all
+        started = {tid: name for tid, name in _capstore_threads().items() if tid not in before}
+    assert {"cs-capture", "cs-writer", "cs-sealer", "cs-driver", "cs-store", "cs-catalog"} <= set(started.values()), \
+        started
+    assert not (set(started) & set(_capstore_threads()))  # close joined every thread it started

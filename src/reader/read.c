@@ -563,7 +563,7 @@ static void worker_verify(read_work *w, uint32_t k) {
 /* Copies first (they free slots for the next GETs), then verifications; returns once stopped and drained. */
 static void *worker_main(void *context) {
   read_work *w = context;
-  cs_thread_name("cs-reader");
+  rt_thread_name("cs-reader");
   pthread_mutex_lock(&w->mutex);
   for (;;) {
     if (w->copy_len > 0) {

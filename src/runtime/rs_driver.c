@@ -506,7 +506,7 @@ static void publish_snapshot(rs_runtime *rt) {
 
 void *rs_driver_main(void *context) {
   rs_runtime *rt = context;
-  cs_thread_name("cs-driver");
+  rt_thread_name("cs-driver");
   for (;;) {
     drain_inbox(rt);
     (void)cut_flush_short(rt, cs_capture_clock_ns());

@@ -92,7 +92,7 @@ void rs_footer_prefetch(rs_runtime *rt, const cs_uuid *pack_id) {
 
 static void *prefetch_main(void *context) {
   rs_runtime *rt = context;
-  cs_thread_name("cs-footers");
+  rt_thread_name("cs-footers");
   rs_footers *fc = &rt->footers;
   pthread_mutex_lock(&fc->mutex);
   for (;;) {

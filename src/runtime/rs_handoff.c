@@ -196,7 +196,7 @@ static bool settle_departures(rs_handoff *h) {
 
 static void *handoff_main(void *context) {
   rs_handoff *h = context;
-  cs_thread_name("cs-handoff");
+  rt_thread_name("cs-handoff");
   pthread_mutex_lock(&h->mutex);
   for (;;) {
     bool link_ok = link_pending(h);

@@ -64,7 +64,7 @@ static void job_done(rs_runtime *rt, rs_job *job) {
 static void name_lane(const rs_lane *lane) {
   char name[16];
   snprintf(name, sizeof name, "cs-%s", lane->name);
-  cs_thread_name(name);
+  rt_thread_name(name);
 }
 
 static void *lane_main(void *context) {

@@ -4,7 +4,7 @@
 #include <pthread.h>
 #include <stdio.h>
 
-void cs_thread_name(const char *name) {
+void rt_thread_name(const char *name) {
   char cut[16];
   snprintf(cut, sizeof cut, "%s", name);
   (void)pthread_setname_np(pthread_self(), cut);

@@ -7,6 +7,6 @@
 #define CAPSTORE_RUNTIME_THREAD_NAME_H
 
 /* Names the calling thread; NAME is cut to 15 bytes (the kernel's limit). */
-void cs_thread_name(const char *name);
+void rt_thread_name(const char *name);
 
 #endif

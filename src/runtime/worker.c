@@ -496,7 +496,7 @@ static void write_reserved(cs_capture *cap, cs_spool_file *file, const void *byt
  */
 void *rt_writer_main(void *context) {
   cs_capture *cap = context;
-  cs_thread_name("cs-writer");
+  rt_thread_name("cs-writer");
   run_in_background();
   pthread_mutex_lock(&cap->mutex);
   rt_io item;
@@ -571,7 +571,7 @@ static void hash_seal(cs_capture *cap, rt_seal_job *job) {
  */
 void *rt_hasher_main(void *context) {
   cs_capture *cap = context;
-  cs_thread_name("cs-hasher");
+  rt_thread_name("cs-hasher");
   pthread_mutex_lock(&cap->mutex);
   rt_io item;
   while (queue_take(cap, &cap->hq, &item)) {
@@ -592,7 +592,7 @@ void *rt_hasher_main(void *context) {
 
 void *rt_sealer_main(void *context) {
   cs_capture *cap = context;
-  cs_thread_name("cs-sealer");
+  rt_thread_name("cs-sealer");
   run_in_background();
   pthread_mutex_lock(&cap->mutex);
   for (;;) {
@@ -759,7 +759,7 @@ static void consume(cs_capture *cap, rt_entry *entry) {
 
 void *rt_worker_main(void *context) {
   cs_capture *cap = context;
-  cs_thread_name("cs-capture");
+  rt_thread_name("cs-capture");
   pthread_mutex_lock(&cap->mutex);
   for (;;) {
     if (control_ready(cap)) {
