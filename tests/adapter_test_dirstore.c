@@ -312,6 +312,50 @@ static void test_direct_refused_falls_back(void **state) {
   }
 }
 
+/* Calls that fail without setting errno (fail_silently 1: fsync; 2: a write that makes no progress). */
+static int fail_silently;
+static int silent_fsync(int fd) {
+  if (fail_silently == 1) {
+    errno = 0;
+    return -1;
+  }
+  return cs_spool_sys_posix()->fsync(fd);
+}
+static ssize_t silent_write(int fd, const void *bytes, size_t length) {
+  if (fail_silently == 2) {
+    errno = 0;
+    return 0;
+  }
+  return cs_spool_sys_posix()->write(fd, bytes, length);
+}
+
+/* A failure is never answered OK, whatever errno says: small objects and O_DIRECT ones. */
+static void test_failure_without_errno_is_not_ok(void **state) {
+  (void)state;
+  static uint8_t bytes[(1u << 20) + 77];
+  cs_spool_sys sys = *cs_spool_sys_posix();
+  sys.fsync = silent_fsync;
+  sys.write = silent_write;
+  char root[600];
+  snprintf(root, sizeof root, "%s/silent", fx.base);
+  cs_store s;
+  fail_silently = 0;
+  assert_int_equal(cs_dirstore_open_with(root, &sys, &s), CS_E_OK);
+  const size_t sizes[] = {1000, sizeof bytes};
+  for (fail_silently = 1; fail_silently <= 2; fail_silently++) {
+    for (size_t i = 0; i < 2; i++) {
+      cs_object_info meta = {.is_pack = true, .size_bytes = sizes[i]};
+      cs_store_result res;
+      char key[64];
+      snprintf(key, sizeof key, "s/k%d-%zu", fail_silently, i);
+      assert_int_equal(s.ops->put(s.self, key, bytes, sizes[i], &meta, true, &res), CS_E_OK);
+      assert_int_equal(res.outcome, CS_OUT_SERVER_ERROR);
+    }
+  }
+  fail_silently = 0;
+  s.ops->close(s.self);
+}
+
 /*
  * The asynchronous form on a store without its own: a cs_store reused by a
  * second open keeps nothing of the first store's queue, and cs_store_close
@@ -399,6 +443,7 @@ int main(void) {
                                      cmocka_unit_test(test_planted_names_not_listed), cmocka_unit_test(test_reopen),
                                      cmocka_unit_test(test_direct_sizes),
                                      cmocka_unit_test(test_direct_refused_falls_back),
+                                     cmocka_unit_test(test_failure_without_errno_is_not_ok),
                                      cmocka_unit_test(test_async_queue_reuse_and_close),
                                      cmocka_unit_test(test_create_race)};
   failed += cmocka_run_group_tests_name("dirstore only", tests, NULL, NULL);

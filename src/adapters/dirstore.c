@@ -280,9 +280,10 @@ static bool make_parents(const dirstore *ds, char *path, size_t root_len) {
  * embedded defaults. The header and the bytes go through a bounce buffer
  * (the header's 80 bytes put every later byte off alignment); the last write
  * is padded to DS_DIRECT_ALIGN with zeros and the file is cut to its size
- * before the fsync. Where O_DIRECT is refused (EINVAL at open or at a write)
- * the object is written again through the page cache. Small objects (leases,
- * probes) always are.
+ * before the fsync. Where O_DIRECT is refused (EINVAL from the open or any
+ * call of the direct write) the object is written again through the page
+ * cache, and this handle does not try O_DIRECT again. Small objects
+ * (leases, probes) always go through the page cache.
  */
 #define DS_DIRECT_ALIGN ((size_t)4096)
 #define DS_DIRECT_BYTES ((size_t)1 << 20)
@@ -329,9 +330,11 @@ static int temp_write_as(dirstore *ds, const char *tmp, bool direct, const uint8
   if (fd < 0) return errno != 0 ? errno : EIO;
   int err = 0;
   if (direct) err = direct_write(ds, fd, header, bytes, len);
-  else if (!write_all(ds, fd, header, META_BYTES) || (len > 0 && !write_all(ds, fd, bytes, len))) err = errno;
-  if (err == 0 && ds->sys->fsync(fd) != 0) err = errno;
-  if (ds->sys->close(fd) != 0 && err == 0) err = errno;
+  else if (!write_all(ds, fd, header, META_BYTES) || (len > 0 && !write_all(ds, fd, bytes, len)))
+    err = errno != 0 ? errno : EIO;
+  /* A failure is never 0, whatever errno says (a write that makes no progress leaves it unset). */
+  if (err == 0 && ds->sys->fsync(fd) != 0) err = errno != 0 ? errno : EIO;
+  if (ds->sys->close(fd) != 0 && err == 0) err = errno != 0 ? errno : EIO;
   if (err == 0) return 0;
   ds->sys->unlinkat(AT_FDCWD, tmp, 0);
   return err;
