@@ -6,8 +6,8 @@
  * Every input is parsed; the result must keep the parser's contract:
  *   - the answer is CS_E_OK, CS_E_PARSE (with a message) or CS_E_TOO_LARGE;
  *   - a parsed document holds a valid id and geometry (the checks pass again);
- *   - its canonical encoding parses back to the same array (no field differs)
- *     and encodes to the same bytes: canonical means a fixed point.
+ *   - only canonical documents parse: the input is byte for byte the
+ *     encoding of what was parsed, which parses back to the same array.
  *
  * Replay one input: ./build-fuzz/fuzz/fuzz_array_meta path/to/input
  */
@@ -42,6 +42,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   CHECK(cs_array_geometry_check(&parsed.geometry, NULL, 0) == CS_E_OK);
   size_t len = 0, len2 = 0;
   CHECK(cs_array_meta_encode(&parsed, text, sizeof text, &len) == CS_E_OK);
+  CHECK(len == size && memcmp(text, data, size) == 0);
   CHECK(cs_array_meta_decode(text, len, &again, msg, sizeof msg) == CS_E_OK);
   char buf[32];
   CHECK(cs_array_meta_diff(&parsed, &again, buf, sizeof buf) == NULL);

@@ -12,8 +12,10 @@
  *   - with the whole prefix present, every block's extent either is refused
  *     as corrupt or lies after the prefix and within cbytes, and the extents
  *     of distinct blocks never overlap.
- * The codec itself (libblosc) runs only on chunks whose checksum the reader
- * verified (docs/arrays.md, "Reading"), so it is not fuzzed here.
+ * The codec itself (libblosc) runs only on what the reader verified against
+ * its checksum (docs/arrays.md, "Objects and records"), and a single block
+ * only in a buffer of exactly the bytes fetched (cs_blosc_decode_block), so
+ * it is not fuzzed here.
  *
  * Replay one input: ./build-fuzz/fuzz/fuzz_blosc path/to/input
  */

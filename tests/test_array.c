@@ -110,13 +110,19 @@ static void test_slice_refusals_and_empty(void **state) {
 static void test_stamps(void **state) {
   (void)state;
   cs_array_geometry g = geom2(10, 7, 4, 3, 4); /* 9 chunks */
-  cs_array_stamp empty = cs_array_stamp_make(&g, 0, 0, 0);
-  cs_array_stamp f1 = cs_array_stamp_make(&g, 77, 1, 1000);
-  cs_array_stamp f2 = cs_array_stamp_make(&g, 77, 2, 2000);
-  cs_array_stamp f2_again = cs_array_stamp_make(&g, 77, 2, 2000);
-  cs_array_stamp c1 = cs_array_stamp_make(&g, 77, 9, 5000);
-  cs_array_stamp c2 = cs_array_stamp_make(&g, 77, 9, 9000); /* complete: the time no longer counts */
-  cs_array_stamp other = cs_array_stamp_make(&g, 78, 9, 5000);
+  cs_array_stamp empty, f1, f2, f2_again, c1, c2, other, untouched = {.nonce = 5};
+  assert_int_equal(cs_array_stamp_make(&g, 0, 0, 0, &empty), CS_E_OK);
+  assert_int_equal(cs_array_stamp_make(&g, 77, 1, 1000, &f1), CS_E_OK);
+  assert_int_equal(cs_array_stamp_make(&g, 77, 2, 2000, &f2), CS_E_OK);
+  assert_int_equal(cs_array_stamp_make(&g, 77, 2, 2000, &f2_again), CS_E_OK);
+  assert_int_equal(cs_array_stamp_make(&g, 77, 9, 5000, &c1), CS_E_OK);
+  assert_int_equal(cs_array_stamp_make(&g, 77, 9, 9000, &c2), CS_E_OK); /* complete: the time no longer counts */
+  assert_int_equal(cs_array_stamp_make(&g, 78, 9, 5000, &other), CS_E_OK);
+  /* What a catalog's answer cannot say of this array: refused, not asserted. */
+  assert_int_equal(cs_array_stamp_make(&g, 77, 10, 5000, &untouched), CS_E_CORRUPT);
+  assert_int_equal(cs_array_stamp_make(&g, 0, 3, 5000, &untouched), CS_E_CORRUPT);
+  assert_int_equal(cs_array_stamp_make(&g, 77, 0, 5000, &untouched), CS_E_CORRUPT);
+  assert_int_equal(untouched.nonce, 5);
   assert_int_equal(empty.state, CS_ARRAY_EMPTY);
   assert_int_equal(f1.state, CS_ARRAY_FILLING);
   assert_int_equal(c1.state, CS_ARRAY_COMPLETE);

@@ -1,16 +1,18 @@
 /*
  * Unit tests of capture-array chunks in the Blosc 1 format
  * (capstore/blosc_chunk.h): round trips of every item size and block size,
- * each block decoded alone from a sparse buffer holding only its prefix and
- * its own extent (the rest garbage), the plain-copy form of incompressible
- * data, and every refusal of a bad header or start table named.
+ * each block decoded alone from exactly its prefix and its own extent (each
+ * in a buffer of its own size, so ASan sees any read past them), a start
+ * table that lies about where a block ends (refused, never read past), the
+ * plain-copy form of incompressible data, and every refusal of a bad header
+ * or start table named.
  *
  * With CAPSTORE_BLOSC_OUT=DIR it also writes sample chunks and their raw
  * bytes there (NAME.blosc, NAME.raw) for tests/blosc_python_check.py, which
  * decodes them with python3-blosc: another reader. With CAPSTORE_BLOSC_IN=DIR
  * it runs only test_foreign_chunks: the chunks python3-blosc wrote there
  * (every codec, shuffle and item size) parsed, decoded whole and block by
- * block from sparse buffers.
+ * block from exactly the bytes a reader fetches.
  */
 #include <dirent.h>
 #include <setjmp.h>
@@ -51,11 +53,11 @@ static void write_file(const char *dir, const char *name, const char *ext, const
   assert_int_equal(fclose(f), 0);
 }
 
-/* Encodes, decodes whole, then decodes every block alone from a sparse buffer. */
+/* Encodes, decodes whole, then decodes every block alone from its prefix and extent. */
 static void round_trip(const uint8_t *raw, size_t len, uint32_t item, uint32_t block, const char *name) {
   size_t cap = len + CS_BLOSC_HEADER_BYTES, clen = 0, got = 0;
-  uint8_t *chunk = malloc(cap), *back = malloc(len + 1), *sparse = malloc(cap), *one = malloc(len + 1);
-  assert_true(chunk && back && sparse && one);
+  uint8_t *chunk = malloc(cap), *back = malloc(len + 1), *prefix = malloc(cap), *one = malloc(len + 1);
+  assert_true(chunk && back && prefix && one);
   char msg[200] = "";
   assert_int_equal(cs_blosc_encode(raw, len, item, block, chunk, cap, &clen, msg, sizeof msg), CS_E_OK);
   const char *out = getenv("CAPSTORE_BLOSC_OUT");
@@ -78,10 +80,14 @@ static void round_trip(const uint8_t *raw, size_t len, uint32_t item, uint32_t b
     assert_int_equal(cs_blosc_block_extent(&info, chunk, b, &offset, &length, msg, sizeof msg), CS_E_OK);
     assert_true(offset >= info.prefix_bytes && offset + length <= clen);
     covered += length;
-    memset(sparse, 0xA5, clen); /* what a reader did not fetch */
-    memcpy(sparse, chunk, info.prefix_bytes);
-    memcpy(sparse + offset, chunk + offset, length);
-    assert_int_equal(cs_blosc_decode_block(&info, sparse, b, one, len, &got, msg, sizeof msg), CS_E_OK);
+    /* Exactly what a reader fetched: the prefix and this block's extent, each in a buffer of its own size. */
+    memcpy(prefix, chunk, info.prefix_bytes);
+    uint8_t *fetched = malloc(length);
+    assert_non_null(fetched);
+    memcpy(fetched, chunk + offset, length);
+    assert_int_equal(cs_blosc_decode_block(&info, prefix, b, fetched, length, one, len, &got, msg, sizeof msg),
+                     CS_E_OK);
+    free(fetched);
     uint64_t at = (uint64_t)b * info.block_bytes;
     assert_int_equal(got, len - at < info.block_bytes ? len - at : info.block_bytes);
     assert_memory_equal(one, raw + at, got);
@@ -90,7 +96,7 @@ static void round_trip(const uint8_t *raw, size_t len, uint32_t item, uint32_t b
   assert_int_equal(covered + (info.memcpyed ? CS_BLOSC_HEADER_BYTES : info.prefix_bytes), clen);
   free(chunk);
   free(back);
-  free(sparse);
+  free(prefix);
   free(one);
 }
 
@@ -154,6 +160,7 @@ static void test_bad_headers_named(void **state) {
   assert_int_equal(cs_blosc_encode(raw, len, 4, 16384, good, len + 16, &clen, NULL, 0), CS_E_OK);
   cs_blosc_info info;
   char msg[200];
+  size_t got;
   assert_int_equal(cs_blosc_info_parse(good, clen, &info, NULL, 0), CS_E_OK);
   assert_true(info.blocks >= 4); /* Blosc decides the block size (docs/arrays.md); these cases need 4 */
   assert_int_equal(cs_blosc_info_parse(good, 15, &info, msg, sizeof msg), CS_E_INVALID_ARGUMENT);
@@ -195,8 +202,23 @@ static void test_bad_headers_named(void **state) {
   assert_non_null(strstr(msg, "same offset"));
   assert_int_equal(cs_blosc_block_extent(&info, good, info.blocks, &off, &n, msg, sizeof msg),
                    CS_E_INVALID_ARGUMENT);
+  /* A start table that lies about where block 0 ends (block 1 "starts" 100 bytes into it): the extent is
+     100 bytes, the decode fails on them and reads nothing else (each buffer exactly its size: ASan checks). */
+  memcpy(bad, good, clen);
+  uint32_t start0 = (uint32_t)good[16] | (uint32_t)good[17] << 8 | (uint32_t)good[18] << 16 | (uint32_t)good[19] << 24;
+  put32(bad + 16 + 4, start0 + 100);
+  assert_int_equal(cs_blosc_block_extent(&info, bad, 0, &off, &n, msg, sizeof msg), CS_E_OK);
+  assert_int_equal(n, 100);
+  uint8_t *prefix = malloc(info.prefix_bytes), *extent = malloc(n), *block = malloc(info.block_bytes);
+  assert_true(prefix && extent && block);
+  memcpy(prefix, bad, info.prefix_bytes);
+  memcpy(extent, bad + off, n);
+  assert_int_equal(cs_blosc_decode_block(&info, prefix, 0, extent, n, block, info.block_bytes, &got, msg, sizeof msg),
+                   CS_E_CORRUPT);
+  free(prefix);
+  free(extent);
+  free(block);
   /* Whole decodes: a length that is not cbytes, a buffer too small, garbage blocks. */
-  size_t got;
   assert_int_equal(cs_blosc_decode(good, clen - 1, raw, len, &got, msg, sizeof msg), CS_E_CORRUPT);
   assert_int_equal(cs_blosc_decode(good, clen, raw, len - 1, &got, msg, sizeof msg), CS_E_NO_MEMORY);
   memcpy(bad, good, clen);
@@ -221,7 +243,7 @@ static uint8_t *read_file(const char *path, size_t *len) {
   return p;
 }
 
-/* One chunk another writer made: whole, then every block alone from a sparse buffer. */
+/* One chunk another writer made: whole, then every block alone from its prefix and extent. */
 static void foreign_one(const char *dir, const char *name) {
   char path[600];
   size_t clen, len, got;
@@ -229,8 +251,8 @@ static void foreign_one(const char *dir, const char *name) {
   uint8_t *chunk = read_file(path, &clen);
   snprintf(path, sizeof path, "%s/%s.raw", dir, name);
   uint8_t *raw = read_file(path, &len);
-  uint8_t *back = malloc(len + 1), *sparse = malloc(clen);
-  assert_true(back && sparse);
+  uint8_t *back = malloc(len + 1), *prefix = malloc(clen);
+  assert_true(back && prefix);
   char msg[200] = "";
   if (cs_blosc_decode(chunk, clen, back, len, &got, msg, sizeof msg) != CS_E_OK) fail_msg("%s: %s", name, msg);
   assert_int_equal(got, len);
@@ -240,10 +262,12 @@ static void foreign_one(const char *dir, const char *name) {
   for (uint32_t b = 0; b < info.blocks; b++) {
     uint64_t offset, length;
     assert_int_equal(cs_blosc_block_extent(&info, chunk, b, &offset, &length, msg, sizeof msg), CS_E_OK);
-    memset(sparse, 0x5A, clen);
-    memcpy(sparse, chunk, info.prefix_bytes);
-    memcpy(sparse + offset, chunk + offset, length);
-    int rc = cs_blosc_decode_block(&info, sparse, b, back, len, &got, msg, sizeof msg);
+    memcpy(prefix, chunk, info.prefix_bytes);
+    uint8_t *fetched = malloc(length);
+    assert_non_null(fetched);
+    memcpy(fetched, chunk + offset, length);
+    int rc = cs_blosc_decode_block(&info, prefix, b, fetched, length, back, len, &got, msg, sizeof msg);
+    free(fetched);
     if (rc != CS_E_OK) fail_msg("%s block %u: %s", name, (unsigned)b, msg);
     assert_memory_equal(back, raw + (uint64_t)b * info.block_bytes, got);
   }
@@ -252,7 +276,7 @@ static void foreign_one(const char *dir, const char *name) {
   free(chunk);
   free(raw);
   free(back);
-  free(sparse);
+  free(prefix);
 }
 
 static void test_foreign_chunks(void **state) {

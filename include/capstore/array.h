@@ -152,10 +152,13 @@ typedef struct cs_array_stamp {
 /*
  * The stamp of an array of geometry g whose first accepted write set nonce,
  * with `written` chunks written, the last at changed_at_ns. Complete stamps
- * carry neither the count's time nor anything else that could move.
+ * carry neither the count's time nor anything else that could move. The
+ * values come from a catalog's answer: CS_E_CORRUPT (and *out untouched)
+ * when they cannot describe this array (more chunks written than it has, a
+ * nonce without a write or a write without a nonce).
  */
-cs_array_stamp cs_array_stamp_make(const cs_array_geometry *g, uint64_t nonce, uint64_t written,
-                                   uint64_t changed_at_ns);
+int cs_array_stamp_make(const cs_array_geometry *g, uint64_t nonce, uint64_t written, uint64_t changed_at_ns,
+                        cs_array_stamp *out);
 /* Two stamps name the same array in the same state of fill. */
 bool cs_array_stamp_equal(const cs_array_stamp *a, const cs_array_stamp *b);
 /* Two stamps name the same array (the nonce and size), whatever its fill. */

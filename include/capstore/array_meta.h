@@ -10,8 +10,9 @@
  * a difference of geometry (cs_array_meta_diff names the first field).
  * The decoder takes outside bytes: it refuses anything that is not exactly
  * such a document (unknown format, a missing, extra or mistyped field, a bad
- * geometry, an unknown dtype or codec, an id outside the id rule) with
- * CS_E_PARSE and a message naming the field. fuzz/fuzz_array_meta.c runs it.
+ * geometry, an unknown dtype or codec, an id outside the id rule, or the
+ * right fields in any other spelling than the canonical one) with CS_E_PARSE
+ * and a message naming the field. fuzz/fuzz_array_meta.c runs it.
  */
 #ifndef CAPSTORE_ARRAY_META_H
 #define CAPSTORE_ARRAY_META_H
@@ -44,10 +45,10 @@ typedef struct cs_array_meta {
 } cs_array_meta;
 
 /*
- * The id rule: 1 to 128 bytes of segments of [A-Za-z0-9._-] separated by
- * single '/', no segment "." or "..", no leading or trailing '/'. It becomes
- * part of object keys and catalog rows as it is. CS_E_INVALID_ARGUMENT with
- * what is wrong in msg.
+ * The id rule: 1 to 128 bytes of [A-Za-z0-9._-], not "." or "..". It is one
+ * segment of object keys (arrays/<id>/...) and a catalog value as it is; no
+ * '/', so no array's keys can nest under another's. CS_E_INVALID_ARGUMENT
+ * with what is wrong in msg.
  */
 int cs_array_id_check(const char *id, char *msg, size_t msg_size);
 

@@ -10,8 +10,9 @@
  * little-endian start offset per block, then the blocks. Block b holds bytes
  * [b * blocksize, min((b + 1) * blocksize, nbytes)) of the data. A reader
  * fetches the header and the start table first (cs_blosc_info.prefix_bytes),
- * then the compressed extent of each block it needs (cs_blosc_block_extent)
- * and decodes those blocks alone (cs_blosc_decode_block).
+ * then the compressed extent of each block it needs (cs_blosc_block_extent),
+ * verifies each extent against its checksum (docs/arrays.md, "Objects and
+ * records") and decodes those blocks alone (cs_blosc_decode_block).
  *
  * Every parser here takes outside bytes: it checks each field against the
  * others and against what was fetched, and refuses with CS_E_CORRUPT and a
@@ -81,13 +82,19 @@ int cs_blosc_decode(const void *src, size_t len, void *dst, size_t cap, size_t *
                     size_t msg_size);
 
 /*
- * Decodes block `block` alone from `sparse`: a buffer of info->cbytes bytes
- * holding the prefix and that block's extent in place (the rest is never
- * read), checked with cs_blosc_block_extent first. out receives the block's
- * bytes (at most block_bytes; fewer for the last block).
+ * Decodes block `block` alone from what a reader fetched: the prefix
+ * (info->prefix_bytes bytes) and the block's extent (`extent`, `extent_len`
+ * bytes, as cs_blosc_block_extent gave them). It builds a buffer of exactly
+ * the prefix and that extent, with cbytes saying so, so the codec cannot read
+ * a byte that was not fetched (Blosc bounds its reads by cbytes; a start
+ * table that lies about where a block ends makes the decode fail, never read
+ * further). out receives the block's bytes (at most block_bytes; fewer for
+ * the last block). CS_E_CORRUPT when the block does not decode;
+ * CS_E_UNSUPPORTED for a block that is not whole items (decode the chunk
+ * whole).
  */
-int cs_blosc_decode_block(const cs_blosc_info *info, const uint8_t *sparse, uint32_t block, uint8_t *out,
-                          size_t cap, size_t *got, char *msg, size_t msg_size);
+int cs_blosc_decode_block(const cs_blosc_info *info, const uint8_t *prefix, uint32_t block, const uint8_t *extent,
+                          size_t extent_len, uint8_t *out, size_t cap, size_t *got, char *msg, size_t msg_size);
 
 #ifdef __cplusplus
 }

@@ -248,11 +248,11 @@ uint64_t cs_array_region_blocks(const cs_array_geometry *g, const cs_array_piece
   return count;
 }
 
-cs_array_stamp cs_array_stamp_make(const cs_array_geometry *g, uint64_t nonce, uint64_t written,
-                                   uint64_t changed_at_ns) {
+int cs_array_stamp_make(const cs_array_geometry *g, uint64_t nonce, uint64_t written, uint64_t changed_at_ns,
+                        cs_array_stamp *out) {
+  assert(g != NULL && out != NULL);
   uint64_t chunks = cs_array_chunk_count(g);
-  assert(written <= chunks);
-  assert((written == 0) == (nonce == 0));
+  if (written > chunks || (written == 0) != (nonce == 0)) return CS_E_CORRUPT;
   cs_array_stamp st = {.nonce = nonce, .total_bytes = cs_array_total_bytes(g)};
   if (written == 0) {
     st.state = CS_ARRAY_EMPTY;
@@ -263,7 +263,9 @@ cs_array_stamp cs_array_stamp_make(const cs_array_geometry *g, uint64_t nonce, u
   } else {
     st.state = CS_ARRAY_COMPLETE; /* identity and size alone: it never changes again */
   }
-  return st;
+  assert(st.total_bytes >= g->item_bytes);
+  *out = st;
+  return CS_E_OK;
 }
 
 bool cs_array_stamp_equal(const cs_array_stamp *a, const cs_array_stamp *b) {

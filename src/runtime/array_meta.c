@@ -27,16 +27,9 @@ int cs_array_id_check(const char *id, char *msg, size_t msg_size) {
   if (id == NULL || id[0] == '\0') return say(msg, msg_size, bad, "array id", "empty");
   size_t len = strnlen(id, CS_ARRAY_ID_MAX + 1);
   if (len > CS_ARRAY_ID_MAX) return say(msg, msg_size, bad, "array id", "longer than 128 bytes");
-  size_t seg = 0; /* the current segment's start */
-  for (size_t i = 0; i <= len; i++) {
-    if (i < len && id_char(id[i])) continue;
-    if (i < len && id[i] != '/') return say(msg, msg_size, bad, "array id", "only A-Z a-z 0-9 . _ - and '/'");
-    size_t n = i - seg;
-    if (n == 0) return say(msg, msg_size, bad, "array id", "an empty segment (leading, trailing or double '/')");
-    if ((n == 1 && id[seg] == '.') || (n == 2 && id[seg] == '.' && id[seg + 1] == '.'))
-      return say(msg, msg_size, bad, "array id", "a segment '.' or '..'");
-    seg = i + 1;
-  }
+  for (size_t i = 0; i < len; i++)
+    if (!id_char(id[i])) return say(msg, msg_size, bad, "array id", "only A-Z a-z 0-9 . _ - (no '/': one key segment)");
+  if (strcmp(id, ".") == 0 || strcmp(id, "..") == 0) return say(msg, msg_size, bad, "array id", "'.' or '..'");
   return CS_E_OK;
 }
 
@@ -178,7 +171,15 @@ int cs_array_meta_decode(const char *bytes, size_t len, cs_array_meta *out, char
   if (root == NULL) return say(msg, msg_size, CS_E_PARSE, "array document: not JSON", err.text);
   int rc = decode_root(root, out, msg, msg_size);
   json_decref(root);
-  return rc;
+  if (rc != CS_E_OK) return rc;
+  /* Only the canonical bytes: the object's key is their hash, so any other spelling of the same document
+     would be a second key for one array (or a document that does not hash to its key). */
+  char canon[CS_ARRAY_META_BYTES_MAX];
+  size_t canon_len = 0;
+  if (cs_array_meta_encode(out, canon, sizeof canon, &canon_len) != CS_E_OK || canon_len != len ||
+      memcmp(canon, bytes, len) != 0)
+    return say(msg, msg_size, CS_E_PARSE, "array document", "not in canonical form (keys sorted, no spaces)");
+  return CS_E_OK;
 }
 
 const char *cs_array_meta_diff(const cs_array_meta *a, const cs_array_meta *b, char *buf, size_t cap) {

@@ -2,13 +2,14 @@
  * Capture-array chunks in the Blosc 1 format (capstore/blosc_chunk.h),
  * through Debian's libblosc: the codec is the library's; what is ours is the
  * header and start-table checks a reader needs before it fetches blocks by
- * range, and the decode of one block from a sparse buffer.
+ * range, and the decode of one block from exactly the bytes fetched.
  */
 #include "capstore/blosc_chunk.h"
 
 #include <assert.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <blosc.h>
@@ -115,24 +116,40 @@ int cs_blosc_decode(const void *src, size_t len, void *dst, size_t cap, size_t *
   return CS_E_OK;
 }
 
-int cs_blosc_decode_block(const cs_blosc_info *info, const uint8_t *sparse, uint32_t block, uint8_t *out,
-                          size_t cap, size_t *got, char *msg, size_t msg_size) {
-  if (info == NULL || sparse == NULL || out == NULL || got == NULL || block >= info->blocks)
+static void put32(uint8_t *p, uint32_t v) {
+  for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+int cs_blosc_decode_block(const cs_blosc_info *info, const uint8_t *prefix, uint32_t block, const uint8_t *extent,
+                          size_t extent_len, uint8_t *out, size_t cap, size_t *got, char *msg, size_t msg_size) {
+  if (info == NULL || prefix == NULL || extent == NULL || out == NULL || got == NULL || block >= info->blocks)
     return CS_E_INVALID_ARGUMENT;
   uint64_t at = (uint64_t)block * info->block_bytes;
   uint64_t size = info->nbytes - at < info->block_bytes ? info->nbytes - at : info->block_bytes;
   if (size > cap) return CS_E_NO_MEMORY;
+  if (info->memcpyed) { /* a plain copy: the extent is the block's bytes */
+    if (extent_len != size) return corrupt(msg, msg_size, "a plain copy's block is not its size");
+    memcpy(out, extent, size);
+    *got = size;
+    return CS_E_OK;
+  }
   if (size % info->type_bytes != 0 || at % info->type_bytes != 0) {
-    if (msg != NULL && msg_size > 0) snprintf(msg, msg_size, "block %u is not whole items: decode the chunk whole",
-                                              (unsigned)block);
+    if (msg != NULL && msg_size > 0)
+      snprintf(msg, msg_size, "block %u is not whole items: decode the chunk whole", (unsigned)block);
     return CS_E_UNSUPPORTED;
   }
-  uint64_t offset, length;
-  int rc = cs_blosc_block_extent(info, sparse, block, &offset, &length, msg, msg_size);
-  if (rc != CS_E_OK) return rc;
+  uint64_t one = (uint64_t)info->prefix_bytes + extent_len;
+  if (extent_len == 0 || one > info->cbytes) return corrupt(msg, msg_size, "a block extent past cbytes");
+  uint8_t *buffer = malloc(one);
+  if (buffer == NULL) return CS_E_NO_MEMORY;
+  /* The header and start table as fetched, this block right after them, cbytes the buffer's size. */
+  memcpy(buffer, prefix, info->prefix_bytes);
+  put32(buffer + 12, (uint32_t)one);
+  put32(buffer + CS_BLOSC_HEADER_BYTES + 4u * block, info->prefix_bytes);
+  memcpy(buffer + info->prefix_bytes, extent, extent_len);
   assert(at / info->type_bytes <= INT_MAX && size / info->type_bytes <= INT_MAX);
-  /* blosc_getitem reads the header, the start table and the blocks overlapping the items: this one. */
-  int n = blosc_getitem(sparse, (int)(at / info->type_bytes), (int)(size / info->type_bytes), out);
+  int n = blosc_getitem(buffer, (int)(at / info->type_bytes), (int)(size / info->type_bytes), out);
+  free(buffer);
   if (n < 0 || (uint64_t)n != size) return corrupt(msg, msg_size, "a block does not decompress");
   *got = (size_t)n;
   return CS_E_OK;
