@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 """Capture-array chunks against python3-blosc, both ways (issue 17).
 
-    blosc_python_check.py TEST_BLOSC_CHUNK_BINARY
+    blosc_python_check.py TEST_BLOSC_CHUNK_BINARY [TEST_ARRAY_CHUNK_BINARY]
 
 1. The C test writes its sample chunks (CAPSTORE_BLOSC_OUT): python3-blosc must decompress each one to exactly
    the raw bytes written beside it.
 2. python3-blosc writes chunks with every codec Debian's libblosc has, every shuffle and item size, some with
    many small blocks (CAPSTORE_BLOSC_IN): the C test must parse each, decode it whole and decode every block
    alone from a sparse buffer.
-Exit status 0 only when both directions agree on every byte.
+3. With TEST_ARRAY_CHUNK_BINARY: the stored form of an array chunk (payload, unit table, trailer) written
+   there; python3-blosc must decode the stored bytes' first cbytes (from the Blosc header) alone.
+Exit status 0 only when every check agrees on every byte.
 """
 import os
 import subprocess
@@ -57,6 +59,27 @@ def main() -> int:
                             f.write(raw)
                         made += 1
         blosc.set_blocksize(0)
+        if len(sys.argv) > 2:
+            framed = tempfile.mkdtemp(dir=out)
+            r = subprocess.run([sys.argv[2]], env={**os.environ, "CAPSTORE_BLOSC_OUT": framed}, capture_output=True,
+                               text=True)
+            if r.returncode != 0:
+                print(r.stdout[-4000:], r.stderr[-4000:])
+                return 1
+            stored_names = sorted(n[:-7] for n in os.listdir(framed) if n.endswith(".stored"))
+            if not stored_names:
+                print("the array chunk test wrote no framed chunks")
+                return 1
+            for name in stored_names:
+                with open(os.path.join(framed, name + ".stored"), "rb") as f:
+                    stored = f.read()
+                with open(os.path.join(framed, name + ".raw"), "rb") as f:
+                    raw = f.read()
+                _, cbytes, _ = blosc.get_cbuffer_sizes(stored[:16])
+                if cbytes >= len(stored) or blosc.decompress(stored[:cbytes]) != raw:
+                    print(f"python3-blosc does not decode the payload of the stored chunk {name}")
+                    return 1
+            print(f"python3-blosc decoded {len(stored_names)} stored array chunks from their first cbytes")
         r = subprocess.run([exe], env={**os.environ, "CAPSTORE_BLOSC_IN": into}, capture_output=True, text=True)
         if r.returncode != 0:
             print(r.stdout[-4000:], r.stderr[-4000:])
