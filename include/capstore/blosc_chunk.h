@@ -2,7 +2,7 @@
  * capstore/blosc_chunk.h: capture-array chunks in the Blosc 1 format (Debian's
  * libblosc), so that any Blosc reader (python3-blosc, c-blosc) decodes a
  * chunk on its own, and so that a reader of a slice fetches only the blocks
- * it needs (docs/arrays.md, "Reading").
+ * it needs (docs/arrays.md, "Read" and "Objects and records").
  *
  * A Blosc 1 buffer is a 16-byte header (version, flags, type size, the
  * uncompressed size nbytes, the block size and the compressed size cbytes),
