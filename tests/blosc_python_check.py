@@ -21,26 +21,31 @@ import blosc
 import numpy as np
 
 
+def written_by(exe: str, directory: str, ext: str) -> list:
+    """Runs the C test with CAPSTORE_BLOSC_OUT=directory; [(name, bytes, raw bytes)] of the NAME.ext files it wrote.
+    Raises RuntimeError when it fails or writes none."""
+    r = subprocess.run([exe], env={**os.environ, "CAPSTORE_BLOSC_OUT": directory}, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"{exe} failed:\n{r.stdout[-4000:]}{r.stderr[-4000:]}")
+    out = []
+    for name in sorted(n[:-len(ext)] for n in os.listdir(directory) if n.endswith(ext)):
+        with open(os.path.join(directory, name + ext), "rb") as f, \
+                open(os.path.join(directory, name + ".raw"), "rb") as g:
+            out.append((name, f.read(), g.read()))
+    if not out:
+        raise RuntimeError(f"{exe} wrote no {ext} files")
+    return out
+
+
 def main() -> int:
     exe = sys.argv[1]
     with tempfile.TemporaryDirectory() as out, tempfile.TemporaryDirectory() as into:
-        r = subprocess.run([exe], env={**os.environ, "CAPSTORE_BLOSC_OUT": out}, capture_output=True, text=True)
-        if r.returncode != 0:
-            print(r.stdout, r.stderr)
-            return 1
-        names = sorted(n[:-6] for n in os.listdir(out) if n.endswith(".blosc"))
-        if not names:
-            print("the C test wrote no chunks")
-            return 1
-        for name in names:
-            with open(os.path.join(out, name + ".blosc"), "rb") as f:
-                chunk = f.read()
-            with open(os.path.join(out, name + ".raw"), "rb") as f:
-                raw = f.read()
+        chunks = written_by(exe, out, ".blosc")
+        for name, chunk, raw in chunks:
             if blosc.decompress(chunk) != raw:
                 print(f"python3-blosc decodes {name} to other bytes")
                 return 1
-        print(f"python3-blosc decoded {len(names)} chunks written by capstore, byte-exact")
+        print(f"python3-blosc decoded {len(chunks)} chunks written by capstore, byte-exact")
 
         made = 0
         for cname in blosc.compressor_list():
@@ -60,26 +65,13 @@ def main() -> int:
                         made += 1
         blosc.set_blocksize(0)
         if len(sys.argv) > 2:
-            framed = tempfile.mkdtemp(dir=out)
-            r = subprocess.run([sys.argv[2]], env={**os.environ, "CAPSTORE_BLOSC_OUT": framed}, capture_output=True,
-                               text=True)
-            if r.returncode != 0:
-                print(r.stdout[-4000:], r.stderr[-4000:])
-                return 1
-            stored_names = sorted(n[:-7] for n in os.listdir(framed) if n.endswith(".stored"))
-            if not stored_names:
-                print("the array chunk test wrote no framed chunks")
-                return 1
-            for name in stored_names:
-                with open(os.path.join(framed, name + ".stored"), "rb") as f:
-                    stored = f.read()
-                with open(os.path.join(framed, name + ".raw"), "rb") as f:
-                    raw = f.read()
+            stored_chunks = written_by(sys.argv[2], tempfile.mkdtemp(dir=out), ".stored")
+            for name, stored, raw in stored_chunks:
                 _, cbytes, _ = blosc.get_cbuffer_sizes(stored[:16])
                 if cbytes >= len(stored) or blosc.decompress(stored[:cbytes]) != raw:
                     print(f"python3-blosc does not decode the payload of the stored chunk {name}")
                     return 1
-            print(f"python3-blosc decoded {len(stored_names)} stored array chunks from their first cbytes")
+            print(f"python3-blosc decoded {len(stored_chunks)} stored array chunks from their first cbytes")
         r = subprocess.run([exe], env={**os.environ, "CAPSTORE_BLOSC_IN": into}, capture_output=True, text=True)
         if r.returncode != 0:
             print(r.stdout[-4000:], r.stderr[-4000:])
