@@ -89,6 +89,36 @@ uint32_t cs_array_chunk_unit_of(const cs_array_chunk_tail *tail, const uint8_t *
 int cs_array_chunk_unit_verify(const uint8_t *table, uint32_t k, const uint8_t *bytes, size_t len, char *msg,
                                size_t msg_size);
 
+/* ---- Reading a region of one chunk ------------------------------------------------------- */
+
+/*
+ * Fetches length bytes at offset of the chunk's stored bytes into out (one
+ * ranged read). CS_E_OK, or an error (msg said) that the read passes on.
+ */
+typedef int (*cs_array_fetch_fn)(void *ctx, uint64_t offset, uint64_t length, uint8_t *out, char *msg,
+                                 size_t msg_size);
+
+typedef struct cs_array_read_stats {
+  uint64_t fetches;       /* ranged reads issued */
+  uint64_t bytes_fetched;
+  uint64_t units_verified;
+  uint64_t blocks_decoded; /* Blosc blocks decoded (0 for raw chunks) */
+} cs_array_read_stats;
+
+/*
+ * Reads the region of one chunk that a slice overlaps (piece, from
+ * cs_array_slice_next) into the slice's dense buffer, from the chunk's stored
+ * bytes (stored_len of them) through fetch: the trailer, the unit table, for
+ * Blosc the prefix unit, then only the units the region needs, contiguous
+ * ones in one fetch; every unit verified before use, Blosc blocks decoded
+ * one by one from exactly their units. CS_E_CORRUPT (naming what) when the
+ * stored bytes are not a chunk of this array's geometry and codec or a unit
+ * fails its CRC-32; a fetch's error as it came. stats (optional) counts.
+ */
+int cs_array_read_piece(const cs_array_meta *meta, const cs_array_slice *slice, const cs_array_piece *piece,
+                        uint64_t stored_len, cs_array_fetch_fn fetch, void *ctx, uint8_t *slice_bytes,
+                        cs_array_read_stats *stats, char *msg, size_t msg_size);
+
 #ifdef __cplusplus
 }
 #endif
