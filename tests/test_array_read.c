@@ -228,10 +228,117 @@ static void test_raw_row_fetches_one_unit(void **state) {
   free(c.bytes);
 }
 
+
+static void put32(uint8_t *p, uint32_t v) {
+  for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* A stored chunk with the units a malicious writer chose (ends[0..n)), every CRC valid. */
+static stored_chunk forge(const uint8_t *payload, uint32_t len, const uint32_t *ends, uint32_t n) {
+  stored_chunk c = {.len = len + CS_ARRAY_CHUNK_OVERHEAD(n)};
+  c.bytes = malloc(c.len);
+  assert_non_null(c.bytes);
+  memcpy(c.bytes, payload, len);
+  uint8_t *table = c.bytes + len;
+  for (uint32_t k = 0, start = 0; k < n; start = ends[k], k++) {
+    put32(table + 8 * k, ends[k]);
+    put32(table + 8 * k + 4, cs_crc32(0, payload + start, ends[k] - start));
+  }
+  put32(table + 8 * n, n);
+  put32(table + 8 * n + 4, len);
+  put32(table + 8 * n + 8, cs_crc32(0, table, 8u * n));
+  memcpy(table + 8 * n + 12, "CSA1", 4);
+  return c;
+}
+
+static int read_row(const cs_array_meta *m, stored_chunk *c, uint64_t row, char *msg, size_t msg_size) {
+  cs_array_slice s = {.start = {row, 0}, .stop = {row + 1, m->geometry.shape[1]}};
+  cs_array_slice_iter it;
+  cs_array_piece p;
+  assert_int_equal(cs_array_slice_begin(&it, &m->geometry, &s), CS_E_OK);
+  assert_true(cs_array_slice_next(&it, &p));
+  static uint8_t out[1 << 16];
+  return cs_array_read_piece(m, &s, &p, c->len, fetch_mem, c, out, NULL, msg, msg_size);
+}
+
+/* Stored bytes whose table has valid CRCs but lies: each refused as corrupt, naming what. */
+static void test_hostile_tables_refused(void **state) {
+  (void)state;
+  cs_array_geometry g = {.dims = 2, .shape = {256, 1024}, .chunk = {256, 1024}};
+  cs_array_meta m;
+  assert_int_equal(cs_array_meta_make(&m, "hostile", &g, CS_DTYPE_FLOAT32, CS_ARRAY_CODEC_BLOSC, NULL, NULL, 0), CS_E_OK);
+  stored_chunk good = make_chunk(&m, 0);
+  cs_blosc_info info;
+  assert_int_equal(cs_blosc_info_parse(good.bytes, good.len, &info, NULL, 0), CS_E_OK);
+  static uint32_t ends[CS_BLOSC_BLOCKS_MAX + 1], merged[CS_BLOSC_BLOCKS_MAX + 1], shifted[CS_BLOSC_BLOCKS_MAX + 1],
+      short0[CS_BLOSC_BLOCKS_MAX + 2];
+  uint32_t n = info.blocks + 1;
+  for (uint32_t k = 0; k < n; k++) ends[k] = (uint32_t)(good.bytes[good.len - 16 - 8 * (n - k)] |
+                                                        good.bytes[good.len - 16 - 8 * (n - k) + 1] << 8 |
+                                                        good.bytes[good.len - 16 - 8 * (n - k) + 2] << 16 |
+                                                        (uint32_t)good.bytes[good.len - 16 - 8 * (n - k) + 3] << 24);
+  char msg[200];
+  /* Blocks 0 and 1 in one unit: a block is not one unit, so it is not decoded from bytes it shares. */
+
+  merged[0] = ends[0];
+  for (uint32_t k = 2; k < n; k++) merged[k - 1] = ends[k];
+  stored_chunk c = forge(good.bytes, info.cbytes, merged, n - 1);
+  assert_int_equal(read_row(&m, &c, 0, msg, sizeof msg), CS_E_CORRUPT);
+  free(c.bytes);
+  /* Same count, but unit 1 ends inside block 1: not one unit per block. */
+
+  memcpy(shifted, ends, sizeof ends[0] * n);
+  shifted[1] = ends[1] + 8;
+  c = forge(good.bytes, info.cbytes, shifted, n);
+  assert_int_equal(read_row(&m, &c, 0, msg, sizeof msg), CS_E_CORRUPT);
+  assert_non_null(strstr(msg, "not one unit"));
+  free(c.bytes);
+  /* A first unit shorter than the Blosc header. */
+
+  short0[0] = 8;
+  memcpy(short0 + 1, ends, sizeof ends[0] * n);
+  c = forge(good.bytes, info.cbytes, short0, n + 1);
+  assert_int_equal(read_row(&m, &c, 0, msg, sizeof msg), CS_E_CORRUPT);
+  assert_non_null(strstr(msg, "Blosc header"));
+  free(c.bytes);
+  /* A Blosc type size other than the dtype's (2 for float32). */
+  size_t raw_len = 256 * 1024 * 4, clen = 0;
+  uint8_t *raw = malloc(raw_len), *enc = malloc(raw_len + 16);
+  assert_true(raw && enc);
+  for (size_t i = 0; i < raw_len; i++) raw[i] = (uint8_t)(i / 300);
+  assert_int_equal(cs_blosc_encode(raw, raw_len, 2, 0, enc, raw_len + 16, &clen, NULL, 0), CS_E_OK);
+  size_t stored = 0;
+  uint8_t *framed = malloc(raw_len + 16 + CS_ARRAY_CHUNK_OVERHEAD(CS_ARRAY_UNITS_MAX));
+  assert_non_null(framed);
+  memcpy(framed, enc, clen);
+  assert_int_equal(cs_array_chunk_frame(CS_ARRAY_CODEC_BLOSC, framed, clen,
+                                        raw_len + 16 + CS_ARRAY_CHUNK_OVERHEAD(CS_ARRAY_UNITS_MAX), &stored, NULL, 0),
+                   CS_E_OK);
+  c = (stored_chunk){.bytes = framed, .len = stored};
+  assert_int_equal(read_row(&m, &c, 3, msg, sizeof msg), CS_E_CORRUPT);
+  assert_non_null(strstr(msg, "type size"));
+  /* Raw: a payload 4 bytes short of the chunk, framed with valid CRCs. */
+  cs_array_meta raw_meta;
+  assert_int_equal(cs_array_meta_make(&raw_meta, "hostile", &g, CS_DTYPE_FLOAT32, CS_ARRAY_CODEC_NONE, NULL, NULL, 0),
+                   CS_E_OK);
+  memcpy(framed, raw, raw_len - 4);
+  assert_int_equal(cs_array_chunk_frame(CS_ARRAY_CODEC_NONE, framed, raw_len - 4,
+                                        raw_len + 16 + CS_ARRAY_CHUNK_OVERHEAD(CS_ARRAY_UNITS_MAX), &stored, NULL, 0),
+                   CS_E_OK);
+  c = (stored_chunk){.bytes = framed, .len = stored};
+  assert_int_equal(read_row(&raw_meta, &c, 3, msg, sizeof msg), CS_E_CORRUPT);
+  assert_non_null(strstr(msg, "raw payload"));
+  free(framed);
+  free(raw);
+  free(enc);
+  free(good.bytes);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_one_row_fetches_one_block),
       cmocka_unit_test(test_raw_row_fetches_one_unit),
+      cmocka_unit_test(test_hostile_tables_refused),
       cmocka_unit_test(test_property_against_brute_force),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -46,14 +46,19 @@ static void piece_free(piece_read *r) {
   free(r->blocks);
 }
 
-/* The trailer and the unit table, checked. */
-static int read_tail(piece_read *r, uint64_t stored_len) {
+/* The trailer and the unit table, checked; nothing is allocated for a payload this chunk cannot have. */
+static int read_tail(piece_read *r, const cs_array_meta *meta, uint64_t chunk_bytes, uint64_t stored_len) {
   uint8_t trailer[CS_ARRAY_CHUNK_TRAILER_BYTES];
   if (stored_len < CS_ARRAY_CHUNK_TRAILER_BYTES) return fail(r, CS_E_CORRUPT, "shorter than its trailer");
   int rc = fetch(r, stored_len - CS_ARRAY_CHUNK_TRAILER_BYTES, CS_ARRAY_CHUNK_TRAILER_BYTES, trailer);
   if (rc != CS_E_OK) return rc;
   rc = cs_array_chunk_tail_parse(trailer, stored_len, &r->tail, r->msg, r->msg_size);
   if (rc != CS_E_OK) return rc;
+  if (meta->codec == CS_ARRAY_CODEC_NONE && r->tail.payload_bytes != chunk_bytes)
+    return fail(r, CS_E_CORRUPT, "a raw payload that is not the chunk's size");
+  /* Blosc never makes a buffer longer than the data and its 16-byte header (BLOSC_MAX_OVERHEAD). */
+  if (meta->codec == CS_ARRAY_CODEC_BLOSC && r->tail.payload_bytes > chunk_bytes + CS_BLOSC_HEADER_BYTES)
+    return fail(r, CS_E_CORRUPT, "a Blosc payload longer than the chunk can compress to");
   r->table = malloc(8u * (size_t)r->tail.units + 1);
   r->need = calloc(r->tail.units / 64 + 1, sizeof *r->need);
   r->payload = malloc((size_t)r->tail.payload_bytes + 1);
@@ -102,7 +107,7 @@ static void need_unit(piece_read *r, uint32_t k) {
 /* Raw elements: the units holding the region's byte runs; then the runs are in place in the payload. */
 static int read_raw(piece_read *r, const cs_array_meta *meta, const cs_array_piece *p, uint64_t chunk_bytes,
                     uint64_t *have) {
-  if (r->tail.payload_bytes != chunk_bytes) return fail(r, CS_E_CORRUPT, "a raw payload that is not the chunk's size");
+  assert(r->tail.payload_bytes == chunk_bytes); /* read_tail */
   const cs_array_geometry *g = &meta->geometry;
   uint32_t dims = g->dims, last = dims - 1;
   uint64_t stride[CS_ARRAY_DIMS_MAX], idx[CS_ARRAY_DIMS_MAX];
@@ -137,11 +142,15 @@ static int read_blosc(piece_read *r, const cs_array_meta *meta, const cs_array_p
   if (rc != CS_E_OK) return rc;
   uint64_t off0, len0;
   cs_array_chunk_unit(r->table, 0, &off0, &len0, NULL);
+  if (len0 < CS_BLOSC_HEADER_BYTES) return fail(r, CS_E_CORRUPT, "a first unit shorter than the Blosc header");
   rc = cs_blosc_info_parse(r->payload, len0, &r->blosc, r->msg, r->msg_size);
-  if (rc != CS_E_OK) return rc;
+  if (rc != CS_E_OK) return CS_E_CORRUPT;
   if (r->blosc.cbytes != r->tail.payload_bytes || r->blosc.nbytes != chunk_bytes || r->blosc.prefix_bytes > len0 ||
       r->blosc.blocks + 1 != r->tail.units)
     return fail(r, CS_E_CORRUPT, "a Blosc payload that does not match the chunk or its unit table");
+  /* Blocks of whole items, each decodable alone: what capstore writes (the item size is the dtype's). */
+  if (r->blosc.type_bytes != meta->geometry.item_bytes)
+    return fail(r, CS_E_CORRUPT, "a Blosc type size other than the dtype's item size");
   r->blocks = calloc(r->blosc.blocks / 64 + 1, sizeof *r->blocks);
   r->scratch = malloc(chunk_bytes + 1);
   if (r->blocks == NULL || r->scratch == NULL) return CS_E_NO_MEMORY;
@@ -180,7 +189,7 @@ int cs_array_read_piece(const cs_array_meta *meta, const cs_array_slice *slice, 
                   .msg_size = msg_size};
   uint64_t chunk_bytes = cs_array_chunk_bytes(&meta->geometry, piece->chunk_index);
   if (chunk_bytes == 0) return CS_E_INVALID_ARGUMENT;
-  int rc = read_tail(&r, stored_len);
+  int rc = read_tail(&r, meta, chunk_bytes, stored_len);
   uint64_t *have = rc == CS_E_OK ? calloc(r.tail.units / 64 + 1, sizeof *have) : NULL;
   if (rc == CS_E_OK && have == NULL) rc = CS_E_NO_MEMORY;
   if (rc == CS_E_OK && r.tail.units == 0) rc = fail(&r, CS_E_CORRUPT, "an empty payload");
