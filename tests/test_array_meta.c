@@ -182,11 +182,32 @@ static void test_diff_names_the_field(void **state) {
   assert_string_equal(cs_array_meta_diff(&a, &b, buf, sizeof buf), "id");
 }
 
+
+static void test_key_is_content_addressed(void **state) {
+  (void)state;
+  cs_array_geometry g = geom();
+  cs_array_meta a, b;
+  assert_int_equal(cs_array_meta_make(&a, "k1", &g, CS_DTYPE_FLOAT32, 1, "{\"x\":1,\"y\":2}", NULL, 0), CS_E_OK);
+  assert_int_equal(cs_array_meta_make(&b, "k1", &g, CS_DTYPE_FLOAT32, 1, "{\"y\":2,\"x\":1}", NULL, 0), CS_E_OK);
+  char ka[300], kb[300];
+  assert_int_equal(cs_array_meta_key(&a, "cap/", ka, sizeof ka), CS_E_OK);
+  assert_int_equal(cs_array_meta_key(&b, "cap/", kb, sizeof kb), CS_E_OK);
+  assert_string_equal(ka, kb); /* the same array, the same key */
+  assert_int_equal(strncmp(ka, "cap/arrays/k1/geometry-", 23), 0);
+  assert_int_equal(strlen(ka), 23 + 64 + 5);
+  assert_string_equal(ka + strlen(ka) - 5, ".json");
+  g.shape[0] = 25;
+  assert_int_equal(cs_array_meta_make(&b, "k1", &g, CS_DTYPE_FLOAT32, 1, "{\"x\":1,\"y\":2}", NULL, 0), CS_E_OK);
+  assert_int_equal(cs_array_meta_key(&b, "cap/", kb, sizeof kb), CS_E_OK);
+  assert_string_not_equal(ka, kb); /* another geometry, another key */
+  assert_int_equal(cs_array_meta_key(&a, "cap/", ka, 40), CS_E_TOO_LARGE);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_canonical_round_trip), cmocka_unit_test(test_id_rule),
       cmocka_unit_test(test_make_refusals),        cmocka_unit_test(test_decode_refusals),
-      cmocka_unit_test(test_diff_names_the_field),
+      cmocka_unit_test(test_diff_names_the_field), cmocka_unit_test(test_key_is_content_addressed),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

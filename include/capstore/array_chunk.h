@@ -54,6 +54,19 @@ extern "C" {
 int cs_array_chunk_frame(cs_array_codec codec, uint8_t *out, size_t payload_len, size_t cap, size_t *stored_len,
                          char *msg, size_t msg_size);
 
+/*
+ * A writer's whole encode of chunk `index` of the array: checks the index and
+ * that len is exactly the chunk's byte size (cs_array_chunk_bytes; an edge
+ * chunk is cut to the shape), compresses with Blosc (the dtype's item size)
+ * when the array's codec says so, and frames the payload. out needs
+ * cs_array_chunk_stored_max(meta, index) bytes. CS_E_INVALID_ARGUMENT naming
+ * what is wrong (index, size).
+ */
+int cs_array_chunk_encode(const cs_array_meta *meta, uint64_t index, const void *elements, size_t len, uint8_t *out,
+                          size_t cap, size_t *stored_len, char *msg, size_t msg_size);
+/* The most bytes cs_array_chunk_encode can need for chunk index (0 when index is out of range). */
+uint64_t cs_array_chunk_stored_max(const cs_array_meta *meta, uint64_t index);
+
 /* What the trailer says. */
 typedef struct cs_array_chunk_tail {
   uint32_t units;

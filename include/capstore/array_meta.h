@@ -68,6 +68,14 @@ int cs_array_meta_encode(const cs_array_meta *meta, char *out, size_t cap, size_
 /* Parses a document (outside bytes); CS_E_PARSE naming the field, or CS_E_TOO_LARGE past CS_ARRAY_META_BYTES_MAX. */
 int cs_array_meta_decode(const char *bytes, size_t len, cs_array_meta *out, char *msg, size_t msg_size);
 
+/*
+ * The object key of the array's document: "<prefix>arrays/<id>/geometry-<64
+ * lowercase hex of the SHA-256 of its canonical bytes>.json" into out (cap
+ * bytes), NUL-terminated. Content-addressed: no store can replace one
+ * geometry with another under the same key. CS_E_TOO_LARGE when cap is short.
+ */
+int cs_array_meta_key(const cs_array_meta *meta, const char *prefix, char *out, size_t cap);
+
 /* NULL when a and b describe the same array; otherwise the first field that differs ("shape[1]", "dtype"). */
 const char *cs_array_meta_diff(const cs_array_meta *a, const cs_array_meta *b, char *buf, size_t cap);
 

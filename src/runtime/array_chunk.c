@@ -167,3 +167,40 @@ int cs_array_chunk_unit_verify(const uint8_t *table, uint32_t k, const uint8_t *
   }
   return CS_E_OK;
 }
+
+uint64_t cs_array_chunk_stored_max(const cs_array_meta *meta, uint64_t index) {
+  uint64_t bytes = meta != NULL ? cs_array_chunk_bytes(&meta->geometry, index) : 0;
+  if (bytes == 0) return 0;
+  /* Blosc adds at most its 16-byte header; units: a Blosc chunk's blocks and prefix, or 64 KiB raw units. */
+  uint64_t units = meta->codec == CS_ARRAY_CODEC_BLOSC ? CS_ARRAY_UNITS_MAX : bytes / CS_ARRAY_UNIT_BYTES + 1;
+  return bytes + CS_BLOSC_HEADER_BYTES + CS_ARRAY_CHUNK_OVERHEAD(units);
+}
+
+int cs_array_chunk_encode(const cs_array_meta *meta, uint64_t index, const void *elements, size_t len, uint8_t *out,
+                          size_t cap, size_t *stored_len, char *msg, size_t msg_size) {
+  if (meta == NULL || elements == NULL || out == NULL || stored_len == NULL) return CS_E_INVALID_ARGUMENT;
+  uint64_t count = cs_array_chunk_count(&meta->geometry), bytes = cs_array_chunk_bytes(&meta->geometry, index);
+  if (index >= count) {
+    if (msg != NULL && msg_size > 0)
+      snprintf(msg, msg_size, "chunk index %llu: the array %s has %llu chunks", (unsigned long long)index, meta->id,
+               (unsigned long long)count);
+    return CS_E_INVALID_ARGUMENT;
+  }
+  if (len != bytes) {
+    if (msg != NULL && msg_size > 0)
+      snprintf(msg, msg_size, "chunk %llu of %s is %llu bytes (its elements), not %zu", (unsigned long long)index,
+               meta->id, (unsigned long long)bytes, len);
+    return CS_E_INVALID_ARGUMENT;
+  }
+  size_t payload = len;
+  if (meta->codec == CS_ARRAY_CODEC_BLOSC) {
+    if (cap < len + CS_BLOSC_HEADER_BYTES) return CS_E_NO_MEMORY;
+    int rc = cs_blosc_encode(elements, len, meta->geometry.item_bytes, 0, out, len + CS_BLOSC_HEADER_BYTES, &payload,
+                             msg, msg_size);
+    if (rc != CS_E_OK) return rc;
+  } else {
+    if (cap < len) return CS_E_NO_MEMORY;
+    memcpy(out, elements, len);
+  }
+  return cs_array_chunk_frame(meta->codec, out, payload, cap, stored_len, msg, msg_size);
+}

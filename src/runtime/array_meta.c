@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include <jansson.h>
+#include <openssl/evp.h>
 
 static const char *const codec_names[] = {"none", "blosc"};
 
@@ -198,4 +199,19 @@ const char *cs_array_meta_diff(const cs_array_meta *a, const cs_array_meta *b, c
   }
   if (strcmp(a->attributes, b->attributes) != 0) return "attributes";
   return NULL;
+}
+
+int cs_array_meta_key(const cs_array_meta *meta, const char *prefix, char *out, size_t cap) {
+  if (meta == NULL || out == NULL || cap == 0) return CS_E_INVALID_ARGUMENT;
+  char text[CS_ARRAY_META_BYTES_MAX];
+  size_t len = 0;
+  int rc = cs_array_meta_encode(meta, text, sizeof text, &len);
+  if (rc != CS_E_OK) return rc;
+  uint8_t digest[32];
+  unsigned int digest_len = 0;
+  if (EVP_Digest(text, len, digest, &digest_len, EVP_sha256(), NULL) != 1 || digest_len != 32) return CS_E_NO_MEMORY;
+  char hex[65];
+  for (int i = 0; i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", digest[i]);
+  int n = snprintf(out, cap, "%sarrays/%s/geometry-%s.json", prefix != NULL ? prefix : "", meta->id, hex);
+  return n < 0 || (size_t)n >= cap ? CS_E_TOO_LARGE : CS_E_OK;
 }
