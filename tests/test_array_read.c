@@ -140,6 +140,16 @@ static void test_property_against_brute_force(void **state) {
   prop_run(prop_one, 150, "build/tests/test_array_read");
 }
 
+/* The one piece of a slice that lies inside one chunk (asserted: exactly one). */
+static cs_array_piece only_piece(const cs_array_meta *m, const cs_array_slice *s) {
+  cs_array_slice_iter it;
+  cs_array_piece p, after;
+  assert_int_equal(cs_array_slice_begin(&it, &m->geometry, s), CS_E_OK);
+  assert_true(cs_array_slice_next(&it, &p));
+  assert_false(cs_array_slice_next(&it, &after));
+  return p;
+}
+
 /* A 256 x 1024 float32 array in one Blosc chunk of several blocks: one row fetches one block. */
 static void test_one_row_fetches_one_block(void **state) {
   (void)state;
@@ -151,10 +161,7 @@ static void test_one_row_fetches_one_block(void **state) {
   assert_int_equal(cs_blosc_info_parse(c.bytes, c.len, &info, NULL, 0), CS_E_OK);
   assert_true(info.blocks >= 4);
   cs_array_slice s = {.start = {100, 0}, .stop = {101, 1024}}; /* one row: 4 KiB of a 1 MiB chunk */
-  cs_array_slice_iter it;
-  cs_array_piece p;
-  assert_int_equal(cs_array_slice_begin(&it, &m.geometry, &s), CS_E_OK);
-  assert_true(cs_array_slice_next(&it, &p));
+  cs_array_piece p = only_piece(&m, &s);
   uint8_t out[4096];
   cs_array_read_stats st = {0};
   char msg[200] = "";
@@ -187,8 +194,7 @@ static void test_one_row_fetches_one_block(void **state) {
   cs_array_geometry g2 = {.dims = 2, .shape = {256, 1024}, .chunk = {128, 1024}};
   cs_array_meta m2;
   assert_int_equal(cs_array_meta_make(&m2, "rows", &g2, CS_DTYPE_FLOAT32, CS_ARRAY_CODEC_BLOSC, NULL, NULL, 0), CS_E_OK);
-  assert_int_equal(cs_array_slice_begin(&it, &m2.geometry, &s), CS_E_OK);
-  assert_true(cs_array_slice_next(&it, &p));
+  p = only_piece(&m2, &s);
   assert_int_equal(cs_array_read_piece(&m2, &s, &p, c.len, fetch_mem, &c, out, NULL, msg, sizeof msg), CS_E_CORRUPT);
   free(c.bytes);
 }
@@ -201,10 +207,7 @@ static void test_raw_row_fetches_one_unit(void **state) {
   assert_int_equal(cs_array_meta_make(&m, "raw", &g, CS_DTYPE_FLOAT32, CS_ARRAY_CODEC_NONE, NULL, NULL, 0), CS_E_OK);
   stored_chunk c = make_chunk(&m, 0);
   cs_array_slice s = {.start = {100, 0}, .stop = {101, 1024}};
-  cs_array_slice_iter it;
-  cs_array_piece p;
-  assert_int_equal(cs_array_slice_begin(&it, &m.geometry, &s), CS_E_OK);
-  assert_true(cs_array_slice_next(&it, &p));
+  cs_array_piece p = only_piece(&m, &s);
   uint8_t out[4096];
   cs_array_read_stats st = {0};
   assert_int_equal(cs_array_read_piece(&m, &s, &p, c.len, fetch_mem, &c, out, &st, NULL, 0), CS_E_OK);
@@ -213,8 +216,7 @@ static void test_raw_row_fetches_one_unit(void **state) {
   /* Rows 15-17 cross from unit 0 into unit 1 (byte 65,536): both units, in one fetch, and every element right. */
   cs_array_slice across = {.start = {15, 0}, .stop = {18, 1024}};
   static uint8_t out3[3 * 4096];
-  assert_int_equal(cs_array_slice_begin(&it, &m.geometry, &across), CS_E_OK);
-  assert_true(cs_array_slice_next(&it, &p));
+  p = only_piece(&m, &across);
   memset(&st, 0, sizeof st);
   assert_int_equal(cs_array_read_piece(&m, &across, &p, c.len, fetch_mem, &c, out3, &st, NULL, 0), CS_E_OK);
   assert_int_equal(st.fetches, 3);
@@ -253,10 +255,7 @@ static stored_chunk forge(const uint8_t *payload, uint32_t len, const uint32_t *
 
 static int read_row(const cs_array_meta *m, stored_chunk *c, uint64_t row, char *msg, size_t msg_size) {
   cs_array_slice s = {.start = {row, 0}, .stop = {row + 1, m->geometry.shape[1]}};
-  cs_array_slice_iter it;
-  cs_array_piece p;
-  assert_int_equal(cs_array_slice_begin(&it, &m->geometry, &s), CS_E_OK);
-  assert_true(cs_array_slice_next(&it, &p));
+  cs_array_piece p = only_piece(m, &s);
   static uint8_t out[1 << 16];
   return cs_array_read_piece(m, &s, &p, c->len, fetch_mem, c, out, NULL, msg, msg_size);
 }
