@@ -289,6 +289,9 @@ static bool make_parents(const dirstore *ds, char *path, size_t root_len) {
 #define DS_DIRECT_BYTES ((size_t)1 << 20)
 #define DS_DIRECT_MIN_BYTES ((size_t)256 << 10)
 
+/* errno after a failed call, or EIO when the call left it 0: a failure is never 0. */
+static int errno_or_eio(void) { return errno != 0 ? errno : EIO; }
+
 /* One aligned write of the bounce buffer; false with errno set. */
 static bool direct_put(const dirstore *ds, int fd, const uint8_t *buffer, size_t length) {
   assert(length % DS_DIRECT_ALIGN == 0 && ((uintptr_t)buffer % DS_DIRECT_ALIGN) == 0);
@@ -310,14 +313,14 @@ static int direct_write(const dirstore *ds, int fd, const uint8_t header[META_BY
     done += take;
     if (done == len) break;
     assert(fill == DS_DIRECT_BYTES);
-    if (!direct_put(ds, fd, buffer, fill)) err = errno != 0 ? errno : EIO;
+    if (!direct_put(ds, fd, buffer, fill)) err = errno_or_eio();
     fill = 0;
   }
   if (err == 0) {
     size_t padded = (fill + DS_DIRECT_ALIGN - 1) / DS_DIRECT_ALIGN * DS_DIRECT_ALIGN;
     memset(buffer + fill, 0, padded - fill);
     if (!direct_put(ds, fd, buffer, padded) || ds->sys->ftruncate(fd, (off_t)(META_BYTES + len)) != 0)
-      err = errno != 0 ? errno : EIO;
+      err = errno_or_eio();
   }
   free(buffer);
   return err;
@@ -327,14 +330,13 @@ static int direct_write(const dirstore *ds, int fd, const uint8_t header[META_BY
 static int temp_write_as(dirstore *ds, const char *tmp, bool direct, const uint8_t header[META_BYTES],
                          const void *bytes, size_t len) {
   int fd = ds->sys->open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | (direct ? O_DIRECT : 0), 0644);
-  if (fd < 0) return errno != 0 ? errno : EIO;
+  if (fd < 0) return errno_or_eio();
   int err = 0;
   if (direct) err = direct_write(ds, fd, header, bytes, len);
   else if (!write_all(ds, fd, header, META_BYTES) || (len > 0 && !write_all(ds, fd, bytes, len)))
-    err = errno != 0 ? errno : EIO;
-  /* A failure is never 0, whatever errno says (a write that makes no progress leaves it unset). */
-  if (err == 0 && ds->sys->fsync(fd) != 0) err = errno != 0 ? errno : EIO;
-  if (ds->sys->close(fd) != 0 && err == 0) err = errno != 0 ? errno : EIO;
+    err = errno_or_eio();
+  if (err == 0 && ds->sys->fsync(fd) != 0) err = errno_or_eio();
+  if (ds->sys->close(fd) != 0 && err == 0) err = errno_or_eio();
   if (err == 0) return 0;
   ds->sys->unlinkat(AT_FDCWD, tmp, 0);
   return err;
@@ -356,7 +358,7 @@ static int temp_write(dirstore *ds, const void *bytes, size_t len, const cs_obje
     ds->direct = false; /* this file system refuses O_DIRECT: every later PUT goes through the page cache */
     err = temp_write_as(ds, tmp, false, header, bytes, len);
   }
-  return err == 0 ? 0 : err;
+  return err;
 }
 
 static void parent_of(const char *path, char *out, size_t cap) {
