@@ -26,6 +26,16 @@
 
 #include "capstore/clickhouse.h"
 
+/* A 10-field answer row through the array candidate parser: key without NUL, texts pointing at their fields. */
+static void array_row_check(char **fields, const size_t *lengths) {
+  cs_array_candidate row;
+  if (cs_clickhouse_array_candidate_row(fields, lengths, &row) != CS_E_OK) return;
+  assert(strlen(row.key) == lengths[5] && memcmp(row.key, fields[5], lengths[5]) == 0);
+  assert(row.nonce.bytes == fields[2] && row.nonce.len == lengths[2]);
+  assert(row.capture_id.bytes == fields[3] && row.capture_id.len == lengths[3]);
+  assert(lengths[0] == 1 && row.geometry == (fields[0][0] == '1'));
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /*
@@ -171,6 +181,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (columns == CS_CATALOG_DESCRIPTOR_COLUMN_COUNT) descriptor_row_check(fields, lengths);
     if (columns == CS_CLICKHOUSE_INVENTORY_COLUMN_COUNT) inventory_row_check(fields, lengths);
     if (columns == CS_CLICKHOUSE_SEARCH_COLUMN_COUNT) search_row_check(fields, lengths);
+    if (columns == CS_CLICKHOUSE_ARRAY_COLUMN_COUNT) array_row_check(fields, lengths);
   }
   free(copy);
   bulk_round_trip(body, len);

@@ -678,6 +678,11 @@ static bool pack_rejected(const model_catalog *m, const cs_uuid *pack_id) {
   return false;
 }
 
+/* A row readers see at watermark: an inventory row names it there and its pack has no rejected row. */
+static bool row_visible(const model_catalog *m, const model_row *row, uint64_t watermark) {
+  return row->version <= watermark && is_named(m, &row->pack_id, row->version) && !pack_rejected(m, &row->pack_id);
+}
+
 /* Row pointers into m->rows: their difference is the landing order, which breaks every tie. */
 static int landing_cmp(const model_row *x, const model_row *y) { return (x > y) - (x < y); }
 
@@ -716,8 +721,7 @@ static int mc_search(void *self, uint64_t watermark, const cs_search_filter *fil
   size_t visible = 0, chosen = 0;
   for (size_t i = 0; i < m->row_count; i++) {
     const model_row *row = &m->rows[i];
-    if (row->version <= watermark && is_named(m, &row->pack_id, row->version) && !pack_rejected(m, &row->pack_id))
-      order[visible++] = row;
+    if (row_visible(m, row, watermark)) order[visible++] = row;
   }
   qsort(order, visible, sizeof *order, by_capture_version);
   for (size_t g = 0; g < visible;) { /* one capture: its rows at its highest version come first */
@@ -762,6 +766,79 @@ static int mc_search(void *self, uint64_t watermark, const cs_search_filter *fil
   return CS_E_OK;
 }
 
+static bool text_is(const cs_pack_text *t, const char *s) {
+  cs_pack_text want = cs_pack_text_of(s);
+  return text_cmp(t, &want) == 0;
+}
+
+/* Per capture, its lowest version first. */
+static int by_capture_first(const void *pa, const void *pb) {
+  const model_row *x = *(const model_row *const *)pa, *y = *(const model_row *const *)pb;
+  int c = cs_uuid_compare(&x->pack_id, &y->pack_id);
+  if (c == 0) c = text_cmp(&x->record.meta.capture_id, &y->record.meta.capture_id);
+  if (c == 0 && x->version != y->version) c = x->version < y->version ? -1 : 1;
+  return c != 0 ? c : landing_cmp(x, y);
+}
+
+/* ARRAY_CANDIDATES' order: the geometry first, then slot, first version, pack id, capture id. */
+static int by_candidate_order(const void *pa, const void *pb) {
+  const model_row *x = *(const model_row *const *)pa, *y = *(const model_row *const *)pb;
+  bool gx = text_is(&x->record.meta.hook_name, CS_ARRAY_HOOK_GEOMETRY);
+  bool gy = text_is(&y->record.meta.hook_name, CS_ARRAY_HOOK_GEOMETRY);
+  if (gx != gy) return gx ? -1 : 1;
+  if (x->record.meta.step_number != y->record.meta.step_number)
+    return x->record.meta.step_number < y->record.meta.step_number ? -1 : 1;
+  if (x->version != y->version) return x->version < y->version ? -1 : 1;
+  int c = cs_uuid_compare(&x->pack_id, &y->pack_id);
+  if (c == 0) c = text_cmp(&x->record.meta.capture_id, &y->record.meta.capture_id);
+  return c;
+}
+
+/* ARRAY_CANDIDATES as catalog.h says: visible rows of the array, each (pack, capture) at its lowest version. */
+static int mc_array_candidates(void *self, uint64_t watermark, const cs_pack_text *array_id, cs_array_candidate_fn emit,
+                               void *ctx, cs_catalog_result *res) {
+  model_catalog *m = self;
+  if (array_id == NULL || array_id->bytes == NULL || array_id->len == 0 || emit == NULL || res == NULL)
+    return CS_E_INVALID_ARGUMENT;
+  const model_row **order = malloc((m->row_count == 0 ? 1 : m->row_count) * sizeof *order);
+  if (order == NULL) return CS_E_NO_MEMORY;
+  size_t visible = 0, chosen = 0;
+  for (size_t i = 0; i < m->row_count; i++) {
+    const model_row *row = &m->rows[i];
+    const cs_pack_meta *meta = &row->record.meta;
+    if (text_cmp(&meta->session_id, array_id) != 0 ||
+        !(text_is(&meta->hook_name, CS_ARRAY_HOOK_CHUNK) || text_is(&meta->hook_name, CS_ARRAY_HOOK_GEOMETRY)))
+      continue;
+    if (row_visible(m, row, watermark)) order[visible++] = row;
+  }
+  qsort(order, visible, sizeof *order, by_capture_first);
+  for (size_t i = 0; i < visible; i++)
+    if (i == 0 || !cs_uuid_equal(&order[i - 1]->pack_id, &order[i]->pack_id) ||
+        text_cmp(&order[i - 1]->record.meta.capture_id, &order[i]->record.meta.capture_id) != 0)
+      order[chosen++] = order[i];
+  qsort(order, chosen, sizeof *order, by_candidate_order);
+  int stop = 0;
+  for (size_t i = 0; i < chosen && stop == 0; i++) {
+    const model_row *row = order[i];
+    cs_array_candidate a;
+    memset(&a, 0, sizeof a);
+    a.geometry = text_is(&row->record.meta.hook_name, CS_ARRAY_HOOK_GEOMETRY);
+    a.slot = row->record.meta.step_number;
+    a.nonce = row->record.meta.request_id;
+    a.capture_id = row->record.meta.capture_id;
+    a.pack_id = row->pack_id;
+    snprintf(a.key, sizeof a.key, "%s", row->key);
+    a.offset = row->record.offset;
+    a.stored_length = row->record.stored_length;
+    a.crc32 = row->record.crc32;
+    a.first_version = row->version;
+    stop = emit(ctx, &a);
+  }
+  free(order);
+  cat_res(res, CS_OUT_OK, NULL);
+  return stop;
+}
+
 static void mc_close(void *self) {
   model_catalog *m = self;
   for (size_t i = 0; i < m->row_count; i++) free(m->rows[i].text);
@@ -784,6 +861,7 @@ static const cs_catalog_ops model_catalog_ops = {.name = "model",
                                                  .read_descriptors = mc_read_descriptors,
                                                  .list_packs = mc_list_packs,
                                                  .search = mc_search,
+                                                 .array_candidates = mc_array_candidates,
                                                  .close = mc_close};
 
 int sim_model_catalog_open(cs_catalog *out) {

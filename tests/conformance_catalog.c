@@ -840,6 +840,106 @@ static void test_stale_index_invisible(void **state) {
   assert_true(held);
 }
 
+/* ARRAY_CANDIDATES as text: "g:<nonce>@<first version>" for the geometry, "<slot>:<nonce>@<first version>" for chunks. */
+typedef struct candidates_text {
+  char text[512];
+  size_t len;
+  int calls;
+  int stop_after; /* answer 7 at this call (0: never) */
+} candidates_text;
+
+static int candidates_add(void *ctx, const cs_array_candidate *a) {
+  candidates_text *t = ctx;
+  t->calls++;
+  assert_true(a->key[0] != '\0');
+  assert_true(a->stored_length > 0);
+  int n = a->geometry ? snprintf(t->text + t->len, sizeof t->text - t->len, "%sg:%.*s@%llu", t->len ? " " : "",
+                                 (int)a->nonce.len, a->nonce.bytes, (unsigned long long)a->first_version)
+                      : snprintf(t->text + t->len, sizeof t->text - t->len, "%s%llu:%.*s@%llu", t->len ? " " : "",
+                                 (unsigned long long)a->slot, (int)a->nonce.len, a->nonce.bytes,
+                                 (unsigned long long)a->first_version);
+  assert_true(n > 0 && (size_t)n < sizeof t->text - t->len);
+  t->len += (size_t)n;
+  return t->calls == t->stop_after ? 7 : 0;
+}
+
+static void candidates_expect(cs_catalog *c, uint64_t watermark, const char *array, const char *want) {
+  candidates_text t;
+  memset(&t, 0, sizeof t);
+  cs_catalog_result res;
+  memset(&res, 0, sizeof res);
+  cs_pack_text id = cs_pack_text_of(array);
+  assert_int_equal(c->ops->array_candidates(c->self, watermark, &id, candidates_add, &t, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_OK);
+  if (strcmp(t.text, want) != 0)
+    fail_msg("%s: array_candidates(%s @%llu) = '%s', want '%s'", c->ops->name, array, (unsigned long long)watermark,
+             t.text, want);
+}
+
+/* Makes record r of p an array record: geometry (slot ignored) or the chunk of slot, with its nonce. */
+static void array_record(test_pack *p, uint32_t r, const char *array, bool geometry, uint64_t slot, const char *nonce) {
+  cs_pack_meta *m = &p->records[r].meta;
+  m->hook_name = cs_pack_text_of(geometry ? CS_ARRAY_HOOK_GEOMETRY : CS_ARRAY_HOOK_CHUNK);
+  m->session_id = cs_pack_text_of(array);
+  m->request_id = cs_pack_text_of(nonce);
+  m->step_number = geometry ? 0 : slot;
+}
+
+/*
+ * ARRAY_CANDIDATES: one row per (pack, capture) of the array at its LOWEST
+ * visible version, geometry first, then by slot and first version. A pack
+ * indexed again at a later version keeps its first version (so it keeps
+ * its slots); a rejected pack, an orphan, another array's rows and other
+ * hooks under the array's id are not candidates.
+ */
+static void test_array_candidates(void **state) {
+  cs_catalog *c = *state;
+  test_pack a, b, rej, orphan;
+  pack_make(&a, 30, 0);
+  pack_make(&b, 31, 0);
+  pack_make(&rej, 32, 0);
+  pack_make(&orphan, 33, 0);
+  array_record(&a, 0, "arr-1", true, 0, "na-g");
+  array_record(&a, 1, "arr-1", false, 2, "na-2");
+  array_record(&a, 2, "arr-1", false, 5, "na-5");
+  array_record(&b, 0, "arr-1", false, 2, "nb-2"); /* a second candidate of slot 2 */
+  array_record(&b, 1, "arr-1", false, 1, "nb-1");
+  array_record(&b, 2, "arr-2", false, 1, "nb-x");  /* another array */
+  array_record(&rej, 0, "arr-1", false, 0, "nr-0");
+  array_record(&rej, 1, "arr-1", true, 0, "nr-g");
+  rej.records[2].meta.session_id = cs_pack_text_of("arr-1"); /* another hook under the array's id */
+  array_record(&orphan, 0, "arr-1", false, 0, "no-0");
+  uint64_t term = acquire(c, &lease_a, TTL_LONG_NS);
+  candidates_expect(c, 0, "arr-1", "");
+  index_records(c, 1, &a, 3);
+  publish(c, &lease_a, MARGIN_NS, 1, term);
+  index_records(c, 2, &b, 3);
+  test_pack *stale[] = {&orphan};
+  index_packs(c, &lease_b, MARGIN_NS, 2, stale, 1); /* b holds nothing: its rows are orphans */
+  publish(c, &lease_a, MARGIN_NS, 2, term);
+  index_records(c, 3, &a, 3); /* a again, later: its first version stays 1 */
+  index_records(c, 3, &rej, 3);
+  reject(c, &lease_a, MARGIN_NS, &rej.ref.pack_id);
+  publish(c, &lease_a, MARGIN_NS, 3, term);
+  candidates_expect(c, 0, "arr-1", "");
+  candidates_expect(c, 1, "arr-1", "g:na-g@1 2:na-2@1 5:na-5@1");
+  candidates_expect(c, 2, "arr-1", "g:na-g@1 1:nb-1@2 2:na-2@1 2:nb-2@2 5:na-5@1");
+  candidates_expect(c, 3, "arr-1", "g:na-g@1 1:nb-1@2 2:na-2@1 2:nb-2@2 5:na-5@1");
+  candidates_expect(c, 3, "arr-2", "1:nb-x@2");
+  candidates_expect(c, 3, "arr-", "");
+  /* The emit's nonzero answer stops the walk and is returned. */
+  candidates_text t;
+  memset(&t, 0, sizeof t);
+  t.stop_after = 2;
+  cs_catalog_result res;
+  cs_pack_text id = cs_pack_text_of("arr-1");
+  assert_int_equal(c->ops->array_candidates(c->self, 3, &id, candidates_add, &t, &res), 7);
+  assert_int_equal(t.calls, 2);
+  cs_pack_text empty = {"", 0};
+  assert_int_equal(c->ops->array_candidates(c->self, 3, &empty, candidates_add, &t, &res), CS_E_INVALID_ARGUMENT);
+  assert_int_equal(c->ops->array_candidates(c->self, 3, &id, NULL, &t, &res), CS_E_INVALID_ARGUMENT);
+}
+
 /* INDEX of one batch that must be refused: CS_E_OK, outcome INVALID, a detail naming NUL, the key and the pack. */
 static void index_key_refused(cs_catalog *c, uint64_t version, test_pack *const *packs, uint32_t count,
                               const test_pack *culprit) {
@@ -1025,6 +1125,7 @@ int conformance_catalog_run_backend(const char *group, const conformance_catalog
       cmocka_unit_test_setup_teardown(test_watermark, setup, teardown),
       cmocka_unit_test_setup_teardown(test_nul_key_refused, setup, teardown),
       cmocka_unit_test_setup_teardown(test_nul_in_text_kept, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_array_candidates, setup, teardown),
   };
   return _cmocka_run_group_tests(group, tests, sizeof tests / sizeof tests[0], NULL, NULL);
 }

@@ -103,6 +103,35 @@ typedef struct cs_search_row {
   uint64_t footer_offset;   /* the first multiple of 64 after the pack's last record (its rows at d.version) */
 } cs_search_row;
 
+/*
+ * Capture arrays (docs/arrays.md). A chunk write is one record in an
+ * ordinary pack, named by its descriptor: hook_name CS_ARRAY_HOOK_CHUNK,
+ * session_id the array id, request_id the write's nonce, step_number the
+ * slot. The array's geometry document is one record too (hook_name
+ * CS_ARRAY_HOOK_GEOMETRY, step_number 0). Who wins a slot is decided from
+ * the candidates by their first visible version (cs_array_candidate), never
+ * by the highest: a pack indexed again later must not move a slot.
+ */
+#define CS_ARRAY_HOOK_CHUNK "capstore.array-chunk"
+#define CS_ARRAY_HOOK_GEOMETRY "capstore.array-geometry"
+
+/* One candidate of an array: one (pack id, capture id) at its lowest visible version. */
+typedef struct cs_array_candidate {
+  bool geometry;           /* the geometry document (hook CS_ARRAY_HOOK_GEOMETRY), not a chunk */
+  uint64_t slot;           /* step_number: the chunk index */
+  cs_pack_text nonce;      /* request_id (text in the adapter's storage until emit returns) */
+  cs_pack_text capture_id;
+  cs_uuid pack_id;
+  char key[CS_KEY_MAX];
+  uint64_t offset;         /* the record in its pack */
+  uint64_t stored_length;
+  uint32_t crc32;
+  uint64_t first_version;  /* its lowest version visible at the watermark */
+} cs_array_candidate;
+
+/* Called once per candidate, in order; a nonzero return stops the walk and is answered. */
+typedef int (*cs_array_candidate_fn)(void *ctx, const cs_array_candidate *candidate);
+
 typedef struct cs_catalog_ops {
   const char *name;
   /* Creates the versioned tables if absent; idempotent. */
@@ -155,6 +184,21 @@ typedef struct cs_catalog_ops {
    */
   int (*search)(void *self, uint64_t watermark, const cs_search_filter *filter, const cs_search_key *after,
                 cs_search_row *rows, uint32_t capacity, uint32_t *count, cs_catalog_result *res);
+  /*
+   * The candidates of one array visible at watermark (visible as for
+   * SEARCH: an inventory row names the row's (pack id, version) at or below
+   * the watermark and the pack has no rejected row): the descriptor rows
+   * whose session_id is array_id and whose hook_name is CS_ARRAY_HOOK_CHUNK
+   * or CS_ARRAY_HOOK_GEOMETRY, one per (pack id, capture id) at its LOWEST
+   * visible version. In one request, in the order (geometry first, then
+   * slot, first_version, pack id bytes, capture id bytes): the first
+   * candidate of each slot is the slot's winner. emit sees each in turn; a
+   * nonzero return from it stops the walk and is returned (res still says
+   * how the request went). CS_E_INVALID_ARGUMENT (nothing sent) for a NULL
+   * argument or an empty id.
+   */
+  int (*array_candidates)(void *self, uint64_t watermark, const cs_pack_text *array_id, cs_array_candidate_fn emit,
+                          void *ctx, cs_catalog_result *res);
   void (*close)(void *self);
 } cs_catalog_ops;
 

@@ -1507,6 +1507,67 @@ static int ch_search(void *self, uint64_t watermark, const cs_search_filter *fil
   return CS_E_OK;
 }
 
+/* ---- capture arrays -------------------------------------------------------- */
+
+int cs_clickhouse_array_candidate_row(char **f, const size_t *len, cs_array_candidate *out) {
+  memset(out, 0, sizeof *out);
+  for (uint32_t i = 0; i < CS_CLICKHOUSE_ARRAY_COLUMN_COUNT; i++)
+    if ((i < 2 || i > 3) && !field_plain(f[i], len[i])) return CS_E_PARSE; /* only the nonce and capture id are free text */
+  if (f[2] == NULL || f[3] == NULL) return CS_E_PARSE;
+  if (len[0] != 1 || (f[0][0] != '0' && f[0][0] != '1')) return CS_E_PARSE;
+  out->geometry = f[0][0] == '1';
+  out->nonce = text_of(f[2], len[2]);
+  out->capture_id = text_of(f[3], len[3]);
+  if (len[4] != CS_UUID_TEXT_LEN || cs_uuid_parse(f[4], len[4], &out->pack_id) != CS_E_OK) return CS_E_PARSE;
+  if (len[5] >= CS_KEY_MAX) return CS_E_PARSE;
+  memcpy(out->key, f[5], len[5] + 1);
+  if (cs_clickhouse_parse_u64(f[1], &out->slot) != CS_E_OK || cs_clickhouse_parse_u64(f[6], &out->offset) != CS_E_OK ||
+      cs_clickhouse_parse_u64(f[7], &out->stored_length) != CS_E_OK || parse_u32(f[8], &out->crc32) != CS_E_OK ||
+      cs_clickhouse_parse_u64(f[9], &out->first_version) != CS_E_OK)
+    return CS_E_PARSE;
+  return CS_E_OK;
+}
+
+static int ch_array_candidates(void *self, uint64_t watermark, const cs_pack_text *array_id, cs_array_candidate_fn emit,
+                               void *ctx, cs_catalog_result *res) {
+  ch_adapter *ch = self;
+  ch_buf *q = &ch->query;
+  if (array_id == NULL || array_id->bytes == NULL || array_id->len == 0 || emit == NULL || res == NULL)
+    return CS_E_INVALID_ARGUMENT;
+  /* Each (pack, capture) at its lowest visible version; the order makes each slot's first row its winner. */
+  buf_reset(q);
+  buf_str(q, "SELECT hook_name = '" CS_ARRAY_HOOK_GEOMETRY "' AS g, step_number, request_id, capture_id, pack_id, key,"
+             " offset, stored_length, crc32, min(version) AS v FROM ");
+  buf_str(q, ch->descriptors);
+  buf_str(q, " WHERE session_id = ");
+  buf_text(q, array_id->bytes, array_id->len);
+  buf_str(q, " AND hook_name IN ('" CS_ARRAY_HOOK_CHUNK "', '" CS_ARRAY_HOOK_GEOMETRY "') AND version <= ");
+  buf_u64(q, watermark);
+  buf_str(q, " AND (pack_id, version) IN (SELECT pack_id, version FROM ");
+  buf_str(q, ch->inventory);
+  buf_str(q, " WHERE version <= ");
+  buf_u64(q, watermark);
+  buf_str(q, ") AND ");
+  q_not_rejected(ch);
+  buf_str(q, " GROUP BY pack_id, capture_id, g, step_number, request_id, key, offset, stored_length, crc32"
+             " ORDER BY g DESC, step_number, v, pack_id, capture_id FORMAT TabSeparated");
+  ch_exec(ch, res);
+  if (res->outcome != CS_OUT_OK || ch->answer.len == 0) return CS_E_OK;
+  cs_clickhouse_tsv tsv = {ch->answer.bytes, ch->answer.bytes + ch->answer.len};
+  char *f[CS_CLICKHOUSE_ARRAY_COLUMN_COUNT];
+  size_t len[CS_CLICKHOUSE_ARRAY_COLUMN_COUNT];
+  for (;;) {
+    int got = cs_clickhouse_tsv_next(&tsv, f, len, CS_CLICKHOUSE_ARRAY_COLUMN_COUNT);
+    if (got == 0) return CS_E_OK;
+    cs_array_candidate a;
+    if (got < 0 || cs_clickhouse_array_candidate_row(f, len, &a) != CS_E_OK || a.first_version > watermark) break;
+    int stop = emit(ctx, &a);
+    if (stop != 0) return stop;
+  }
+  answer_malformed(res, "array_candidates: malformed answer");
+  return CS_E_OK;
+}
+
 /* ---- open and close ------------------------------------------------------ */
 
 static void ch_close(void *self) {
@@ -1535,6 +1596,7 @@ static const cs_catalog_ops CH_OPS = {
     .read_descriptors = ch_read_descriptors,
     .list_packs = ch_list_packs,
     .search = ch_search,
+    .array_candidates = ch_array_candidates,
     .close = ch_close,
 };
 

@@ -61,6 +61,8 @@ static const char schema_sql[] =
     "CREATE INDEX IF NOT EXISTS " T_DESCRIPTOR "_pack ON " T_DESCRIPTOR " (pack_id, capture_id, version);"
     /* A search walks this index in its order and stops at the page's end. */
     "CREATE INDEX IF NOT EXISTS " T_DESCRIPTOR "_order ON " T_DESCRIPTOR " (pack_id, record_offset, capture_id);"
+    /* An array's candidates (array_candidates) without a scan of every descriptor. */
+    "CREATE INDEX IF NOT EXISTS " T_DESCRIPTOR "_array ON " T_DESCRIPTOR " (session_id, hook_name);"
     "CREATE TABLE IF NOT EXISTS " T_REJECTED " (pack_id BLOB NOT NULL, reason TEXT NOT NULL,"
     " lease_id BLOB NOT NULL, rejected_at_ns INTEGER NOT NULL);"
     "CREATE INDEX IF NOT EXISTS " T_REJECTED "_pack ON " T_REJECTED " (pack_id);"
@@ -791,6 +793,71 @@ static int sc_search(void *self, uint64_t watermark, const cs_search_filter *fil
   return CS_E_OK;
 }
 
+/* Column text as a cs_pack_text (NULL bytes for SQL NULL). */
+static cs_pack_text column_text(sqlite3_stmt *st, int col) {
+  const char *bytes = (const char *)sqlite3_column_text(st, col);
+  return (cs_pack_text){bytes, bytes == NULL ? 0 : (size_t)sqlite3_column_bytes(st, col)};
+}
+
+static int sc_array_candidates(void *self, uint64_t watermark, const cs_pack_text *array_id, cs_array_candidate_fn emit,
+                               void *ctx, cs_catalog_result *res) {
+  sqlite_catalog *c = self;
+  if (array_id == NULL || array_id->bytes == NULL || array_id->len == 0 || array_id->len > INT32_MAX || emit == NULL ||
+      res == NULL || watermark > (uint64_t)INT64_MAX)
+    return CS_E_INVALID_ARGUMENT;
+  /* Each (pack, capture) at its lowest visible version; the order makes each slot's first row its winner. */
+  static const char sql[] =
+      "SELECT d.hook_name = '" CS_ARRAY_HOOK_GEOMETRY "' AS g, d.step_number, d.request_id, d.capture_id, d.pack_id,"
+      " d.object_key, d.record_offset, d.stored_length, d.crc32, min(d.version) AS v FROM " T_DESCRIPTOR " d"
+      " WHERE d.session_id = ?1 AND d.hook_name IN ('" CS_ARRAY_HOOK_CHUNK "', '" CS_ARRAY_HOOK_GEOMETRY "')"
+      " AND d.version <= ?2 AND EXISTS (SELECT 1 FROM " T_INVENTORY " i WHERE i.pack_id = d.pack_id AND i.version ="
+      " d.version) AND NOT EXISTS (SELECT 1 FROM " T_REJECTED " r WHERE r.pack_id = d.pack_id)"
+      " GROUP BY d.pack_id, d.capture_id ORDER BY g DESC, d.step_number, v, d.pack_id, d.capture_id";
+  sqlite3_stmt *st = NULL;
+  int rc = prepare(c, sql, &st);
+  if (rc == SQLITE_OK) rc = bind_text(st, 1, array_id);
+  if (rc == SQLITE_OK) rc = sqlite3_bind_int64(st, 2, (sqlite3_int64)watermark);
+  int stop = 0;
+  const char *problem = NULL;
+  while (rc == SQLITE_OK || rc == SQLITE_ROW) {
+    rc = sqlite3_step(st);
+    if (rc != SQLITE_ROW) break;
+    cs_array_candidate a;
+    memset(&a, 0, sizeof a);
+    a.geometry = sqlite3_column_int64(st, 0) != 0;
+    sqlite3_int64 slot = sqlite3_column_int64(st, 1), offset = sqlite3_column_int64(st, 6);
+    sqlite3_int64 stored = sqlite3_column_int64(st, 7), crc = sqlite3_column_int64(st, 8);
+    sqlite3_int64 version = sqlite3_column_int64(st, 9);
+    a.nonce = column_text(st, 2);
+    a.capture_id = column_text(st, 3);
+    cs_pack_text key = column_text(st, 5);
+    const void *pack = sqlite3_column_blob(st, 4);
+    if (pack == NULL || sqlite3_column_bytes(st, 4) != 16 || a.nonce.bytes == NULL || a.capture_id.bytes == NULL ||
+        key.bytes == NULL || key.len >= CS_KEY_MAX || slot < 0 || offset < 0 || stored < 0 || crc < 0 ||
+        crc > (sqlite3_int64)UINT32_MAX || version < 0) {
+      problem = "array_candidates: a row is out of its types";
+      rc = SQLITE_CORRUPT;
+      break;
+    }
+    memcpy(a.pack_id.bytes, pack, 16);
+    memcpy(a.key, key.bytes, key.len);
+    a.slot = (uint64_t)slot;
+    a.offset = (uint64_t)offset;
+    a.stored_length = (uint64_t)stored;
+    a.crc32 = (uint32_t)crc;
+    a.first_version = (uint64_t)version;
+    stop = emit(ctx, &a);
+    if (stop != 0) {
+      rc = SQLITE_DONE;
+      break;
+    }
+  }
+  sqlite3_finalize(st);
+  res_set(c, res, rc == SQLITE_DONE ? SQLITE_OK : rc);
+  if (problem != NULL) snprintf(res->detail, sizeof res->detail, "%s", problem);
+  return stop;
+}
+
 static void sc_close(void *self) {
   sqlite_catalog *c = self;
   row_text_free(c);
@@ -811,6 +878,7 @@ static const cs_catalog_ops sqlite_ops = {.name = "sqlite",
                                           .read_descriptors = sc_read_descriptors,
                                           .list_packs = sc_list_packs,
                                           .search = sc_search,
+                                          .array_candidates = sc_array_candidates,
                                           .close = sc_close};
 
 int cs_sqlite_catalog_open(const char *path, uint32_t busy_timeout_ms, cs_catalog *out) {
