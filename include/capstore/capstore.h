@@ -48,6 +48,7 @@
 #include "capstore/sqlite_catalog.h"
 #include "capstore/store.h"
 #include "capstore/types.h"
+#include "capstore/arrays.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -48,6 +48,7 @@ typedef enum cs_err {
   CS_E_CORRUPT = -15,         /* stored bytes fail their checksum or format */
   CS_E_BUSY = -16,            /* another owner holds the resource */
   CS_E_UNSUPPORTED = -17,     /* a format or feature version is not known */
+  CS_E_SLOT_WRITTEN = -18,    /* a capture array's slot was already written: the first write stays */
 } cs_err;
 
 /* A static English description of err; never NULL. */

@@ -24,6 +24,7 @@ CS_E_CORRUPT                       CorruptError (PacksRejected)
 CS_E_BUSY                          BusyError
 CS_E_NO_MEMORY                     OutOfMemory                   MemoryError
 CS_E_UNSUPPORTED                   Unsupported
+CS_E_SLOT_WRITTEN                  SlotWritten
 ================================  ============================  ==========================
 """
 
@@ -34,12 +35,13 @@ from typing import Any
 __all__ = ["CapstoreError", "ConfigError", "InvalidArgument", "ParseError", "Refused", "SpoolFull", "StagingFull",
            "TooLarge", "LimitExceeded", "CapstoreTimeout", "FlushTimeout", "ClosedError", "StateError", "NotFound",
            "CapstoreIOError", "ConflictError", "CorruptError", "PacksRejected", "BusyError", "OutOfMemory",
-           "Unsupported", "error_for"]
+           "Unsupported", "SlotWritten", "error_for"]
 
 _KINDS = {0: "CS_E_OK", -1: "CS_E_INVALID_ARGUMENT", -2: "CS_E_CONFIG", -3: "CS_E_NO_MEMORY", -4: "CS_E_FULL",
           -5: "CS_E_SPOOL_FULL", -6: "CS_E_WOULD_BLOCK", -7: "CS_E_CLOSED", -8: "CS_E_STATE", -9: "CS_E_TIMEOUT",
           -10: "CS_E_NOT_FOUND", -11: "CS_E_PARSE", -12: "CS_E_TOO_LARGE", -13: "CS_E_IO", -14: "CS_E_CONFLICT",
-          -15: "CS_E_CORRUPT", -16: "CS_E_BUSY", -17: "CS_E_UNSUPPORTED"}
+          -15: "CS_E_CORRUPT", -16: "CS_E_BUSY", -17: "CS_E_UNSUPPORTED",
+          -18: "CS_E_SLOT_WRITTEN"}
 
 
 class CapstoreError(Exception):
@@ -190,9 +192,16 @@ class Unsupported(CapstoreError):
     code = -17
 
 
+class SlotWritten(CapstoreError):
+    """A capture array's slot was already written; the first write stays."""
+
+    code = -18
+
+
 _BY_CODE = {-1: InvalidArgument, -2: ConfigError, -3: OutOfMemory, -4: StagingFull, -5: SpoolFull, -6: SpoolFull,
             -7: ClosedError, -8: StateError, -9: CapstoreTimeout, -10: NotFound, -11: ParseError, -12: TooLarge,
-            -13: CapstoreIOError, -14: ConflictError, -15: CorruptError, -16: BusyError, -17: Unsupported}
+            -13: CapstoreIOError, -14: ConflictError, -15: CorruptError, -16: BusyError, -17: Unsupported,
+            -18: SlotWritten}
 
 
 def error_for(code: int, message: str) -> CapstoreError:

@@ -43,6 +43,7 @@ const char *cs_strerror(int err) {
   case CS_E_CORRUPT: return "corrupt";
   case CS_E_BUSY: return "busy: owned by another";
   case CS_E_UNSUPPORTED: return "unsupported version or feature";
+  case CS_E_SLOT_WRITTEN: return "array slot already written";
   }
   return "unknown error";
 }

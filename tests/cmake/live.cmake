@@ -63,3 +63,9 @@ endif()
 add_test(NAME live.reader COMMAND test_reader ${CAPSTORE_LIVE_DIR}/clickhouse/endpoint ${CAPSTORE_LIVE_DIR}/s3/endpoint)
 set_tests_properties(live.reader PROPERTIES FIXTURES_REQUIRED "clickhouse;s3" LABELS "live;runtime"
                      RESOURCE_LOCK clickhouse TIMEOUT 600)
+
+# Capture arrays (tests/test_arrays_api.c) on S3 + ClickHouse: the local S3 server ignores If-None-Match, so the
+# catalog arbitrates every slot (its dirstore + SQLite run, where claims are enforced, is unit.test_arrays_api).
+add_test(NAME live.arrays COMMAND test_arrays_api ${CAPSTORE_LIVE_DIR}/clickhouse/endpoint ${CAPSTORE_LIVE_DIR}/s3/endpoint)
+set_tests_properties(live.arrays PROPERTIES FIXTURES_REQUIRED "clickhouse;s3" LABELS "live;runtime;arrays"
+                     RESOURCE_LOCK clickhouse TIMEOUT 600)

@@ -1,0 +1,87 @@
+/* What capture arrays' writers and readers share (array_internal.h). */
+#include "array_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int walk_add(void *ctx, const cs_array_candidate *c) {
+  rt_array_walk *k = ctx;
+  if (c->geometry) {
+    if (k->have_last) k->out_of_order = true; /* the geometry comes first */
+    if (!k->have_geometry) {
+      k->have_geometry = true;
+      k->geometry = *c;
+      k->geometry.nonce = k->geometry.capture_id = (cs_pack_text){NULL, 0};
+      size_t n = c->nonce.len > RT_ARRAY_NONCE_HEX ? RT_ARRAY_NONCE_HEX : c->nonce.len;
+      memcpy(k->geometry_nonce, c->nonce.bytes, n);
+      k->geometry_nonce[n] = '\0';
+    }
+    return k->out_of_order ? 1 : 0;
+  }
+  if (k->have_last && (c->slot < k->last_slot || (c->slot == k->last_slot && c->first_version < k->last_version))) {
+    k->out_of_order = true;
+    return 1;
+  }
+  bool first = !k->have_last || c->slot != k->last_slot;
+  k->have_last = true;
+  k->last_slot = c->slot;
+  k->last_version = c->first_version;
+  if (!first || c->slot >= k->chunks) return 0; /* only the slot's winner counts; a foreign slot is no slot */
+  return k->winner != NULL ? k->winner(k->ctx, c) : 0;
+}
+
+int rt_array_winners(cs_catalog *catalog, const char *id, rt_array_walk *walk, char *msg, size_t msg_size) {
+  walk->have_geometry = walk->out_of_order = walk->have_last = false;
+  walk->geometry_nonce[0] = '\0';
+  cs_cat_head head;
+  cs_catalog_result res;
+  memset(&res, 0, sizeof res);
+  cs_uuid nobody;
+  memset(&nobody, 0, sizeof nobody);
+  int rc = catalog->ops->head(catalog->self, &nobody, &head, &res);
+  if (rc != CS_E_OK || res.outcome != CS_OUT_OK)
+    return rt_refuse(rc != CS_E_OK ? rc : CS_E_IO, msg, msg_size, "array %s: the catalog's head: %s", id,
+                     rc != CS_E_OK ? cs_strerror(rc) : res.detail);
+  cs_pack_text text = cs_pack_text_of(id);
+  memset(&res, 0, sizeof res);
+  rc = catalog->ops->array_candidates(catalog->self, head.watermark, &text, walk_add, walk, &res);
+  if (walk->out_of_order)
+    return rt_refuse(CS_E_CORRUPT, msg, msg_size, "array %s: the catalog answered its candidates out of order", id);
+  if (rc != CS_E_OK) return rt_refuse(rc, msg, msg_size, "array %s: the catalog's candidates: %s", id, cs_strerror(rc));
+  if (res.outcome != CS_OUT_OK)
+    return rt_refuse(CS_E_IO, msg, msg_size, "array %s: the catalog's candidates: %s", id, res.detail);
+  return CS_E_OK;
+}
+
+int rt_array_geometry_fetch(cs_store *store, const cs_array_candidate *c, cs_array_meta *out, char *msg,
+                            size_t msg_size) {
+  if (c->stored_length == 0 || c->stored_length > CS_ARRAY_META_BYTES_MAX)
+    return rt_refuse(CS_E_CORRUPT, msg, msg_size, "array geometry record in %s: %llu bytes is not a document", c->key,
+                     (unsigned long long)c->stored_length);
+  char *doc = malloc((size_t)c->stored_length);
+  if (doc == NULL) return rt_refuse(CS_E_NO_MEMORY, msg, msg_size, "no memory for an array's geometry");
+  cs_range range = {.offset = c->offset, .length = c->stored_length};
+  size_t got = 0;
+  cs_store_result res;
+  memset(&res, 0, sizeof res);
+  int rc = store->ops->get(store->self, c->key, &range, doc, (size_t)c->stored_length, &got, &res);
+  char why[160];
+  if (rc != CS_E_OK)
+    rt_refuse(rc, msg, msg_size, "array geometry record in %s: %s", c->key, cs_strerror(rc));
+  else if (res.outcome != CS_OUT_OK || got != c->stored_length)
+    rc = rt_refuse(CS_E_IO, msg, msg_size, "array geometry record in %s: GET failed (%s)", c->key,
+                   res.detail[0] != '\0' ? res.detail : "short read");
+  else if (cs_crc32(0, doc, got) != c->crc32)
+    rc = rt_refuse(CS_E_CORRUPT, msg, msg_size, "array geometry record in %s fails its CRC-32", c->key);
+  else if (cs_array_meta_decode(doc, got, out, why, sizeof why) != CS_E_OK)
+    rc = rt_refuse(CS_E_CORRUPT, msg, msg_size, "array geometry record in %s: %s", c->key, why);
+  free(doc);
+  return rc;
+}
+
+uint64_t rt_array_nonce_hash(const cs_pack_text *nonce) {
+  uint64_t h = UINT64_C(0xcbf29ce484222325);
+  for (size_t i = 0; i < nonce->len; i++) h = (h ^ (uint8_t)nonce->bytes[i]) * UINT64_C(0x100000001b3);
+  return h == 0 ? 1 : h;
+}

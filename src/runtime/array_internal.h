@@ -1,0 +1,45 @@
+/*
+ * What a capture array's writer (array_writer.c) and reader
+ * (src/reader/array_reader.c) share: the walk over the catalog's candidates
+ * that picks each slot's winner, and the fetch of the geometry record.
+ */
+#ifndef CAPSTORE_ARRAY_INTERNAL_H
+#define CAPSTORE_ARRAY_INTERNAL_H
+
+#include "capstore/capstore.h"
+#include "runtime_internal.h"
+
+#define RT_ARRAY_NONCE_HEX 32u
+
+/* One walk over ARRAY_CANDIDATES: the geometry's winner, and `winner` called once per slot with its winner. */
+typedef struct rt_array_walk {
+  uint64_t chunks;                                  /* slots at or past it are not the array's: skipped */
+  int (*winner)(void *ctx, const cs_array_candidate *c); /* nonzero stops the walk (out of memory) */
+  void *ctx;
+  /* The answer */
+  bool have_geometry;
+  cs_array_candidate geometry;                      /* its texts not kept */
+  char geometry_nonce[RT_ARRAY_NONCE_HEX + 1];      /* cut to RT_ARRAY_NONCE_HEX bytes */
+  bool out_of_order;
+  /* The walk's state */
+  bool have_last;
+  uint64_t last_slot, last_version;
+} rt_array_walk;
+
+/*
+ * Asks the catalog for the head's watermark and then, in one request, the
+ * array's candidates at it; fills walk's answer and calls walk->winner for
+ * each slot's winner (the first candidate of the slot in the catalog's
+ * order, which is checked). CS_E_OK, CS_E_IO (the catalog did not answer,
+ * msg says), CS_E_CORRUPT (out of order), or the winner callback's code.
+ */
+RT_HIDDEN int rt_array_winners(cs_catalog *catalog, const char *id, rt_array_walk *walk, char *msg, size_t msg_size);
+
+/* The geometry a candidate names: its record fetched whole, checked against its CRC-32 and decoded. */
+RT_HIDDEN int rt_array_geometry_fetch(cs_store *store, const cs_array_candidate *c, cs_array_meta *out, char *msg,
+                                      size_t msg_size);
+
+/* A nonce's 64-bit identity (FNV-1a over its text, never 0: a stamp's 0 means no write yet). */
+RT_HIDDEN uint64_t rt_array_nonce_hash(const cs_pack_text *nonce);
+
+#endif

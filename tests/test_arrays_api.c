@@ -1,0 +1,364 @@
+/*
+ * Capture arrays on the runtime (capstore/arrays.h): writers fill an array
+ * through capstore's sink, readers follow the fill and read slices. On the
+ * embedded defaults (dirstore, which enforces If-None-Match, and SQLite), or
+ * on S3 + ClickHouse with the servers' endpoint files as arguments (the
+ * local S3 server ignores If-None-Match: the catalog arbitrates).
+ *   - every chunk written by two writers reads back equal, whole and by
+ *     slices, raw and Blosc; a slice touching one block per chunk fetches
+ *     far fewer bytes than the chunks;
+ *   - a second write of a slot is refused (at once where claims are
+ *     enforced, at flush otherwise) and the first content stays;
+ *   - progress and stamps while filling; unwritten chunks read as zeros and
+ *     are marked; a slot written after an earlier read is never read as
+ *     zeros again; a complete array's stamp never changes;
+ *   - a geometry conflict names the field; bad sizes and indices are
+ *     refused by name.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <unistd.h>
+
+#include "test_capstore_util.h"
+#include "test_fs_util.h"
+#include "test_live_env.h"
+
+#define SEC CS_SEC_NS
+
+static void env_make(env *e) {
+  env_make_base(e, "arrays");
+  e->cfg.capture.staging_bytes = 32u << 20;
+  e->cfg.capture.record_bytes_max = 4u << 20;
+  e->cfg.capture.direct_io = false;
+}
+
+/*
+ * A float32 array of shape 5 x 20000 x 33 in chunks of 2 x 8192 x 16 (1 MiB: 16 raw units, 4 Blosc blocks):
+ * 3 x 3 x 3 chunks, cut at every high edge.
+ */
+static cs_array_meta meta_of(const char *id, cs_array_codec codec) {
+  cs_array_geometry g = {.dims = 3, .shape = {5, 20000, 33}, .chunk = {2, 8192, 16}};
+  cs_array_meta m;
+  char msg[160];
+  if (cs_array_meta_make(&m, id, &g, CS_DTYPE_FLOAT32, codec, "{\"source\": \"test_arrays_api\"}", msg, sizeof msg) !=
+      CS_E_OK)
+    fail_msg("meta: %s", msg);
+  return m;
+}
+
+/* The whole array's reference contents: element i is a value that depends on i (compressible, not constant). */
+static float *reference_of(const cs_array_meta *m) {
+  uint64_t n = cs_array_total_bytes(&m->geometry) / 4;
+  float *v = malloc((size_t)n * sizeof *v);
+  for (uint64_t i = 0; i < n; i++) v[i] = (float)(i % 1000) * 0.5f + (float)(i / 1000);
+  return v;
+}
+
+/* Chunk index's elements out of the reference (a slice read from the dense array into the chunk's buffer). */
+static uint8_t *chunk_of(const cs_array_meta *m, const float *ref, uint64_t index, size_t *len) {
+  uint64_t origin[CS_ARRAY_DIMS_MAX], shape[CS_ARRAY_DIMS_MAX];
+  assert_int_equal(cs_array_chunk_at(&m->geometry, index, NULL, origin, shape), CS_E_OK);
+  *len = (size_t)cs_array_chunk_bytes(&m->geometry, index);
+  uint8_t *out = malloc(*len);
+  cs_array_slice all;
+  memset(&all, 0, sizeof all);
+  for (uint32_t d = 0; d < m->geometry.dims; d++) all.stop[d] = m->geometry.shape[d];
+  cs_array_slice_iter it;
+  assert_int_equal(cs_array_slice_begin(&it, &m->geometry, &all), CS_E_OK);
+  cs_array_piece p;
+  while (cs_array_slice_next(&it, &p))
+    if (p.chunk_index == index) cs_array_piece_copy(&m->geometry, &all, &p, out, (uint8_t *)(uintptr_t)ref, false);
+  return out;
+}
+
+static int write_chunk(capstore_array_writer *w, const cs_array_meta *m, const float *ref, uint64_t index, char *msg,
+                       size_t msg_size) {
+  size_t len = 0;
+  uint8_t *bytes = chunk_of(m, ref, index, &len);
+  int rc = capstore_array_write_chunk(w, index, bytes, len, msg, msg_size);
+  free(bytes);
+  return rc;
+}
+
+static capstore_array_writer *writer_open(capstore *cs, env *e, const cs_array_meta *m) {
+  capstore_array_writer *w = NULL;
+  char msg[256];
+  if (capstore_array_writer_open(cs, &e->cfg, m, &w, msg, sizeof msg) != CS_E_OK)
+    fail_msg("capstore_array_writer_open: %s", msg);
+  return w;
+}
+
+static void flush_expect(capstore_array_writer *w, int want, uint64_t accepted, uint64_t refused) {
+  capstore_array_flush_report rep;
+  char msg[256];
+  int rc = capstore_array_flush(w, capstore_clock_ns() + 60 * SEC, &rep, msg, sizeof msg);
+  if (rc != want || rep.accepted != accepted || rep.refused != refused || rep.owed != 0)
+    fail_msg("flush: %d (%s), accepted %llu refused %llu owed %llu; want %d, %llu, %llu", rc, msg,
+             (unsigned long long)rep.accepted, (unsigned long long)rep.refused, (unsigned long long)rep.owed, want,
+             (unsigned long long)accepted, (unsigned long long)refused);
+}
+
+/* Reads slice s and compares it with the reference (zeros where a chunk is unwritten, per `unwritten`). */
+static void read_expect(capstore_array *a, const float *ref, const cs_array_slice *s, const uint8_t *written_bits,
+                        capstore_array_read_stats *stats) {
+  const cs_array_meta *m = capstore_array_meta(a);
+  uint64_t n = cs_array_slice_elements(&m->geometry, s);
+  float *got = malloc((size_t)n * 4 + 4), *want = calloc((size_t)n + 1, 4);
+  uint64_t chunks = cs_array_chunk_count(&m->geometry);
+  uint8_t unwritten[64];
+  char msg[256];
+  if (capstore_array_read(a, s, got, (size_t)n * 4, unwritten, sizeof unwritten, stats, msg, sizeof msg) != CS_E_OK)
+    fail_msg("capstore_array_read: %s", msg);
+  cs_array_slice_iter it;
+  assert_int_equal(cs_array_slice_begin(&it, &m->geometry, s), CS_E_OK);
+  cs_array_piece p;
+  cs_array_slice all;
+  memset(&all, 0, sizeof all);
+  for (uint32_t d = 0; d < m->geometry.dims; d++) all.stop[d] = m->geometry.shape[d];
+  while (cs_array_slice_next(&it, &p)) {
+    bool written = (written_bits[p.chunk_index / 8] >> (p.chunk_index % 8)) & 1u;
+    assert_int_equal(((unwritten[p.chunk_index / 8] >> (p.chunk_index % 8)) & 1u), !written);
+    if (!written) continue;
+    size_t len = 0;
+    uint8_t *chunk = chunk_of(m, ref, p.chunk_index, &len);
+    cs_array_piece_copy(&m->geometry, s, &p, chunk, (uint8_t *)want, true);
+    free(chunk);
+  }
+  for (uint64_t c = 0; c < chunks; c++) /* no bit outside the slice's chunks */
+    if ((unwritten[c / 8] >> (c % 8)) & 1u) assert_true(!((written_bits[c / 8] >> (c % 8)) & 1u));
+  if (memcmp(got, want, (size_t)n * 4) != 0) fail_msg("the slice read differs from the reference");
+  free(got);
+  free(want);
+}
+
+static cs_array_slice slice_all(const cs_array_meta *m) {
+  cs_array_slice s;
+  memset(&s, 0, sizeof s);
+  for (uint32_t d = 0; d < m->geometry.dims; d++) s.stop[d] = m->geometry.shape[d];
+  return s;
+}
+
+/* Two writers fill the array, interleaved; the reader sees it complete and equal, whole and by slices. */
+static void fill_and_read(cs_array_codec codec) {
+  env e;
+  env_make(&e);
+  capstore *cs = open_capstore(&e);
+  cs_array_meta m = meta_of(codec == CS_ARRAY_CODEC_BLOSC ? "fill.blosc" : "fill.raw", codec);
+  float *ref = reference_of(&m);
+  capstore_array_writer *w1 = writer_open(cs, &e, &m), *w2 = writer_open(cs, &e, &m);
+  uint64_t chunks = cs_array_chunk_count(&m.geometry);
+  assert_int_equal(chunks, 27);
+  char msg[256];
+  for (uint64_t i = 0; i < chunks; i++)
+    if (write_chunk(i % 2 ? w2 : w1, &m, ref, chunks - 1 - i, msg, sizeof msg) != CS_E_OK) fail_msg("write: %s", msg);
+  flush_expect(w1, CS_E_OK, 14, 0);
+  flush_expect(w2, CS_E_OK, 13, 0);
+  capstore_reader *r = open_reader(&e);
+  capstore_array *a = NULL;
+  if (capstore_array_open(r, m.id, &a, msg, sizeof msg) != CS_E_OK) fail_msg("capstore_array_open: %s", msg);
+  assert_null(cs_array_meta_diff(capstore_array_meta(a), &m, msg, sizeof msg));
+  cs_array_stamp st, again;
+  capstore_array_stamp(a, &st);
+  assert_int_equal(st.state, CS_ARRAY_COMPLETE);
+  assert_true(st.nonce != 0);
+  uint8_t bits[8];
+  uint64_t written = 0;
+  assert_int_equal(capstore_array_written(a, bits, sizeof bits, &written), CS_E_OK);
+  assert_int_equal(written, chunks);
+  capstore_array_read_stats whole, one_row;
+  cs_array_slice s = slice_all(&m);
+  read_expect(a, ref, &s, bits, &whole);
+  assert_int_equal(whole.chunks_read, chunks);
+  assert_int_equal(whole.catalog_requests, 2);
+  /* One row across the middle: [2, 3) x [8292, 8293) x [0, 33): three chunks, one unit (block) of each. */
+  s.start[0] = 2, s.stop[0] = 3, s.start[1] = 8292, s.stop[1] = 8293;
+  read_expect(a, ref, &s, bits, &one_row);
+  assert_int_equal(one_row.chunks_read, 3);
+  /* Against the same three chunks read whole: a quarter of their blocks (units), and of their bytes about that. */
+  capstore_array_read_stats three;
+  cs_array_slice chunks3 = slice_all(&m);
+  chunks3.start[0] = 2, chunks3.stop[0] = 4, chunks3.start[1] = 8192, chunks3.stop[1] = 16384;
+  read_expect(a, ref, &chunks3, bits, &three);
+  assert_int_equal(three.chunks_read, 3);
+  if (one_row.chunks.bytes_fetched * 2 >= three.chunks.bytes_fetched ||
+      one_row.chunks.units_verified * 2 > three.chunks.units_verified)
+    fail_msg("a row fetched %llu bytes (%llu units), its three chunks %llu (%llu units)",
+             (unsigned long long)one_row.chunks.bytes_fetched, (unsigned long long)one_row.chunks.units_verified,
+             (unsigned long long)three.chunks.bytes_fetched, (unsigned long long)three.chunks.units_verified);
+  /* Per chunk: the trailer, the table, (for Blosc) the header and start table, the one unit needed. */
+  assert_int_equal(one_row.chunks.fetches, codec == CS_ARRAY_CODEC_BLOSC ? 12 : 9);
+  assert_int_equal(one_row.chunks.blocks_decoded, codec == CS_ARRAY_CODEC_BLOSC ? 3 : 0);
+  /* Odd slices: empty, one element, an edge. */
+  s = slice_all(&m);
+  s.start[2] = s.stop[2] = 7;
+  read_expect(a, ref, &s, bits, NULL);
+  s = slice_all(&m);
+  s.start[0] = 4, s.start[1] = 19999, s.start[2] = 32;
+  read_expect(a, ref, &s, bits, NULL);
+  s = slice_all(&m);
+  s.start[1] = 7000, s.stop[1] = 17000, s.start[2] = 10, s.stop[2] = 20;
+  read_expect(a, ref, &s, bits, NULL);
+  assert_int_equal(capstore_array_refresh(a, msg, sizeof msg), CS_E_OK);
+  capstore_array_stamp(a, &again);
+  assert_true(cs_array_stamp_equal(&st, &again)); /* complete: it never changes */
+  /* Bad slices and buffers are refused by name, nothing read. */
+  float tiny[4];
+  s = slice_all(&m);
+  s.stop[1] = 20001;
+  assert_int_equal(capstore_array_read(a, &s, tiny, sizeof tiny, NULL, 0, NULL, msg, sizeof msg), CS_E_INVALID_ARGUMENT);
+  assert_non_null(strstr(msg, "slice"));
+  s = slice_all(&m);
+  assert_int_equal(capstore_array_read(a, &s, tiny, sizeof tiny, NULL, 0, NULL, msg, sizeof msg), CS_E_INVALID_ARGUMENT);
+  assert_non_null(strstr(msg, "bytes"));
+  capstore_array_close(a);
+  capstore_reader_free(r);
+  capstore_array_writer_free(w1);
+  capstore_array_writer_free(w2);
+  assert_int_equal(capstore_close(cs, 30 * SEC, msg, sizeof msg), CS_E_OK);
+  capstore_free(cs);
+  free(ref);
+  tc_remove_all(e.root);
+}
+
+static void test_fill_raw(void **state) {
+  (void)state;
+  fill_and_read(CS_ARRAY_CODEC_NONE);
+}
+
+static void test_fill_blosc(void **state) {
+  (void)state;
+  fill_and_read(CS_ARRAY_CODEC_BLOSC);
+}
+
+/*
+ * A second write of a slot: refused by the same writer at once, by another
+ * writer at once where claims are enforced (dirstore) or at its flush where
+ * the catalog arbitrates (the local S3 server); the first content stays.
+ * Progress, stamps and zeros while the array fills.
+ */
+static void test_second_write_and_progress(void **state) {
+  (void)state;
+  env e;
+  env_make(&e);
+  capstore *cs = open_capstore(&e);
+  cs_array_meta m = meta_of("second", CS_ARRAY_CODEC_BLOSC);
+  float *ref = reference_of(&m), *other = reference_of(&m);
+  uint64_t total = cs_array_total_bytes(&m.geometry) / 4;
+  for (uint64_t i = 0; i < total; i++) other[i] = -ref[i];
+  capstore_array_writer *w1 = writer_open(cs, &e, &m), *w2 = writer_open(cs, &e, &m);
+  char msg[256];
+  assert_int_equal(write_chunk(w1, &m, ref, 4, msg, sizeof msg), CS_E_OK);
+  assert_int_equal(write_chunk(w1, &m, ref, 4, msg, sizeof msg), CS_E_SLOT_WRITTEN);
+  assert_non_null(strstr(msg, "slot 4"));
+  flush_expect(w1, CS_E_OK, 1, 0);
+  capstore_reader *r = open_reader(&e);
+  capstore_array *a = NULL;
+  if (capstore_array_open(r, m.id, &a, msg, sizeof msg) != CS_E_OK) fail_msg("capstore_array_open: %s", msg);
+  cs_array_stamp filling, later;
+  capstore_array_stamp(a, &filling);
+  assert_int_equal(filling.state, CS_ARRAY_FILLING);
+  assert_int_equal(filling.written, 1);
+  uint8_t bits[8];
+  uint64_t written = 0;
+  assert_int_equal(capstore_array_written(a, bits, sizeof bits, &written), CS_E_OK);
+  assert_int_equal(written, 1);
+  assert_int_equal(bits[0], 1u << 4);
+  cs_array_slice s = slice_all(&m);
+  read_expect(a, ref, &s, bits, NULL); /* slot 4 as written, zeros elsewhere, marked */
+  /* Writer 2 tries slot 4 with other bytes, and writes slot 5. */
+  int rc = write_chunk(w2, &m, other, 4, msg, sizeof msg);
+  if (live.on) {
+    assert_int_equal(rc, CS_E_OK); /* no claim on this store: the catalog arbitrates at flush */
+  } else {
+    assert_int_equal(rc, CS_E_SLOT_WRITTEN);
+    assert_non_null(strstr(msg, "claim"));
+  }
+  assert_int_equal(write_chunk(w2, &m, ref, 5, msg, sizeof msg), CS_E_OK);
+  if (live.on) {
+    flush_expect(w2, CS_E_SLOT_WRITTEN, 1, 1);
+  } else {
+    flush_expect(w2, CS_E_OK, 1, 0);
+  }
+  /* The reader read slot 5 as zeros before; it must read it as written now, without being told to refresh. */
+  bits[0] |= 1u << 5;
+  read_expect(a, ref, &s, bits, NULL);
+  capstore_array_stamp(a, &later);
+  assert_int_equal(later.state, CS_ARRAY_FILLING);
+  assert_int_equal(later.written, 2);
+  assert_true(cs_array_stamp_same_array(&filling, &later));
+  assert_false(cs_array_stamp_equal(&filling, &later));
+  /* Bad input is refused by name, nothing written. */
+  uint8_t small[8] = {0};
+  assert_int_equal(capstore_array_write_chunk(w1, 27, small, sizeof small, msg, sizeof msg), CS_E_INVALID_ARGUMENT);
+  assert_non_null(strstr(msg, "27"));
+  assert_int_equal(capstore_array_write_chunk(w1, 6, small, sizeof small, msg, sizeof msg), CS_E_INVALID_ARGUMENT);
+  if (strstr(msg, "bytes") == NULL || strstr(msg, "not 8") == NULL) fail_msg("a wrong size: '%s'", msg);
+  /* The slot a bad write named is still free. */
+  assert_int_equal(write_chunk(w1, &m, ref, 6, msg, sizeof msg), CS_E_OK);
+  flush_expect(w1, CS_E_OK, 2, 0);
+  capstore_array_close(a);
+  capstore_reader_free(r);
+  capstore_array_writer_free(w1);
+  capstore_array_writer_free(w2);
+  assert_int_equal(capstore_close(cs, 30 * SEC, msg, sizeof msg), CS_E_OK);
+  capstore_free(cs);
+  free(ref);
+  free(other);
+  tc_remove_all(e.root);
+}
+
+/* Creating an array that exists with another geometry is refused, naming the field; the same geometry joins. */
+static void test_geometry_conflict(void **state) {
+  (void)state;
+  env e;
+  env_make(&e);
+  capstore *cs = open_capstore(&e);
+  cs_array_meta m = meta_of("conflict", CS_ARRAY_CODEC_NONE), other = m;
+  other.geometry.shape[1] = 20001;
+  capstore_array_writer *w = writer_open(cs, &e, &m);
+  char msg[256];
+  flush_expect(w, CS_E_OK, 0, 0); /* the geometry is visible now */
+  capstore_array_writer *bad = NULL, *same = NULL;
+  assert_int_equal(capstore_array_writer_open(cs, &e.cfg, &other, &bad, msg, sizeof msg), CS_E_CONFLICT);
+  assert_null(bad);
+  assert_non_null(strstr(msg, "shape[1]"));
+  other = m;
+  other.dtype = CS_DTYPE_INT32;
+  assert_int_equal(capstore_array_writer_open(cs, &e.cfg, &other, &bad, msg, sizeof msg), CS_E_CONFLICT);
+  if (strstr(msg, "dtype") == NULL) fail_msg("another dtype: '%s'", msg);
+  assert_int_equal(capstore_array_writer_open(cs, &e.cfg, &m, &same, msg, sizeof msg), CS_E_OK);
+  capstore_reader *r = open_reader(&e);
+  capstore_array *a = NULL;
+  assert_int_equal(capstore_array_open(r, "no-such-array", &a, msg, sizeof msg), CS_E_NOT_FOUND);
+  assert_int_equal(capstore_array_open(r, "bad/id", &a, msg, sizeof msg), CS_E_INVALID_ARGUMENT);
+  assert_int_equal(capstore_array_open(r, "conflict", &a, msg, sizeof msg), CS_E_OK);
+  cs_array_stamp st;
+  capstore_array_stamp(a, &st);
+  assert_int_equal(st.state, CS_ARRAY_EMPTY);
+  capstore_array_close(a);
+  capstore_reader_free(r);
+  capstore_array_writer_free(w);
+  capstore_array_writer_free(same);
+  assert_int_equal(capstore_close(cs, 30 * SEC, msg, sizeof msg), CS_E_OK);
+  capstore_free(cs);
+  tc_remove_all(e.root);
+}
+
+int main(int argc, char **argv) {
+  if (argc == 3)
+    live_load(argv[1], argv[2]);
+  else if (argc != 1)
+    return fprintf(stderr, "usage: test_arrays_api [CLICKHOUSE_ENDPOINT S3_ENDPOINT]\n"), 2;
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_fill_raw),
+      cmocka_unit_test(test_fill_blosc),
+      cmocka_unit_test(test_second_write_and_progress),
+      cmocka_unit_test(test_geometry_conflict),
+  };
+  return cmocka_run_group_tests_name(live.on ? "arrays on S3 + ClickHouse" : "arrays on dirstore + SQLite", tests, NULL,
+                                     NULL);
+}
