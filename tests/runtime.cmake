@@ -82,5 +82,8 @@ target_link_libraries(capstore_rt_fixture PRIVATE capstore_runtime)
 target_include_directories(capstore_rt_fixture PRIVATE ${CMAKE_SOURCE_DIR}/faults)
 
 # capstore serve with capture processes beside it (tests/serve_cli.sh, tests/serve_client.c).
+# Capture arrays from several processes beside the daemon (tests/arrays_live.sh, tests/array_client.c).
+add_executable(array_client ${CMAKE_CURRENT_SOURCE_DIR}/array_client.c)
+target_link_libraries(array_client PRIVATE capstore_runtime)
 add_executable(serve_client ${CMAKE_CURRENT_SOURCE_DIR}/serve_client.c)
 target_link_libraries(serve_client PRIVATE capstore_runtime)

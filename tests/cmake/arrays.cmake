@@ -15,3 +15,11 @@ add_test(NAME arrays.blosc_python
          COMMAND ${CAPSTORE_ARRAYS_PYTHON} ${CMAKE_SOURCE_DIR}/tests/blosc_python_check.py
                  $<TARGET_FILE:test_blosc_chunk> $<TARGET_FILE:test_array_chunk>)
 set_tests_properties(arrays.blosc_python PROPERTIES LABELS "arrays;runtime" TIMEOUT 300)
+
+# 8 writer processes beside `capstore serve` fill one array, raw and Blosc (tests/arrays_live.sh,
+# tests/array_client.c): contested slots won once, every chunk read back equal, python3-blosc decodes a stored
+# chunk. On the embedded defaults (claims enforced) and on the npm S3 server + ClickHouse (catalog arbitration).
+add_test(NAME arrays.live_fill
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/arrays_live.sh $<TARGET_FILE:capstore_cli> $<TARGET_FILE:array_client>
+          ${CMAKE_CURRENT_BINARY_DIR}/arrays_live)
+set_tests_properties(arrays.live_fill PROPERTIES LABELS "arrays;runtime" TIMEOUT 300)

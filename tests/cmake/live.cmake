@@ -69,3 +69,11 @@ set_tests_properties(live.reader PROPERTIES FIXTURES_REQUIRED "clickhouse;s3" LA
 add_test(NAME live.arrays COMMAND test_arrays_api ${CAPSTORE_LIVE_DIR}/clickhouse/endpoint ${CAPSTORE_LIVE_DIR}/s3/endpoint)
 set_tests_properties(live.arrays PROPERTIES FIXTURES_REQUIRED "clickhouse;s3" LABELS "live;runtime;arrays"
                      RESOURCE_LOCK clickhouse TIMEOUT 600)
+
+# 8 writer processes fill one array on S3 + ClickHouse (tests/arrays_live.sh; its embedded run is arrays.live_fill).
+add_test(NAME live.arrays_fill
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/arrays_live.sh $<TARGET_FILE:capstore_cli> $<TARGET_FILE:array_client>
+          ${CMAKE_CURRENT_BINARY_DIR}/arrays_live_servers ${CAPSTORE_LIVE_DIR}/clickhouse/endpoint
+          ${CAPSTORE_LIVE_DIR}/s3/endpoint)
+set_tests_properties(live.arrays_fill PROPERTIES FIXTURES_REQUIRED "clickhouse;s3" LABELS "live;arrays;runtime"
+                     RESOURCE_LOCK clickhouse TIMEOUT 600)
