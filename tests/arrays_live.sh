@@ -20,25 +20,12 @@ python=/usr/bin/python3
 [[ -x $python ]] || python=python3
 source "$(dirname "$0")/cli_lib.sh"
 cli_begin "$work"
-daemon=
-trap '[[ -n $daemon ]] && kill -KILL "$daemon" 2>/dev/null; wait 2>/dev/null' EXIT
-backend=embedded
-[[ -n $ch_file ]] && backend=servers
+source "$(dirname "$0")/serve_lib.sh"
+serve_backend "$ch_file" "$s3_file"
 step() { echo "arrays_live ($backend): ${SECONDS}s: $*"; }
 
 spool=$work/spool
 name=arrays_live_$$_$RANDOM
-if [[ $backend == servers ]]; then
-  read -r ch_port ch_user ch_password <"$ch_file"
-  read -r s3_endpoint s3_key s3_secret s3_bucket <"$s3_file"
-  export CAPSTORE_CLICKHOUSE_PASSWORD=$ch_password AWS_ACCESS_KEY_ID=$s3_key AWS_SECRET_ACCESS_KEY=$s3_secret
-  export AWS_REGION=us-east-1
-  store="\"s3\": {\"endpoint\": \"$s3_endpoint\", \"bucket\": \"$s3_bucket\", \"allow_insecure\": true}"
-  catalog="\"clickhouse\": {\"url\": \"http://127.0.0.1:$ch_port/\", \"user\": \"$ch_user\", \"allow_insecure\": true}"
-else
-  store="\"dir\": \"$work/bucket\""
-  catalog="\"sqlite\": \"$work/catalog.db\""
-fi
 cat >"$work/serve.json" <<JSON
 # the daemon, and the store and catalog the writers and the reader use (tests/arrays_live.sh)
 {"name": "$name", "spool_dir": "$spool", "store": {$store}, "catalog": {$catalog},
@@ -50,14 +37,7 @@ cat >"$work/capture.json" <<JSON
 JSON
 
 step "daemon"
-"$capstore" serve "$work/serve.json" --log "$work/serve.log" 2>"$work/serve.err" &
-daemon=$!
-for ((i = 0; i < 600; i++)); do
-  grep -q "event=lease state=held" "$work/serve.log" 2>/dev/null && break
-  kill -0 "$daemon" 2>/dev/null || break
-  sleep 0.05
-done
-grep -q "event=lease state=held" "$work/serve.log" || fail "the daemon did not take the lease: $(tail -5 "$work/serve.log" "$work/serve.err")"
+serve_start "$capstore" "$work/serve.json"
 
 for codec in raw blosc; do
   id=fill-$codec-$name
@@ -101,10 +81,5 @@ PY
 done
 
 step "SIGTERM"
-kill -TERM "$daemon"
-for ((i = 0; i < 600; i++)); do kill -0 "$daemon" 2>/dev/null || break; sleep 0.05; done
-wait "$daemon"
-code=$?
-daemon=
-[[ $code == 0 ]] || fail "SIGTERM: exit $code: $(tail -3 "$work/serve.log") $(cat "$work/serve.err")"
+serve_stop
 finish "arrays_live ($backend)"

@@ -16,26 +16,13 @@ ch_file=${4-}
 s3_file=${5-}
 source "$(dirname "$0")/cli_lib.sh"
 cli_begin "$work"
-daemon=
-trap '[[ -n $daemon ]] && kill -KILL "$daemon" 2>/dev/null; wait 2>/dev/null' EXIT
-backend=embedded
-[[ -n $ch_file ]] && backend=servers
+source "$(dirname "$0")/serve_lib.sh"
+serve_backend "$ch_file" "$s3_file"
 step() { echo "serve_e2e ($backend): ${SECONDS}s: $*"; }
 
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 spool=$work/spool
 name=serve_e2e_$$_$RANDOM
-if [[ $backend == servers ]]; then
-  read -r ch_port ch_user ch_password <"$ch_file"
-  read -r s3_endpoint s3_key s3_secret s3_bucket <"$s3_file"
-  export CAPSTORE_CLICKHOUSE_PASSWORD=$ch_password AWS_ACCESS_KEY_ID=$s3_key AWS_SECRET_ACCESS_KEY=$s3_secret
-  export AWS_REGION=us-east-1
-  store="\"s3\": {\"endpoint\": \"$s3_endpoint\", \"bucket\": \"$s3_bucket\", \"allow_insecure\": true}"
-  catalog="\"clickhouse\": {\"url\": \"http://127.0.0.1:$ch_port/\", \"user\": \"$ch_user\", \"allow_insecure\": true}"
-else
-  store="\"dir\": \"$work/bucket\""
-  catalog="\"sqlite\": \"$work/catalog.db\""
-fi
 cat >"$work/serve.json" <<EOF
 # the daemon (tests/serve_e2e.sh)
 {"name": "$name", "spool_dir": "$spool", "store": {$store}, "catalog": {$catalog},
@@ -47,14 +34,7 @@ cat >"$work/capture.json" <<EOF
 EOF
 
 step "daemon"
-"$capstore" serve "$work/serve.json" --log "$work/serve.log" 2>"$work/serve.err" &
-daemon=$!
-for ((i = 0; i < 600; i++)); do
-  grep -q "event=lease state=held" "$work/serve.log" 2>/dev/null && break
-  kill -0 "$daemon" 2>/dev/null || break
-  sleep 0.05
-done
-grep -q "event=lease state=held" "$work/serve.log" || fail "the daemon did not take the lease: $(tail -5 "$work/serve.log" "$work/serve.err")"
+serve_start "$capstore" "$work/serve.json"
 
 step "three capture processes"
 # One is killed right after sealing (no flush wait, no close): what it sealed must ship all the same.
@@ -103,12 +83,7 @@ assert s["adopted_spools"] == 1, s["adopted_spools"]
 PY
 
 step "SIGTERM"
-kill -TERM "$daemon"
-for ((i = 0; i < 600; i++)); do kill -0 "$daemon" 2>/dev/null || break; sleep 0.05; done
-wait "$daemon"
-code=$?
-daemon=
-[[ $code == 0 ]] || fail "SIGTERM: exit $code: $(tail -3 "$work/serve.log") $(cat "$work/serve.err")"
+serve_stop
 grep -q "event=close result=ok drained=true" "$work/serve.log" || fail "close event: $(grep event=close "$work/serve.log")"
 
 step "the catalog"
