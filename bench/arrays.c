@@ -1,0 +1,511 @@
+/*
+ * capstore-bench-arrays: capture arrays (capstore/arrays.h, docs/arrays.md)
+ * against the plainest way to do the same work, in the same run
+ * (docs/performance.md, "Capture arrays"; bench/run_arrays.sh runs it on
+ * dirstore + SQLite and on a private S3 server + ClickHouse).
+ *
+ * usage: capstore-bench-arrays progress|write|slice|smoke --work DIR [--s3 FILE --clickhouse FILE] [options]
+ *
+ * progress: an array of --chunks N (16384) chunks of 64 float32 written by one writer and flushed (the
+ *   write rate and the flush are reported), then --runs K (7) times, in turn first:
+ *     refresh   capstore_array_refresh + capstore_array_written: the written slots and the stamp (two
+ *               catalog requests, whatever N);
+ *     list      LIST of one object per chunk (the slot claims on a dirstore; on S3, one small object per
+ *               chunk under a prefix of its own, put by the bench first): what progress costs where each
+ *               chunk is an object. Requests and time.
+ * write: --writes M (256) first writes into empty slots (chunks of 64 KiB), each timed, then the same slots
+ *   written again by a second writer, each timed: refused at once where the store enforces If-None-Match
+ *   (a dirstore), or accepted at the write and refused at the flush (the local S3 server), whose time is
+ *   reported per write. Medians.
+ * slice: an array of --chunks N (16) chunks of 1 x 4096 x 256 float32 (4 MiB, 16 Blosc blocks of 256 KiB),
+ *   Blosc, filled; then --runs K times a slice touching one block of every chunk ([0, N) x [100, 101) x
+ *   [0, 256)) read, in turn first:
+ *     blocks    capstore_array_read: per chunk the trailer, the table, the Blosc prefix and one block;
+ *     whole     per chunk one GET of its whole stored record and a decode of the whole chunk (what a
+ *               reader without the block table does), through the same store adapter.
+ *   Bytes, requests and time; both equal to the reference.
+ * smoke: small versions of all three on a dirstore + SQLite (ctest bench.arrays_smoke).
+ *
+ * Every measurement is one line of key=value pairs, then "median ..." and "ratio ..." lines. Exit status 0
+ * only when every read was byte-exact and every refusal and count was as expected.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "capstore/capstore.h"
+
+#define RUNS_MAX 31
+#define SEC CS_SEC_NS
+
+typedef struct opts {
+  const char *mode, *work, *s3_file, *ch_file;
+  unsigned runs, chunks, writes;
+} opts;
+
+static struct {
+  char ch_url[128], ch_user[128], ch_password[128];
+  char s3_endpoint[256], s3_key[128], s3_secret[128], s3_bucket[128];
+  bool on;
+} live;
+
+static double now_s(void) { return (double)capstore_clock_ns() / 1e9; }
+
+static int usage(void) {
+  fprintf(stderr, "usage: capstore-bench-arrays progress|write|slice|smoke --work DIR [--s3 FILE --clickhouse FILE]\n"
+                  "       [--runs K] [--chunks N] [--writes M]\n");
+  return 2;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static double median(const double *v, unsigned n) {
+  double s[4096];
+  unsigned m = n < 4096 ? n : 4096;
+  memcpy(s, v, m * sizeof *s);
+  qsort(s, m, sizeof *s, cmp_double);
+  return m == 0 ? 0 : m % 2 ? s[m / 2] : (s[m / 2 - 1] + s[m / 2]) / 2;
+}
+
+static bool live_load(const opts *o) {
+  if (o->s3_file == NULL && o->ch_file == NULL) return true;
+  if (o->s3_file == NULL || o->ch_file == NULL) return false;
+  FILE *f = fopen(o->ch_file, "r");
+  unsigned port = 0;
+  bool ok = f != NULL && fscanf(f, "%u %127s %127s", &port, live.ch_user, live.ch_password) >= 2;
+  if (f != NULL) fclose(f);
+  snprintf(live.ch_url, sizeof live.ch_url, "http://127.0.0.1:%u/", port);
+  f = fopen(o->s3_file, "r");
+  ok = ok && f != NULL &&
+       fscanf(f, "%255s %127s %127s %127s", live.s3_endpoint, live.s3_key, live.s3_secret, live.s3_bucket) == 4;
+  if (f != NULL) fclose(f);
+  live.on = ok;
+  return ok;
+}
+
+typedef struct env {
+  char dir[512], spool[600], bucket[600], db[600], name[64], prefix[80];
+  capstore_config cfg;
+} env;
+
+static bool env_make(env *e, const opts *o, const char *tag) {
+  snprintf(e->dir, sizeof e->dir, "%s/%s", o->work, tag);
+  char cmd[1100];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", e->dir, e->dir);
+  if (system(cmd) != 0) return false;
+  snprintf(e->spool, sizeof e->spool, "%s/spool", e->dir);
+  snprintf(e->bucket, sizeof e->bucket, "%s/bucket", e->dir);
+  snprintf(e->db, sizeof e->db, "%s/catalog.db", e->dir);
+  capstore_config_default(&e->cfg);
+  e->cfg.spool_dir = e->spool;
+  e->cfg.store_dir = e->bucket;
+  e->cfg.sqlite_path = e->db;
+  e->cfg.capture.sink.linger_ns = 50 * CS_MS_NS;
+  if (live.on) {
+    snprintf(e->name, sizeof e->name, "bench_arrays_%s_%ld", tag, (long)getpid());
+    snprintf(e->prefix, sizeof e->prefix, "%s/", e->name);
+    e->cfg.name = e->name;
+    e->cfg.key_prefix = e->prefix;
+    e->cfg.store_dir = NULL;
+    e->cfg.s3_endpoint = live.s3_endpoint;
+    e->cfg.s3_bucket = live.s3_bucket;
+    e->cfg.s3_access_key_id = live.s3_key;
+    e->cfg.s3_secret_access_key = live.s3_secret;
+    e->cfg.s3_allow_insecure = true;
+    e->cfg.sqlite_path = NULL;
+    e->cfg.clickhouse_url = live.ch_url;
+    e->cfg.clickhouse_user = live.ch_user;
+    e->cfg.clickhouse_password = live.ch_password[0] != '\0' ? live.ch_password : NULL;
+    e->cfg.clickhouse_allow_insecure = true;
+    e->cfg.service.lease_guard_ns = 1100 * CS_MS_NS;
+  }
+  return true;
+}
+
+static const char *backend(void) { return live.on ? "s3+clickhouse" : "dirstore+sqlite"; }
+
+/* Floats with a bfloat16's precision from a fixed stream: about 2:1 under Blosc with byte shuffle. */
+static void fill_values(float *v, size_t n, uint64_t seed) {
+  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (size_t i = 0; i < n; i++) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    float f = (float)((double)(x >> 11) / 9007199254740992.0 * 4.0 - 2.0);
+    uint32_t bits;
+    memcpy(&bits, &f, 4);
+    bits &= 0xffff0000u;
+    memcpy(&v[i], &bits, 4);
+  }
+}
+
+static capstore *open_cs(env *e) {
+  char msg[256];
+  capstore *cs = NULL;
+  if (capstore_open(&e->cfg, &cs, msg, sizeof msg) != CS_E_OK) {
+    fprintf(stderr, "capstore_open: %s\n", msg);
+    exit(1);
+  }
+  return cs;
+}
+
+static capstore_array_writer *open_writer(capstore *cs, env *e, const cs_array_meta *m) {
+  char msg[256];
+  capstore_array_writer *w = NULL;
+  if (capstore_array_writer_open(cs, &e->cfg, m, &w, msg, sizeof msg) != CS_E_OK) {
+    fprintf(stderr, "capstore_array_writer_open: %s\n", msg);
+    exit(1);
+  }
+  return w;
+}
+
+static void close_cs(capstore *cs) {
+  char msg[256];
+  if (capstore_close(cs, 60 * SEC, msg, sizeof msg) != CS_E_OK) fprintf(stderr, "close: %s\n", msg);
+  capstore_free(cs);
+}
+
+static cs_array_meta meta_1d(const char *id, uint64_t chunks, uint64_t chunk_elements, cs_array_codec codec) {
+  cs_array_geometry g = {.dims = 1, .shape = {chunks * chunk_elements}, .chunk = {chunk_elements}};
+  cs_array_meta m;
+  char msg[160];
+  if (cs_array_meta_make(&m, id, &g, CS_DTYPE_FLOAT32, codec, NULL, msg, sizeof msg) != CS_E_OK) {
+    fprintf(stderr, "meta: %s\n", msg);
+    exit(1);
+  }
+  return m;
+}
+
+/* ---- progress ------------------------------------------------------------------------------------------ */
+
+/* LISTs every key under prefix; *requests and *keys counted. */
+static bool list_all(cs_store *store, const char *prefix, uint64_t *requests, uint64_t *keys) {
+  static char keys_buf[1000][CS_KEY_MAX];
+  cs_list_page page;
+  char token[CS_KEY_MAX] = "";
+  *requests = *keys = 0;
+  for (;;) {
+    memset(&page, 0, sizeof page);
+    page.keys = keys_buf;
+    page.key_capacity = 1000;
+    cs_store_result res;
+    memset(&res, 0, sizeof res);
+    if (store->ops->list(store->self, prefix, token, 1000, &page, &res) != CS_E_OK || res.outcome != CS_OUT_OK) {
+      fprintf(stderr, "LIST %s: %s\n", prefix, res.detail);
+      return false;
+    }
+    (*requests)++;
+    *keys += page.key_count;
+    if (page.next_token[0] == '\0') return true;
+    snprintf(token, sizeof token, "%s", page.next_token);
+  }
+}
+
+static int run_progress(const opts *o) {
+  env e;
+  if (!env_make(&e, o, "progress")) return 1;
+  capstore *cs = open_cs(&e);
+  cs_array_meta m = meta_1d("progress", o->chunks, 64, CS_ARRAY_CODEC_NONE);
+  capstore_array_writer *w = open_writer(cs, &e, &m);
+  float v[64];
+  char msg[256];
+  double t0 = now_s();
+  for (uint64_t i = 0; i < o->chunks; i++) {
+    fill_values(v, 64, i);
+    if (capstore_array_write_chunk(w, i, v, sizeof v, msg, sizeof msg) != CS_E_OK) {
+      fprintf(stderr, "write %" PRIu64 ": %s\n", i, msg);
+      return 1;
+    }
+  }
+  double t1 = now_s();
+  capstore_array_flush_report rep;
+  int rc = capstore_array_flush(w, capstore_clock_ns() + 600 * SEC, &rep, msg, sizeof msg);
+  double t2 = now_s();
+  if (rc != CS_E_OK || rep.accepted != o->chunks) {
+    fprintf(stderr, "flush: %s (%" PRIu64 " accepted)\n", msg, rep.accepted);
+    return 1;
+  }
+  printf("progress backend=%s chunks=%u write_s=%.3f writes_per_s=%.0f flush_s=%.3f\n", backend(), o->chunks, t1 - t0,
+         o->chunks / (t1 - t0), t2 - t1);
+  /* The peer's objects: the claims on a dirstore; one object per chunk put here on S3. */
+  cs_store store;
+  if (capstore_open_store(&e.cfg, &store, msg, sizeof msg) != CS_E_OK) return fprintf(stderr, "%s\n", msg), 1;
+  char prefix[CS_KEY_MAX], keyprefix[256];
+  capstore_key_prefix(&e.cfg, keyprefix, sizeof keyprefix);
+  if (store.enforces_if_none_match) {
+    snprintf(prefix, sizeof prefix, "%sarrays/progress/slots/", keyprefix);
+  } else {
+    snprintf(prefix, sizeof prefix, "%speer/progress/", keyprefix);
+    for (uint64_t i = 0; i < o->chunks; i++) {
+      char key[CS_KEY_MAX + 32];
+      snprintf(key, sizeof key, "%s%08" PRIu64, prefix, i);
+      cs_store_result res;
+      memset(&res, 0, sizeof res);
+      if (store.ops->put(store.self, key, "x", 1, NULL, false, &res) != CS_E_OK || res.outcome != CS_OUT_OK)
+        return fprintf(stderr, "PUT %s: %s\n", key, res.detail), 1;
+    }
+  }
+  capstore_reader *r = NULL;
+  if (capstore_reader_open(&e.cfg, &r, msg, sizeof msg) != CS_E_OK) return fprintf(stderr, "%s\n", msg), 1;
+  capstore_array *a = NULL;
+  if (capstore_array_open(r, m.id, &a, msg, sizeof msg) != CS_E_OK) return fprintf(stderr, "%s\n", msg), 1;
+  uint8_t *bits = malloc((o->chunks + 7) / 8);
+  double refresh[RUNS_MAX], list[RUNS_MAX];
+  uint64_t list_requests = 0, list_keys = 0, written = 0;
+  int bad = 0;
+  for (unsigned run = 0; run < o->runs; run++) {
+    for (int side = 0; side < 2; side++) {
+      bool do_refresh = (side == 0) == (run % 2 == 0);
+      double s = now_s();
+      if (do_refresh) {
+        if (capstore_array_refresh(a, msg, sizeof msg) != CS_E_OK ||
+            capstore_array_written(a, bits, (o->chunks + 7) / 8, &written) != CS_E_OK || written != o->chunks)
+          bad++;
+        refresh[run] = now_s() - s;
+      } else {
+        if (!list_all(&store, prefix, &list_requests, &list_keys) || list_keys != o->chunks) bad++;
+        list[run] = now_s() - s;
+      }
+    }
+    printf("progress run=%u refresh_ms=%.2f refresh_requests=2 list_ms=%.2f list_requests=%" PRIu64 " list_keys=%" PRIu64
+           "\n", run, refresh[run] * 1e3, list[run] * 1e3, list_requests, list_keys);
+  }
+  double mr = median(refresh, o->runs), ml = median(list, o->runs);
+  printf("median progress backend=%s chunks=%u refresh_ms=%.2f list_ms=%.2f\n", backend(), o->chunks, mr * 1e3, ml * 1e3);
+  printf("ratio progress list/refresh time=%.2f requests=%.1f\n", ml / mr, (double)list_requests / 2.0);
+  free(bits);
+  capstore_array_close(a);
+  capstore_reader_free(r);
+  cs_store_close(&store);
+  capstore_array_writer_free(w);
+  close_cs(cs);
+  return bad == 0 ? 0 : 1;
+}
+
+/* ---- write --------------------------------------------------------------------------------------------- */
+
+static int run_write(const opts *o) {
+  env e;
+  if (!env_make(&e, o, "write")) return 1;
+  capstore *cs = open_cs(&e);
+  enum { EL = 16384 }; /* 64 KiB chunks */
+  cs_array_meta m = meta_1d("write", o->writes, EL, CS_ARRAY_CODEC_NONE);
+  capstore_array_writer *w1 = open_writer(cs, &e, &m), *w2 = open_writer(cs, &e, &m);
+  float *v = malloc(EL * sizeof *v);
+  double *first = calloc(o->writes, sizeof *first), *second = calloc(o->writes, sizeof *second);
+  char msg[256];
+  int bad = 0;
+  unsigned refused_at_once = 0;
+  for (unsigned i = 0; i < o->writes; i++) {
+    fill_values(v, EL, i);
+    double s = now_s();
+    if (capstore_array_write_chunk(w1, i, v, EL * sizeof *v, msg, sizeof msg) != CS_E_OK) bad++;
+    first[i] = now_s() - s;
+  }
+  capstore_array_flush_report rep;
+  if (capstore_array_flush(w1, capstore_clock_ns() + 600 * SEC, &rep, msg, sizeof msg) != CS_E_OK) bad++;
+  for (unsigned i = 0; i < o->writes; i++) {
+    fill_values(v, EL, i + 1000000u);
+    double s = now_s();
+    int rc = capstore_array_write_chunk(w2, i, v, EL * sizeof *v, msg, sizeof msg);
+    second[i] = now_s() - s;
+    if (rc == CS_E_SLOT_WRITTEN) refused_at_once++;
+    else if (rc != CS_E_OK) bad++;
+  }
+  double s = now_s();
+  int rc = capstore_array_flush(w2, capstore_clock_ns() + 600 * SEC, &rep, msg, sizeof msg);
+  double flush2 = now_s() - s;
+  bool all_refused = refused_at_once == o->writes || (rc == CS_E_SLOT_WRITTEN && rep.refused == o->writes);
+  if (!all_refused) bad++, fprintf(stderr, "second writes: %u refused at once, flush %s\n", refused_at_once, msg);
+  double mf = median(first, o->writes), ms = median(second, o->writes);
+  printf("median write backend=%s writes=%u chunk_bytes=%u first_ms=%.3f second_ms=%.3f refused_at_once=%u"
+         " second_flush_ms=%.1f second_flush_per_write_ms=%.3f\n",
+         backend(), o->writes, EL * 4u, mf * 1e3, ms * 1e3, refused_at_once, flush2 * 1e3,
+         flush2 * 1e3 / o->writes);
+  printf("ratio write first/second=%.2f\n", mf / ms);
+  free(v);
+  free(first);
+  free(second);
+  capstore_array_writer_free(w1);
+  capstore_array_writer_free(w2);
+  close_cs(cs);
+  return bad == 0 ? 0 : 1;
+}
+
+/* ---- slice --------------------------------------------------------------------------------------------- */
+
+static cs_store *bench_store; /* the peer's store: opened apart from the reader's, as a plain client would */
+
+typedef struct whole_cost {
+  uint64_t requests, bytes;
+} whole_cost;
+
+/* The peer: per overlapped chunk, one GET of its whole stored record and a whole decode. */
+static bool read_whole(capstore_reader *r, const cs_array_meta *m, const char *id, const cs_array_slice *s,
+                       float *out, whole_cost *cost) {
+  cs_search_filter f;
+  memset(&f, 0, sizeof f);
+  cs_pack_text hook = cs_pack_text_of(CS_ARRAY_HOOK_CHUNK);
+  f.hook_names = &hook, f.hook_name_count = 1;
+  f.session_id = cs_pack_text_of(id);
+  capstore_selection sel;
+  memset(&sel, 0, sizeof sel);
+  char msg[256];
+  if (capstore_search(r, &f, NULL, CAPSTORE_PAGE_MAX, &sel, msg, sizeof msg) != CS_E_OK) return false;
+  bool ok = true;
+  cs_array_slice_iter it;
+  cs_array_slice_begin(&it, &m->geometry, s);
+  cs_array_piece p;
+  uint64_t max = cs_array_chunk_bytes(&m->geometry, 0);
+  uint8_t *chunk = malloc((size_t)max), *stored = NULL;
+  size_t stored_cap = 0;
+  while (ok && cs_array_slice_next(&it, &p)) {
+    const cs_search_row *row = NULL;
+    for (uint32_t i = 0; i < sel.count; i++)
+      if (sel.rows[i].d.record.meta.step_number == p.chunk_index) row = &sel.rows[i];
+    if (row == NULL) return false;
+    uint64_t len = row->d.record.stored_length;
+    if (len > stored_cap) stored = realloc(stored, (size_t)len), stored_cap = (size_t)len;
+    cs_range range = {.offset = row->d.record.offset, .length = len};
+    size_t got = 0;
+    cs_store_result res;
+    memset(&res, 0, sizeof res);
+    if (bench_store->ops->get(bench_store->self, row->d.key, &range, stored, (size_t)len, &got, &res) != CS_E_OK ||
+        res.outcome != CS_OUT_OK || got != len)
+      return false;
+    cost->requests++, cost->bytes += len;
+    cs_array_chunk_tail tail;
+    if (cs_array_chunk_tail_parse(stored + len - CS_ARRAY_CHUNK_TRAILER_BYTES, len, &tail, msg, sizeof msg) != CS_E_OK)
+      return false;
+    size_t out_len = 0;
+    if (cs_blosc_decode(stored, tail.payload_bytes, chunk, (size_t)max, &out_len, msg, sizeof msg) != CS_E_OK ||
+        out_len != cs_array_chunk_bytes(&m->geometry, p.chunk_index))
+      return false;
+    cs_array_piece_copy(&m->geometry, s, &p, chunk, (uint8_t *)out, true);
+  }
+  free(chunk);
+  free(stored);
+  capstore_selection_free(&sel);
+  return ok;
+}
+
+static int run_slice(const opts *o) {
+  env e;
+  if (!env_make(&e, o, "slice")) return 1;
+  capstore *cs = open_cs(&e);
+  cs_array_geometry g = {.dims = 3, .shape = {o->chunks, 4096, 256}, .chunk = {1, 4096, 256}};
+  cs_array_meta m;
+  char msg[256];
+  if (cs_array_meta_make(&m, "slice", &g, CS_DTYPE_FLOAT32, CS_ARRAY_CODEC_BLOSC, NULL, msg, sizeof msg) != CS_E_OK)
+    return fprintf(stderr, "%s\n", msg), 1;
+  capstore_array_writer *w = open_writer(cs, &e, &m);
+  size_t chunk_el = 4096u * 256u;
+  float *v = malloc(chunk_el * sizeof *v);
+  for (uint64_t i = 0; i < o->chunks; i++) {
+    fill_values(v, chunk_el, i);
+    if (capstore_array_write_chunk(w, i, v, chunk_el * sizeof *v, msg, sizeof msg) != CS_E_OK)
+      return fprintf(stderr, "write: %s\n", msg), 1;
+  }
+  capstore_array_flush_report rep;
+  if (capstore_array_flush(w, capstore_clock_ns() + 600 * SEC, &rep, msg, sizeof msg) != CS_E_OK)
+    return fprintf(stderr, "flush: %s\n", msg), 1;
+  capstore_reader *r = NULL;
+  if (capstore_reader_open(&e.cfg, &r, msg, sizeof msg) != CS_E_OK) return fprintf(stderr, "%s\n", msg), 1;
+  cs_store store;
+  if (capstore_open_store(&e.cfg, &store, msg, sizeof msg) != CS_E_OK) return fprintf(stderr, "%s\n", msg), 1;
+  bench_store = &store;
+  capstore_array *a = NULL;
+  if (capstore_array_open(r, m.id, &a, msg, sizeof msg) != CS_E_OK) return fprintf(stderr, "%s\n", msg), 1;
+  cs_array_slice s;
+  memset(&s, 0, sizeof s);
+  s.stop[0] = o->chunks, s.start[1] = 100, s.stop[1] = 101, s.stop[2] = 256;
+  size_t out_bytes = (size_t)o->chunks * 256u * 4u;
+  float *got = malloc(out_bytes), *want = malloc(out_bytes), *peer = malloc(out_bytes);
+  for (uint64_t c = 0; c < o->chunks; c++) {
+    fill_values(v, chunk_el, c);
+    memcpy(&want[c * 256], &v[100 * 256], 256 * sizeof *v);
+  }
+  double tb[RUNS_MAX], tw[RUNS_MAX];
+  capstore_array_read_stats st;
+  whole_cost wc;
+  int bad = 0;
+  for (unsigned run = 0; run < o->runs; run++) {
+    for (int side = 0; side < 2; side++) {
+      bool blocks = (side == 0) == (run % 2 == 0);
+      double t = now_s();
+      if (blocks) {
+        if (capstore_array_read(a, &s, got, out_bytes, NULL, 0, &st, msg, sizeof msg) != CS_E_OK ||
+            memcmp(got, want, out_bytes) != 0)
+          bad++, fprintf(stderr, "blocks: %s\n", msg);
+        tb[run] = now_s() - t;
+      } else {
+        memset(&wc, 0, sizeof wc);
+        if (!read_whole(r, &m, m.id, &s, peer, &wc) || memcmp(peer, want, out_bytes) != 0) bad++, fprintf(stderr, "whole failed\n");
+        tw[run] = now_s() - t;
+      }
+    }
+    printf("slice run=%u blocks_ms=%.2f blocks_requests=%" PRIu64 " blocks_bytes=%" PRIu64 " whole_ms=%.2f"
+           " whole_requests=%" PRIu64 " whole_bytes=%" PRIu64 "\n",
+           run, tb[run] * 1e3, st.chunks.fetches + st.catalog_requests, st.chunks.bytes_fetched, tw[run] * 1e3,
+           wc.requests + 1, wc.bytes);
+  }
+  double mb = median(tb, o->runs), mw = median(tw, o->runs);
+  printf("median slice backend=%s chunks=%u chunk_bytes=%zu blocks_ms=%.2f whole_ms=%.2f\n", backend(), o->chunks,
+         chunk_el * 4, mb * 1e3, mw * 1e3);
+  printf("ratio slice whole/blocks time=%.2f bytes=%.2f\n", mw / mb, (double)wc.bytes / (double)st.chunks.bytes_fetched);
+  free(got);
+  free(want);
+  free(peer);
+  free(v);
+  capstore_array_close(a);
+  cs_store_close(&store);
+  capstore_reader_free(r);
+  capstore_array_writer_free(w);
+  close_cs(cs);
+  return bad == 0 ? 0 : 1;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) return usage();
+  opts o = {.mode = argv[1], .runs = 7, .chunks = 0, .writes = 256};
+  for (int i = 2; i < argc; i++) {
+    if (i + 1 == argc) return usage();
+    const char *name = argv[i], *value = argv[++i];
+    if (strcmp(name, "--work") == 0) o.work = value;
+    else if (strcmp(name, "--s3") == 0) o.s3_file = value;
+    else if (strcmp(name, "--clickhouse") == 0) o.ch_file = value;
+    else if (strcmp(name, "--runs") == 0) o.runs = (unsigned)strtoul(value, NULL, 10);
+    else if (strcmp(name, "--chunks") == 0) o.chunks = (unsigned)strtoul(value, NULL, 10);
+    else if (strcmp(name, "--writes") == 0) o.writes = (unsigned)strtoul(value, NULL, 10);
+    else return usage();
+  }
+  if (o.work == NULL || o.runs == 0 || o.runs > RUNS_MAX || o.writes == 0 || !live_load(&o)) return usage();
+  if (mkdir(o.work, 0755) != 0 && errno != EEXIST) return fprintf(stderr, "mkdir %s: %s\n", o.work, strerror(errno)), 1;
+  if (strcmp(o.mode, "progress") == 0) {
+    if (o.chunks == 0) o.chunks = 16384;
+    return run_progress(&o);
+  }
+  if (strcmp(o.mode, "write") == 0) return run_write(&o);
+  if (strcmp(o.mode, "slice") == 0) {
+    if (o.chunks == 0) o.chunks = 16;
+    return run_slice(&o);
+  }
+  if (strcmp(o.mode, "smoke") == 0) {
+    o.runs = 3;
+    o.chunks = 512;
+    int rc = run_progress(&o);
+    o.writes = 32;
+    if (rc == 0) rc = run_write(&o);
+    o.chunks = 4;
+    if (rc == 0) rc = run_slice(&o);
+    return rc;
+  }
+  return usage();
+}
