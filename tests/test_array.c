@@ -335,12 +335,33 @@ static void test_property_against_brute_force(void **state) {
   prop_run(prop_one, 600, "build/tests/test_array");
 }
 
+/* The arbiter: the first candidate of each slot (and of the geometry) wins; an answer out of order is refused. */
+static void test_arbiter(void **state) {
+  (void)state;
+  cs_array_arbiter a;
+  memset(&a, 0, sizeof a);
+  assert_int_equal(cs_array_arbiter_next(&a, true, 0, 9), CS_ARRAY_WINS);
+  assert_int_equal(cs_array_arbiter_next(&a, true, 0, 3), CS_ARRAY_LOSES); /* a later geometry loses, whatever its version */
+  assert_int_equal(cs_array_arbiter_next(&a, false, 2, 5), CS_ARRAY_WINS);
+  assert_int_equal(cs_array_arbiter_next(&a, false, 2, 5), CS_ARRAY_LOSES); /* a tie: the catalog's order decided */
+  assert_int_equal(cs_array_arbiter_next(&a, false, 2, 7), CS_ARRAY_LOSES);
+  assert_int_equal(cs_array_arbiter_next(&a, false, 3, 1), CS_ARRAY_WINS);   /* a new slot, whatever its version */
+  assert_int_equal(cs_array_arbiter_next(&a, false, 3, 0), CS_ARRAY_OUT_OF_ORDER);
+  memset(&a, 0, sizeof a);
+  assert_int_equal(cs_array_arbiter_next(&a, false, 4, 1), CS_ARRAY_WINS); /* no geometry yet: chunks alone */
+  assert_int_equal(cs_array_arbiter_next(&a, false, 1, 1), CS_ARRAY_OUT_OF_ORDER);
+  memset(&a, 0, sizeof a);
+  assert_int_equal(cs_array_arbiter_next(&a, false, 0, 1), CS_ARRAY_WINS);
+  assert_int_equal(cs_array_arbiter_next(&a, true, 0, 1), CS_ARRAY_OUT_OF_ORDER); /* the geometry after a chunk */
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_geometry_refusals),
       cmocka_unit_test(test_grid_and_edge_chunks),
       cmocka_unit_test(test_slice_refusals_and_empty),
       cmocka_unit_test(test_stamps),
+      cmocka_unit_test(test_arbiter),
       cmocka_unit_test(test_property_against_brute_force),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

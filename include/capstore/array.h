@@ -164,6 +164,31 @@ bool cs_array_stamp_equal(const cs_array_stamp *a, const cs_array_stamp *b);
 /* Two stamps name the same array (the nonce and size), whatever its fill. */
 bool cs_array_stamp_same_array(const cs_array_stamp *a, const cs_array_stamp *b);
 
+/*
+ * The slot arbiter (docs/arrays.md, "The protocol"). A catalog answers an
+ * array's candidates (catalog.h, array_candidates) in the order: the
+ * geometry's first, then by slot, then by first visible version; each
+ * slot's winner is its first candidate. The arbiter is fed them in that
+ * order and says of each whether it wins, and refuses an answer out of
+ * order. Writers (is my write the slot's winner?), readers (which record
+ * holds the slot?) and the simulator's checker ask it the same way.
+ */
+typedef struct cs_array_arbiter {
+  bool any_chunk;          /* a chunk candidate was fed */
+  bool any_geometry;
+  uint64_t slot;           /* the last chunk candidate's slot and version */
+  uint64_t version;
+} cs_array_arbiter;
+
+typedef enum cs_array_verdict {
+  CS_ARRAY_WINS = 0,         /* the first candidate of its slot (or the geometry's) */
+  CS_ARRAY_LOSES = 1,        /* a later candidate of a slot already won */
+  CS_ARRAY_OUT_OF_ORDER = 2, /* the answer is not in the catalog's order: nothing of it can be trusted */
+} cs_array_verdict;
+
+/* The next candidate: the geometry's (geometry true; slot ignored), or slot's, first visible at version. */
+cs_array_verdict cs_array_arbiter_next(cs_array_arbiter *a, bool geometry, uint64_t slot, uint64_t version);
+
 #ifdef __cplusplus
 }
 #endif

@@ -7,6 +7,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#ifndef CAPSTORE_MUTANT
+#define CAPSTORE_MUTANT 0
+#endif
+
 /* Writes "<head><dim><tail>" (or head alone when tail is NULL) to msg; CS_E_INVALID_ARGUMENT. */
 static int refuse(char *msg, size_t msg_size, const char *head, uint32_t dim, const char *tail) {
   assert(head != NULL);
@@ -277,4 +281,23 @@ bool cs_array_stamp_equal(const cs_array_stamp *a, const cs_array_stamp *b) {
 bool cs_array_stamp_same_array(const cs_array_stamp *a, const cs_array_stamp *b) {
   assert(a != NULL && b != NULL);
   return a->nonce == b->nonce && a->total_bytes == b->total_bytes;
+}
+
+cs_array_verdict cs_array_arbiter_next(cs_array_arbiter *a, bool geometry, uint64_t slot, uint64_t version) {
+  if (geometry) {
+    if (a->any_chunk) return CS_ARRAY_OUT_OF_ORDER; /* the geometry's candidates come first */
+    bool first = !a->any_geometry;
+    a->any_geometry = true;
+    return first ? CS_ARRAY_WINS : CS_ARRAY_LOSES;
+  }
+  if (a->any_chunk && (slot < a->slot || (slot == a->slot && version < a->version))) return CS_ARRAY_OUT_OF_ORDER;
+#if CAPSTORE_MUTANT == 60 /* mutant 60: a slot's last candidate wins, not its first */
+  bool first = true;
+#else
+  bool first = !a->any_chunk || slot != a->slot;
+#endif
+  a->any_chunk = true;
+  a->slot = slot;
+  a->version = version;
+  return first ? CS_ARRAY_WINS : CS_ARRAY_LOSES;
 }

@@ -7,32 +7,28 @@
 
 static int walk_add(void *ctx, const cs_array_candidate *c) {
   rt_array_walk *k = ctx;
-  if (c->geometry) {
-    if (k->have_last) k->out_of_order = true; /* the geometry comes first */
-    if (!k->have_geometry) {
-      k->have_geometry = true;
-      k->geometry = *c;
-      k->geometry.nonce = k->geometry.capture_id = (cs_pack_text){NULL, 0};
-      size_t n = c->nonce.len > RT_ARRAY_NONCE_HEX ? RT_ARRAY_NONCE_HEX : c->nonce.len;
-      memcpy(k->geometry_nonce, c->nonce.bytes, n);
-      k->geometry_nonce[n] = '\0';
-    }
-    return k->out_of_order ? 1 : 0;
-  }
-  if (k->have_last && (c->slot < k->last_slot || (c->slot == k->last_slot && c->first_version < k->last_version))) {
+  cs_array_verdict v = cs_array_arbiter_next(&k->arbiter, c->geometry, c->slot, c->first_version);
+  if (v == CS_ARRAY_OUT_OF_ORDER) {
     k->out_of_order = true;
     return 1;
   }
-  bool first = !k->have_last || c->slot != k->last_slot;
-  k->have_last = true;
-  k->last_slot = c->slot;
-  k->last_version = c->first_version;
-  if (!first || c->slot >= k->chunks) return 0; /* only the slot's winner counts; a foreign slot is no slot */
+  if (v != CS_ARRAY_WINS) return 0; /* only the first candidate of a slot counts */
+  if (c->geometry) {
+    k->have_geometry = true;
+    k->geometry = *c;
+    k->geometry.nonce = k->geometry.capture_id = (cs_pack_text){NULL, 0};
+    size_t n = c->nonce.len > RT_ARRAY_NONCE_HEX ? RT_ARRAY_NONCE_HEX : c->nonce.len;
+    memcpy(k->geometry_nonce, c->nonce.bytes, n);
+    k->geometry_nonce[n] = '\0';
+    return 0;
+  }
+  if (c->slot >= k->chunks) return 0; /* a foreign slot is no slot */
   return k->winner != NULL ? k->winner(k->ctx, c) : 0;
 }
 
 int rt_array_winners(cs_catalog *catalog, const char *id, rt_array_walk *walk, char *msg, size_t msg_size) {
-  walk->have_geometry = walk->out_of_order = walk->have_last = false;
+  walk->have_geometry = walk->out_of_order = false;
+  memset(&walk->arbiter, 0, sizeof walk->arbiter);
   walk->geometry_nonce[0] = '\0';
   cs_cat_head head;
   cs_catalog_result res;

@@ -21,9 +21,7 @@ typedef struct rt_array_walk {
   cs_array_candidate geometry;                      /* its texts not kept */
   char geometry_nonce[RT_ARRAY_NONCE_HEX + 1];      /* cut to RT_ARRAY_NONCE_HEX bytes */
   bool out_of_order;
-  /* The walk's state */
-  bool have_last;
-  uint64_t last_slot, last_version;
+  cs_array_arbiter arbiter; /* the walk's state */
 } rt_array_walk;
 
 /*
