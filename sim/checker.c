@@ -111,6 +111,7 @@ void sim_check_flush_done(sim_world *w, sim_proc *p, const cs_flush_result *res)
   if (res->drained) {
     w->counters.flush_drained++;
     flush_honest(w, p, rec, res);
+    sim_arrays_flush_drained(w, p, rec);
     /* Drained also means nothing is owed to the catalog, sealed before the call or not. */
     cs_service_usage u;
     cs_service_usage_get(p->svc, &u);

@@ -257,7 +257,12 @@
   X(READ_GET_FAILED, "read_get_failed", "") \
   X(READ_OBJECT_LOST, "read_object_lost", "") \
   X(READ_OTHER_BYTES, "read_other_bytes", "") \
-  X(READ_CHANGED_MID_READ, "read_changed_mid_read", "")
+  X(READ_CHANGED_MID_READ, "read_changed_mid_read", "") \
+  /* Capture arrays (the arrays draw, sim/arrays.c). */ \
+  X(SIT_ARRAY_SECOND_CANDIDATE, "sit_array_second_candidate", "") \
+  X(SIT_ARRAY_REFUSED_AT_FLUSH, "sit_array_refused_at_flush", "") \
+  X(SIT_ARRAY_CLAIM_REFUSED, "sit_array_claim_refused", "") \
+  X(SIT_ARRAY_COMPLETE, "sit_array_complete", "")
 
 #define SIM_COV_ENUM_(id, name, why) SIM_COV_##id,
 typedef enum sim_cov_id { SIM_COV_MARKS(SIM_COV_ENUM_) SIM_COV_COUNT_ } sim_cov_id;

@@ -116,6 +116,7 @@ static int parse_args(int argc, char **argv, cli *c) {
       else if (strcmp(v, "long_keys") == 0) c->without_mask |= SIM_WITHOUT_LONG_KEYS;
       else if (strcmp(v, "arrivals") == 0) c->without_mask |= SIM_WITHOUT_ARRIVALS;
       else if (strcmp(v, "readers") == 0) c->without_mask |= SIM_WITHOUT_READERS;
+      else if (strcmp(v, "arrays") == 0) c->without_mask |= SIM_WITHOUT_ARRAYS;
       else if (f == F_COUNT_) return usage("--without needs a fault name as printed in the profile line");
       else c->without_mask |= UINT64_C(1) << f;
       size_t used = strlen(c->without_text);

@@ -643,6 +643,7 @@ static void land_publish(sim_world *w, sim_req *req) {
   if (req->version > w->watermark) {
     w->watermark = req->version;
     w->watermark_sent_ns = req->sent_ns;
+    sim_arrays_poll(w); /* a reader of the capture array refreshes at the new watermark */
   }
 }
 

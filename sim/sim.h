@@ -73,6 +73,8 @@ typedef enum sim_fault {
 #define SIM_WITHOUT_ARRIVALS (UINT64_C(1) << 32)
 /* Reader processes that search and read back while the others run (sim/reader.c). */
 #define SIM_WITHOUT_READERS (UINT64_C(1) << 33)
+/* Chunk writes of a capture array among the records (sim/arrays.c). */
+#define SIM_WITHOUT_ARRAYS (UINT64_C(1) << 34)
 _Static_assert(F_COUNT_ <= 28, "fault kinds and the SIM_WITHOUT_ bits share without_mask");
 
 typedef struct sim_profile {

@@ -1211,6 +1211,7 @@ static void capture(sim_world *w, sim_proc *p) {
       pp->bytes += bytes;
       pp->footer += footer;
       p->last_admit_seq = seq;
+      sim_arrays_admitted(w, p, p->next_capture_id);
       p->next_capture_id++;
       w->counters.admitted_records++;
     } else {
@@ -1890,6 +1891,8 @@ static void world_setup(sim_world *w) {
   if (swarm ? cs_prng_below(&w->prng_readers, 4) == 0 : strcmp(name, "all") == 0)
     w->reader_count = 1 + (uint32_t)cs_prng_below(&w->prng_readers, SIM_READERS_MAX);
   if (w->opts->plan != NULL || (w->opts->without_mask & SIM_WITHOUT_READERS)) w->reader_count = 0;
+  /* Chunk writes of a capture array among the records (sim/arrays.c): a draw of their own, the same way. */
+  sim_arrays_setup(w, swarm, strcmp(name == NULL ? "swarm" : name, "all") == 0);
   if (w->opts->plan != NULL) {
     w->workload = false;
     if (sim_plan_apply_settings(w, w->opts->plan) != CS_E_OK) {
@@ -1998,6 +2001,9 @@ void sim_run(const sim_options *opts, sim_result *result) {
   if (w->opaque_tokens) fputs(" list=opaque_tokens", opts->out);
   if (w->big_footers) fputs(" records=big_footers", opts->out);
   if (w->reader_count != 0) fprintf(opts->out, " readers=%u", w->reader_count);
+  if (w->arrays)
+    fprintf(opts->out, " arrays=slots:%u,writes:%u/1000%s", w->array_slots, w->array_permille,
+            w->array_claims ? ",claims" : "");
   if (w->arrival_permille != 0 || w->rearrival_permille != 0)
     fprintf(opts->out, " spool=arrivals(seals:%u/1000,rearrivals:%u/1000)", w->arrival_permille, w->rearrival_permille);
   if (w->catalog_claims_concurrent || w->catalog_clock_ns > 1)

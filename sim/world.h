@@ -8,6 +8,7 @@
 
 #include "sim.h"
 
+#include "capstore/array.h"
 #include "capstore/read_plan.h"
 
 #include <setjmp.h>
@@ -367,6 +368,8 @@ typedef struct sim_counters {
   uint64_t index_of_committed; /* packs in INDEX batches that the catalog already held at a published version */
   uint64_t rejects_landed;  /* REJECT statements whose rows landed */
   uint64_t reads_started, reads_ok, reads_failed, reads_refused; /* readers' reads */
+  uint64_t array_writes, array_accepted, array_refused_flush, array_refused_claim, array_refused_local;
+  uint64_t array_claims_lost, array_polls; /* capture arrays (sim/arrays.c) */
 } sim_counters;
 
 /* coverage.c: one run's marks, and what it remembers to see a change between steps. */
@@ -464,6 +467,20 @@ typedef struct sim_reader {
   sim_read_record result[SIM_READ_SPANS_MAX];
 } sim_reader;
 
+/* Capture arrays (sim/arrays.c): chunk writes among the records of the capture processes. */
+#define SIM_ARRAY_SLOTS_MAX 64u
+#define SIM_ARRAY_WRITES_MAX 4096u
+enum { SIM_ARRAY_OWED = 0, SIM_ARRAY_ACCEPTED, SIM_ARRAY_REFUSED };
+typedef struct sim_array_write {
+  uint64_t capture_id;
+  uint32_t proc;
+  uint32_t slot;
+  uint32_t pack;      /* the durable pack holding its record, SIM_NONE until found */
+  uint32_t scan_from; /* packs below it were looked at */
+  uint32_t answer;    /* SIM_ARRAY_OWED, ACCEPTED or REFUSED: what its writer's flush learned */
+  uint64_t accepted_watermark;
+} sim_array_write;
+
 typedef struct sim_world {
   const sim_options *opts;
   sim_result *result;
@@ -504,6 +521,24 @@ typedef struct sim_world {
   uint32_t reader_count;
   cs_prng prng_readers;
   sim_reader readers[SIM_READERS_MAX];
+  /* Capture arrays (sim/arrays.c): drawn from a stream of their own; off when `arrays` is false. */
+  bool arrays;
+  cs_prng prng_arrays;
+  uint32_t array_slots;               /* the array's chunk count (8 .. SIM_ARRAY_SLOTS_MAX) */
+  uint32_t array_permille;            /* admitted records that are chunk writes */
+  uint32_t array_claim_lost_permille; /* claims left without their record (a crash between the two) */
+  uint32_t array_write_count;
+  bool array_claims;                  /* writers claim slots first (a store that enforces If-None-Match) */
+  bool array_claimed[SIM_ARRAY_SLOTS_MAX]; /* the slot's claim object exists */
+  uint32_t array_local_inc[SIM_PROCS_MAX]; /* the incarnation whose memory array_local is */
+  uint64_t array_local[SIM_PROCS_MAX];     /* bit per slot: written, or seen won, by that incarnation */
+  uint32_t array_winner[SIM_ARRAY_SLOTS_MAX]; /* the checker's: the write a reader saw win the slot */
+  bool array_complete;
+  cs_array_stamp array_complete_stamp;
+  bool array_cache_valid;             /* a reader's cache: each slot's write (SIM_NONE: zeros), and its stamp */
+  uint32_t array_cache[SIM_ARRAY_SLOTS_MAX];
+  cs_array_stamp array_cache_stamp;
+  sim_array_write array_writes[SIM_ARRAY_WRITES_MAX];
   bool store_list_path_order;      /* LIST walks a directory tree (s3rver): pages in path order,
                                       paging on from a key skips keys sorting below it bytewise */
   bool store_suffix_from_start;    /* bytes=-n answered as bytes=0-n (s3rver); used by the adapter */
@@ -608,6 +643,11 @@ void sim_packs_created_between(const sim_world *w, uint64_t from_ns, uint64_t to
 
 /* reader.c: the readers, and the record layout inside a pack the catalog and the reader agree on. */
 void sim_readers_start(sim_world *w);
+/* arrays.c: capture arrays in the swarm. */
+void sim_arrays_setup(sim_world *w, bool swarm, bool all);
+void sim_arrays_admitted(sim_world *w, sim_proc *p, uint64_t capture_id);
+void sim_arrays_poll(sim_world *w);
+void sim_arrays_flush_drained(sim_world *w, sim_proc *p, const sim_flush_rec *rec);
 void sim_reader_event(sim_world *w, const sim_event *ev);
 /* Record `record` of the pack lies at [*offset, *offset + *length); the footer starts at the returned F. */
 uint64_t sim_pack_layout(const sim_world *w, uint32_t pack, uint32_t record, uint64_t *offset, uint64_t *length);

@@ -1,0 +1,256 @@
+/*
+ * Capture arrays in the swarm (docs/simulator.md, "Capture arrays";
+ * docs/arrays.md). In a quarter of swarm seeds (every seed of "all") some of
+ * the records the capture processes admit are chunk writes of one array of
+ * 8 to 64 slots: each names a slot, drawn so that processes overlap, and
+ * travels as every record does (spool, upload, index, publish) under every
+ * fault the seed draws: crashes, torn spools, pauses, stolen leases, store
+ * and catalog outages. The draws come from a stream of their own and the
+ * array adds no event, so a seed runs the same with the array on or off.
+ *
+ * What runs is what the runtime runs (src/runtime/array_common.c): a slot's
+ * candidates are its chunk records visible at the watermark, each at its
+ * pack's lowest visible version, in the catalog's order (slot, first
+ * version, pack id, capture id), and the core's arbiter
+ * (cs_array_arbiter_next) names each slot's winner. Where the store
+ * enforces If-None-Match a write first claims its slot (a claim taken is
+ * refused at once; a claim may be left without its record, as by a crash
+ * between the two); a process refuses a second write of a slot it wrote
+ * (until it crashes and forgets); after a flush answered drained it learns
+ * which of its writes won (accepted) and which lost (refused).
+ *
+ * The checker, each time the watermark moves and at each drained flush:
+ *   - a slot's winner never changes once a reader saw it (a visible slot's
+ *     content never changes);
+ *   - at most one write of a slot is ever accepted, and it is the winner
+ *     readers see at every later watermark (written_chunks never omits an
+ *     acknowledged write);
+ *   - every winner's pack was uploaded (written_chunks names only slots
+ *     whose content can be read);
+ *   - a complete array's stamp never changes;
+ *   - a reader's cache, judged against the refreshed stamp as the runtime's
+ *     is (same stamp: all of it; same array: its written slots; another
+ *     array: nothing), never serves a slot's zeros after it was written nor
+ *     another write's bytes.
+ */
+#include "world.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+static bool chance(cs_prng *prng, uint32_t permille) { return cs_prng_below(prng, 1000) < permille; }
+
+void sim_arrays_setup(sim_world *w, bool swarm, bool all) {
+  cs_prng_seed(&w->prng_arrays, w->opts->seed ^ UINT64_C(0x6172726179732121));
+  bool on = swarm ? cs_prng_below(&w->prng_arrays, 4) == 0 : all;
+  if (!on || w->opts->plan != NULL || (w->opts->without_mask & SIM_WITHOUT_ARRAYS)) return;
+  w->arrays = true;
+  w->array_slots = 8 + (uint32_t)cs_prng_below(&w->prng_arrays, SIM_ARRAY_SLOTS_MAX - 7);
+  w->array_permille = 50 + (uint32_t)cs_prng_below(&w->prng_arrays, 451); /* 5% to 50% of records */
+  /* Half of them on a store that enforces If-None-Match: slots claimed first (instant: the claim is not the
+     subject here; its refusals and its claims left without records are). */
+  w->array_claims = cs_prng_below(&w->prng_arrays, 2) == 0;
+  w->array_claim_lost_permille = (uint32_t)cs_prng_below(&w->prng_arrays, 51);
+  for (uint32_t s = 0; s < SIM_ARRAY_SLOTS_MAX; s++) w->array_winner[s] = w->array_cache[s] = SIM_NONE;
+}
+
+/* A record is admitted: it may be a chunk write. */
+void sim_arrays_admitted(sim_world *w, sim_proc *p, uint64_t capture_id) {
+  if (!w->arrays || !chance(&w->prng_arrays, w->array_permille)) return;
+  /* Processes overlap: a slot near the process's share of the array, or anywhere. */
+  uint32_t slot = chance(&w->prng_arrays, 500)
+                      ? (uint32_t)cs_prng_below(&w->prng_arrays, w->array_slots)
+                      : (p->index * 7u + (uint32_t)cs_prng_below(&w->prng_arrays, 4)) % w->array_slots;
+  if (w->array_local_inc[p->index] != p->incarnation) {
+    w->array_local_inc[p->index] = p->incarnation; /* a new incarnation remembers nothing it wrote */
+    w->array_local[p->index] = 0;
+  }
+  uint64_t bit = UINT64_C(1) << slot;
+  if (w->array_local[p->index] & bit) {
+    w->counters.array_refused_local++;
+    return; /* this writer wrote (or saw won) the slot: refused at once, the record is another capture */
+  }
+  if (w->array_claims) {
+    if (w->array_claimed[slot]) {
+      w->counters.array_refused_claim++;
+      sim_cov_mark(w, SIM_COV_SIT_ARRAY_CLAIM_REFUSED);
+      w->array_local[p->index] |= bit;
+      return;
+    }
+    w->array_claimed[slot] = true;
+    if (chance(&w->prng_arrays, w->array_claim_lost_permille)) {
+      w->counters.array_claims_lost++; /* claimed, and gone before its record: the slot stays unwritten */
+      return;
+    }
+  }
+  if (w->array_write_count >= SIM_ARRAY_WRITES_MAX) return; /* the table bounds the workload, not the array */
+  w->array_local[p->index] |= bit;
+  sim_array_write *x = &w->array_writes[w->array_write_count++];
+  *x = (sim_array_write){.capture_id = capture_id, .proc = p->index, .slot = slot, .pack = SIM_NONE};
+  w->counters.array_writes++;
+}
+
+/* ---- the catalog's answer ---------------------------------------------------------------- */
+
+typedef struct candidate {
+  uint32_t write;
+  uint32_t pack;
+  uint64_t version;
+} candidate;
+
+static const sim_world *sort_world;
+
+static int by_catalog_order(const void *pa, const void *pb) {
+  const candidate *x = pa, *y = pb;
+  const sim_array_write *a = &sort_world->array_writes[x->write], *b = &sort_world->array_writes[y->write];
+  if (a->slot != b->slot) return a->slot < b->slot ? -1 : 1;
+  if (x->version != y->version) return x->version < y->version ? -1 : 1;
+  int c = cs_uuid_compare(&sort_world->packs[x->pack].ref.pack_id, &sort_world->packs[y->pack].ref.pack_id);
+  if (c != 0) return c;
+  return (a->capture_id > b->capture_id) - (a->capture_id < b->capture_id);
+}
+
+/* The pack that holds a write's record (sealed and durable), found once and kept. */
+static uint32_t write_pack(sim_world *w, sim_array_write *x) {
+  if (x->pack != SIM_NONE) return x->pack;
+  for (uint32_t i = x->scan_from; i < w->pack_count; i++) {
+    const sim_pack *sp = &w->packs[i];
+    if (sp->proc == x->proc && sp->durable && x->capture_id >= sp->capture_first &&
+        x->capture_id < sp->capture_first + sp->ref.record_count) {
+      x->pack = i;
+      return i;
+    }
+  }
+  x->scan_from = w->pack_count; /* packs are appended: the next look starts at the new ones */
+  return SIM_NONE;
+}
+
+/* Each slot's winner at watermark, as a reader's refresh sees it: winners[s] is a write index or SIM_NONE. */
+static void winners_at(sim_world *w, uint64_t watermark, uint32_t winners[SIM_ARRAY_SLOTS_MAX]) {
+  static candidate cand[SIM_ARRAY_WRITES_MAX];
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < w->array_write_count; i++) {
+    uint32_t pack = write_pack(w, &w->array_writes[i]);
+    if (pack == SIM_NONE || !sim_read_visible(w, pack, watermark)) continue;
+    cand[n++] = (candidate){.write = i, .pack = pack, .version = w->packs[pack].min_version};
+  }
+  sort_world = w;
+  qsort(cand, n, sizeof *cand, by_catalog_order);
+  for (uint32_t s = 0; s < SIM_ARRAY_SLOTS_MAX; s++) winners[s] = SIM_NONE;
+  cs_array_arbiter arb;
+  memset(&arb, 0, sizeof arb);
+  for (uint32_t k = 0; k < n; k++) {
+    const sim_array_write *x = &w->array_writes[cand[k].write];
+    cs_array_verdict v = cs_array_arbiter_next(&arb, false, x->slot, cand[k].version);
+    if (v == CS_ARRAY_OUT_OF_ORDER)
+      sim_bail(w, SIM_EXIT_SAFETY, "array: the arbiter refused the catalog's order at slot %u", x->slot);
+    if (v == CS_ARRAY_WINS) winners[x->slot] = cand[k].write;
+    if (v == CS_ARRAY_LOSES) sim_cov_mark(w, SIM_COV_SIT_ARRAY_SECOND_CANDIDATE);
+  }
+}
+
+/* The stamp a reader computes from the winners (the runtime's stamp_of): the first accepted write's identity. */
+static cs_array_stamp stamp_of(sim_world *w, const uint32_t winners[SIM_ARRAY_SLOTS_MAX]) {
+  uint64_t nonce = 0, first = UINT64_MAX, last = 0, written = 0;
+  uint32_t first_slot = UINT32_MAX;
+  for (uint32_t s = 0; s < w->array_slots; s++) {
+    if (winners[s] == SIM_NONE) continue;
+    const sim_array_write *x = &w->array_writes[winners[s]];
+    uint64_t v = w->packs[x->pack].min_version;
+    written++;
+    if (v < first || (v == first && s < first_slot)) first = v, first_slot = s, nonce = x->capture_id | 1u;
+    if (v > last) last = v;
+  }
+  cs_array_geometry g = {.dims = 1, .item_bytes = 1, .shape = {w->array_slots}, .chunk = {1}};
+  cs_array_stamp st;
+  if (cs_array_stamp_make(&g, nonce, written, last, &st) != CS_E_OK)
+    sim_bail(w, SIM_EXIT_SAFETY, "array: the stamp core refused %" PRIu64 " written slots of %u", written,
+             w->array_slots);
+  return st;
+}
+
+/* ---- the checks ----------------------------------------------------------------------------- */
+
+/* A reader refreshes at the current watermark: its answer held to every invariant. */
+void sim_arrays_poll(sim_world *w) {
+  if (!w->arrays) return;
+  uint32_t winners[SIM_ARRAY_SLOTS_MAX];
+  uint64_t watermark = w->watermark;
+  winners_at(w, watermark, winners);
+  for (uint32_t s = 0; s < w->array_slots; s++) {
+    uint32_t seen = w->array_winner[s], now = winners[s];
+    if (seen != SIM_NONE && now != seen)
+      sim_bail(w, SIM_EXIT_SAFETY, "array: slot %u's visible write changed from capture %" PRIx64 " to %s at watermark "
+               "%" PRIu64 " (a visible slot never changes)", s, w->array_writes[seen].capture_id,
+               now == SIM_NONE ? "none" : "another", watermark);
+    if (now == SIM_NONE) continue;
+    const sim_array_write *x = &w->array_writes[now];
+    if (w->packs[x->pack].puts == 0)
+      sim_bail(w, SIM_EXIT_SAFETY, "array: slot %u's winner lives in a pack never uploaded", s);
+    w->array_winner[s] = now;
+  }
+  for (uint32_t i = 0; i < w->array_write_count; i++) {
+    const sim_array_write *x = &w->array_writes[i];
+    if (x->answer == SIM_ARRAY_ACCEPTED && winners[x->slot] != i)
+      sim_bail(w, SIM_EXIT_SAFETY, "array: p%u's write of slot %u (capture %" PRIx64 ") was accepted at watermark "
+               "%" PRIu64 " but readers at %" PRIu64 " see %s", x->proc, x->slot, x->capture_id,
+               x->accepted_watermark, watermark, winners[x->slot] == SIM_NONE ? "the slot unwritten" : "another write");
+  }
+  cs_array_stamp st = stamp_of(w, winners);
+  if (w->array_complete && !cs_array_stamp_equal(&st, &w->array_complete_stamp))
+    sim_bail(w, SIM_EXIT_SAFETY, "array: a complete array's stamp changed");
+  if (st.state == CS_ARRAY_COMPLETE && !w->array_complete) {
+    w->array_complete = true;
+    w->array_complete_stamp = st;
+    sim_cov_mark(w, SIM_COV_SIT_ARRAY_COMPLETE);
+  }
+  /* The reader's cache, judged against the refreshed stamp: all of it, its written slots, or nothing. */
+  if (w->array_cache_valid) {
+    bool equal = cs_array_stamp_equal(&w->array_cache_stamp, &st);
+    bool same = cs_array_stamp_same_array(&w->array_cache_stamp, &st);
+    for (uint32_t s = 0; s < w->array_slots; s++) {
+      uint32_t c = w->array_cache[s];
+      uint32_t served = equal || (same && c != SIM_NONE) ? c : winners[s];
+      if (served != winners[s])
+        sim_bail(w, SIM_EXIT_SAFETY, "array: the reader's cache served slot %u as %s; the stamp it was judged against "
+                 "says %s", s, served == SIM_NONE ? "zeros" : "another write",
+                 winners[s] == SIM_NONE ? "unwritten" : "written");
+    }
+  }
+  memcpy(w->array_cache, winners, sizeof w->array_cache);
+  w->array_cache_stamp = st;
+  w->array_cache_valid = true;
+  w->counters.array_polls++;
+}
+
+/* A flush of p answered drained: the writer asks which of its writes sealed before the call won their slots. */
+void sim_arrays_flush_drained(sim_world *w, sim_proc *p, const sim_flush_rec *rec) {
+  if (!w->arrays) return;
+  uint32_t winners[SIM_ARRAY_SLOTS_MAX];
+  winners_at(w, w->watermark, winners);
+  for (uint32_t i = 0; i < w->array_write_count; i++) {
+    sim_array_write *x = &w->array_writes[i];
+    if (x->proc != p->index || x->answer != SIM_ARRAY_OWED || x->pack == SIM_NONE) continue;
+    const sim_pack *sp = &w->packs[x->pack];
+    if (sp->sealed_order == 0 || sp->sealed_order > rec->boundary_order) continue; /* not this flush's */
+    if (winners[x->slot] == SIM_NONE) continue; /* set aside, or not visible: still owed */
+    if (winners[x->slot] != i) {
+      x->answer = SIM_ARRAY_REFUSED;
+      w->counters.array_refused_flush++;
+      sim_cov_mark(w, SIM_COV_SIT_ARRAY_REFUSED_AT_FLUSH);
+      continue;
+    }
+    for (uint32_t j = 0; j < w->array_write_count; j++)
+      if (j != i && w->array_writes[j].slot == x->slot && w->array_writes[j].answer == SIM_ARRAY_ACCEPTED)
+        sim_bail(w, SIM_EXIT_SAFETY, "array: slot %u accepted for p%u's write and for p%u's", x->slot, p->index,
+                 w->array_writes[j].proc);
+    x->answer = SIM_ARRAY_ACCEPTED;
+    x->accepted_watermark = w->watermark;
+    w->counters.array_accepted++;
+  }
+  if (w->array_local_inc[p->index] == p->incarnation)
+    for (uint32_t s = 0; s < w->array_slots; s++)
+      if (winners[s] != SIM_NONE) w->array_local[p->index] |= UINT64_C(1) << s; /* seen won: refused at once */
+  sim_arrays_poll(w);
+}
