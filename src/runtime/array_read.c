@@ -46,13 +46,22 @@ static void piece_free(piece_read *r) {
   free(r->blocks);
 }
 
+/*
+ * A chunk's last bytes are fetched in one read of at most this many: the
+ * trailer and, for any chunk of up to 500 units (a 31 MiB raw chunk, or a
+ * Blosc chunk of 499 blocks), its whole unit table. A larger table takes a
+ * second read.
+ */
+#define TAIL_READ_BYTES 4096u
+
 /* The trailer and the unit table, checked; nothing is allocated for a payload this chunk cannot have. */
 static int read_tail(piece_read *r, const cs_array_meta *meta, uint64_t chunk_bytes, uint64_t stored_len) {
-  uint8_t trailer[CS_ARRAY_CHUNK_TRAILER_BYTES];
   if (stored_len < CS_ARRAY_CHUNK_TRAILER_BYTES) return fail(r, CS_E_CORRUPT, "shorter than its trailer");
-  int rc = fetch(r, stored_len - CS_ARRAY_CHUNK_TRAILER_BYTES, CS_ARRAY_CHUNK_TRAILER_BYTES, trailer);
+  uint8_t end[TAIL_READ_BYTES];
+  uint64_t got = stored_len < TAIL_READ_BYTES ? stored_len : TAIL_READ_BYTES;
+  int rc = fetch(r, stored_len - got, got, end);
   if (rc != CS_E_OK) return rc;
-  rc = cs_array_chunk_tail_parse(trailer, stored_len, &r->tail, r->msg, r->msg_size);
+  rc = cs_array_chunk_tail_parse(end + got - CS_ARRAY_CHUNK_TRAILER_BYTES, stored_len, &r->tail, r->msg, r->msg_size);
   if (rc != CS_E_OK) return rc;
   if (meta->codec == CS_ARRAY_CODEC_NONE && r->tail.payload_bytes != chunk_bytes)
     return fail(r, CS_E_CORRUPT, "a raw payload that is not the chunk's size");
@@ -63,8 +72,11 @@ static int read_tail(piece_read *r, const cs_array_meta *meta, uint64_t chunk_by
   r->need = calloc(r->tail.units / 64 + 1, sizeof *r->need);
   r->payload = malloc((size_t)r->tail.payload_bytes + 1);
   if (r->table == NULL || r->need == NULL || r->payload == NULL) return CS_E_NO_MEMORY;
-  rc = fetch(r, r->tail.table_offset, 8u * (uint64_t)r->tail.units, r->table);
-  if (rc != CS_E_OK) return rc;
+  uint64_t table_bytes = 8u * (uint64_t)r->tail.units;
+  if (r->tail.table_offset >= stored_len - got) /* the table came with the trailer */
+    memcpy(r->table, end + (r->tail.table_offset - (stored_len - got)), (size_t)table_bytes);
+  else if ((rc = fetch(r, r->tail.table_offset, table_bytes, r->table)) != CS_E_OK)
+    return rc;
   return cs_array_chunk_table_check(&r->tail, r->table, r->msg, r->msg_size);
 }
 
