@@ -354,7 +354,7 @@ static bool read_whole(capstore_reader *r, const cs_array_meta *m, const char *i
   memset(&f, 0, sizeof f);
   cs_pack_text hook = cs_pack_text_of(CS_ARRAY_HOOK_CHUNK);
   f.hook_names = &hook, f.hook_name_count = 1;
-  f.session_id = cs_pack_text_of(id);
+  f.run_id = cs_pack_text_of(id);
   capstore_selection sel;
   memset(&sel, 0, sizeof sel);
   char msg[256];

@@ -11,7 +11,11 @@
  *     units are in order, none empty, the last ending the payload, and
  *     cs_array_chunk_unit_of finds for every probed byte the unit holding it;
  *   - framing the parsed payload again (codec none) gives a table that
- *     verifies every unit of it.
+ *     verifies every unit of it;
+ *   - the input read as a stored chunk of a small float32 array, Blosc and
+ *     raw, through cs_array_read_piece (a reader's region read, its fetches
+ *     from the input's bytes): CS_E_OK or CS_E_CORRUPT, every fetch inside
+ *     the input, never a read of an unfetched byte (ASan).
  *
  * Replay one input: ./build-fuzz/fuzz/fuzz_array_chunk path/to/input
  */
@@ -31,8 +35,45 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
     }                                                                                                  \
   } while (0)
 
+typedef struct fetch_ctx {
+  const uint8_t *data;
+  size_t size;
+} fetch_ctx;
+
+static int fetch_input(void *ctx, uint64_t offset, uint64_t length, uint8_t *out, char *msg, size_t msg_size) {
+  const fetch_ctx *f = ctx;
+  (void)msg, (void)msg_size;
+  CHECK(offset <= f->size && length <= f->size - offset);
+  memcpy(out, f->data + offset, (size_t)length);
+  return CS_E_OK;
+}
+
+/* The input as chunk 0 of a 64 x 1024 float32 array in one chunk: a region of rows, read as a reader does. */
+static void region_read(const uint8_t *data, size_t size, cs_array_codec codec) {
+  cs_array_geometry g = {.dims = 2, .shape = {64, 1024}, .chunk = {64, 1024}};
+  cs_array_meta m;
+  CHECK(cs_array_meta_make(&m, "fuzz", &g, CS_DTYPE_FLOAT32, codec, NULL, NULL, 0) == CS_E_OK);
+  uint32_t row = size > 0 ? data[0] % 64 : 0;
+  cs_array_slice s = {.start = {row, 0}, .stop = {row + 1 + (size > 1 ? data[1] % (64 - row) : 0), 1024}};
+  cs_array_slice_iter it;
+  CHECK(cs_array_slice_begin(&it, &m.geometry, &s) == CS_E_OK);
+  cs_array_piece p;
+  CHECK(cs_array_slice_next(&it, &p));
+  size_t out_len = (size_t)cs_array_slice_elements(&m.geometry, &s) * 4;
+  uint8_t *out = malloc(out_len);
+  CHECK(out != NULL);
+  fetch_ctx f = {data, size};
+  char msg[200] = "";
+  int rc = cs_array_read_piece(&m, &s, &p, size, fetch_input, &f, out, NULL, msg, sizeof msg);
+  CHECK(rc == CS_E_OK || rc == CS_E_CORRUPT || rc == CS_E_NO_MEMORY);
+  if (rc == CS_E_CORRUPT) CHECK(msg[0] != '\0');
+  free(out);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < CS_ARRAY_CHUNK_TRAILER_BYTES) return 0;
+  region_read(data, size, CS_ARRAY_CODEC_BLOSC);
+  region_read(data, size, CS_ARRAY_CODEC_NONE);
   cs_array_chunk_tail tail;
   char msg[200] = "";
   int rc = cs_array_chunk_tail_parse(data + size - CS_ARRAY_CHUNK_TRAILER_BYTES, size, &tail, msg, sizeof msg);

@@ -26,7 +26,7 @@
 
 #include "capstore/clickhouse.h"
 
-/* A 10-field answer row through the array candidate parser: key without NUL, texts pointing at their fields. */
+/* An 11-field answer row through the array candidate parser: key without NUL, texts pointing at their fields. */
 static void array_row_check(char **fields, const size_t *lengths) {
   cs_array_candidate row;
   if (cs_clickhouse_array_candidate_row(fields, lengths, &row) != CS_E_OK) return;

@@ -806,7 +806,7 @@ static int mc_array_candidates(void *self, uint64_t watermark, const cs_pack_tex
   for (size_t i = 0; i < m->row_count; i++) {
     const model_row *row = &m->rows[i];
     const cs_pack_meta *meta = &row->record.meta;
-    if (text_cmp(&meta->session_id, array_id) != 0 ||
+    if (text_cmp(&meta->run_id, array_id) != 0 ||
         !(text_is(&meta->hook_name, CS_ARRAY_HOOK_CHUNK) || text_is(&meta->hook_name, CS_ARRAY_HOOK_GEOMETRY)))
       continue;
     if (row_visible(m, row, watermark)) order[visible++] = row;
@@ -825,6 +825,7 @@ static int mc_array_candidates(void *self, uint64_t watermark, const cs_pack_tex
     a.geometry = text_is(&row->record.meta.hook_name, CS_ARRAY_HOOK_GEOMETRY);
     a.slot = row->record.meta.step_number;
     a.nonce = row->record.meta.request_id;
+    a.geometry_hash = row->record.meta.sequence_id;
     a.capture_id = row->record.meta.capture_id;
     a.pack_id = row->pack_id;
     snprintf(a.key, sizeof a.key, "%s", row->key);

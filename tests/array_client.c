@@ -147,7 +147,7 @@ static int dump_stored(capstore_reader *r, const char *id, uint64_t slot, const 
   memset(&f, 0, sizeof f);
   cs_pack_text hook = cs_pack_text_of(CS_ARRAY_HOOK_CHUNK);
   f.hook_names = &hook, f.hook_name_count = 1;
-  f.session_id = cs_pack_text_of(id);
+  f.run_id = cs_pack_text_of(id);
   f.has_step = true, f.step_min = f.step_max = slot;
   capstore_selection sel;
   memset(&sel, 0, sizeof sel);

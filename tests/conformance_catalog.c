@@ -840,7 +840,10 @@ static void test_stale_index_invisible(void **state) {
   assert_true(held);
 }
 
-/* ARRAY_CANDIDATES as text: "g:<nonce>@<first version>" for the geometry, "<slot>:<nonce>@<first version>" for chunks. */
+/*
+ * ARRAY_CANDIDATES as text: "g:<nonce>@<first version>" for the geometry, "<slot>:<nonce>@<first version>" for
+ * chunks, the nonce followed by "#<geometry hash>" when the hash is not "h1".
+ */
 typedef struct candidates_text {
   char text[512];
   size_t len;
@@ -853,10 +856,13 @@ static int candidates_add(void *ctx, const cs_array_candidate *a) {
   t->calls++;
   assert_true(a->key[0] != '\0');
   assert_true(a->stored_length > 0);
-  int n = a->geometry ? snprintf(t->text + t->len, sizeof t->text - t->len, "%sg:%.*s@%llu", t->len ? " " : "",
-                                 (int)a->nonce.len, a->nonce.bytes, (unsigned long long)a->first_version)
-                      : snprintf(t->text + t->len, sizeof t->text - t->len, "%s%llu:%.*s@%llu", t->len ? " " : "",
-                                 (unsigned long long)a->slot, (int)a->nonce.len, a->nonce.bytes,
+  const char *h1 = a->geometry_hash.len == 2 && memcmp(a->geometry_hash.bytes, "h1", 2) == 0 ? "" : "#";
+  int n = a->geometry ? snprintf(t->text + t->len, sizeof t->text - t->len, "%sg:%.*s%s%.*s@%llu", t->len ? " " : "",
+                                 (int)a->nonce.len, a->nonce.bytes, h1, *h1 ? (int)a->geometry_hash.len : 0,
+                                 a->geometry_hash.bytes, (unsigned long long)a->first_version)
+                      : snprintf(t->text + t->len, sizeof t->text - t->len, "%s%llu:%.*s%s%.*s@%llu", t->len ? " " : "",
+                                 (unsigned long long)a->slot, (int)a->nonce.len, a->nonce.bytes, h1,
+                                 *h1 ? (int)a->geometry_hash.len : 0, a->geometry_hash.bytes,
                                  (unsigned long long)a->first_version);
   assert_true(n > 0 && (size_t)n < sizeof t->text - t->len);
   t->len += (size_t)n;
@@ -880,7 +886,8 @@ static void candidates_expect(cs_catalog *c, uint64_t watermark, const char *arr
 static void array_record(test_pack *p, uint32_t r, const char *array, bool geometry, uint64_t slot, const char *nonce) {
   cs_pack_meta *m = &p->records[r].meta;
   m->hook_name = cs_pack_text_of(geometry ? CS_ARRAY_HOOK_GEOMETRY : CS_ARRAY_HOOK_CHUNK);
-  m->session_id = cs_pack_text_of(array);
+  m->run_id = cs_pack_text_of(array);
+  m->sequence_id = cs_pack_text_of("h1");
   m->request_id = cs_pack_text_of(nonce);
   m->step_number = geometry ? 0 : slot;
 }
@@ -904,10 +911,11 @@ static void test_array_candidates(void **state) {
   array_record(&a, 2, "arr-1", false, 5, "na-5");
   array_record(&b, 0, "arr-1", false, 2, "nb-2"); /* a second candidate of slot 2 */
   array_record(&b, 1, "arr-1", false, 1, "nb-1");
+  b.records[1].meta.sequence_id = cs_pack_text_of("h2"); /* written for another geometry: answered, with its hash */
   array_record(&b, 2, "arr-2", false, 1, "nb-x");  /* another array */
   array_record(&rej, 0, "arr-1", false, 0, "nr-0");
   array_record(&rej, 1, "arr-1", true, 0, "nr-g");
-  rej.records[2].meta.session_id = cs_pack_text_of("arr-1"); /* another hook under the array's id */
+  rej.records[2].meta.run_id = cs_pack_text_of("arr-1"); /* another hook under the array's id */
   array_record(&orphan, 0, "arr-1", false, 0, "no-0");
   uint64_t term = acquire(c, &lease_a, TTL_LONG_NS);
   candidates_expect(c, 0, "arr-1", "");
@@ -923,8 +931,8 @@ static void test_array_candidates(void **state) {
   publish(c, &lease_a, MARGIN_NS, 3, term);
   candidates_expect(c, 0, "arr-1", "");
   candidates_expect(c, 1, "arr-1", "g:na-g@1 2:na-2@1 5:na-5@1");
-  candidates_expect(c, 2, "arr-1", "g:na-g@1 1:nb-1@2 2:na-2@1 2:nb-2@2 5:na-5@1");
-  candidates_expect(c, 3, "arr-1", "g:na-g@1 1:nb-1@2 2:na-2@1 2:nb-2@2 5:na-5@1");
+  candidates_expect(c, 2, "arr-1", "g:na-g@1 1:nb-1#h2@2 2:na-2@1 2:nb-2@2 5:na-5@1");
+  candidates_expect(c, 3, "arr-1", "g:na-g@1 1:nb-1#h2@2 2:na-2@1 2:nb-2@2 5:na-5@1");
   candidates_expect(c, 3, "arr-2", "1:nb-x@2");
   candidates_expect(c, 3, "arr-", "");
   /* The emit's nonzero answer stops the walk and is returned. */

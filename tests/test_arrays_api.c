@@ -348,6 +348,81 @@ static void test_geometry_conflict(void **state) {
   tc_remove_all(e.root);
 }
 
+/*
+ * One capstore instance writes several arrays; the hooks arrays use are refused to capstore_write; an instance
+ * that captured other records first is refused by name; chunks written for a geometry that lost the array's
+ * creation never take a slot (where no claim refused that geometry at open).
+ */
+static void test_instances_hooks_and_lost_geometry(void **state) {
+  (void)state;
+  env e;
+  env_make(&e);
+  capstore *cs = open_capstore(&e);
+  cs_array_meta a = meta_of("inst-a", CS_ARRAY_CODEC_NONE), b = meta_of("inst-b", CS_ARRAY_CODEC_BLOSC);
+  float *ref = reference_of(&a);
+  capstore_array_writer *wa = writer_open(cs, &e, &a), *wb = writer_open(cs, &e, &b);
+  char msg[256];
+  assert_int_equal(write_chunk(wa, &a, ref, 0, msg, sizeof msg), CS_E_OK);
+  assert_int_equal(write_chunk(wb, &b, ref, 0, msg, sizeof msg), CS_E_OK);
+  flush_expect(wa, CS_E_OK, 1, 0);
+  flush_expect(wb, CS_E_OK, 1, 0);
+  tc_record r;
+  tc_record_make(&r, 1, 4);
+  r.meta.hook_name = cs_pack_text_of(CS_ARRAY_HOOK_CHUNK);
+  uint8_t bytes[8] = {0};
+  assert_int_equal(capstore_write(cs, &r.meta, bytes, sizeof bytes, msg, sizeof msg), CS_E_INVALID_ARGUMENT);
+  assert_non_null(strstr(msg, "reserved"));
+  r.meta.hook_name = cs_pack_text_of(CS_ARRAY_HOOK_GEOMETRY);
+  assert_int_equal(capstore_write(cs, &r.meta, bytes, sizeof bytes, msg, sizeof msg), CS_E_INVALID_ARGUMENT);
+  /* Two writers race to create one array with two geometries before either is visible. */
+  cs_array_meta f32 = meta_of("inst-race", CS_ARRAY_CODEC_NONE), i32 = f32;
+  i32.dtype = CS_DTYPE_INT32;
+  capstore_array_writer *w1 = writer_open(cs, &e, &f32), *w2 = NULL;
+  int rc = capstore_array_writer_open(cs, &e.cfg, &i32, &w2, msg, sizeof msg);
+  if (rc == CS_E_CONFLICT) {
+    assert_false(live.on); /* the dirstore's geometry claim refused it at once */
+  } else {
+    assert_int_equal(rc, CS_E_OK);
+    assert_int_equal(write_chunk(w1, &f32, ref, 1, msg, sizeof msg), CS_E_OK);
+    assert_int_equal(write_chunk(w2, &i32, ref, 2, msg, sizeof msg), CS_E_OK);
+    capstore_array_flush_report r1, r2;
+    int rc1 = capstore_array_flush(w1, capstore_clock_ns() + 60 * SEC, &r1, msg, sizeof msg);
+    int rc2 = capstore_array_flush(w2, capstore_clock_ns() + 60 * SEC, &r2, msg, sizeof msg);
+    assert_true((rc1 == CS_E_CONFLICT) != (rc2 == CS_E_CONFLICT)); /* exactly one lost the creation */
+    capstore_reader *rd = open_reader(&e);
+    capstore_array *arr = NULL;
+    assert_int_equal(capstore_array_open(rd, "inst-race", &arr, msg, sizeof msg), CS_E_OK);
+    uint8_t bits[8];
+    uint64_t written = 0;
+    assert_int_equal(capstore_array_written(arr, bits, sizeof bits, &written), CS_E_OK);
+    assert_int_equal(written, 1); /* only the winner's chunk: the loser's never takes a slot */
+    assert_int_equal(bits[0], rc1 == CS_E_CONFLICT ? 1u << 2 : 1u << 1);
+    assert_int_equal(capstore_array_meta(arr)->dtype, rc1 == CS_E_CONFLICT ? CS_DTYPE_INT32 : CS_DTYPE_FLOAT32);
+    capstore_array_close(arr);
+    capstore_reader_free(rd);
+    capstore_array_writer_free(w2);
+  }
+  capstore_array_writer_free(w1);
+  capstore_array_writer_free(wa);
+  capstore_array_writer_free(wb);
+  assert_int_equal(capstore_close(cs, 30 * SEC, msg, sizeof msg), CS_E_OK);
+  capstore_free(cs);
+  /* An instance that captured another tenant's records first cannot hold array records: refused by name. */
+  env e2;
+  env_make(&e2);
+  cs = open_capstore(&e2);
+  tc_record_make(&r, 7, 4);
+  assert_int_equal(capstore_write(cs, &r.meta, bytes, sizeof bytes, msg, sizeof msg), CS_E_OK);
+  capstore_array_writer *wx = NULL;
+  assert_int_equal(capstore_array_writer_open(cs, &e2.cfg, &a, &wx, msg, sizeof msg), CS_E_INVALID_ARGUMENT);
+  if (strstr(msg, "instance of their own") == NULL) fail_msg("another tenant's instance: '%s'", msg);
+  assert_int_equal(capstore_close(cs, 30 * SEC, msg, sizeof msg), CS_E_OK);
+  capstore_free(cs);
+  free(ref);
+  tc_remove_all(e.root);
+  tc_remove_all(e2.root);
+}
+
 int main(int argc, char **argv) {
   if (argc == 3)
     live_load(argv[1], argv[2]);
@@ -358,6 +433,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_fill_blosc),
       cmocka_unit_test(test_second_write_and_progress),
       cmocka_unit_test(test_geometry_conflict),
+      cmocka_unit_test(test_instances_hooks_and_lost_geometry),
   };
   return cmocka_run_group_tests_name(live.on ? "arrays on S3 + ClickHouse" : "arrays on dirstore + SQLite", tests, NULL,
                                      NULL);

@@ -76,6 +76,10 @@ int cs_array_meta_decode(const char *bytes, size_t len, cs_array_meta *out, char
  */
 int cs_array_meta_key(const cs_array_meta *meta, const char *prefix, char *out, size_t cap);
 
+/* The 64 lowercase hex digits of the SHA-256 of the canonical document, NUL-terminated: the geometry's name. */
+#define CS_ARRAY_META_HASH_HEX 64u
+int cs_array_meta_hash(const cs_array_meta *meta, char out[CS_ARRAY_META_HASH_HEX + 1]);
+
 /* NULL when a and b describe the same array; otherwise the first field that differs ("shape[1]", "dtype"). */
 const char *cs_array_meta_diff(const cs_array_meta *a, const cs_array_meta *b, char *buf, size_t cap);
 

@@ -106,9 +106,10 @@ typedef struct cs_search_row {
 /*
  * Capture arrays (docs/arrays.md). A chunk write is one record in an
  * ordinary pack, named by its descriptor: hook_name CS_ARRAY_HOOK_CHUNK,
- * session_id the array id, request_id the write's nonce, step_number the
+ * run_id the array id, sequence_id the hash of the geometry it was written
+ * for (cs_array_meta_hash), request_id the write's nonce, step_number the
  * slot. The array's geometry document is one record too (hook_name
- * CS_ARRAY_HOOK_GEOMETRY, step_number 0). Who wins a slot is decided from
+ * CS_ARRAY_HOOK_GEOMETRY, sequence_id its own hash, step_number 0). Who wins a slot is decided from
  * the candidates by their first visible version (cs_array_candidate), never
  * by the highest: a pack indexed again later must not move a slot.
  */
@@ -120,6 +121,7 @@ typedef struct cs_array_candidate {
   bool geometry;           /* the geometry document (hook CS_ARRAY_HOOK_GEOMETRY), not a chunk */
   uint64_t slot;           /* step_number: the chunk index */
   cs_pack_text nonce;      /* request_id (text in the adapter's storage until emit returns) */
+  cs_pack_text geometry_hash; /* sequence_id: the geometry it was written for (the same storage) */
   cs_pack_text capture_id;
   cs_uuid pack_id;
   char key[CS_KEY_MAX];
@@ -188,7 +190,7 @@ typedef struct cs_catalog_ops {
    * The candidates of one array visible at watermark (visible as for
    * SEARCH: an inventory row names the row's (pack id, version) at or below
    * the watermark and the pack has no rejected row): the descriptor rows
-   * whose session_id is array_id and whose hook_name is CS_ARRAY_HOOK_CHUNK
+   * whose run_id is array_id and whose hook_name is CS_ARRAY_HOOK_CHUNK
    * or CS_ARRAY_HOOK_GEOMETRY, one per (pack id, capture id) at its LOWEST
    * visible version. In one request, in the order (geometry first, then
    * slot, first_version, pack id bytes, capture id bytes): the first

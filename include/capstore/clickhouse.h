@@ -126,11 +126,11 @@ int cs_clickhouse_search_row(char **fields, const size_t *lengths, cs_search_row
 /*
  * ARRAY_CANDIDATES' answer: one TabSeparated row per candidate, the columns
  * g (1 for the geometry, 0 for a chunk), step_number, request_id,
- * capture_id, pack_id, key, offset, stored_length, crc32, first version.
- * The two texts point into fields (unescaped in place); CS_E_PARSE for any
+ * capture_id, pack_id, key, offset, stored_length, crc32, first version,
+ * sequence_id (the geometry hash). The three texts point into fields (unescaped in place); CS_E_PARSE for any
  * field out of its type.
  */
-#define CS_CLICKHOUSE_ARRAY_COLUMN_COUNT 10u
+#define CS_CLICKHOUSE_ARRAY_COLUMN_COUNT 11u
 int cs_clickhouse_array_candidate_row(char **fields, const size_t *lengths, cs_array_candidate *out);
 
 #ifdef __cplusplus

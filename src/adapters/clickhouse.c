@@ -1512,12 +1512,14 @@ static int ch_search(void *self, uint64_t watermark, const cs_search_filter *fil
 int cs_clickhouse_array_candidate_row(char **f, const size_t *len, cs_array_candidate *out) {
   memset(out, 0, sizeof *out);
   for (uint32_t i = 0; i < CS_CLICKHOUSE_ARRAY_COLUMN_COUNT; i++)
-    if ((i < 2 || i > 3) && !field_plain(f[i], len[i])) return CS_E_PARSE; /* only the nonce and capture id are free text */
-  if (f[2] == NULL || f[3] == NULL) return CS_E_PARSE;
+    if ((i < 2 || (i > 3 && i < 10)) && !field_plain(f[i], len[i]))
+      return CS_E_PARSE; /* only the nonce, the capture id and the geometry hash are free text */
+  if (f[2] == NULL || f[3] == NULL || f[10] == NULL) return CS_E_PARSE;
   if (len[0] != 1 || (f[0][0] != '0' && f[0][0] != '1')) return CS_E_PARSE;
   out->geometry = f[0][0] == '1';
   out->nonce = text_of(f[2], len[2]);
   out->capture_id = text_of(f[3], len[3]);
+  out->geometry_hash = text_of(f[10], len[10]);
   if (len[4] != CS_UUID_TEXT_LEN || cs_uuid_parse(f[4], len[4], &out->pack_id) != CS_E_OK) return CS_E_PARSE;
   if (len[5] >= CS_KEY_MAX) return CS_E_PARSE;
   memcpy(out->key, f[5], len[5] + 1);
@@ -1537,9 +1539,9 @@ static int ch_array_candidates(void *self, uint64_t watermark, const cs_pack_tex
   /* Each (pack, capture) at its lowest visible version; the order makes each slot's first row its winner. */
   buf_reset(q);
   buf_str(q, "SELECT hook_name = '" CS_ARRAY_HOOK_GEOMETRY "' AS g, step_number, request_id, capture_id, pack_id, key,"
-             " offset, stored_length, crc32, min(version) AS v FROM ");
+             " offset, stored_length, crc32, min(version) AS v, sequence_id FROM ");
   buf_str(q, ch->descriptors);
-  buf_str(q, " WHERE session_id = ");
+  buf_str(q, " WHERE run_id = ");
   buf_text(q, array_id->bytes, array_id->len);
   buf_str(q, " AND hook_name IN ('" CS_ARRAY_HOOK_CHUNK "', '" CS_ARRAY_HOOK_GEOMETRY "') AND version <= ");
   buf_u64(q, watermark);
@@ -1549,7 +1551,7 @@ static int ch_array_candidates(void *self, uint64_t watermark, const cs_pack_tex
   buf_u64(q, watermark);
   buf_str(q, ") AND ");
   q_not_rejected(ch);
-  buf_str(q, " GROUP BY pack_id, capture_id, g, step_number, request_id, key, offset, stored_length, crc32"
+  buf_str(q, " GROUP BY pack_id, capture_id, g, step_number, request_id, key, offset, stored_length, crc32, sequence_id"
              " ORDER BY g DESC, step_number, v, pack_id, capture_id FORMAT TabSeparated");
   ch_exec(ch, res);
   if (res->outcome != CS_OUT_OK || ch->answer.len == 0) return CS_E_OK;

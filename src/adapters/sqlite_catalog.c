@@ -62,7 +62,7 @@ static const char schema_sql[] =
     /* A search walks this index in its order and stops at the page's end. */
     "CREATE INDEX IF NOT EXISTS " T_DESCRIPTOR "_order ON " T_DESCRIPTOR " (pack_id, record_offset, capture_id);"
     /* An array's candidates (array_candidates) without a scan of every descriptor. */
-    "CREATE INDEX IF NOT EXISTS " T_DESCRIPTOR "_array ON " T_DESCRIPTOR " (session_id, hook_name);"
+    "CREATE INDEX IF NOT EXISTS " T_DESCRIPTOR "_array ON " T_DESCRIPTOR " (run_id, hook_name);"
     "CREATE TABLE IF NOT EXISTS " T_REJECTED " (pack_id BLOB NOT NULL, reason TEXT NOT NULL,"
     " lease_id BLOB NOT NULL, rejected_at_ns INTEGER NOT NULL);"
     "CREATE INDEX IF NOT EXISTS " T_REJECTED "_pack ON " T_REJECTED " (pack_id);"
@@ -808,8 +808,8 @@ static int sc_array_candidates(void *self, uint64_t watermark, const cs_pack_tex
   /* Each (pack, capture) at its lowest visible version; the order makes each slot's first row its winner. */
   static const char sql[] =
       "SELECT d.hook_name = '" CS_ARRAY_HOOK_GEOMETRY "' AS g, d.step_number, d.request_id, d.capture_id, d.pack_id,"
-      " d.object_key, d.record_offset, d.stored_length, d.crc32, min(d.version) AS v FROM " T_DESCRIPTOR " d"
-      " WHERE d.session_id = ?1 AND d.hook_name IN ('" CS_ARRAY_HOOK_CHUNK "', '" CS_ARRAY_HOOK_GEOMETRY "')"
+      " d.object_key, d.record_offset, d.stored_length, d.crc32, min(d.version) AS v, d.sequence_id FROM " T_DESCRIPTOR
+      " d WHERE d.run_id = ?1 AND d.hook_name IN ('" CS_ARRAY_HOOK_CHUNK "', '" CS_ARRAY_HOOK_GEOMETRY "')"
       " AND d.version <= ?2 AND EXISTS (SELECT 1 FROM " T_INVENTORY " i WHERE i.pack_id = d.pack_id AND i.version ="
       " d.version) AND NOT EXISTS (SELECT 1 FROM " T_REJECTED " r WHERE r.pack_id = d.pack_id)"
       " GROUP BY d.pack_id, d.capture_id ORDER BY g DESC, d.step_number, v, d.pack_id, d.capture_id";
@@ -830,11 +830,13 @@ static int sc_array_candidates(void *self, uint64_t watermark, const cs_pack_tex
     sqlite3_int64 version = sqlite3_column_int64(st, 9);
     a.nonce = column_text(st, 2);
     a.capture_id = column_text(st, 3);
+    a.geometry_hash = column_text(st, 10);
     cs_pack_text key = column_text(st, 5);
     const void *pack = sqlite3_column_blob(st, 4);
+    if (slot < 0) continue; /* a step past 2^63 (an INTEGER holds it negative): no array has such a slot */
     if (pack == NULL || sqlite3_column_bytes(st, 4) != 16 || a.nonce.bytes == NULL || a.capture_id.bytes == NULL ||
-        key.bytes == NULL || key.len >= CS_KEY_MAX || slot < 0 || offset < 0 || stored < 0 || crc < 0 ||
-        crc > (sqlite3_int64)UINT32_MAX || version < 0) {
+        a.geometry_hash.bytes == NULL || key.bytes == NULL || key.len >= CS_KEY_MAX || offset < 0 || stored < 0 ||
+        crc < 0 || crc > (sqlite3_int64)UINT32_MAX || version < 0) {
       problem = "array_candidates: a row is out of its types";
       rc = SQLITE_CORRUPT;
       break;

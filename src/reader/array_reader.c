@@ -178,7 +178,7 @@ int capstore_array_open(capstore_reader *r, const char *id, capstore_array **out
   int rc = winners_ask(r, id, 0, &first, &walk, msg, msg_size); /* the geometry (no slots: their count is unknown) */
   if (rc == CS_E_OK && !walk.have_geometry)
     rc = rt_refuse(CS_E_NOT_FOUND, msg, msg_size, "array %s: no geometry of it is visible in the catalog", id);
-  if (rc == CS_E_OK) rc = rt_array_geometry_fetch(&r->store, &walk.geometry, &a->meta, msg, msg_size);
+  if (rc == CS_E_OK) rc = rt_array_geometry_fetch(&r->store, &walk.geometry, walk.geometry_hash, &a->meta, msg, msg_size);
   if (rc == CS_E_OK && strcmp(a->meta.id, id) != 0)
     rc = rt_refuse(CS_E_CORRUPT, msg, msg_size, "array %s: its geometry record names array %s", id, a->meta.id);
   if (rc == CS_E_OK) {

@@ -5,8 +5,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+static bool text_is(const cs_pack_text *t, const char *s) { return t->len == strlen(s) && memcmp(t->bytes, s, t->len) == 0; }
+
 static int walk_add(void *ctx, const cs_array_candidate *c) {
   rt_array_walk *k = ctx;
+  /* A chunk of another geometry (or before any) is no candidate: it never reaches the arbiter. */
+  if (!c->geometry && (!k->have_geometry || !text_is(&c->geometry_hash, k->geometry_hash))) {
+    if (k->arbiter.any_chunk && c->slot < k->arbiter.slot) k->out_of_order = true; /* still the catalog's order */
+    return k->out_of_order ? 1 : 0;
+  }
   cs_array_verdict v = cs_array_arbiter_next(&k->arbiter, c->geometry, c->slot, c->first_version);
   if (v == CS_ARRAY_OUT_OF_ORDER) {
     k->out_of_order = true;
@@ -20,6 +27,9 @@ static int walk_add(void *ctx, const cs_array_candidate *c) {
     size_t n = c->nonce.len > RT_ARRAY_NONCE_HEX ? RT_ARRAY_NONCE_HEX : c->nonce.len;
     memcpy(k->geometry_nonce, c->nonce.bytes, n);
     k->geometry_nonce[n] = '\0';
+    n = c->geometry_hash.len > CS_ARRAY_META_HASH_HEX ? CS_ARRAY_META_HASH_HEX : c->geometry_hash.len;
+    memcpy(k->geometry_hash, c->geometry_hash.bytes, n);
+    k->geometry_hash[n] = '\0';
     return 0;
   }
   if (c->slot >= k->chunks) return 0; /* a foreign slot is no slot */
@@ -29,7 +39,7 @@ static int walk_add(void *ctx, const cs_array_candidate *c) {
 int rt_array_winners(cs_catalog *catalog, const char *id, rt_array_walk *walk, char *msg, size_t msg_size) {
   walk->have_geometry = walk->out_of_order = false;
   memset(&walk->arbiter, 0, sizeof walk->arbiter);
-  walk->geometry_nonce[0] = '\0';
+  walk->geometry_nonce[0] = walk->geometry_hash[0] = '\0';
   cs_cat_head head;
   cs_catalog_result res;
   memset(&res, 0, sizeof res);
@@ -50,8 +60,8 @@ int rt_array_winners(cs_catalog *catalog, const char *id, rt_array_walk *walk, c
   return CS_E_OK;
 }
 
-int rt_array_geometry_fetch(cs_store *store, const cs_array_candidate *c, cs_array_meta *out, char *msg,
-                            size_t msg_size) {
+int rt_array_geometry_fetch(cs_store *store, const cs_array_candidate *c, const char *want_hash,
+                            cs_array_meta *out, char *msg, size_t msg_size) {
   if (c->stored_length == 0 || c->stored_length > CS_ARRAY_META_BYTES_MAX)
     return rt_refuse(CS_E_CORRUPT, msg, msg_size, "array geometry record in %s: %llu bytes is not a document", c->key,
                      (unsigned long long)c->stored_length);
@@ -72,6 +82,12 @@ int rt_array_geometry_fetch(cs_store *store, const cs_array_candidate *c, cs_arr
     rc = rt_refuse(CS_E_CORRUPT, msg, msg_size, "array geometry record in %s fails its CRC-32", c->key);
   else if (cs_array_meta_decode(doc, got, out, why, sizeof why) != CS_E_OK)
     rc = rt_refuse(CS_E_CORRUPT, msg, msg_size, "array geometry record in %s: %s", c->key, why);
+  else {
+    char hash[CS_ARRAY_META_HASH_HEX + 1];
+    if (cs_array_meta_hash(out, hash) != CS_E_OK || strcmp(hash, want_hash) != 0)
+      rc = rt_refuse(CS_E_CORRUPT, msg, msg_size, "array geometry record in %s: its bytes are not the geometry its "
+                     "descriptor names", c->key);
+  }
   free(doc);
   return rc;
 }

@@ -201,8 +201,8 @@ const char *cs_array_meta_diff(const cs_array_meta *a, const cs_array_meta *b, c
   return NULL;
 }
 
-int cs_array_meta_key(const cs_array_meta *meta, const char *prefix, char *out, size_t cap) {
-  if (meta == NULL || out == NULL || cap == 0) return CS_E_INVALID_ARGUMENT;
+int cs_array_meta_hash(const cs_array_meta *meta, char out[CS_ARRAY_META_HASH_HEX + 1]) {
+  if (meta == NULL || out == NULL) return CS_E_INVALID_ARGUMENT;
   char text[CS_ARRAY_META_BYTES_MAX];
   size_t len = 0;
   int rc = cs_array_meta_encode(meta, text, sizeof text, &len);
@@ -210,8 +210,15 @@ int cs_array_meta_key(const cs_array_meta *meta, const char *prefix, char *out, 
   uint8_t digest[32];
   unsigned int digest_len = 0;
   if (EVP_Digest(text, len, digest, &digest_len, EVP_sha256(), NULL) != 1 || digest_len != 32) return CS_E_NO_MEMORY;
-  char hex[65];
-  for (int i = 0; i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", digest[i]);
+  for (int i = 0; i < 32; i++) snprintf(out + 2 * i, 3, "%02x", digest[i]);
+  return CS_E_OK;
+}
+
+int cs_array_meta_key(const cs_array_meta *meta, const char *prefix, char *out, size_t cap) {
+  if (meta == NULL || out == NULL || cap == 0) return CS_E_INVALID_ARGUMENT;
+  char hex[CS_ARRAY_META_HASH_HEX + 1];
+  int rc = cs_array_meta_hash(meta, hex);
+  if (rc != CS_E_OK) return rc;
   int n = snprintf(out, cap, "%sarrays/%s/geometry-%s.json", prefix != NULL ? prefix : "", meta->id, hex);
   return n < 0 || (size_t)n >= cap ? CS_E_TOO_LARGE : CS_E_OK;
 }

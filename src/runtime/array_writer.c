@@ -35,11 +35,14 @@ struct capstore_array_writer {
   uint64_t chunks;
   char prefix[CS_KEY_MAX];
   char geometry_nonce[NONCE_HEX + 1]; /* our geometry record's, or "" when another was visible at open */
+  char geometry_hash[CS_ARRAY_META_HASH_HEX + 1]; /* cs_array_meta_hash: what chunk records name */
   bool geometry_checked;              /* the visible geometry was compared with ours */
   pthread_mutex_t lock;
+  pthread_mutex_t store_lock;         /* a store is driven by one thread at a time (store.h) */
   uint8_t *taken;                     /* bit per slot: written through this writer or seen won */
   array_write *writes;
   size_t write_count, write_cap;
+  bool writes_sorted;
 };
 
 static void ok_msg(char *msg, size_t msg_size) {
@@ -76,8 +79,8 @@ static const char *outcome_text(const cs_store_result *res) {
  * earlier try of ours landed); CS_E_SLOT_WRITTEN: another's (*theirs gets
  * its body, up to cap); CS_E_IO: the store did not answer.
  */
-static int claim_put(capstore_array_writer *w, const char *key, const char *body, size_t len, char *theirs,
-                     size_t cap, size_t *theirs_len, char *msg, size_t msg_size) {
+static int claim_put_locked(capstore_array_writer *w, const char *key, const char *body, size_t len, char *theirs,
+                            size_t cap, size_t *theirs_len, char *msg, size_t msg_size) {
   cs_store_result res;
   for (int attempt = 0; attempt < CLAIM_TRIES; attempt++) {
     memset(&res, 0, sizeof res);
@@ -97,17 +100,29 @@ static int claim_put(capstore_array_writer *w, const char *key, const char *body
   return rt_refuse(CS_E_IO, msg, msg_size, "claim %s: the store did not answer (%s)", key, outcome_text(&res));
 }
 
-/* The record of one array write: an opaque uint8 string named by the array, the nonce and the slot. */
+static int claim_put(capstore_array_writer *w, const char *key, const char *body, size_t len, char *theirs,
+                     size_t cap, size_t *theirs_len, char *msg, size_t msg_size) {
+  pthread_mutex_lock(&w->store_lock);
+  int rc = claim_put_locked(w, key, body, len, theirs, cap, theirs_len, msg, msg_size);
+  pthread_mutex_unlock(&w->store_lock);
+  return rc;
+}
+
+/*
+ * The record of one array write: an opaque uint8 string named by the array (run_id), the geometry it was
+ * written for (sequence_id), the nonce and the slot. Tenant and session are the same for every array, so one
+ * capstore instance holds the writes of any number of arrays (a sink's packs share their tenant and session).
+ */
 static void record_meta(const capstore_array_writer *w, bool geometry, uint64_t slot, const char *nonce,
                         size_t stored_len, cs_pack_meta *m) {
   memset(m, 0, sizeof *m);
   m->capture_id = cs_pack_text_of(nonce);
-  m->tenant_id = cs_pack_text_of("arrays");
+  m->tenant_id = cs_pack_text_of(RT_ARRAY_TENANT);
   m->experiment_id = cs_pack_text_of("array");
-  m->run_id = cs_pack_text_of("array");
-  m->session_id = cs_pack_text_of(w->meta.id);
+  m->run_id = cs_pack_text_of(w->meta.id);
+  m->session_id = cs_pack_text_of(RT_ARRAY_SESSION);
   m->request_id = cs_pack_text_of(nonce);
-  m->sequence_id = cs_pack_text_of("array");
+  m->sequence_id = cs_pack_text_of(w->geometry_hash);
   m->model_id = cs_pack_text_of("array");
   m->model_revision = cs_pack_text_of("array");
   m->adapter_revision = cs_pack_text_of(NULL);
@@ -121,6 +136,20 @@ static void record_meta(const capstore_array_writer *w, bool geometry, uint64_t 
   m->captured_at_ns = wall_ns();
 }
 
+/*
+ * Hands one record to the runtime's sink (the reserved hooks' own path). A sink holds records of one tenant and
+ * session, which every array shares: an instance that captured other records first refuses, and says why.
+ */
+static int record_write(capstore_array_writer *w, const cs_pack_meta *m, const void *bytes, size_t len, char *msg,
+                        size_t msg_size) {
+  int rc = rt_capstore_write_reserved(w->cs, m, bytes, len, msg, msg_size);
+  if (rc == CS_E_INVALID_ARGUMENT && msg != NULL && strstr(msg, "first record") != NULL)
+    return rt_refuse(rc, msg, msg_size, "array %s: this capstore instance captures records of another tenant or "
+                     "session; capture arrays need an instance of their own (a pack holds one tenant and session)",
+                     w->meta.id);
+  return rc;
+}
+
 /* ---- the catalog's answer: each slot's winner ---------------------------------------------------------- */
 
 static int write_cmp(const void *a, const void *b) {
@@ -130,6 +159,7 @@ static int write_cmp(const void *a, const void *b) {
 
 static array_write *write_of(capstore_array_writer *w, uint64_t slot) {
   array_write key = {.slot = slot};
+  if (w->write_count == 0) return NULL;
   return bsearch(&key, w->writes, w->write_count, sizeof *w->writes, write_cmp);
 }
 
@@ -145,6 +175,10 @@ static int winner_seen(void *ctx, const cs_array_candidate *c) {
 }
 
 static int winners_ask(capstore_array_writer *w, rt_array_walk *k, char *msg, size_t msg_size) {
+  if (!w->writes_sorted) {
+    qsort(w->writes, w->write_count, sizeof *w->writes, write_cmp);
+    w->writes_sorted = true;
+  }
   memset(k, 0, sizeof *k);
   k->chunks = w->chunks;
   k->winner = winner_seen;
@@ -162,7 +196,9 @@ static int geometry_judge(capstore_array_writer *w, const rt_array_walk *k, char
     return CS_E_OK;
   }
   cs_array_meta theirs;
-  int rc = rt_array_geometry_fetch(&w->store, &k->geometry, &theirs, msg, msg_size);
+  pthread_mutex_lock(&w->store_lock);
+  int rc = rt_array_geometry_fetch(&w->store, &k->geometry, k->geometry_hash, &theirs, msg, msg_size);
+  pthread_mutex_unlock(&w->store_lock);
   if (rc != CS_E_OK) return rc;
   char buf[64];
   const char *field = cs_array_meta_diff(&w->meta, &theirs, buf, sizeof buf);
@@ -181,6 +217,7 @@ void capstore_array_writer_free(capstore_array_writer *w) {
   if (w->store_open) cs_store_close(&w->store);
   if (w->catalog_open) w->catalog.ops->close(w->catalog.self);
   pthread_mutex_destroy(&w->lock);
+  pthread_mutex_destroy(&w->store_lock);
   free(w->taken);
   free(w->writes);
   free(w);
@@ -213,7 +250,6 @@ static int geometry_claim(capstore_array_writer *w, const char *doc, size_t len,
 }
 
 static int writer_setup(capstore_array_writer *w, const capstore_config *access, char *msg, size_t msg_size) {
-  if (pthread_mutex_init(&w->lock, NULL) != 0) return rt_refuse(CS_E_NO_MEMORY, msg, msg_size, "no mutex");
   w->chunks = cs_array_chunk_count(&w->meta.geometry);
   w->taken = calloc((size_t)((w->chunks + 7) / 8), 1);
   if (w->taken == NULL) return rt_refuse(CS_E_NO_MEMORY, msg, msg_size, "no memory for the array's slot bitmap");
@@ -231,7 +267,10 @@ static int writer_setup(capstore_array_writer *w, const capstore_config *access,
     snprintf(probe, sizeof probe, "%.512sprobe/%s/conditional-create", w->prefix, nonce);
     cs_store_result res;
     memset(&res, 0, sizeof res);
-    (void)cs_store_probe_conditional_create(&w->store, probe, &res); /* the flag stays false unless proven */
+    /* Writers of one array must agree on claims: a probe that cannot answer refuses the open, never guesses. */
+    if (cs_store_probe_conditional_create(&w->store, probe, &res) != CS_E_OK || res.outcome != CS_OUT_OK)
+      return rt_refuse(CS_E_IO, msg, msg_size, "array %s: the store's conditional-create probe did not answer (%s)",
+                       w->meta.id, outcome_text(&res));
   }
   cs_catalog_result res;
   memset(&res, 0, sizeof res);
@@ -255,7 +294,12 @@ int capstore_array_writer_open(capstore *cs, const capstore_config *access, cons
     return rt_refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "array: %s", why);
   capstore_array_writer *w = calloc(1, sizeof *w);
   if (w == NULL) return rt_refuse(CS_E_NO_MEMORY, msg, msg_size, "no memory for an array writer");
+  if (pthread_mutex_init(&w->lock, NULL) != 0 || pthread_mutex_init(&w->store_lock, NULL) != 0) abort();
   w->meta = check;
+  if (cs_array_meta_hash(&w->meta, w->geometry_hash) != CS_E_OK) {
+    capstore_array_writer_free(w);
+    return rt_refuse(CS_E_NO_MEMORY, msg, msg_size, "array %s: its geometry's hash", check.id);
+  }
   int rc = writer_setup(w, access, msg, msg_size);
   char *doc = rc == CS_E_OK ? malloc(CS_ARRAY_META_BYTES_MAX) : NULL;
   size_t len = 0;
@@ -270,7 +314,8 @@ int capstore_array_writer_open(capstore *cs, const capstore_config *access, cons
     rc = nonce_make(w->geometry_nonce) == CS_E_OK ? CS_E_OK : rt_refuse(CS_E_IO, msg, msg_size, "getrandom failed");
     cs_pack_meta m;
     record_meta(w, true, 0, w->geometry_nonce, len, &m);
-    if (rc == CS_E_OK) rc = capstore_write(cs, &m, doc, len, msg, msg_size);
+    w->cs = cs;
+    if (rc == CS_E_OK) rc = record_write(w, &m, doc, len, msg, msg_size);
   }
   free(doc);
   if (rc != CS_E_OK) {
@@ -284,7 +329,7 @@ int capstore_array_writer_open(capstore *cs, const capstore_config *access, cons
 
 /* ---- write ------------------------------------------------------------------------------------------------ */
 
-/* Keeps writes sorted by slot (each slot once: the taken bitmap refuses a second). */
+/* Appends a write (each slot once: the taken bitmap refuses a second); sorted by slot before a flush looks. */
 static int write_remember(capstore_array_writer *w, uint64_t slot, const char *nonce) {
   if (w->write_count == w->write_cap) {
     size_t cap = w->write_cap == 0 ? 64 : 2 * w->write_cap;
@@ -293,28 +338,30 @@ static int write_remember(capstore_array_writer *w, uint64_t slot, const char *n
     w->writes = grown;
     w->write_cap = cap;
   }
-  size_t at = w->write_count;
-  while (at > 0 && w->writes[at - 1].slot > slot) at--;
-  memmove(&w->writes[at + 1], &w->writes[at], (w->write_count - at) * sizeof *w->writes);
-  w->writes[at] = (array_write){.slot = slot, .state = W_OWED};
-  memcpy(w->writes[at].nonce, nonce, NONCE_HEX + 1);
-  w->write_count++;
+  array_write *x = &w->writes[w->write_count++];
+  *x = (array_write){.slot = slot, .state = W_OWED};
+  memcpy(x->nonce, nonce, NONCE_HEX + 1);
+  w->writes_sorted = w->write_count == 1 || (w->writes_sorted && w->writes[w->write_count - 2].slot < slot);
   return CS_E_OK;
 }
 
 int capstore_array_write_chunk(capstore_array_writer *w, uint64_t index, const void *elements, size_t len, char *msg,
                                size_t msg_size) {
   ok_msg(msg, msg_size);
-  if (w == NULL || (elements == NULL && len > 0))
+  if (w == NULL || elements == NULL)
     return rt_refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "capstore_array_write_chunk: a NULL argument");
   uint64_t max = cs_array_chunk_stored_max(&w->meta, index);
   if (max == 0)
     return rt_refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "array %s: chunk index %llu is out of range (%llu chunks)",
                   w->meta.id, (unsigned long long)index, (unsigned long long)w->chunks);
+  uint64_t want = cs_array_chunk_bytes(&w->meta.geometry, index);
+  if (len != want) /* before anything is allocated for it */
+    return rt_refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "array %s: chunk %llu is %llu bytes (its elements), not %zu",
+                     w->meta.id, (unsigned long long)index, (unsigned long long)want, len);
   uint8_t *stored = malloc((size_t)max);
   if (stored == NULL) return rt_refuse(CS_E_NO_MEMORY, msg, msg_size, "no memory to encode chunk %llu", (unsigned long long)index);
   size_t stored_len = 0;
-  char why[160];
+  char why[160] = "the chunk's encode failed";
   int rc = cs_array_chunk_encode(&w->meta, index, elements, len, stored, (size_t)max, &stored_len, why, sizeof why);
   if (rc != CS_E_OK) rc = rt_refuse(rc, msg, msg_size, "array %s: %s", w->meta.id, why);
   char nonce[NONCE_HEX + 1];
@@ -341,7 +388,7 @@ int capstore_array_write_chunk(capstore_array_writer *w, uint64_t index, const v
   if (rc == CS_E_OK) {
     cs_pack_meta m;
     record_meta(w, false, index, nonce, stored_len, &m);
-    rc = capstore_write(w->cs, &m, stored, stored_len, msg, msg_size);
+    rc = record_write(w, &m, stored, stored_len, msg, msg_size);
   }
   free(stored);
   bool admitted = rc == CS_E_OK;
@@ -354,11 +401,13 @@ int capstore_array_write_chunk(capstore_array_writer *w, uint64_t index, const v
     size_t got = 0;
     cs_store_result res;
     memset(&res, 0, sizeof res);
+    pthread_mutex_lock(&w->store_lock);
     int got_rc = w->store.ops->get(w->store.self, key, NULL, body, NONCE_HEX, &got, &res);
     if (got_rc == CS_E_OK && res.outcome == CS_OUT_OK && got == NONCE_HEX && memcmp(body, nonce, NONCE_HEX) == 0) {
       memset(&res, 0, sizeof res); /* only our own claim: once made, nobody else's can be under the key */
       (void)w->store.ops->del(w->store.self, key, &res);
     }
+    pthread_mutex_unlock(&w->store_lock);
   }
   pthread_mutex_lock(&w->lock);
   if (admitted && write_remember(w, index, nonce) != CS_E_OK) /* the record is out: its slot stays held */
@@ -379,12 +428,12 @@ int capstore_array_flush(capstore_array_writer *w, uint64_t deadline_ns, capstor
   if (w == NULL) return rt_refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "capstore_array_flush: a NULL writer");
   capstore_flush_report fr;
   int rc = capstore_flush(w->cs, deadline_ns, &fr, msg, msg_size);
-  if (rc != CS_E_OK && rc != CS_E_CORRUPT) return rc; /* set-aside packs: the catalog says what became of ours */
+  bool ask = rc == CS_E_OK || rc == CS_E_CORRUPT; /* set-aside packs: the catalog says what became of ours */
   pthread_mutex_lock(&w->lock);
   rt_array_walk k;
-  rc = winners_ask(w, &k, msg, msg_size);
-  if (rc == CS_E_OK) rc = geometry_judge(w, &k, report->geometry_diff, sizeof report->geometry_diff, msg, msg_size);
-  report->geometry_conflict = rc == CS_E_CONFLICT;
+  if (ask) rc = winners_ask(w, &k, msg, msg_size);
+  if (ask && rc == CS_E_OK) rc = geometry_judge(w, &k, report->geometry_diff, sizeof report->geometry_diff, msg, msg_size);
+  report->geometry_conflict = ask && rc == CS_E_CONFLICT;
   report->writes = w->write_count;
   for (size_t i = 0; i < w->write_count; i++) {
     const array_write *x = &w->writes[i];

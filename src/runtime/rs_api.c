@@ -621,9 +621,28 @@ int capstore_open_catalog(const capstore_config *cfg, cs_catalog *out, char *msg
 
 /* ---- capture, flush, close ---------------------------------------------------------------------- */
 
+int rt_capstore_write_reserved(capstore *cs, const cs_pack_meta *meta, const void *bytes, size_t length, char *msg,
+                               size_t msg_size) {
+  if (cs == NULL) return rt_refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "cs is NULL");
+  cs_capture *cap = rs_capture(&cs->rt);
+  if (cap == NULL) return rt_refuse(CS_E_CLOSED, msg, msg_size, "capstore is closed");
+  return cs_capture_write(cap, meta, bytes, length, msg, msg_size);
+}
+
+/* A hook name capture arrays reserve ("capstore.array-*"): only their writer may use it. */
+static bool hook_reserved(const cs_pack_meta *meta) {
+  static const char reserved[] = "capstore.array-";
+  return meta != NULL && meta->hook_name.bytes != NULL && meta->hook_name.len >= sizeof reserved - 1 &&
+         memcmp(meta->hook_name.bytes, reserved, sizeof reserved - 1) == 0;
+}
+
 int capstore_write(capstore *cs, const cs_pack_meta *meta, const void *bytes, size_t length, char *msg,
                    size_t msg_size) {
   if (cs == NULL) return rt_refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "cs is NULL");
+  if (hook_reserved(meta))
+    return rt_refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "hook_name '%.*s' is reserved for capture arrays "
+                     "(capstore_array_write_chunk writes them)", (int)(meta->hook_name.len > 64 ? 64 : meta->hook_name.len),
+                     meta->hook_name.bytes);
   cs_capture *cap = rs_capture(&cs->rt);
   if (cap == NULL) return rt_refuse(CS_E_CLOSED, msg, msg_size, "capstore is closed");
   return cs_capture_write(cap, meta, bytes, length, msg, msg_size);
@@ -632,6 +651,9 @@ int capstore_write(capstore *cs, const cs_pack_meta *meta, const void *bytes, si
 int capstore_write_device(capstore *cs, const cs_pack_meta *meta, const void *device_bytes, size_t length,
                           void *stream, char *msg, size_t msg_size) {
   if (cs == NULL) return rt_refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "cs is NULL");
+  if (hook_reserved(meta))
+    return rt_refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "hook_name '%.*s' is reserved for capture arrays",
+                     (int)(meta->hook_name.len > 64 ? 64 : meta->hook_name.len), meta->hook_name.bytes);
   cs_capture *cap = rs_capture(&cs->rt);
   if (cap == NULL) return rt_refuse(CS_E_CLOSED, msg, msg_size, "capstore is closed");
   return cs_capture_write_device(cap, meta, device_bytes, length, stream, msg, msg_size);

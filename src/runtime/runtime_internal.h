@@ -55,6 +55,14 @@ RT_HIDDEN int rt_uuid7_next(rt_uuid7 *gen, uint64_t unix_ns, cs_uuid *out);
 RT_HIDDEN int rt_refuse(int code, char *msg, size_t msg_size, const char *format, ...)
     __attribute__((format(printf, 4, 5)));
 
+/*
+ * capstore_write without the reserved-hook check: the capture-array writer's path for its records (hooks
+ * "capstore.array-*", which capstore_write refuses so no other record can pose as an array's).
+ */
+typedef struct capstore capstore;
+RT_HIDDEN int rt_capstore_write_reserved(capstore *cs, const cs_pack_meta *meta, const void *bytes, size_t length,
+                                         char *msg, size_t msg_size);
+
 /* ---- Clocks and waits (capture.c) ---- */
 
 RT_HIDDEN uint64_t rt_realtime_ns(void);
