@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include <cmocka.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include "test_capstore_util.h"
@@ -423,6 +424,71 @@ static void test_instances_hooks_and_lost_geometry(void **state) {
   tc_remove_all(e2.root);
 }
 
+typedef struct thread_job {
+  capstore_array_writer *w;
+  const cs_array_meta *m;
+  const float *ref;
+  int k;
+  int refused, bad;
+} thread_job;
+
+/* Thread k writes slots k, k + 4, ... and races every other thread for slots 24..26. */
+static void *writer_thread(void *arg) {
+  thread_job *j = arg;
+  char msg[256];
+  uint64_t chunks = cs_array_chunk_count(&j->m->geometry);
+  for (uint64_t slot = (uint64_t)j->k; slot < 24; slot += 4)
+    if (write_chunk(j->w, j->m, j->ref, slot, msg, sizeof msg) != CS_E_OK) j->bad++;
+  for (uint64_t slot = 24; slot < chunks; slot++) {
+    int rc = write_chunk(j->w, j->m, j->ref, slot, msg, sizeof msg);
+    if (rc == CS_E_SLOT_WRITTEN) j->refused++;
+    else if (rc != CS_E_OK) j->bad++;
+  }
+  return NULL;
+}
+
+/* write_chunk from several threads on one writer: every slot written once, the races refused, all read back. */
+static void test_threads(void **state) {
+  (void)state;
+  env e;
+  env_make(&e);
+  capstore *cs = open_capstore(&e);
+  cs_array_meta m = meta_of("threads", CS_ARRAY_CODEC_BLOSC);
+  float *ref = reference_of(&m);
+  capstore_array_writer *w = writer_open(cs, &e, &m);
+  pthread_t t[4];
+  thread_job jobs[4];
+  for (int k = 0; k < 4; k++) {
+    jobs[k] = (thread_job){.w = w, .m = &m, .ref = ref, .k = k};
+    assert_int_equal(pthread_create(&t[k], NULL, writer_thread, &jobs[k]), 0);
+  }
+  int refused = 0;
+  for (int k = 0; k < 4; k++) {
+    pthread_join(t[k], NULL);
+    assert_int_equal(jobs[k].bad, 0);
+    refused += jobs[k].refused;
+  }
+  assert_int_equal(refused, 3 * 3); /* each of the 3 raced slots: won by one thread, refused to the other 3 */
+  flush_expect(w, CS_E_OK, 27, 0);
+  capstore_reader *r = open_reader(&e);
+  capstore_array *a = NULL;
+  char msg[256];
+  assert_int_equal(capstore_array_open(r, m.id, &a, msg, sizeof msg), CS_E_OK);
+  uint8_t bits[8];
+  uint64_t written = 0;
+  assert_int_equal(capstore_array_written(a, bits, sizeof bits, &written), CS_E_OK);
+  assert_int_equal(written, 27);
+  cs_array_slice s = slice_all(&m);
+  read_expect(a, ref, &s, bits, NULL);
+  capstore_array_close(a);
+  capstore_reader_free(r);
+  capstore_array_writer_free(w);
+  assert_int_equal(capstore_close(cs, 30 * SEC, msg, sizeof msg), CS_E_OK);
+  capstore_free(cs);
+  free(ref);
+  tc_remove_all(e.root);
+}
+
 int main(int argc, char **argv) {
   if (argc == 3)
     live_load(argv[1], argv[2]);
@@ -434,6 +500,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_second_write_and_progress),
       cmocka_unit_test(test_geometry_conflict),
       cmocka_unit_test(test_instances_hooks_and_lost_geometry),
+      cmocka_unit_test(test_threads),
   };
   return cmocka_run_group_tests_name(live.on ? "arrays on S3 + ClickHouse" : "arrays on dirstore + SQLite", tests, NULL,
                                      NULL);
