@@ -613,6 +613,12 @@ static void land_index(sim_world *w, sim_req *req) {
   if (!req->rows_landed) sim_bail(w, SIM_EXIT_SAFETY, "p%u's inventory rows landed without their descriptors", req->proc);
   sim_check_effective_write(w, req);
   req->inventory_landed = true;
+  if (req->version <= w->watermark) {
+    sim_cov_mark(w, SIM_COV_SIT_INDEX_BELOW_WATERMARK);
+    if (w->opts->trace)
+      fprintf(w->opts->out, "%12.6f BELOW: p%u index v%" PRIu64 " lands at watermark %" PRIu64 " (sent %.6f)\n",
+              (double)w->now_ns / 1e9, req->proc, req->version, w->watermark, (double)req->sent_ns / 1e9);
+  }
   for (uint32_t i = 0; i < req->count; i++) {
     sim_pack *pack = req->packs[i] == SIM_NONE ? NULL : &w->packs[req->packs[i]];
     if (pack != NULL && (pack->min_version == 0 || req->version < pack->min_version))
