@@ -17,9 +17,12 @@
  *     capstore_array_close(a);
  *
  * A chunk write is one record in an ordinary pack (catalog.h: hook
- * CS_ARRAY_HOOK_CHUNK, session_id the array id, request_id the write's
- * nonce, step_number the slot), so it travels the spool, upload and the
- * publisher's lease like every capture. Who wins a slot:
+ * CS_ARRAY_HOOK_CHUNK, run_id the array id, sequence_id its geometry's
+ * hash, request_id the write's nonce, step_number the slot; tenant and
+ * session the same for every array, so one capstore instance writes any
+ * number of arrays but no records of another tenant or session), so it
+ * travels the spool, upload and the publisher's lease like every capture.
+ * Who wins a slot:
  *   - a store that enforces If-None-Match (the dirstore; S3 services where
  *     cs_store_probe finds it): the writer first creates the slot's claim
  *     object arrays/<id>/slots/<index> create-only; the second claim is
@@ -56,8 +59,8 @@ typedef struct capstore_array_writer capstore_array_writer;
  * publisher, the config cs was opened with; for a capture-role process,
  * the daemon's. The geometry document is written as a record of its own
  * (hook CS_ARRAY_HOOK_GEOMETRY); where the store enforces If-None-Match it
- * is also claimed at arrays/<id>/geometry-<sha256>.json... and at
- * arrays/<id>/geometry, whose first creator wins. An array that exists
+ * is also claimed at arrays/<id>/geometry, whose first creator wins (a
+ * probe of the store that cannot answer refuses the open). An array that exists
  * with another geometry is refused with CS_E_CONFLICT naming the field
  * that differs (found at open where the geometry is claimed or already
  * visible, otherwise by capstore_array_flush). Creating an array that
@@ -75,7 +78,9 @@ int capstore_array_writer_open(capstore *cs, const capstore_config *access, cons
  * index out of range or a wrong size (msg names which); CS_E_SLOT_WRITTEN
  * when the slot is known to be taken (written before through this writer,
  * refused at the claim, or seen won by another write at the last flush);
- * capstore_write's errors otherwise. Safe from several threads.
+ * capstore_write's errors otherwise (CS_E_INVALID_ARGUMENT naming the
+ * reason when cs already holds records of another tenant or session).
+ * Safe from several threads on one writer.
  */
 int capstore_array_write_chunk(capstore_array_writer *w, uint64_t index, const void *elements, size_t len, char *msg,
                                size_t msg_size);
