@@ -795,8 +795,9 @@ static int by_candidate_order(const void *pa, const void *pb) {
 }
 
 /* ARRAY_CANDIDATES as catalog.h says: visible rows of the array, each (pack, capture) at its lowest version. */
-static int mc_array_candidates(void *self, uint64_t watermark, const cs_pack_text *array_id, cs_array_candidate_fn emit,
-                               void *ctx, cs_catalog_result *res) {
+static int mc_array_candidates(void *self, uint64_t watermark, const cs_pack_text *array_id,
+                               const cs_array_window *window, cs_array_candidate_fn emit, void *ctx,
+                               cs_catalog_result *res) {
   model_catalog *m = self;
   if (array_id == NULL || array_id->bytes == NULL || array_id->len == 0 || emit == NULL || res == NULL)
     return CS_E_INVALID_ARGUMENT;
@@ -806,9 +807,13 @@ static int mc_array_candidates(void *self, uint64_t watermark, const cs_pack_tex
   for (size_t i = 0; i < m->row_count; i++) {
     const model_row *row = &m->rows[i];
     const cs_pack_meta *meta = &row->record.meta;
-    if (text_cmp(&meta->run_id, array_id) != 0 ||
-        !(text_is(&meta->hook_name, CS_ARRAY_HOOK_CHUNK) || text_is(&meta->hook_name, CS_ARRAY_HOOK_GEOMETRY)))
-      continue;
+    bool geometry = text_is(&meta->hook_name, CS_ARRAY_HOOK_GEOMETRY);
+    bool chunk = text_is(&meta->hook_name, CS_ARRAY_HOOK_CHUNK);
+    if (window != NULL) {
+      geometry = geometry && window->with_geometry;
+      chunk = chunk && meta->step_number >= window->slot_from && meta->step_number < window->slot_to;
+    }
+    if (text_cmp(&meta->run_id, array_id) != 0 || !(geometry || chunk)) continue;
     if (row_visible(m, row, watermark)) order[visible++] = row;
   }
   qsort(order, visible, sizeof *order, by_capture_first);

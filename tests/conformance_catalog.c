@@ -869,17 +869,22 @@ static int candidates_add(void *ctx, const cs_array_candidate *a) {
   return t->calls == t->stop_after ? 7 : 0;
 }
 
-static void candidates_expect(cs_catalog *c, uint64_t watermark, const char *array, const char *want) {
+static void candidates_window_expect(cs_catalog *c, uint64_t watermark, const char *array, const cs_array_window *window,
+                                     const char *want) {
   candidates_text t;
   memset(&t, 0, sizeof t);
   cs_catalog_result res;
   memset(&res, 0, sizeof res);
   cs_pack_text id = cs_pack_text_of(array);
-  assert_int_equal(c->ops->array_candidates(c->self, watermark, &id, candidates_add, &t, &res), CS_E_OK);
+  assert_int_equal(c->ops->array_candidates(c->self, watermark, &id, window, candidates_add, &t, &res), CS_E_OK);
   assert_int_equal(res.outcome, CS_OUT_OK);
   if (strcmp(t.text, want) != 0)
-    fail_msg("%s: array_candidates(%s @%llu) = '%s', want '%s'", c->ops->name, array, (unsigned long long)watermark,
-             t.text, want);
+    fail_msg("%s: array_candidates(%s @%llu, window %s) = '%s', want '%s'", c->ops->name, array,
+             (unsigned long long)watermark, window == NULL ? "none" : "set", t.text, want);
+}
+
+static void candidates_expect(cs_catalog *c, uint64_t watermark, const char *array, const char *want) {
+  candidates_window_expect(c, watermark, array, NULL, want);
 }
 
 /* Makes record r of p an array record: geometry (slot ignored) or the chunk of slot, with its nonce. */
@@ -941,11 +946,20 @@ static void test_array_candidates(void **state) {
   t.stop_after = 2;
   cs_catalog_result res;
   cs_pack_text id = cs_pack_text_of("arr-1");
-  assert_int_equal(c->ops->array_candidates(c->self, 3, &id, candidates_add, &t, &res), 7);
+  assert_int_equal(c->ops->array_candidates(c->self, 3, &id, NULL, candidates_add, &t, &res), 7);
   assert_int_equal(t.calls, 2);
   cs_pack_text empty = {"", 0};
-  assert_int_equal(c->ops->array_candidates(c->self, 3, &empty, candidates_add, &t, &res), CS_E_INVALID_ARGUMENT);
-  assert_int_equal(c->ops->array_candidates(c->self, 3, &id, NULL, &t, &res), CS_E_INVALID_ARGUMENT);
+  assert_int_equal(c->ops->array_candidates(c->self, 3, &empty, NULL, candidates_add, &t, &res), CS_E_INVALID_ARGUMENT);
+  assert_int_equal(c->ops->array_candidates(c->self, 3, &id, NULL, NULL, &t, &res), CS_E_INVALID_ARGUMENT);
+  /* Windows: the geometry alone, slots [2, 5) without it, [0, 2) with it, a window past every slot. */
+  cs_array_window geometry_only = {.with_geometry = true, .slot_from = 0, .slot_to = 0};
+  cs_array_window mid = {.with_geometry = false, .slot_from = 2, .slot_to = 5};
+  cs_array_window low = {.with_geometry = true, .slot_from = 0, .slot_to = 2};
+  cs_array_window past = {.with_geometry = false, .slot_from = 6, .slot_to = UINT64_MAX};
+  candidates_window_expect(c, 3, "arr-1", &geometry_only, "g:na-g@1");
+  candidates_window_expect(c, 3, "arr-1", &mid, "2:na-2@1 2:nb-2@2");
+  candidates_window_expect(c, 3, "arr-1", &low, "g:na-g@1 1:nb-1#h2@2");
+  candidates_window_expect(c, 3, "arr-1", &past, "");
 }
 
 /* INDEX of one batch that must be refused: CS_E_OK, outcome INVALID, a detail naming NUL, the key and the pack. */

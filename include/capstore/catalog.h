@@ -131,6 +131,18 @@ typedef struct cs_array_candidate {
   uint64_t first_version;  /* its lowest version visible at the watermark */
 } cs_array_candidate;
 
+/*
+ * Which candidates one ARRAY_CANDIDATES request answers: the geometry's
+ * (with_geometry) and the chunks of slots [slot_from, slot_to). An array
+ * too large for one answer is walked in windows of slots, each a request
+ * (ClickHouse's answers are capped: docs/catalog-protocol.md).
+ */
+typedef struct cs_array_window {
+  bool with_geometry;
+  uint64_t slot_from;
+  uint64_t slot_to;
+} cs_array_window;
+
 /* Called once per candidate, in order; a nonzero return stops the walk and is answered. */
 typedef int (*cs_array_candidate_fn)(void *ctx, const cs_array_candidate *candidate);
 
@@ -194,13 +206,15 @@ typedef struct cs_catalog_ops {
    * or CS_ARRAY_HOOK_GEOMETRY, one per (pack id, capture id) at its LOWEST
    * visible version. In one request, in the order (geometry first, then
    * slot, first_version, pack id bytes, capture id bytes): the first
-   * candidate of each slot is the slot's winner. emit sees each in turn; a
+   * candidate of each slot is the slot's winner. window (NULL: everything)
+   * limits the answer to the geometry's candidates if asked and the chunks
+   * of its slots. emit sees each in turn; a
    * nonzero return from it stops the walk and is returned (res still says
    * how the request went). CS_E_INVALID_ARGUMENT (nothing sent) for a NULL
    * argument or an empty id.
    */
-  int (*array_candidates)(void *self, uint64_t watermark, const cs_pack_text *array_id, cs_array_candidate_fn emit,
-                          void *ctx, cs_catalog_result *res);
+  int (*array_candidates)(void *self, uint64_t watermark, const cs_pack_text *array_id, const cs_array_window *window,
+                          cs_array_candidate_fn emit, void *ctx, cs_catalog_result *res);
   void (*close)(void *self);
 } cs_catalog_ops;
 

@@ -131,6 +131,9 @@ int cs_clickhouse_search_row(char **fields, const size_t *lengths, cs_search_row
  * field out of its type.
  */
 #define CS_CLICKHOUSE_ARRAY_COLUMN_COUNT 11u
+
+/* The detail of an answer refused for its size (over the adapter's answer_bytes_max; outcome SERVER_ERROR). */
+#define CS_CLICKHOUSE_ANSWER_TOO_LARGE "answer exceeds answer_bytes_max"
 int cs_clickhouse_array_candidate_row(char **fields, const size_t *lengths, cs_array_candidate *out);
 
 #ifdef __cplusplus

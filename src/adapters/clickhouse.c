@@ -369,7 +369,7 @@ static void ch_perform(ch_adapter *ch, const char *url, cs_catalog_result *res) 
   curl_easy_setopt(c, CURLOPT_WRITEDATA, &ch->answer);
   CURLcode rc = curl_easy_perform(c);
   if (rc == CURLE_WRITE_ERROR && ch->answer.overflow) {
-    result_set(res, CS_OUT_SERVER_ERROR, 0, "answer exceeds answer_bytes_max", 31);
+    result_set(res, CS_OUT_SERVER_ERROR, 0, CS_CLICKHOUSE_ANSWER_TOO_LARGE, sizeof CS_CLICKHOUSE_ANSWER_TOO_LARGE - 1);
     return;
   }
   if (rc != CURLE_OK) {
@@ -1530,8 +1530,9 @@ int cs_clickhouse_array_candidate_row(char **f, const size_t *len, cs_array_cand
   return CS_E_OK;
 }
 
-static int ch_array_candidates(void *self, uint64_t watermark, const cs_pack_text *array_id, cs_array_candidate_fn emit,
-                               void *ctx, cs_catalog_result *res) {
+static int ch_array_candidates(void *self, uint64_t watermark, const cs_pack_text *array_id,
+                               const cs_array_window *window, cs_array_candidate_fn emit, void *ctx,
+                               cs_catalog_result *res) {
   ch_adapter *ch = self;
   ch_buf *q = &ch->query;
   if (array_id == NULL || array_id->bytes == NULL || array_id->len == 0 || emit == NULL || res == NULL)
@@ -1543,7 +1544,14 @@ static int ch_array_candidates(void *self, uint64_t watermark, const cs_pack_tex
   buf_str(q, ch->descriptors);
   buf_str(q, " WHERE run_id = ");
   buf_text(q, array_id->bytes, array_id->len);
-  buf_str(q, " AND hook_name IN ('" CS_ARRAY_HOOK_CHUNK "', '" CS_ARRAY_HOOK_GEOMETRY "') AND version <= ");
+  uint64_t from = window != NULL ? window->slot_from : 0, to = window != NULL ? window->slot_to : UINT64_MAX;
+  buf_str(q, " AND (");
+  buf_str(q, window == NULL || window->with_geometry ? "hook_name = '" CS_ARRAY_HOOK_GEOMETRY "' OR " : "");
+  buf_str(q, "(hook_name = '" CS_ARRAY_HOOK_CHUNK "' AND step_number >= ");
+  buf_u64(q, from);
+  buf_str(q, " AND step_number < ");
+  buf_u64(q, to);
+  buf_str(q, ")) AND version <= ");
   buf_u64(q, watermark);
   buf_str(q, " AND (pack_id, version) IN (SELECT pack_id, version FROM ");
   buf_str(q, ch->inventory);

@@ -799,8 +799,9 @@ static cs_pack_text column_text(sqlite3_stmt *st, int col) {
   return (cs_pack_text){bytes, bytes == NULL ? 0 : (size_t)sqlite3_column_bytes(st, col)};
 }
 
-static int sc_array_candidates(void *self, uint64_t watermark, const cs_pack_text *array_id, cs_array_candidate_fn emit,
-                               void *ctx, cs_catalog_result *res) {
+static int sc_array_candidates(void *self, uint64_t watermark, const cs_pack_text *array_id,
+                               const cs_array_window *window, cs_array_candidate_fn emit, void *ctx,
+                               cs_catalog_result *res) {
   sqlite_catalog *c = self;
   if (array_id == NULL || array_id->bytes == NULL || array_id->len == 0 || array_id->len > INT32_MAX || emit == NULL ||
       res == NULL || watermark > (uint64_t)INT64_MAX)
@@ -809,7 +810,8 @@ static int sc_array_candidates(void *self, uint64_t watermark, const cs_pack_tex
   static const char sql[] =
       "SELECT d.hook_name = '" CS_ARRAY_HOOK_GEOMETRY "' AS g, d.step_number, d.request_id, d.capture_id, d.pack_id,"
       " d.object_key, d.record_offset, d.stored_length, d.crc32, min(d.version) AS v, d.sequence_id FROM " T_DESCRIPTOR
-      " d WHERE d.run_id = ?1 AND d.hook_name IN ('" CS_ARRAY_HOOK_CHUNK "', '" CS_ARRAY_HOOK_GEOMETRY "')"
+      " d WHERE d.run_id = ?1 AND ((d.hook_name = '" CS_ARRAY_HOOK_GEOMETRY "' AND ?3) OR (d.hook_name = '"
+      CS_ARRAY_HOOK_CHUNK "' AND d.step_number >= ?4 AND d.step_number < ?5))"
       " AND d.version <= ?2 AND EXISTS (SELECT 1 FROM " T_INVENTORY " i WHERE i.pack_id = d.pack_id AND i.version ="
       " d.version) AND NOT EXISTS (SELECT 1 FROM " T_REJECTED " r WHERE r.pack_id = d.pack_id)"
       " GROUP BY d.pack_id, d.capture_id ORDER BY g DESC, d.step_number, v, d.pack_id, d.capture_id";
@@ -817,6 +819,11 @@ static int sc_array_candidates(void *self, uint64_t watermark, const cs_pack_tex
   int rc = prepare(c, sql, &st);
   if (rc == SQLITE_OK) rc = bind_text(st, 1, array_id);
   if (rc == SQLITE_OK) rc = sqlite3_bind_int64(st, 2, (sqlite3_int64)watermark);
+  /* Slots are step numbers, held as INTEGER: the window is cut to what an INTEGER holds. */
+  uint64_t from = window != NULL ? window->slot_from : 0, to = window != NULL ? window->slot_to : UINT64_MAX;
+  if (rc == SQLITE_OK) rc = sqlite3_bind_int(st, 3, window == NULL || window->with_geometry);
+  if (rc == SQLITE_OK) rc = sqlite3_bind_int64(st, 4, (sqlite3_int64)(from > INT64_MAX ? INT64_MAX : from));
+  if (rc == SQLITE_OK) rc = sqlite3_bind_int64(st, 5, (sqlite3_int64)(to > INT64_MAX ? INT64_MAX : to));
   int stop = 0;
   const char *problem = NULL;
   while (rc == SQLITE_OK || rc == SQLITE_ROW) {

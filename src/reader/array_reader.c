@@ -39,6 +39,7 @@ struct capstore_array {
   uint64_t chunks;
   ar_winners w;
   cs_array_stamp stamp;
+  uint32_t last_requests; /* catalog requests of the last refresh */
 };
 
 static void winners_free(ar_winners *w) {
@@ -203,6 +204,7 @@ static int refresh_locked(capstore_array *a, char *msg, size_t msg_size) {
   memset(&fresh, 0, sizeof fresh);
   rt_array_walk walk;
   int rc = winners_ask(a->r, a->id, a->chunks, &fresh, &walk, msg, msg_size);
+  a->last_requests = walk.requests;
   if (rc == CS_E_OK && !walk.have_geometry)
     rc = rt_refuse(CS_E_CORRUPT, msg, msg_size, "array %s: its geometry record vanished", a->id);
   if (rc == CS_E_OK) rc = winners_take(a, &fresh, msg, msg_size);
@@ -277,7 +279,7 @@ int capstore_array_read(capstore_array *a, const cs_array_slice *s, void *out, s
   }
   pthread_mutex_lock(&a->r->lock);
   int rc = refresh_locked(a, msg, msg_size);
-  stats->catalog_requests = 2; /* the head and the candidates */
+  stats->catalog_requests = a->last_requests; /* the head and the candidates' windows */
   cs_array_slice_iter it;
   if (rc == CS_E_OK) rc = cs_array_slice_begin(&it, &a->meta.geometry, s);
   cs_array_piece p;

@@ -38,6 +38,7 @@ static int walk_add(void *ctx, const cs_array_candidate *c) {
 
 int rt_array_winners(cs_catalog *catalog, const char *id, rt_array_walk *walk, char *msg, size_t msg_size) {
   walk->have_geometry = walk->out_of_order = false;
+  walk->requests = 0;
   memset(&walk->arbiter, 0, sizeof walk->arbiter);
   walk->geometry_nonce[0] = walk->geometry_hash[0] = '\0';
   cs_cat_head head;
@@ -46,17 +47,38 @@ int rt_array_winners(cs_catalog *catalog, const char *id, rt_array_walk *walk, c
   cs_uuid nobody;
   memset(&nobody, 0, sizeof nobody);
   int rc = catalog->ops->head(catalog->self, &nobody, &head, &res);
+  walk->requests++;
   if (rc != CS_E_OK || res.outcome != CS_OUT_OK)
     return rt_refuse(rc != CS_E_OK ? rc : CS_E_IO, msg, msg_size, "array %s: the catalog's head: %s", id,
                      rc != CS_E_OK ? cs_strerror(rc) : res.detail);
   cs_pack_text text = cs_pack_text_of(id);
-  memset(&res, 0, sizeof res);
-  rc = catalog->ops->array_candidates(catalog->self, head.watermark, &text, walk_add, walk, &res);
-  if (walk->out_of_order)
-    return rt_refuse(CS_E_CORRUPT, msg, msg_size, "array %s: the catalog answered its candidates out of order", id);
-  if (rc != CS_E_OK) return rt_refuse(rc, msg, msg_size, "array %s: the catalog's candidates: %s", id, cs_strerror(rc));
-  if (res.outcome != CS_OUT_OK)
-    return rt_refuse(CS_E_IO, msg, msg_size, "array %s: the catalog's candidates: %s", id, res.detail);
+  /*
+   * Windows of slots in ascending order, the geometry with the first: one request for arrays of up to
+   * RT_ARRAY_WINDOW_SLOTS chunks. An answer refused for its size (a ClickHouse answer is capped) is asked
+   * again in halves; nothing of it was handed to the walk (the adapter parses an answer only once it is whole).
+   */
+  uint64_t width = RT_ARRAY_WINDOW_SLOTS, from = 0;
+  bool first = true;
+  while (first || from < walk->chunks) {
+    uint64_t to = walk->chunks - from < width ? walk->chunks : from + width;
+    cs_array_window window = {.with_geometry = first, .slot_from = from, .slot_to = to};
+    memset(&res, 0, sizeof res);
+    rc = catalog->ops->array_candidates(catalog->self, head.watermark, &text, &window, walk_add, walk, &res);
+    walk->requests++;
+    bool too_large = rc == CS_E_OK && res.outcome == CS_OUT_SERVER_ERROR &&
+                     strcmp(res.detail, CS_CLICKHOUSE_ANSWER_TOO_LARGE) == 0;
+    if (too_large && to - from > 1) {
+      width = (to - from) / 2;
+      continue;
+    }
+    if (walk->out_of_order)
+      return rt_refuse(CS_E_CORRUPT, msg, msg_size, "array %s: the catalog answered its candidates out of order", id);
+    if (rc != CS_E_OK) return rt_refuse(rc, msg, msg_size, "array %s: the catalog's candidates: %s", id, cs_strerror(rc));
+    if (res.outcome != CS_OUT_OK)
+      return rt_refuse(CS_E_IO, msg, msg_size, "array %s: the catalog's candidates: %s", id, res.detail);
+    from = to;
+    first = false;
+  }
   return CS_E_OK;
 }
 

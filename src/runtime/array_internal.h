@@ -10,6 +10,8 @@
 #include "runtime_internal.h"
 
 #define RT_ARRAY_NONCE_HEX 32u
+/* Slots one ARRAY_CANDIDATES request asks for (halved while an answer is too large for the adapter). */
+#define RT_ARRAY_WINDOW_SLOTS 32768u
 /* Every array record's tenant and session: one sink (one tenant and session) holds the writes of any array. */
 #define RT_ARRAY_TENANT "capstore-arrays"
 #define RT_ARRAY_SESSION "arrays"
@@ -26,11 +28,13 @@ typedef struct rt_array_walk {
   char geometry_hash[CS_ARRAY_META_HASH_HEX + 1];   /* its sequence_id: chunks written for another are skipped */
   bool out_of_order;
   cs_array_arbiter arbiter; /* the walk's state */
+  uint32_t requests;        /* catalog requests the walk made: the head, then one a window of slots */
 } rt_array_walk;
 
 /*
- * Asks the catalog for the head's watermark and then, in one request, the
- * array's candidates at it; fills walk's answer and calls walk->winner for
+ * Asks the catalog for the head's watermark and then the array's candidates
+ * at it, in windows of RT_ARRAY_WINDOW_SLOTS slots (one request up to that
+ * many chunks; halved when an answer is too large); fills walk's answer and calls walk->winner for
  * each slot's winner: the first candidate of the slot in the catalog's
  * order (which is checked) among those written for the geometry that won
  * (its hash in the record's sequence_id). Chunks written for another
