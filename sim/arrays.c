@@ -178,12 +178,27 @@ void sim_arrays_poll(sim_world *w) {
   uint32_t winners[SIM_ARRAY_SLOTS_MAX];
   uint64_t watermark = w->watermark;
   winners_at(w, watermark, winners);
+  /*
+   * A pack set aside after it was visible (its owner saw other bytes under its key too often: a store that
+   * lies) leaves every read, its chunks included: the slots it held are forgotten, not changed. The runtime's
+   * refresh refuses such an answer as CS_E_CORRUPT (docs/arrays.md).
+   */
+  for (uint32_t s = 0; s < w->array_slots; s++) {
+    uint32_t seen = w->array_winner[s];
+    if (seen == SIM_NONE || !w->packs[w->array_writes[seen].pack].rejected) continue;
+    w->array_winner[s] = SIM_NONE;
+    w->array_complete = w->array_cache_valid = false;
+    w->counters.array_set_aside++;
+  }
   for (uint32_t s = 0; s < w->array_slots; s++) {
     uint32_t seen = w->array_winner[s], now = winners[s];
     if (seen != SIM_NONE && now != seen)
       sim_bail(w, SIM_EXIT_SAFETY, "array: slot %u's visible write changed from capture %" PRIx64 " to %s at watermark "
-               "%" PRIu64 " (a visible slot never changes)", s, w->array_writes[seen].capture_id,
-               now == SIM_NONE ? "none" : "another", watermark);
+               "%" PRIu64 " (a visible slot never changes; its pack %u: min version %" PRIu64 ", rejected %d, poison %d/%d)",
+               s, w->array_writes[seen].capture_id, now == SIM_NONE ? "none" : "another", watermark,
+               w->array_writes[seen].pack, w->packs[w->array_writes[seen].pack].min_version,
+               (int)w->packs[w->array_writes[seen].pack].rejected, (int)w->packs[w->array_writes[seen].pack].poison_large,
+               (int)w->packs[w->array_writes[seen].pack].poison_invalid);
     if (now == SIM_NONE) continue;
     const sim_array_write *x = &w->array_writes[now];
     if (w->packs[x->pack].puts == 0)
@@ -192,7 +207,7 @@ void sim_arrays_poll(sim_world *w) {
   }
   for (uint32_t i = 0; i < w->array_write_count; i++) {
     const sim_array_write *x = &w->array_writes[i];
-    if (x->answer == SIM_ARRAY_ACCEPTED && winners[x->slot] != i)
+    if (x->answer == SIM_ARRAY_ACCEPTED && winners[x->slot] != i && !w->packs[x->pack].rejected)
       sim_bail(w, SIM_EXIT_SAFETY, "array: p%u's write of slot %u (capture %" PRIx64 ") was accepted at watermark "
                "%" PRIu64 " but readers at %" PRIu64 " see %s", x->proc, x->slot, x->capture_id,
                x->accepted_watermark, watermark, winners[x->slot] == SIM_NONE ? "the slot unwritten" : "another write");

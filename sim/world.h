@@ -369,7 +369,7 @@ typedef struct sim_counters {
   uint64_t rejects_landed;  /* REJECT statements whose rows landed */
   uint64_t reads_started, reads_ok, reads_failed, reads_refused; /* readers' reads */
   uint64_t array_writes, array_accepted, array_refused_flush, array_refused_claim, array_refused_local;
-  uint64_t array_claims_lost, array_polls; /* capture arrays (sim/arrays.c) */
+  uint64_t array_claims_lost, array_polls, array_set_aside; /* capture arrays (sim/arrays.c) */
 } sim_counters;
 
 /* coverage.c: one run's marks, and what it remembers to see a change between steps. */

@@ -175,7 +175,7 @@ static int winner_seen(void *ctx, const cs_array_candidate *c) {
 }
 
 static int winners_ask(capstore_array_writer *w, rt_array_walk *k, char *msg, size_t msg_size) {
-  if (!w->writes_sorted) {
+  if (!w->writes_sorted && w->write_count > 1) {
     qsort(w->writes, w->write_count, sizeof *w->writes, write_cmp);
     w->writes_sorted = true;
   }
