@@ -52,6 +52,7 @@ static const bound_rule bounds[] = {
     RULE64(lease_ttl_ns, 3 * MS, HOUR),
     {SVC, "reconcile_interval_ns", offsetof(cs_service_config, reconcile_interval_ns), 8, MS, 7 * 24 * HOUR, true},
     RULE64(request_timeout_ns, MS, HOUR),
+    RULE64(index_settle_ns, 0, HOUR),
     RULE32(list_page_max, 1, 1000),
     RULE32(flush_max, 1, 64),
     RULE32(rejected_max, 1, 65536),
@@ -286,6 +287,7 @@ static void check_defaults(sim_world *w) {
   want.rejected_max = 256;
   want.request_timeout_ns = 10 * SEC;
   want.store_lists_complete = false;
+  want.index_settle_ns = SEC;
   cs_service_config_default(&got, CS_ROLE_UPLOADER);
   if (memcmp(&want, &got, sizeof want) != 0)
     sim_bail(w, SIM_EXIT_SAFETY, "config rule (6.10): the service config's defaults are not the documented ones");
@@ -363,5 +365,6 @@ bool sim_config_valid_by_spec(const cs_service_config *c) {
   ok = ok && c->list_page_max >= 1 && c->list_page_max <= 1000;
   ok = ok && c->flush_max >= 1 && c->flush_max <= 64;
   ok = ok && c->rejected_max >= 1 && c->rejected_max <= 65536;
+  ok = ok && c->index_settle_ns <= HOUR;
   return ok && (c->role != CS_ROLE_UPLOADER || c->store_lists_complete);
 }

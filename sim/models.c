@@ -604,6 +604,17 @@ static void catalog_index(sim_world *w, sim_req *req) {
     sim_cov_mark(w, SIM_COV_SIT_FENCE_REFUSED_INDEX);
     return;
   }
+  /*
+   * Late rows (docs/catalog-protocol.md): inventory rows only above the
+   * watermark and at or above every inventory row, checked with the fence.
+   */
+  if (req->version <= w->watermark || req->version < w->inventory_version_max) {
+    req->version_refused = true; /* the world checks its answer (deliver_reply) */
+    w->counters.index_late_refused++;
+    w->counters.orphan_index_writes++;
+    sim_cov_mark(w, SIM_COV_SIT_INDEX_LATE_REFUSED);
+    return;
+  }
   sim_check_fence_passed(w, req);
   req->land_pending = true; /* the fence passed now; the inventory rows land a little later */
 }
@@ -612,13 +623,18 @@ static void catalog_index(sim_world *w, sim_req *req) {
 static void land_index(sim_world *w, sim_req *req) {
   if (!req->rows_landed) sim_bail(w, SIM_EXIT_SAFETY, "p%u's inventory rows landed without their descriptors", req->proc);
   sim_check_effective_write(w, req);
+  /*
+   * Packs never become visible below the watermark: a reader that pinned it
+   * saw them absent, and a capture array's first visible version decides its
+   * slots (docs/arrays.md). The doubtful INDEX's sender waits out the landing
+   * delay before it publishes above it (index_settle_ns).
+   */
+  if (req->version <= w->watermark)
+    sim_bail(w, SIM_EXIT_SAFETY, "p%u's inventory rows at v%" PRIu64 " landed at or below the watermark %" PRIu64
+             " (sent %.6f): its packs became visible retroactively", req->proc, req->version, w->watermark,
+             (double)req->sent_ns / 1e9);
   req->inventory_landed = true;
-  if (req->version <= w->watermark) {
-    sim_cov_mark(w, SIM_COV_SIT_INDEX_BELOW_WATERMARK);
-    if (w->opts != NULL && w->opts->trace) /* the conformance suite's model world has no options */
-      fprintf(w->opts->out, "%12.6f BELOW: p%u index v%" PRIu64 " lands at watermark %" PRIu64 " (sent %.6f)\n",
-              (double)w->now_ns / 1e9, req->proc, req->version, w->watermark, (double)req->sent_ns / 1e9);
-  }
+  if (req->version > w->inventory_version_max) w->inventory_version_max = req->version;
   for (uint32_t i = 0; i < req->count; i++) {
     sim_pack *pack = req->packs[i] == SIM_NONE ? NULL : &w->packs[req->packs[i]];
     if (pack != NULL && (pack->min_version == 0 || req->version < pack->min_version))
@@ -709,6 +725,7 @@ void sim_catalog_apply(sim_world *w, sim_req *req) {
     req->cat_head.head_term = head_term(w);
     req->cat_head.head_free = head_free_for(w, &req->lease_id);
     req->cat_head.watermark = w->watermark;
+    req->cat_head.index_floor = w->inventory_version_max;
     req->cat_head.busy_for_ns = req->cat_head.head_free ? 0 : head_busy_for(w);
     req->outcome = CS_OUT_OK;
     return;

@@ -212,7 +212,12 @@ static void net_send(sim_world *w, sim_proc *p, uint32_t index) {
   }
   req->refs = 2;
   sim_schedule(w, w->now_ns + latency / 2, EV_ARRIVE, p->index, index, 0);
-  if (latency > timeout) {
+  /*
+   * A fenced write is answered only once its rows landed (or the fence
+   * refused them): where that may come after the timeout, the sender's
+   * timeout answers first. An OK never runs ahead of the rows it reports.
+   */
+  if (latency > timeout || (fenced && !req->has_forced)) {
     req->has_forced = true, req->forced = CS_OUT_TIMEOUT;
     latency = timeout;
   }
@@ -220,6 +225,14 @@ static void net_send(sim_world *w, sim_proc *p, uint32_t index) {
 }
 
 static void deliver_reply(sim_world *w, sim_proc *p, sim_req *req) {
+  /*
+   * Only a doubtful INDEX (its sender heard no answer) may come late and be
+   * refused for its version: one answered OK was chosen below the inventory
+   * the holding started above (mutant 62), and its packs would never show.
+   */
+  if (req->version_refused && !req->has_forced)
+    sim_bail(w, SIM_EXIT_SAFETY, "p%u's INDEX at v%" PRIu64 " was refused for its version (at or below the "
+             "watermark, or below an inventory row) and answered OK", req->proc, req->version);
   cs_event ev;
   memset(&ev, 0, sizeof ev);
   ev.kind = CS_EV_DONE;
@@ -1914,6 +1927,8 @@ static void world_setup(sim_world *w) {
    * second, and the claim be expired by it.
    */
   if (w->catalog_clock_ns > 1) w->fence_margin_ns += w->catalog_clock_ns;
+  /* A PUBLISH after a doubtful INDEX waits out the rows' landing delay, as the runtime's (the margin covers it). */
+  w->base_svc.index_settle_ns = w->fence_margin_ns;
   char msg[160];
   w->base_svc.store_lists_complete = true; /* what the probe finds on the model without the switch */
   if (w->store_list_path_order) {

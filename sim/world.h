@@ -113,6 +113,7 @@ typedef struct sim_req {
   bool rows_landed;           /* INDEX: its descriptor rows landed (unfenced, at arrival) */
   bool inventory_landed;      /* INDEX: its inventory rows landed (fenced): the rows are named */
   bool reply_after_land;      /* the answer leaves once the rows landed (or the fence refused) */
+  bool version_refused;       /* INDEX: refused for its version (below an inventory row, or at or below W) */
   bool token_too_long;        /* LIST: the store answers a continuation token of CS_KEY_MAX bytes or more */
   bool held_by_pause;         /* not yet written to the socket when its process paused */
   uint64_t fence_term;        /* fenced writes: the head term its fence passed at */
@@ -352,6 +353,7 @@ typedef struct sim_counters {
   uint64_t landed_in_contest;   /* fenced writes whose rows landed after a late claim contested their term */
   uint64_t index_foreign;
   uint64_t orphan_index_writes; /* INDEXes whose descriptor rows landed and inventory did not */
+  uint64_t index_late_refused;  /* INDEXes refused for their version: a higher one's rows or publish landed first */
   uint64_t cycles_during_fault;
   uint64_t crashes;
   uint64_t pauses;
@@ -552,6 +554,7 @@ typedef struct sim_world {
   uint32_t publish_count;
   uint64_t watermark;
   uint64_t watermark_sent_ns; /* when the publish that set the watermark was sent */
+  uint64_t inventory_version_max; /* the highest version of any landed inventory row */
   uint64_t catalog_insert_bytes_max; /* the server's statement limit, which INDEX's inventory part meets */
   uint64_t catalog_insert_bytes_server; /* the limit without faults (what healing restores) */
   uint64_t fence_margin_ns;

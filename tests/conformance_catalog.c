@@ -833,11 +833,66 @@ static void test_stale_index_invisible(void **state) {
   committed_one(c, &p.ref.pack_id, &held, &rejected);
   assert_false(held);
   assert_false(rejected);
-  index_packs(c, &lease_a, MARGIN_NS, 1, batch, 1);
-  assert_int_equal(descriptors_at(c, 1, &p, rows), 3);
-  for (uint32_t i = 0; i < 3; i++) descriptor_check(&rows[i], &p, 1, 1);
+  index_packs(c, &lease_a, MARGIN_NS, 1, batch, 1); /* at the watermark now: late rows, refused */
+  assert_int_equal(descriptors_at(c, 1, &p, rows), 0);
+  index_packs(c, &lease_a, MARGIN_NS, 2, batch, 1);
+  publish(c, &lease_a, MARGIN_NS, 2, term);
+  assert_int_equal(descriptors_at(c, 1, &p, rows), 0);
+  assert_int_equal(descriptors_at(c, 2, &p, rows), 3);
+  for (uint32_t i = 0; i < 3; i++) descriptor_check(&rows[i], &p, 2, 1);
   committed_one(c, &p.ref.pack_id, &held, &rejected);
   assert_true(held);
+}
+
+static bool held_now(cs_catalog *c, const test_pack *p) {
+  bool held = false, rejected = false;
+  committed_one(c, &p->ref.pack_id, &held, &rejected);
+  return held;
+}
+
+/*
+ * Late rows (docs/catalog-protocol.md): INDEX takes effect only above the
+ * watermark and at or above every inventory row, so an INDEX that arrives
+ * after a higher version's rows or publish (its sender saw no answer and
+ * indexed again) answers OK and names nothing; CAT_HEAD's index_floor is the
+ * highest inventory version, where a new holding starts above.
+ */
+static void test_late_rows_refused(void **state) {
+  cs_catalog *c = *state;
+  test_pack p1, p2, p3, p4, p5, p6, p7;
+  test_pack *all[] = {&p1, &p2, &p3, &p4, &p5, &p6, &p7};
+  for (uint8_t i = 0; i < 7; i++) pack_make(all[i], (uint8_t)(40 + i), 1);
+  uint64_t term = acquire(c, &lease_a, TTL_LONG_NS);
+  assert_int_equal(head_of(c, &lease_a).index_floor, 0);
+  index_packs(c, &lease_a, MARGIN_NS, 3, &all[0], 1);
+  assert_int_equal(head_of(c, &lease_b).index_floor, 3); /* unpublished rows count too */
+  assert_int_equal(head_of(c, &lease_b).watermark, 0);
+  index_packs(c, &lease_a, MARGIN_NS, 2, &all[1], 1); /* below an inventory row: a late INDEX */
+  index_packs(c, &lease_a, MARGIN_NS, 3, &all[2], 1); /* the same version: one round's batches */
+  publish(c, &lease_a, MARGIN_NS, 3, term);
+  assert_true(held_now(c, &p1));
+  assert_false(held_now(c, &p2));
+  assert_true(held_now(c, &p3));
+  cs_descriptor_row rows[8];
+  assert_int_equal(descriptors_at(c, 3, &p2, rows), 0);
+  index_packs(c, &lease_a, MARGIN_NS, 3, &all[3], 1); /* at the watermark: would show below it */
+  publish(c, &lease_a, MARGIN_NS, 5, term);           /* a publish with no rows of its own */
+  index_packs(c, &lease_a, MARGIN_NS, 4, &all[4], 1); /* under the watermark 5 */
+  index_packs(c, &lease_a, MARGIN_NS, 6, &all[5], 1);
+  publish(c, &lease_a, MARGIN_NS, 6, term);
+  assert_false(held_now(c, &p4));
+  assert_false(held_now(c, &p5));
+  assert_true(held_now(c, &p6));
+  assert_int_equal(descriptors_at(c, INT64_MAX, &p4, rows), 0);
+  assert_int_equal(descriptors_at(c, INT64_MAX, &p5, rows), 0);
+  cs_cat_head head = head_of(c, &lease_b);
+  assert_int_equal(head.index_floor, 6);
+  assert_int_equal(head.watermark, 6);
+  index_packs(c, &lease_a, MARGIN_NS, 7, &all[6], 1); /* above both: takes effect */
+  assert_int_equal(head_of(c, &lease_b).index_floor, 7);
+  publish(c, &lease_a, MARGIN_NS, 7, term);
+  assert_true(held_now(c, &p7));
+  assert_int_equal(descriptors_at(c, 7, &p7, rows), 3);
 }
 
 /*
@@ -1144,6 +1199,7 @@ int conformance_catalog_run_backend(const char *group, const conformance_catalog
       cmocka_unit_test_setup_teardown(test_search_reindexed_at_one_version, setup, teardown),
       cmocka_unit_test_setup_teardown(test_search_versions, setup, teardown),
       cmocka_unit_test_setup_teardown(test_stale_index_invisible, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_late_rows_refused, setup, teardown),
       cmocka_unit_test_setup_teardown(test_watermark, setup, teardown),
       cmocka_unit_test_setup_teardown(test_nul_key_refused, setup, teardown),
       cmocka_unit_test_setup_teardown(test_nul_in_text_kept, setup, teardown),

@@ -858,10 +858,69 @@ static void test_publisher_outage_counts_against_no_pack(void **state) {
   drv_snap(d, &snap);
   assert_int_equal(snap.set_aside, 0);
   assert_int_equal(snap.cycles_failed, 10);
-  /* The twin: the pack is still there to index once the catalog answers. */
+  /* The twin: the pack is still there to index once the catalog answers (after the late rows settle). */
   cs_action index = drv_wait_op(d, CS_OP_CAT_INDEX);
   drv_answer(d, &index, CS_OUT_OK);
-  drv_expect(d, CS_OP_CAT_PUBLISH);
+  drv_wait_op(d, CS_OP_CAT_PUBLISH);
+  drv_free(d);
+}
+
+/*
+ * Late rows: after an INDEX that may have applied (timeout, lost answer,
+ * 5xx), the PUBLISH above it waits index_settle_ns after the first INDEX
+ * answered OK above it, so the doubtful rows land before the watermark
+ * passes their version or are refused by the catalog. One that cannot have
+ * applied (refused, throttled) waits for nothing.
+ */
+static void settle_case(cs_outcome first, bool waits) {
+  drv *d = publisher(7, 0);
+  seal_and_upload(d, 1, 1);
+  cs_action index = drv_expect(d, CS_OP_CAT_INDEX);
+  uint64_t doubtful = index.version;
+  drv_answer(d, &index, first);
+  index = drv_wait_op(d, CS_OP_CAT_INDEX);
+  assert_true(index.version > doubtful);
+  uint64_t ok_at = d->now;
+  drv_answer(d, &index, CS_OUT_OK);
+  if (waits) drv_expect_none(d);
+  cs_action publish = drv_wait_op(d, CS_OP_CAT_PUBLISH); /* lease renewals on the way are answered */
+  assert_int_equal(d->now, waits ? ok_at + d->cfg.index_settle_ns : ok_at);
+  assert_int_equal(publish.version, index.version);
+  drv_answer(d, &publish, CS_OUT_OK);
+  drv_confirm_one(d);
+  drv_free(d);
+}
+
+static void test_publisher_publish_waits_after_doubtful_index(void **state) {
+  (void)state;
+  settle_case(CS_OUT_TIMEOUT, true);
+  settle_case(CS_OUT_UNKNOWN, true);
+  settle_case(CS_OUT_SERVER_ERROR, true);
+  settle_case(CS_OUT_REFUSED, false);
+  settle_case(CS_OUT_THROTTLED, false);
+}
+
+/* A new holding starts above every inventory row, published or not (CAT_HEAD's index_floor). */
+static void test_publisher_versions_start_above_index_floor(void **state) {
+  (void)state;
+  cs_service_config cfg = drv_config(CS_ROLE_PUBLISHER);
+  drv *d = drv_new(&cfg);
+  drv_start(d);
+  cs_action head = drv_expect(d, CS_OP_CAT_HEAD);
+  cs_event ev = drv_done(&head, CS_OUT_OK);
+  ev.cat_head.head_term = 7;
+  ev.cat_head.head_free = true;
+  ev.cat_head.watermark = 4;
+  ev.cat_head.index_floor = 9; /* a predecessor's rounds whose publish failed */
+  drv_send(d, &ev);
+  cs_action claim = drv_expect(d, CS_OP_CAT_CLAIM);
+  drv_answer(d, &claim, CS_OUT_OK);
+  cs_action read = drv_expect(d, CS_OP_CAT_READ_CLAIMS);
+  drv_answer_claims(d, &read, 1, true);
+  drv_list_empty(d);
+  seal_and_upload(d, 1, 1);
+  cs_action index = drv_expect(d, CS_OP_CAT_INDEX);
+  assert_int_equal(index.version, 10);
   drv_free(d);
 }
 
@@ -951,11 +1010,7 @@ static void versions_after(uint64_t watermark, uint64_t versions[3]) {
   publish = drv_expect(d, CS_OP_CAT_PUBLISH);
   assert_int_equal(publish.version, versions[1]);
   drv_answer(d, &publish, CS_OUT_OK);
-  cs_action committed = drv_expect(d, CS_OP_CAT_COMMITTED);
-  static const bool held[1] = {true};
-  drv_answer_committed(d, &committed, held);
-  cs_action remove = drv_expect(d, CS_OP_SPOOL_REMOVE);
-  drv_answer(d, &remove, CS_OUT_OK);
+  drv_confirm_one(d);
   seal_and_upload(d, 2, 1);
   index = drv_expect(d, CS_OP_CAT_INDEX);
   versions[2] = index.version;
@@ -1798,6 +1853,8 @@ int main(void) {
       cmocka_unit_test(test_publisher_invalid_single_sets_aside_after_attempts),
       cmocka_unit_test(test_publisher_invalid_batch_halves),
       cmocka_unit_test(test_publisher_outage_counts_against_no_pack),
+      cmocka_unit_test(test_publisher_publish_waits_after_doubtful_index),
+      cmocka_unit_test(test_publisher_versions_start_above_index_floor),
       cmocka_unit_test(test_publisher_owed_blocks_new_uploads),
       cmocka_unit_test(test_publisher_owed_no_put_while_catalog_down),
       cmocka_unit_test(test_publisher_nothing_owed_puts_while_catalog_down),

@@ -326,6 +326,15 @@ static inline uint64_t drv_index_round(drv *d, const cs_pack_ref *const *refs, u
   return version;
 }
 
+/* After a PUBLISH of one pack: COMMITTED answered held, then its SPOOL_REMOVE. */
+static inline void drv_confirm_one(drv *d) {
+  cs_action committed = drv_expect(d, CS_OP_CAT_COMMITTED);
+  static const bool held[1] = {true};
+  drv_answer_committed(d, &committed, held);
+  cs_action remove = drv_expect(d, CS_OP_SPOOL_REMOVE);
+  drv_answer(d, &remove, CS_OUT_OK);
+}
+
 /* Moves time to the next deadline; fails when the service has none. */
 static inline void drv_advance(drv *d) {
   uint64_t at = cs_service_next_deadline(d->svc);

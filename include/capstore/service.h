@@ -53,6 +53,15 @@ typedef struct cs_service_config {
    * known): set it from the probe; an uploader is refused until it is true.
    */
   bool store_lists_complete;
+  /*
+   * After an INDEX whose outcome is unknown (it may land later), the next
+   * PUBLISH waits this long after the first INDEX accepted at a higher
+   * version, so rows of the doubtful one have landed or been refused before
+   * the watermark passes their version (docs/catalog-protocol.md, "Late
+   * rows"). At least the catalog's worst apply delay: the runtime sets the
+   * fence margin, which covers it. 0: no wait (unsafe where rows land late).
+   */
+  uint64_t index_settle_ns;
 } cs_service_config;
 
 /* Fills cfg with the documented defaults for role. */
@@ -160,6 +169,7 @@ typedef struct cs_cat_head {
   uint64_t head_term;  /* 0 when no claim was ever made */
   bool head_free;      /* every claim at head_term expired, or all are ours */
   uint64_t watermark;  /* highest published version, 0 when none */
+  uint64_t index_floor; /* highest version of any inventory row, published or not, 0 when none */
   /*
    * When the head is not free: how long, by the catalog's clock, until its
    * last live claim expires (a released holder's tombstone: the fence

@@ -611,12 +611,14 @@ static int ch_head(void *self, const cs_uuid *lease_id, cs_cat_head *out, cs_cat
   buf_str(q, ch->claims);
   buf_str(q, " WHERE term = ");
   q_head_term(ch);
+  buf_str(q, "), (SELECT max(version) FROM ");
+  buf_str(q, ch->inventory);
   buf_str(q, ") FORMAT TabSeparated");
   memset(out, 0, sizeof *out);
   ch_exec(ch, res);
   if (res->outcome != CS_OUT_OK) return CS_E_OK;
-  uint64_t v[5];
-  if (!answer_u64_row(ch, v, 5)) {
+  uint64_t v[6];
+  if (!answer_u64_row(ch, v, 6)) {
     answer_malformed(res, "head: malformed answer");
     return CS_E_OK;
   }
@@ -624,6 +626,7 @@ static int ch_head(void *self, const cs_uuid *lease_id, cs_cat_head *out, cs_cat
   out->head_free = v[1] == 0 || v[2] == 0; /* every claim expired, or all are ours */
   out->watermark = v[3];
   out->busy_for_ns = out->head_free ? 0 : v[4]; /* the head's last claim to expire, by the server's clock */
+  out->index_floor = v[5];
   return CS_E_OK;
 }
 
@@ -774,6 +777,18 @@ static bool q_inventory(ch_adapter *ch, const cs_index_pack *packs, uint32_t pac
   }
   buf_str(q, "] AS x");
   q_fence(ch, lease_id, margin_ns);
+  /*
+   * Late rows: only above the watermark and at or above every inventory row
+   * (docs/catalog-protocol.md). 18.16 answers max() of an empty table as 0.
+   */
+  buf_str(q, " AND (SELECT max(version) FROM ");
+  buf_str(q, ch->inventory);
+  buf_str(q, ") <= ");
+  buf_u64(q, version);
+  buf_str(q, " AND (SELECT max(version) FROM ");
+  buf_str(q, ch->publishes);
+  buf_str(q, ") < ");
+  buf_u64(q, version);
   return true;
 }
 

@@ -49,6 +49,7 @@ static const char schema_sql[] =
     " object_key TEXT NOT NULL, size_bytes INTEGER NOT NULL, record_count INTEGER NOT NULL,"
     " created_at_ns INTEGER NOT NULL, sha256 BLOB NOT NULL);"
     "CREATE INDEX IF NOT EXISTS " T_INVENTORY "_pack ON " T_INVENTORY " (pack_id, version);"
+    "CREATE INDEX IF NOT EXISTS " T_INVENTORY "_version ON " T_INVENTORY " (version);"
     "CREATE TABLE IF NOT EXISTS " T_DESCRIPTOR " (pack_id BLOB NOT NULL, version INTEGER NOT NULL,"
     " object_key TEXT NOT NULL, capture_id TEXT NOT NULL, tenant_id TEXT NOT NULL, experiment_id TEXT NOT NULL,"
     " run_id TEXT NOT NULL, session_id TEXT NOT NULL, request_id TEXT NOT NULL, sequence_id TEXT NOT NULL,"
@@ -171,7 +172,8 @@ static int sc_head(void *self, const cs_uuid *lease_id, cs_cat_head *out, cs_cat
   if (lease_id == NULL || out == NULL || res == NULL) return CS_E_INVALID_ARGUMENT;
   static const char sql[] = "WITH h AS (SELECT coalesce(max(term), 0) AS t FROM " T_LEASE ") SELECT h.t, " FREE_SQL(
       "h.t") ", (SELECT coalesce(max(version), 0) FROM " T_PUBLISH "), (SELECT coalesce(max(expires_at_ns), :now) - :now"
-             " FROM " T_LEASE " WHERE term = h.t AND expires_at_ns > :now) FROM h";
+             " FROM " T_LEASE " WHERE term = h.t AND expires_at_ns > :now), (SELECT coalesce(max(version), 0) FROM "
+             T_INVENTORY ") FROM h";
   memset(out, 0, sizeof *out);
   sqlite3_stmt *st = NULL;
   params p = {.lease = lease_id, .now = server_now_ns()};
@@ -184,6 +186,7 @@ static int sc_head(void *self, const cs_uuid *lease_id, cs_cat_head *out, cs_cat
     out->watermark = (uint64_t)sqlite3_column_int64(st, 2);
     int64_t busy_for = sqlite3_column_int64(st, 3);
     out->busy_for_ns = out->head_free || busy_for < 0 ? 0 : (uint64_t)busy_for;
+    out->index_floor = (uint64_t)sqlite3_column_int64(st, 4);
   }
   res_set(c, res, rc == SQLITE_ROW ? SQLITE_OK : rc == SQLITE_DONE ? SQLITE_INTERNAL : rc);
   sqlite3_finalize(st);
@@ -234,6 +237,27 @@ static int sc_release(void *self, const cs_uuid *lease_id, uint64_t term, uint64
 }
 
 /* Inside a write transaction: does the fence pass for p? rc answers SQLite's code. */
+/*
+ * Inventory rows only at a version above the watermark and at or above every
+ * inventory row: a late INDEX (its sender saw no answer and indexed again at
+ * a higher version) can no longer make its packs visible below the watermark
+ * (docs/catalog-protocol.md, "Late rows").
+ */
+static int version_check(sqlite_catalog *c, uint64_t version, bool *passes) {
+  sqlite3_stmt *st = NULL;
+  *passes = false;
+  int rc = prepare(c, "SELECT (SELECT coalesce(max(version), 0) FROM " T_INVENTORY ") <= ?1 AND "
+                      "(SELECT coalesce(max(version), 0) FROM " T_PUBLISH ") < ?1", &st);
+  if (rc == SQLITE_OK) rc = sqlite3_bind_int64(st, 1, (sqlite3_int64)version);
+  if (rc == SQLITE_OK) rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW) {
+    *passes = sqlite3_column_int(st, 0) == 1;
+    rc = SQLITE_OK;
+  }
+  sqlite3_finalize(st);
+  return rc;
+}
+
 static int fence_check(sqlite_catalog *c, const params *p, bool *passes) {
   sqlite3_stmt *st = NULL;
   *passes = false;
@@ -328,6 +352,7 @@ static int fenced_transaction(sqlite_catalog *c, const params *p, const cs_index
   int rc = sqlite3_exec(c->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
   bool passes = false;
   if (rc == SQLITE_OK) rc = fence_check(c, p, &passes);
+  if (rc == SQLITE_OK && passes && packs != NULL) rc = version_check(c, p->version, &passes);
   if (rc == SQLITE_OK && passes && packs != NULL) rc = index_rows(c, p->version, packs, pack_count);
   if (rc == SQLITE_OK && passes && ids != NULL) rc = reject_rows(c, p, ids, id_count);
   if (rc == SQLITE_OK) rc = sqlite3_exec(c->db, "COMMIT", NULL, NULL, NULL);

@@ -25,6 +25,7 @@ void cs_service_config_default(cs_service_config *cfg, cs_role role) {
   cfg->rejected_max = 256;
   cfg->request_timeout_ns = 10 * CS_SEC_NS;
   cfg->store_lists_complete = false; /* unknown until the store is probed */
+  cfg->index_settle_ns = CS_SEC_NS; /* the ClickHouse adapter's default fence margin */
 }
 
 /* Writes "field: why" into msg and returns CS_E_CONFIG. */
@@ -70,6 +71,7 @@ int cs_service_config_validate(const cs_service_config *cfg, char *msg, size_t m
   NEED(cfg->flush_max >= 1 && cfg->flush_max <= 64, "flush_max", "must be 1..64");
   NEED(cfg->rejected_max >= 1 && cfg->rejected_max <= 65536, "rejected_max", "must be 1..65536");
   NEED(cfg->request_timeout_ns >= CS_MS_NS, "request_timeout_ns", "must be >= 1 ms");
+  NEED(cfg->index_settle_ns <= 3600 * CS_SEC_NS, "index_settle_ns", "must be <= 1 h");
 #if CAPSTORE_MUTANT == 13 /* an uploader runs on a store whose LIST pages skip keys */
   NEED(true, "store_lists_complete",
 #else

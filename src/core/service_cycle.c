@@ -333,10 +333,45 @@ static void index_refused_one(cs_service *svc, pack_slot *slot, cs_outcome outco
   svc->cycle_failed = true; /* back off before trying it again */
 }
 
-static void index_on_done(cs_service *svc, const cs_event *ev) {
+/*
+ * Late rows. An INDEX whose outcome is unknown may still land, at its
+ * version. The catalog refuses inventory rows below any it holds or at or
+ * below the watermark, so once an INDEX at a higher version has landed the
+ * doubtful one can only be refused; one evaluated just before may still land
+ * up to an apply delay later, and its answer-less sender cannot tell when.
+ * So the first PUBLISH above it waits index_settle_ns (the worst apply
+ * delay) after the first INDEX answered OK above it (an OK follows the rows
+ * it reports): the doubtful rows land before the watermark passes their
+ * version, never after (docs/catalog-protocol.md).
+ */
+static void index_doubt_note(cs_service *svc, uint64_t now_ns, cs_outcome outcome) {
+  bool may_have_applied = outcome == CS_OUT_TIMEOUT || outcome == CS_OUT_UNKNOWN || outcome == CS_OUT_SERVER_ERROR;
+  if (may_have_applied) {
+    if (svc->version > svc->index_doubt_version) svc->index_doubt_version = svc->version;
+    svc->index_settle_ns = 0;
+    return;
+  }
+  if (outcome == CS_OUT_OK && svc->index_doubt_version != 0 && svc->version > svc->index_doubt_version &&
+      svc->index_settle_ns == 0)
+    svc->index_settle_ns = now_ns + svc->cfg.index_settle_ns;
+}
+
+/* The cycle's PUBLISH waits for a doubtful INDEX's rows to have settled. */
+static bool publish_waits(const cs_service *svc, uint64_t now_ns) {
+#if CAPSTORE_MUTANT == 61 /* mutant 61: a PUBLISH never waits for a doubtful INDEX */
+  (void)svc;
+  (void)now_ns;
+  return false;
+#endif
+  return svc->phase == PHASE_PUBLISH && !svc->publish_sent && svc->index_doubt_version != 0 &&
+         svc->index_doubt_version < svc->version && now_ns < svc->index_settle_ns;
+}
+
+static void index_on_done(cs_service *svc, uint64_t now_ns, const cs_event *ev) {
   assert(svc->batch_count > 0);
   batch_range top = svc->batches[--svc->batch_count];
   for (uint32_t i = 0; i < top.count; i++) svc->slots[svc->work[top.first + i]].busy = false;
+  index_doubt_note(svc, now_ns, ev->outcome);
   if (ev->outcome == CS_OUT_OK) {
     for (uint32_t i = 0; i < top.count; i++) cs_svc_stage_set(svc, &svc->slots[svc->work[top.first + i]], STAGE_INDEXED);
     svc->indexed_in_cycle += top.count;
@@ -378,6 +413,9 @@ static bool publish_issue(cs_service *svc, uint64_t now_ns, cs_action *out) {
     svc->cycle_failed = true;
     return false;
   }
+  if (publish_waits(svc, now_ns)) return false;
+  /* A doubtful INDEX below this version has landed or can no longer land. */
+  if (svc->index_doubt_version < svc->version) svc->index_doubt_version = 0, svc->index_settle_ns = 0;
   svc->publish_sent = true;
   request *req = cs_svc_req_alloc(svc, CS_OP_CAT_PUBLISH, LANE_CYCLE, 0, now_ns);
   cs_svc_action_init(out, req);
@@ -710,6 +748,7 @@ bool cs_svc_cycle_poll(cs_service *svc, uint64_t now_ns, cs_action *out) {
     }
     if (phase_issue(svc, now_ns, out)) return true;
     if (cs_svc_lane_inflight(svc, LANE_CYCLE, false) != 0) return false;
+    if (!svc->cycle_failed && !svc->stopping && publish_waits(svc, now_ns)) return false;
     cycle_advance(svc, now_ns);
     if (svc->phase == PHASE_IDLE && svc->backoff_until_ns > now_ns) return false;
   }
@@ -727,7 +766,7 @@ void cs_svc_cycle_on_done(cs_service *svc, uint64_t now_ns, const request *req, 
     svc->slots[req->slot].busy = false;
     upload_on_done(svc, &svc->slots[req->slot], ev);
     return;
-  case CS_OP_CAT_INDEX: index_on_done(svc, ev); return;
+  case CS_OP_CAT_INDEX: index_on_done(svc, now_ns, ev); return;
   case CS_OP_CAT_PUBLISH:
     if (ev->outcome != CS_OUT_OK) {
       cs_svc_set_error(svc, "publish", "version", ev->outcome);
@@ -749,6 +788,8 @@ void cs_svc_cycle_on_done(cs_service *svc, uint64_t now_ns, const request *req, 
 uint64_t cs_svc_cycle_deadline(const cs_service *svc) {
   uint64_t at = CS_NEVER;
   if (svc->reconcile_next_ns != 0) at = svc->reconcile_next_ns;
+  if (!svc->cycle_failed && !svc->stopping && publish_waits(svc, svc->last_now_ns) && svc->index_settle_ns < at)
+    at = svc->index_settle_ns;
   if (svc->phase != PHASE_IDLE || svc->stopping) return at;
   /* Work that could start is only waiting for the backoff to pass. */
   if (cycle_has_work(svc, svc->last_now_ns) && svc->backoff_until_ns < at) at = svc->backoff_until_ns;

@@ -153,6 +153,8 @@ struct cs_service {
   uint64_t version;         /* this cycle's index version */
   uint64_t cycle_term;      /* the term our holding began at when the version was chosen */
   uint64_t next_version;
+  uint64_t index_doubt_version; /* highest version of an INDEX whose outcome is unknown; 0: none */
+  uint64_t index_settle_ns;     /* a PUBLISH above the doubt waits until then; 0: not yet set */
   cs_uuid *ids;             /* COMMITTED ids */
   uint32_t *id_slots;       /* CONFIRM: slot per id */
   uint32_t id_count;
@@ -185,6 +187,7 @@ struct cs_service {
   uint64_t lease_expires_ns;  /* our conservative local view */
   uint64_t lease_next_ns;     /* next lease action (renew, retry, end of quarantine) */
   uint64_t lease_watermark;   /* highest watermark seen at the catalog */
+  uint64_t lease_index_floor; /* highest inventory version seen at the catalog's head */
   bool lease_renewing;
   bool lease_renew_at_cycle; /* mutant 3 only */
   bool release_wanted;

@@ -128,6 +128,7 @@ static void on_head(cs_service *svc, uint64_t now_ns, const cs_event *ev) {
     return;
   }
   if (ev->cat_head.watermark > svc->lease_watermark) svc->lease_watermark = ev->cat_head.watermark;
+  if (ev->cat_head.index_floor > svc->lease_index_floor) svc->lease_index_floor = ev->cat_head.index_floor;
   if (!ev->cat_head.head_free) {
     lease_lost(svc, now_ns, CS_LEASE_BUSY, busy_wait(svc, ev->cat_head.busy_for_ns));
     return;
@@ -202,6 +203,14 @@ static void on_read(cs_service *svc, uint64_t now_ns, const cs_event *ev) {
      */
     svc->lease_held_from_term = svc->lease_term;
     if (svc->next_version <= svc->lease_watermark) svc->next_version = svc->lease_watermark + 1;
+    /*
+     * Above every inventory row too: the catalog refuses an INDEX below one
+     * (docs/catalog-protocol.md, "Late rows"), and a predecessor's rounds
+     * whose publish failed may have left rows above the watermark.
+     */
+#if CAPSTORE_MUTANT != 62 /* mutant 62: a new holding starts above the watermark only */
+    if (svc->next_version <= svc->lease_index_floor) svc->next_version = svc->lease_index_floor + 1;
+#endif
   }
   assert(svc->lease_expires_ns > svc->lease_next_ns);
 }

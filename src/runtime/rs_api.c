@@ -557,6 +557,8 @@ int capstore_open(const capstore_config *cfg, capstore **out, char *msg, size_t 
   if (rt->cfg.capture.sink.spool_packs_max > rt->cfg.service.spool_packs_max)
     rt->cfg.capture.sink.spool_packs_max = rt->cfg.service.spool_packs_max;
   if (rt->cfg.fence_margin_ns == 0) rt->cfg.fence_margin_ns = cfg->sqlite_path != NULL ? 100 * MS : 1 * SEC;
+  /* The margin covers the catalog's apply delay: what a PUBLISH after a doubtful INDEX waits out. */
+  rt->cfg.service.index_settle_ns = rt->cfg.fence_margin_ns;
   rt->cfg.capture.on_sealed = on_sealed;
   rt->cfg.capture.on_sealed_context = rt;
   if (!own_strings(rt, cfg) || init_sync(cs) != CS_E_OK) {
