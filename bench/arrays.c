@@ -36,10 +36,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <spawn.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "capstore/capstore.h"
+#include "tcp_switch.h"
 
 #define RUNS_MAX 31
 #define SEC CS_SEC_NS
@@ -48,6 +52,11 @@ typedef struct opts {
   const char *mode, *work, *s3_file, *ch_file;
   unsigned runs, chunks, writes;
   bool no_peer; /* progress: the refresh alone (no objects put for the LIST peer) */
+  /* fill */
+  unsigned writers, chunk_kib, delay_ms, rate_mbs;
+  /* fill-writer (one writer process of a fill, started by fill) */
+  const char *name, *spool, *id;
+  unsigned k;
 } opts;
 
 static struct {
@@ -59,8 +68,9 @@ static struct {
 static double now_s(void) { return (double)capstore_clock_ns() / 1e9; }
 
 static int usage(void) {
-  fprintf(stderr, "usage: capstore-bench-arrays progress|write|slice|smoke --work DIR [--s3 FILE --clickhouse FILE]\n"
-                  "       [--runs K] [--chunks N] [--writes M] [--no-peer]\n");
+  fprintf(stderr, "usage: capstore-bench-arrays progress|write|slice|fill|smoke --work DIR [--s3 FILE --clickhouse FILE]\n"
+                  "       [--runs K] [--chunks N] [--writes M] [--no-peer]\n"
+                  "       fill: [--writers W] [--chunk-kib B] [--delay-ms D] [--rate-mbs R]\n");
   return 2;
 }
 
@@ -93,6 +103,8 @@ static bool live_load(const opts *o) {
   return ok;
 }
 
+static void live_config(capstore_config *cfg, const char *name, char *prefix, size_t prefix_size);
+
 typedef struct env {
   char dir[512], spool[600], bucket[600], db[600], name[64], prefix[80];
   capstore_config cfg;
@@ -113,21 +125,7 @@ static bool env_make(env *e, const opts *o, const char *tag) {
   e->cfg.capture.sink.linger_ns = 50 * CS_MS_NS;
   if (live.on) {
     snprintf(e->name, sizeof e->name, "bench_arrays_%s_%ld", tag, (long)getpid());
-    snprintf(e->prefix, sizeof e->prefix, "%s/", e->name);
-    e->cfg.name = e->name;
-    e->cfg.key_prefix = e->prefix;
-    e->cfg.store_dir = NULL;
-    e->cfg.s3_endpoint = live.s3_endpoint;
-    e->cfg.s3_bucket = live.s3_bucket;
-    e->cfg.s3_access_key_id = live.s3_key;
-    e->cfg.s3_secret_access_key = live.s3_secret;
-    e->cfg.s3_allow_insecure = true;
-    e->cfg.sqlite_path = NULL;
-    e->cfg.clickhouse_url = live.ch_url;
-    e->cfg.clickhouse_user = live.ch_user;
-    e->cfg.clickhouse_password = live.ch_password[0] != '\0' ? live.ch_password : NULL;
-    e->cfg.clickhouse_allow_insecure = true;
-    e->cfg.service.lease_guard_ns = 1100 * CS_MS_NS;
+    live_config(&e->cfg, e->name, e->prefix, sizeof e->prefix);
   }
   return true;
 }
@@ -485,9 +483,283 @@ static int run_slice(const opts *o) {
   return bad == 0 ? 0 : 1;
 }
 
+/* ---- fill over a WAN ----------------------------------------------------------------------------------- */
+
+/*
+ * fill: the daemon (this process, serving: it takes the packs capture-role writers hand into its spool,
+ * uploads them and indexes them) and its writers reach the S3 server and ClickHouse through TCP switches in
+ * the wan mode (faults/tcp_switch.h): each connection's bytes at --rate-mbs MB/s each way and --delay-ms
+ * each way (a round trip is twice that; a new connection pays one more). One array of --chunks chunks of
+ * --chunk-kib KiB (float32, raw) is filled per measurement, each time a new one, in turn first:
+ *   capstore W=1    one writer process writes every chunk and flushes (its flush returns once every write
+ *                   is accepted: visible to readers, the slot its own);
+ *   capstore W=N    --writers processes, writer k the chunks c with c % N == k;
+ *   peer W=1        the plainest remote writer: one PUT of each chunk, in turn, over one connection (the
+ *                   reference design's serial writer);
+ *   peer W=N        N such writers at once, each its own connection.
+ * Each time from the writers' start to the last one's end (process start and open included for capstore).
+ * The array is read back after each capstore fill: every slot written, every chunk equal.
+ */
+static void live_config(capstore_config *cfg, const char *name, char *prefix, size_t prefix_size) {
+  snprintf(prefix, prefix_size, "%s/", name);
+  cfg->name = name;
+  cfg->key_prefix = prefix;
+  cfg->store_dir = NULL;
+  cfg->s3_endpoint = live.s3_endpoint;
+  cfg->s3_bucket = live.s3_bucket;
+  cfg->s3_access_key_id = live.s3_key;
+  cfg->s3_secret_access_key = live.s3_secret;
+  cfg->s3_allow_insecure = true;
+  cfg->sqlite_path = NULL;
+  cfg->clickhouse_url = live.ch_url;
+  cfg->clickhouse_user = live.ch_user;
+  cfg->clickhouse_password = live.ch_password[0] != '\0' ? live.ch_password : NULL;
+  cfg->clickhouse_allow_insecure = true;
+  cfg->service.lease_guard_ns = 1100 * CS_MS_NS;
+}
+
+static unsigned url_port(const char *url) {
+  const char *colon = strrchr(url, ':');
+  return colon == NULL ? 0 : (unsigned)strtoul(colon + 1, NULL, 10);
+}
+
+static int run_fill_writer(const opts *o) {
+  double t0 = now_s();
+  char msg[512], prefix[128];
+  capstore_config cap;
+  capstore_config_default(&cap);
+  cap.role = CS_ROLE_CAPTURE;
+  cap.spool_dir = o->spool;
+  cap.capture.sink.linger_ns = 20 * CS_MS_NS;
+  capstore_config access;
+  capstore_config_default(&access);
+  live_config(&access, o->name, prefix, sizeof prefix);
+  capstore *cs = NULL;
+  if (capstore_open(&cap, &cs, msg, sizeof msg) != CS_E_OK) return fprintf(stderr, "writer %u: open: %s\n", o->k, msg), 1;
+  size_t elements = (size_t)o->chunk_kib * 256u;
+  cs_array_meta m = meta_1d(o->id, o->chunks, elements, CS_ARRAY_CODEC_NONE);
+  capstore_array_writer *w = NULL;
+  if (capstore_array_writer_open(cs, &access, &m, &w, msg, sizeof msg) != CS_E_OK)
+    return fprintf(stderr, "writer %u: writer: %s\n", o->k, msg), 1;
+  double t1 = now_s();
+  float *v = malloc(elements * sizeof *v);
+  uint64_t own = 0;
+  int bad = 0;
+  for (uint64_t c = o->k; c < o->chunks; c += o->writers) {
+    fill_values(v, elements, c);
+    if (capstore_array_write_chunk(w, c, v, elements * sizeof *v, msg, sizeof msg) != CS_E_OK)
+      bad++, fprintf(stderr, "writer %u: write %" PRIu64 ": %s\n", o->k, c, msg);
+    own++;
+  }
+  double t2 = now_s();
+  capstore_array_flush_report rep;
+  if (capstore_array_flush(w, capstore_clock_ns() + 600 * SEC, &rep, msg, sizeof msg) != CS_E_OK)
+    bad++, fprintf(stderr, "writer %u: flush: %s\n", o->k, msg);
+  else if (rep.accepted != own || rep.refused != 0 || rep.owed != 0)
+    bad++, fprintf(stderr, "writer %u: %" PRIu64 " accepted, %" PRIu64 " refused, %" PRIu64 " owed of %" PRIu64 "\n",
+                   o->k, rep.accepted, rep.refused, rep.owed, own);
+  double t3 = now_s();
+  capstore_array_writer_free(w);
+  close_cs(cs);
+  free(v);
+  printf("fill-writer k=%u chunks=%" PRIu64 " open_ms=%.1f write_ms=%.1f flush_ms=%.1f\n", o->k, own, (t1 - t0) * 1e3,
+         (t2 - t1) * 1e3, (t3 - t2) * 1e3);
+  return bad == 0 ? 0 : 1;
+}
+
+extern char **environ;
+
+/* Starts `writers` writer processes of array id and waits for them all; false when one failed. */
+static bool fill_capstore(const opts *o, const char *name, const char *spool, const char *s3_file,
+                          const char *ch_file, const char *id, unsigned writers) {
+  pid_t pids[64];
+  bool ok = true;
+  for (unsigned k = 0; k < writers; k++) {
+    /* posix_spawn takes char *const argv[]: each argument is copied into words of its own. */
+    static char words[22][720];
+    const char *args[22] = {"capstore-bench-arrays", "fill-writer", "--work", o->work, "--s3", s3_file,
+                            "--clickhouse", ch_file, "--name", name, "--spool", spool, "--id", id, "--k", "",
+                            "--writers", "", "--chunks", "", "--chunk-kib", ""};
+    char *argv[23];
+    for (int i = 0; i < 22; i++) {
+      snprintf(words[i], sizeof words[i], "%s", args[i]);
+      argv[i] = words[i];
+    }
+    snprintf(words[15], sizeof words[15], "%u", k);
+    snprintf(words[17], sizeof words[17], "%u", writers);
+    snprintf(words[19], sizeof words[19], "%u", o->chunks);
+    snprintf(words[21], sizeof words[21], "%u", o->chunk_kib);
+    argv[22] = NULL;
+    if (posix_spawn(&pids[k], "/proc/self/exe", NULL, NULL, argv, environ) != 0) {
+      fprintf(stderr, "spawn: %s\n", strerror(errno));
+      writers = k, ok = false;
+      break;
+    }
+  }
+  for (unsigned k = 0; k < writers; k++) {
+    int status = 0;
+    ok = waitpid(pids[k], &status, 0) == pids[k] && WIFEXITED(status) && WEXITSTATUS(status) == 0 && ok;
+  }
+  return ok;
+}
+
+/* Every slot of the array written and every chunk equal, read back through a reader. */
+static bool fill_verify(capstore_config *cfg, const opts *o, const char *id) {
+  char msg[512];
+  capstore_reader *r = NULL;
+  capstore_array *a = NULL;
+  if (capstore_reader_open(cfg, &r, msg, sizeof msg) != CS_E_OK || capstore_array_open(r, id, &a, msg, sizeof msg) != CS_E_OK) {
+    fprintf(stderr, "verify %s: %s\n", id, msg);
+    capstore_reader_free(r);
+    return false;
+  }
+  size_t elements = (size_t)o->chunk_kib * 256u, total = elements * o->chunks;
+  float *got = malloc(total * sizeof *got), *want = malloc(elements * sizeof *want);
+  cs_array_slice s;
+  memset(&s, 0, sizeof s);
+  s.stop[0] = total;
+  capstore_array_read_stats st;
+  bool ok = capstore_array_read(a, &s, got, total * sizeof *got, NULL, 0, &st, msg, sizeof msg) == CS_E_OK;
+  if (!ok || st.chunks_unwritten != 0)
+    fprintf(stderr, "verify %s: %s (%" PRIu64 " chunks unwritten)\n", id, msg, st.chunks_unwritten), ok = false;
+  for (uint64_t c = 0; c < o->chunks && ok; c++) {
+    fill_values(want, elements, c);
+    ok = memcmp(got + c * elements, want, elements * sizeof *got) == 0;
+    if (!ok) fprintf(stderr, "verify %s: chunk %" PRIu64 " differs\n", id, c);
+  }
+  free(got);
+  free(want);
+  capstore_array_close(a);
+  capstore_reader_free(r);
+  return ok;
+}
+
+typedef struct peer_job {
+  const capstore_config *cfg;
+  const char *prefix;
+  unsigned k, writers, chunks;
+  size_t bytes;
+  const void *payload;
+  bool ok;
+} peer_job;
+
+/* One plain remote writer: a store client of its own (one connection), one PUT per chunk, in turn. */
+static void *peer_writer(void *arg) {
+  peer_job *j = arg;
+  char msg[256], key[256];
+  cs_store store;
+  memset(&store, 0, sizeof store);
+  bool opened = capstore_open_store(j->cfg, &store, msg, sizeof msg) == CS_E_OK;
+  if (!opened) fprintf(stderr, "peer writer %u: %s\n", j->k, msg);
+  j->ok = opened;
+  for (unsigned c = j->k; c < j->chunks && j->ok; c += j->writers) {
+    snprintf(key, sizeof key, "%s%u", j->prefix, c);
+    cs_store_result res;
+    memset(&res, 0, sizeof res);
+    cs_object_info info;
+    memset(&info, 0, sizeof info);
+    j->ok = store.ops->put(store.self, key, j->payload, j->bytes, &info, false, &res) == CS_E_OK && res.outcome == CS_OUT_OK;
+  }
+  if (opened) cs_store_close(&store);
+  return NULL;
+}
+
+static bool fill_peer(const capstore_config *cfg, const opts *o, const char *prefix, unsigned writers, const void *payload) {
+  pthread_t threads[64];
+  peer_job jobs[64];
+  for (unsigned k = 0; k < writers; k++) {
+    jobs[k] = (peer_job){.cfg = cfg, .prefix = prefix, .k = k, .writers = writers, .chunks = o->chunks,
+                         .bytes = (size_t)o->chunk_kib * 1024u, .payload = payload};
+    pthread_create(&threads[k], NULL, peer_writer, &jobs[k]);
+  }
+  bool ok = true;
+  for (unsigned k = 0; k < writers; k++) pthread_join(threads[k], NULL), ok = ok && jobs[k].ok;
+  return ok;
+}
+
+static int run_fill(const opts *o) {
+  if (!live.on) return fprintf(stderr, "fill: needs --s3 and --clickhouse (it measures a WAN)\n"), 2;
+  if (o->writers < 2 || o->writers > 64 || o->chunks < o->writers) return fprintf(stderr, "fill: 2..64 writers, chunks >= writers\n"), 2;
+  cs_tcp_switch *s3_sw = NULL, *ch_sw = NULL;
+  uint64_t delay = (uint64_t)o->delay_ms * CS_MS_NS, rate = (uint64_t)o->rate_mbs * 1000000u;
+  if (cs_tcp_switch_start(0, (uint16_t)url_port(live.s3_endpoint), &s3_sw) != CS_E_OK ||
+      cs_tcp_switch_start(0, (uint16_t)url_port(live.ch_url), &ch_sw) != CS_E_OK ||
+      cs_tcp_switch_wan(s3_sw, delay, rate) != CS_E_OK || cs_tcp_switch_wan(ch_sw, delay, rate) != CS_E_OK)
+    return fprintf(stderr, "fill: the switches\n"), 1;
+  char dir[600], s3_file[700], ch_file[700];
+  snprintf(dir, sizeof dir, "%s/fill-endpoints", o->work);
+  mkdir(dir, 0755);
+  snprintf(s3_file, sizeof s3_file, "%s/s3", dir);
+  snprintf(ch_file, sizeof ch_file, "%s/clickhouse", dir);
+  FILE *f = fopen(s3_file, "w");
+  if (f == NULL) return 1;
+  fprintf(f, "http://127.0.0.1:%u %s %s %s\n", cs_tcp_switch_port(s3_sw), live.s3_key, live.s3_secret, live.s3_bucket);
+  fclose(f);
+  f = fopen(ch_file, "w");
+  if (f == NULL) return 1;
+  fprintf(f, "%u %s %s\n", cs_tcp_switch_port(ch_sw), live.ch_user, live.ch_password[0] ? live.ch_password : "");
+  fclose(f);
+  opts switched = *o;
+  switched.s3_file = s3_file, switched.ch_file = ch_file;
+  if (!live_load(&switched)) return fprintf(stderr, "fill: %s, %s\n", s3_file, ch_file), 1;
+  env e;
+  if (!env_make(&e, &switched, "fill")) return 1;
+  e.cfg.serve = true;
+  e.cfg.daemon.scan_interval_ns = 10 * CS_MS_NS;
+  e.cfg.capture.sink.linger_ns = 20 * CS_MS_NS;
+  capstore *daemon = open_cs(&e);
+  size_t bytes = (size_t)o->chunk_kib * 1024u;
+  float *payload = malloc(bytes);
+  fill_values(payload, bytes / 4, 7);
+  double t[4][RUNS_MAX];
+  const char *names[4] = {"capstore_serial", "capstore_writers", "peer_serial", "peer_writers"};
+  int bad = 0;
+  for (unsigned run = 0; run < o->runs; run++) {
+    for (unsigned turn = 0; turn < 4; turn++) {
+      unsigned which = (turn + run) % 4;
+      unsigned writers = which % 2 == 0 ? 1 : o->writers;
+      char id[96];
+      snprintf(id, sizeof id, "fill-%u-%s", run, names[which]);
+      double t0 = now_s();
+      bool ok;
+      if (which < 2) {
+        ok = fill_capstore(&switched, e.name, e.spool, s3_file, ch_file, id, writers);
+        t[which][run] = now_s() - t0;
+        ok = ok && fill_verify(&e.cfg, o, id);
+      } else {
+        char prefix[200];
+        snprintf(prefix, sizeof prefix, "%speer/%s/", e.prefix, id);
+        ok = fill_peer(&e.cfg, o, prefix, writers, payload);
+        t[which][run] = now_s() - t0;
+      }
+      if (!ok) bad++, fprintf(stderr, "fill %s failed\n", id);
+    }
+    printf("fill run=%u capstore_serial_ms=%.0f capstore_writers_ms=%.0f peer_serial_ms=%.0f peer_writers_ms=%.0f\n",
+           run, t[0][run] * 1e3, t[1][run] * 1e3, t[2][run] * 1e3, t[3][run] * 1e3);
+  }
+  double m[4];
+  for (int i = 0; i < 4; i++) m[i] = median(t[i], o->runs);
+  double mib = (double)o->chunks * (double)bytes / 1048576.0;
+  /* The link's limit for a single writer: its bytes over store_inflight_max connections, plus one round trip. */
+  double link_s = (double)o->chunks * (double)bytes / ((double)rate * e.cfg.service.store_inflight_max) + 2e-3 * o->delay_ms;
+  printf("median fill backend=%s writers=%u chunks=%u chunk_kib=%u mib=%.1f delay_ms=%u rate_mbs=%u capstore_serial_ms=%.0f"
+         " capstore_writers_ms=%.0f peer_serial_ms=%.0f peer_writers_ms=%.0f link_limit_ms=%.0f\n",
+         backend(), o->writers, o->chunks, o->chunk_kib, mib, o->delay_ms, o->rate_mbs, m[0] * 1e3, m[1] * 1e3,
+         m[2] * 1e3, m[3] * 1e3, link_s * 1e3);
+  printf("ratio fill capstore serial/writers=%.2f peer serial/writers=%.2f peer_serial/capstore_serial=%.2f"
+         " peer_writers/capstore_writers=%.2f link_limit/capstore_serial=%.2f\n",
+         m[0] / m[1], m[2] / m[3], m[2] / m[0], m[3] / m[1], link_s / m[0]);
+  free(payload);
+  close_cs(daemon);
+  cs_tcp_switch_stop(s3_sw);
+  cs_tcp_switch_stop(ch_sw);
+  return bad == 0 ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) return usage();
-  opts o = {.mode = argv[1], .runs = 7, .chunks = 0, .writes = 256};
+  opts o = {.mode = argv[1], .runs = 7, .chunks = 0, .writes = 256, .writers = 8, .chunk_kib = 128, .delay_ms = 45,
+            .rate_mbs = 10};
   for (int i = 2; i < argc; i++) {
     if (strcmp(argv[i], "--no-peer") == 0) {
       o.no_peer = true;
@@ -501,6 +773,14 @@ int main(int argc, char **argv) {
     else if (strcmp(name, "--runs") == 0) o.runs = (unsigned)strtoul(value, NULL, 10);
     else if (strcmp(name, "--chunks") == 0) o.chunks = (unsigned)strtoul(value, NULL, 10);
     else if (strcmp(name, "--writes") == 0) o.writes = (unsigned)strtoul(value, NULL, 10);
+    else if (strcmp(name, "--writers") == 0) o.writers = (unsigned)strtoul(value, NULL, 10);
+    else if (strcmp(name, "--chunk-kib") == 0) o.chunk_kib = (unsigned)strtoul(value, NULL, 10);
+    else if (strcmp(name, "--delay-ms") == 0) o.delay_ms = (unsigned)strtoul(value, NULL, 10);
+    else if (strcmp(name, "--rate-mbs") == 0) o.rate_mbs = (unsigned)strtoul(value, NULL, 10);
+    else if (strcmp(name, "--name") == 0) o.name = value;
+    else if (strcmp(name, "--spool") == 0) o.spool = value;
+    else if (strcmp(name, "--id") == 0) o.id = value;
+    else if (strcmp(name, "--k") == 0) o.k = (unsigned)strtoul(value, NULL, 10);
     else return usage();
   }
   if (o.work == NULL || o.runs == 0 || o.runs > RUNS_MAX || o.writes == 0 || !live_load(&o)) return usage();
@@ -510,6 +790,13 @@ int main(int argc, char **argv) {
     return run_progress(&o);
   }
   if (strcmp(o.mode, "write") == 0) return run_write(&o);
+  if (strcmp(o.mode, "fill") == 0 || strcmp(o.mode, "fill-writer") == 0) {
+    if (o.chunks == 0) o.chunks = 128;
+    if (o.chunk_kib == 0 || o.chunk_kib > 65536 || o.rate_mbs == 0) return usage();
+    if (strcmp(o.mode, "fill") == 0) return run_fill(&o);
+    if (o.name == NULL || o.spool == NULL || o.id == NULL || o.writers == 0 || o.k >= o.writers) return usage();
+    return run_fill_writer(&o);
+  }
   if (strcmp(o.mode, "slice") == 0) {
     if (o.chunks == 0) o.chunks = 16;
     return run_slice(&o);

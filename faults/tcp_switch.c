@@ -18,6 +18,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "capstore/types.h"
@@ -27,12 +28,14 @@
 #define METHOD_MAX 16u
 #define PREFIX_MAX 512u
 
-typedef enum sw_mode { MODE_PASS = 0, MODE_CUT, MODE_STALL, MODE_HTTP } sw_mode;
+typedef enum sw_mode { MODE_PASS = 0, MODE_CUT, MODE_STALL, MODE_HTTP, MODE_WAN } sw_mode;
 
 typedef struct sw_rule {
   char method[METHOD_MAX];
   char prefix[PREFIX_MAX];
   uint32_t status; /* 0: hold */
+  uint64_t delay_ns;        /* wan: one-way delay of each direction */
+  uint64_t rate_bytes_s;    /* wan: each direction's rate, per connection */
 } sw_rule;
 
 typedef struct sw_conn {
@@ -293,6 +296,125 @@ static void conn_relay(sw_conn *c, sw_mode mode, const sw_rule *rule) {
   }
 }
 
+/* ---- the WAN mode -------------------------------------------------------- */
+
+#define WAN_PIPE_BYTES (1u << 20) /* bytes in flight one way: a full pipe stops reading (backpressure) */
+#define WAN_SEGMENTS 512u
+#define WAN_READ_MAX 16384u
+
+/*
+ * One direction of a shaped connection: a link of rate_bytes_s followed by
+ * delay_ns of propagation. A segment read at t leaves the link at
+ * max(t, link free) + len / rate and is delivered delay_ns later.
+ */
+typedef struct wan_pipe {
+  char *buf; /* ring of WAN_PIPE_BYTES */
+  size_t head, len;
+  struct {
+    size_t len;
+    uint64_t at_ns;
+  } seg[WAN_SEGMENTS];
+  uint32_t seg_head, seg_count;
+  uint64_t link_free_ns;
+  bool eof;      /* the source closed: shut the destination's write side once drained */
+  bool shut;
+} wan_pipe;
+
+static uint64_t mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static bool wan_room(const wan_pipe *p) { return p->len < WAN_PIPE_BYTES && p->seg_count < WAN_SEGMENTS; }
+
+/* Reads what fits from fd into the pipe. False when fd closed or failed. */
+static bool wan_read(wan_pipe *p, int fd, const sw_rule *rule, uint64_t extra_ns) {
+  size_t tail = (p->head + p->len) % WAN_PIPE_BYTES;
+  size_t room = WAN_PIPE_BYTES - p->len;
+  size_t contiguous = WAN_PIPE_BYTES - tail < room ? WAN_PIPE_BYTES - tail : room;
+  if (contiguous > WAN_READ_MAX) contiguous = WAN_READ_MAX;
+  ssize_t n = recv(fd, p->buf + tail, contiguous, 0);
+  if (n <= 0) return false;
+  uint64_t now = mono_ns();
+  uint64_t start = p->link_free_ns > now ? p->link_free_ns : now;
+  p->link_free_ns = start + (uint64_t)n * 1000000000u / rule->rate_bytes_s;
+  uint32_t at = (p->seg_head + p->seg_count) % WAN_SEGMENTS;
+  p->seg[at].len = (size_t)n;
+  p->seg[at].at_ns = p->link_free_ns + rule->delay_ns + extra_ns;
+  p->seg_count++;
+  p->len += (size_t)n;
+  return true;
+}
+
+/* Delivers every segment due by now to fd. False on a send error. */
+static bool wan_deliver(wan_pipe *p, int fd) {
+  uint64_t now = mono_ns();
+  while (p->seg_count > 0 && p->seg[p->seg_head].at_ns <= now) {
+    size_t left = p->seg[p->seg_head].len;
+    while (left > 0) {
+      size_t run = WAN_PIPE_BYTES - p->head < left ? WAN_PIPE_BYTES - p->head : left;
+      if (!send_all(fd, p->buf + p->head, run)) return false;
+      p->head = (p->head + run) % WAN_PIPE_BYTES;
+      p->len -= run;
+      left -= run;
+    }
+    p->seg_head = (p->seg_head + 1) % WAN_SEGMENTS;
+    p->seg_count--;
+  }
+  if (p->eof && p->seg_count == 0 && !p->shut) {
+    shutdown(fd, SHUT_WR);
+    p->shut = true;
+  }
+  return true;
+}
+
+/* Milliseconds until the pipe's next delivery (POLL_MS when none is queued). */
+static int wan_wait_ms(const wan_pipe *p, int wait) {
+  if (p->seg_count == 0) return wait;
+  uint64_t now = mono_ns(), at = p->seg[p->seg_head].at_ns;
+  int ms = at <= now ? 0 : (int)((at - now + 999999u) / 1000000u);
+  return ms < wait ? ms : wait;
+}
+
+/*
+ * Relays through two shaped pipes. The connection's first bytes wait one
+ * more round trip (the handshake a real WAN costs; loopback's is free).
+ */
+static void conn_relay_wan(sw_conn *c, const sw_rule *rule) {
+  int upstream = connect_to(c->sw->target);
+  if (upstream < 0) return;
+  wan_pipe *up = calloc(1, sizeof *up), *down = calloc(1, sizeof *down);
+  char *bufs = malloc(2u * WAN_PIPE_BYTES);
+  if (up == NULL || down == NULL || bufs == NULL) {
+    free(up), free(down), free(bufs);
+    close_reset(upstream);
+    return;
+  }
+  up->buf = bufs;
+  down->buf = bufs + WAN_PIPE_BYTES;
+  bool first = true, ok = true;
+  while (ok && !conn_stale(c) && !(up->shut && down->shut)) {
+    struct pollfd pfd[2] = {{c->client, !up->eof && wan_room(up) ? POLLIN : 0, 0},
+                            {upstream, !down->eof && wan_room(down) ? POLLIN : 0, 0}};
+    int wait = wan_wait_ms(down, wan_wait_ms(up, POLL_MS));
+    if (poll(pfd, 2, wait) < 0 && errno != EINTR) break;
+    if (pfd[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+      if (!wan_read(up, c->client, rule, first ? 2 * rule->delay_ns : 0)) up->eof = true;
+      first = false;
+    }
+    if (pfd[1].revents & (POLLIN | POLLHUP | POLLERR))
+      if (!wan_read(down, upstream, rule, 0)) down->eof = true;
+    ok = wan_deliver(up, upstream) && wan_deliver(down, c->client);
+  }
+  free(up), free(down), free(bufs);
+  if (conn_stale(c) || !ok) {
+    close_reset(upstream);
+  } else {
+    close(upstream);
+  }
+}
+
 static void *conn_main(void *arg) {
   sw_conn *c = arg;
   cs_tcp_switch *sw = c->sw;
@@ -302,6 +424,7 @@ static void *conn_main(void *arg) {
   pthread_mutex_unlock(&sw->mu);
   if (mode == MODE_STALL) conn_stall(c);
   if (mode == MODE_PASS || mode == MODE_HTTP) conn_relay(c, mode, &rule);
+  if (mode == MODE_WAN) conn_relay_wan(c, &rule);
   bool reset = conn_stale(c);
   if (reset) {
     close_reset(c->client);
@@ -449,6 +572,15 @@ int cs_tcp_switch_http(cs_tcp_switch *sw, const char *method, const char *path_p
 
 int cs_tcp_switch_http_hold(cs_tcp_switch *sw, const char *method, const char *path_prefix) {
   return set_rule(sw, method, path_prefix, 0);
+}
+
+int cs_tcp_switch_wan(cs_tcp_switch *sw, uint64_t delay_ns, uint64_t rate_bytes_per_s) {
+  if (sw == NULL || rate_bytes_per_s == 0 || delay_ns > 60ull * 1000000000u) return CS_E_INVALID_ARGUMENT;
+  sw_rule rule;
+  memset(&rule, 0, sizeof rule);
+  rule.delay_ns = delay_ns;
+  rule.rate_bytes_s = rate_bytes_per_s;
+  return set_mode(sw, MODE_WAN, &rule);
 }
 
 void cs_tcp_switch_stats_get(cs_tcp_switch *sw, cs_tcp_switch_stats *out) {

@@ -11,6 +11,9 @@
  *          (e.g. 403 to HEAD under a prefix, 503 to PUT); relay the rest
  *   hold   the http mode's match, never answered: the request is read and
  *          left waiting while other connections are relayed
+ *   wan    relay both ways through a shaped link: each direction of each
+ *          connection at a rate, then a one-way delay; a connection's first
+ *          bytes wait one more round trip (the handshake)
  *
  * Every mode change resets the connections opened before it, so a client's
  * kept-alive connection cannot carry the old mode on. Plain POSIX sockets and
@@ -56,6 +59,14 @@ int cs_tcp_switch_http(cs_tcp_switch *sw, const char *method, const char *path_p
 
 /* Holds requests whose method and path prefix match (never answered); relays the rest. */
 int cs_tcp_switch_http_hold(cs_tcp_switch *sw, const char *method, const char *path_prefix);
+
+/*
+ * The wan mode: every connection's bytes, each way, leave a link of
+ * rate_bytes_per_s (per connection and direction) and arrive delay_ns later
+ * (a round trip is 2 x delay_ns); at most 1 MiB in flight each way, then the
+ * sender is held back. CS_E_INVALID_ARGUMENT for a zero rate or a delay over 60 s.
+ */
+int cs_tcp_switch_wan(cs_tcp_switch *sw, uint64_t delay_ns, uint64_t rate_bytes_per_s);
 
 void cs_tcp_switch_stats_get(cs_tcp_switch *sw, cs_tcp_switch_stats *out);
 

@@ -251,6 +251,36 @@ static void test_http_hold(void **state) {
   assert_int_equal(request(f->port, "GET", "/held/k", NULL, 2000).status, 200);
 }
 
+/*
+ * The wan mode: a round trip costs 2 x the delay, a new connection one more
+ * (its handshake), and a body waits its length over the rate; pass is fast again.
+ */
+static void test_wan_shapes(void **state) {
+  fixture *f = *state;
+  assert_int_equal(cs_tcp_switch_wan(f->sw, 40 * CS_MS_NS, 0), CS_E_INVALID_ARGUMENT);
+  assert_int_equal(cs_tcp_switch_wan(f->sw, 61 * CS_SEC_NS, 1000), CS_E_INVALID_ARGUMENT);
+  assert_int_equal(cs_tcp_switch_wan(f->sw, 40 * CS_MS_NS, 250000), CS_E_OK);
+  answer a = request(f->port, "GET", "/first", NULL, 5000); /* handshake + request: 4 x 40 ms */
+  assert_int_equal(a.status, 200);
+  assert_string_equal(a.body, "hello GET /first");
+  assert_true(a.seconds >= 0.160);
+  assert_true(a.seconds < 0.160 + 1.0); /* generous: a shared machine is noisy */
+  a = request(f->port, "GET", "/again", NULL, 5000); /* kept alive: one round trip */
+  assert_string_equal(a.body, "hello GET /again");
+  assert_true(a.seconds >= 0.080);
+  assert_true(a.seconds < 0.080 + 1.0);
+  static char body[50001];
+  memset(body, 'b', sizeof body - 1);
+  a = request(f->port, "PUT", "/big", body, 5000); /* 50,000 bytes at 250,000 B/s: 0.2 s, then the round trip */
+  assert_string_equal(a.body, "hello PUT /big");
+  assert_true(a.seconds >= 0.280);
+  assert_true(a.seconds < 0.280 + 1.0);
+  assert_int_equal(cs_tcp_switch_pass(f->sw), CS_E_OK);
+  a = request(f->port, "GET", "/fast", NULL, 5000);
+  assert_string_equal(a.body, "hello GET /fast");
+  assert_true(a.seconds < 0.160); /* no wan delay: under one handshake */
+}
+
 int main(void) {
   curl_global_init(CURL_GLOBAL_DEFAULT);
   g_curl = curl_easy_init();
@@ -260,6 +290,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_stall_times_out, setup, teardown),
       cmocka_unit_test_setup_teardown(test_http_rules, setup, teardown),
       cmocka_unit_test_setup_teardown(test_http_hold, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_wan_shapes, setup, teardown),
   };
   int failed = cmocka_run_group_tests(tests, NULL, NULL);
   curl_easy_cleanup(g_curl);
