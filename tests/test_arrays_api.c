@@ -13,7 +13,10 @@
  *     are marked; a slot written after an earlier read is never read as
  *     zeros again; a complete array's stamp never changes;
  *   - a geometry conflict names the field; bad sizes and indices are
- *     refused by name.
+ *     refused by name;
+ *   - a read of more chunks than it takes at once (150, some unwritten)
+ *     makes the same ranged reads per chunk as one chunk alone, and a
+ *     flipped byte in a pack (dirstore) is refused naming the chunk.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -21,7 +24,10 @@
 #include <stdint.h>
 
 #include <cmocka.h>
+#include <dirent.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "test_capstore_util.h"
@@ -101,6 +107,15 @@ static void flush_expect(capstore_array_writer *w, int want, uint64_t accepted, 
     fail_msg("flush: %d (%s), accepted %llu refused %llu owed %llu; want %d, %llu, %llu", rc, msg,
              (unsigned long long)rep.accepted, (unsigned long long)rep.refused, (unsigned long long)rep.owed, want,
              (unsigned long long)accepted, (unsigned long long)refused);
+}
+
+/* Closes capstore (cleanly), frees the reference and removes the env's files. */
+static void env_finish(capstore *cs, float *ref, env *e) {
+  char msg[256];
+  if (capstore_close(cs, 30 * SEC, msg, sizeof msg) != CS_E_OK) fail_msg("capstore_close: %s", msg);
+  capstore_free(cs);
+  free(ref);
+  tc_remove_all(e->root);
 }
 
 /* Reads slice s and compares it with the reference (zeros where a chunk is unwritten, per `unwritten`). */
@@ -219,10 +234,7 @@ static void fill_and_read(cs_array_codec codec) {
   capstore_reader_free(r);
   capstore_array_writer_free(w1);
   capstore_array_writer_free(w2);
-  assert_int_equal(capstore_close(cs, 30 * SEC, msg, sizeof msg), CS_E_OK);
-  capstore_free(cs);
-  free(ref);
-  tc_remove_all(e.root);
+  env_finish(cs, ref, &e);
 }
 
 static void test_fill_raw(void **state) {
@@ -483,10 +495,110 @@ static void test_threads(void **state) {
   capstore_array_close(a);
   capstore_reader_free(r);
   capstore_array_writer_free(w);
-  assert_int_equal(capstore_close(cs, 30 * SEC, msg, sizeof msg), CS_E_OK);
-  capstore_free(cs);
-  free(ref);
-  tc_remove_all(e.root);
+  env_finish(cs, ref, &e);
+}
+
+/* The largest regular file under dir (the dirstore's biggest pack), into path; false when there is none. */
+static bool largest_file(const char *dir, char *path, size_t path_size, off_t *best) {
+  DIR *d = opendir(dir);
+  if (d == NULL) return false;
+  bool found = false;
+  struct dirent *de;
+  while ((de = readdir(d)) != NULL) {
+    if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
+    char sub[1024];
+    snprintf(sub, sizeof sub, "%s/%s", dir, de->d_name);
+    struct stat st;
+    if (lstat(sub, &st) != 0) continue;
+    if (S_ISDIR(st.st_mode)) {
+      found = largest_file(sub, path, path_size, best) || found;
+    } else if (S_ISREG(st.st_mode) && st.st_size > *best) {
+      *best = st.st_size;
+      snprintf(path, path_size, "%s", sub);
+      found = true;
+    }
+  }
+  closedir(d);
+  return found;
+}
+
+/*
+ * More chunks than a read takes at once (64), some unwritten: a whole read is every written chunk equal, the
+ * rest zeros and marked, with the same ranged reads per chunk as one chunk alone (2 raw, 3 Blosc). On the
+ * dirstore, a byte flipped in a pack: the read names a chunk and refuses (CS_E_CORRUPT), and the reader
+ * still reads the chunks that are intact.
+ */
+static void many_chunks(cs_array_codec codec) {
+  env e;
+  env_make(&e);
+  capstore *cs = open_capstore(&e);
+  cs_array_geometry g = {.dims = 2, .shape = {150, 4096}, .chunk = {1, 4096}}; /* 150 chunks of 16 KiB */
+  cs_array_meta m;
+  char msg[256];
+  if (cs_array_meta_make(&m, codec == CS_ARRAY_CODEC_BLOSC ? "many.blosc" : "many.raw", &g, CS_DTYPE_FLOAT32, codec,
+                         NULL, msg, sizeof msg) != CS_E_OK)
+    fail_msg("meta: %s", msg);
+  float *ref = reference_of(&m);
+  capstore_array_writer *w = writer_open(cs, &e, &m);
+  uint8_t bits[64] = {0};
+  uint64_t written = 0;
+  for (uint64_t c = 0; c < 150; c++) {
+    if (c % 7 == 3) continue;
+    if (write_chunk(w, &m, ref, c, msg, sizeof msg) != CS_E_OK) fail_msg("write %llu: %s", (unsigned long long)c, msg);
+    bits[c / 8] |= (uint8_t)(1u << (c % 8));
+    written++;
+  }
+  flush_expect(w, CS_E_OK, written, 0);
+  capstore_reader *r = open_reader(&e);
+  capstore_array *a = NULL;
+  if (capstore_array_open(r, m.id, &a, msg, sizeof msg) != CS_E_OK) fail_msg("capstore_array_open: %s", msg);
+  cs_array_slice s = slice_all(&m);
+  capstore_array_read_stats st;
+  read_expect(a, ref, &s, bits, &st);
+  assert_int_equal(st.chunks_read, written);
+  assert_int_equal(st.chunks_unwritten, 150 - written);
+  assert_int_equal(st.chunks.fetches, written * (codec == CS_ARRAY_CODEC_BLOSC ? 3 : 2));
+  if (!live.on) {
+    char path[1024];
+    off_t size = 0;
+    if (!largest_file(e.bucket, path, sizeof path, &size)) fail_msg("no pack under %s", e.bucket);
+    int fd = open(path, O_RDWR);
+    assert_true(fd >= 0);
+    uint8_t byte = 0;
+    assert_int_equal(pread(fd, &byte, 1, size / 2), 1);
+    byte ^= 0x5a;
+    assert_int_equal(pwrite(fd, &byte, 1, size / 2), 1);
+    close(fd);
+    uint64_t n = cs_array_slice_elements(&m.geometry, &s);
+    float *got = malloc((size_t)n * 4);
+    assert_int_equal(capstore_array_read(a, &s, got, (size_t)n * 4, NULL, 0, NULL, msg, sizeof msg), CS_E_CORRUPT);
+    const char *at = strstr(msg, "chunk ");
+    if (at == NULL) fail_msg("a refusal that names no chunk: %s", msg);
+    uint64_t bad = strtoull(at + 6, NULL, 10);
+    assert_true(bad < 150 && bad % 7 != 3);
+    /* The chunks around it still read (each alone). */
+    for (uint64_t c = 0; c < 150; c += 29) {
+      if (c == bad) continue;
+      cs_array_slice one = slice_all(&m);
+      one.start[0] = c, one.stop[0] = c + 1;
+      read_expect(a, ref, &one, bits, NULL);
+    }
+    free(got);
+  }
+  capstore_array_close(a);
+  capstore_reader_free(r);
+  capstore_array_writer_free(w);
+  env_finish(cs, ref, &e);
+}
+
+static void test_many_chunks_raw(void **state) {
+  (void)state;
+  many_chunks(CS_ARRAY_CODEC_NONE);
+}
+
+static void test_many_chunks_blosc(void **state) {
+  (void)state;
+  many_chunks(CS_ARRAY_CODEC_BLOSC);
 }
 
 int main(int argc, char **argv) {
@@ -501,6 +613,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_geometry_conflict),
       cmocka_unit_test(test_instances_hooks_and_lost_geometry),
       cmocka_unit_test(test_threads),
+      cmocka_unit_test(test_many_chunks_raw),
+      cmocka_unit_test(test_many_chunks_blosc),
   };
   return cmocka_run_group_tests_name(live.on ? "arrays on S3 + ClickHouse" : "arrays on dirstore + SQLite", tests, NULL,
                                      NULL);

@@ -924,6 +924,45 @@ static void test_publisher_versions_start_above_index_floor(void **state) {
   drv_free(d);
 }
 
+/*
+ * A pack sealed while the cycle's first PUT is on the way joins the cycle: one INDEX and one PUBLISH take
+ * both (over a WAN a cycle is many round trips). The twin: a pack sealed once an upload of the cycle is
+ * verified (owed) waits for the next cycle, and is not PUT before the owed ones are confirmed.
+ */
+static void test_publisher_pack_sealed_during_upload_joins_cycle(void **state) {
+  (void)state;
+  drv *d = publisher(7, 0);
+  assert_int_equal(drv_seal(d, drv_pack(d, 1), false), CS_E_OK);
+  cs_action put1 = drv_expect_pack(d, CS_OP_STORE_PUT, &d->packs[1]);
+  assert_int_equal(drv_seal(d, drv_pack(d, 2), false), CS_E_OK);
+  cs_action put2 = drv_expect_pack(d, CS_OP_STORE_PUT, &d->packs[2]); /* put1 still on the way */
+  drv_answer(d, &put1, CS_OUT_OK);
+  cs_action head1 = drv_expect_pack(d, CS_OP_STORE_HEAD, &d->packs[1]);
+  cs_head_info info1 = drv_head_of(&d->packs[1]);
+  drv_answer_head(d, &head1, &info1);
+  assert_int_equal(drv_seal(d, drv_pack(d, 3), false), CS_E_OK); /* pack 1 is owed now: 3 waits */
+  drv_expect_none(d);
+  drv_answer(d, &put2, CS_OUT_OK);
+  cs_action head2 = drv_expect_pack(d, CS_OP_STORE_HEAD, &d->packs[2]);
+  cs_head_info info2 = drv_head_of(&d->packs[2]);
+  drv_answer_head(d, &head2, &info2);
+  cs_action index = drv_expect(d, CS_OP_CAT_INDEX);
+  assert_int_equal(index.count, 2);
+  assert_memory_equal(index.packs[0]->pack_id.bytes, d->packs[1].pack_id.bytes, 16);
+  assert_memory_equal(index.packs[1]->pack_id.bytes, d->packs[2].pack_id.bytes, 16);
+  drv_answer(d, &index, CS_OUT_OK);
+  cs_action publish = drv_expect(d, CS_OP_CAT_PUBLISH);
+  assert_int_equal(publish.count, 2);
+  drv_answer(d, &publish, CS_OUT_OK);
+  cs_action committed = drv_expect(d, CS_OP_CAT_COMMITTED);
+  static const bool held[2] = {true, true};
+  drv_answer_committed(d, &committed, held);
+  drv_expect_pack(d, CS_OP_SPOOL_REMOVE, &d->packs[1]);
+  drv_expect_pack(d, CS_OP_SPOOL_REMOVE, &d->packs[2]);
+  drv_expect_pack(d, CS_OP_STORE_PUT, &d->packs[3]); /* the next cycle's */
+  drv_free(d);
+}
+
 static void test_publisher_owed_blocks_new_uploads(void **state) {
   (void)state;
   drv *d = publisher(7, 0);
@@ -1855,6 +1894,7 @@ int main(void) {
       cmocka_unit_test(test_publisher_outage_counts_against_no_pack),
       cmocka_unit_test(test_publisher_publish_waits_after_doubtful_index),
       cmocka_unit_test(test_publisher_versions_start_above_index_floor),
+      cmocka_unit_test(test_publisher_pack_sealed_during_upload_joins_cycle),
       cmocka_unit_test(test_publisher_owed_blocks_new_uploads),
       cmocka_unit_test(test_publisher_owed_no_put_while_catalog_down),
       cmocka_unit_test(test_publisher_nothing_owed_puts_while_catalog_down),

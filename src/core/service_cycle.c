@@ -44,6 +44,7 @@ static void cycle_end(cs_service *svc, uint64_t now_ns, bool failed) {
   svc->work_count = 0;
   svc->batch_count = 0;
   svc->indexed_in_cycle = 0;
+  svc->verified_in_cycle = 0;
   svc->id_count = 0;
   svc->phase = PHASE_IDLE;
   svc->cycle_active = false;
@@ -59,8 +60,8 @@ static void cycle_end(cs_service *svc, uint64_t now_ns, bool failed) {
 
 /* ---- upload ------------------------------------------------------------- */
 
-static void upload_begin(cs_service *svc) {
-  svc->work_count = 0;
+/* Takes spooled packs, oldest first, into the cycle's work while it has room (cycle_packs_max). */
+static void upload_gather(cs_service *svc) {
   while (svc->work_count < svc->cfg.cycle_packs_max) {
     pack_slot *oldest = NULL;
     for (uint32_t i = 0; i < svc->cfg.spool_packs_max; i++) {
@@ -74,10 +75,27 @@ static void upload_begin(cs_service *svc) {
     oldest->upload = oldest->maybe_uploaded ? UPLOAD_HEAD_FIRST : UPLOAD_PUT;
     svc->work[svc->work_count++] = cs_svc_slot_index(svc, oldest);
   }
+}
+
+static void upload_begin(cs_service *svc) {
+  svc->work_count = 0;
+  svc->verified_in_cycle = 0;
+  upload_gather(svc);
   svc->phase = PHASE_UPLOAD;
 }
 
 static bool upload_issue(cs_service *svc, uint64_t now_ns, cs_action *out) {
+  /*
+   * A pack sealed while the cycle's first uploads are still on the way joins it: it is indexed and published
+   * with them, not a whole cycle later (over a WAN a cycle is many round trips, and a writer's second pack,
+   * sealed milliseconds after its first went up, waited for all of them). Only until an upload of the cycle
+   * is verified: from then on a publisher's pack is owed, and a PUT never goes out before the catalog took
+   * what is owed, as at a cycle's start (cycle_has_work), so a catalog outage never lets uploads run ahead
+   * of the index; and a cycle's outcome (the backoff's reset or growth) stays that of the packs it began.
+   */
+  if (svc->work_count < svc->cfg.cycle_packs_max && svc->verified_in_cycle == 0 && cs_svc_owed_count(svc) == 0 &&
+      count_spooled(svc) > 0)
+    upload_gather(svc);
   if (cs_svc_lane_inflight(svc, LANE_CYCLE, true) >= svc->cfg.store_inflight_max) return false;
   for (uint32_t i = 0; i < svc->work_count; i++) {
     pack_slot *slot = &svc->slots[svc->work[i]];
@@ -102,6 +120,7 @@ static bool head_matches(const pack_slot *slot, const cs_event *ev) {
 
 static void upload_verified(cs_service *svc, pack_slot *slot) {
   svc->stats.uploaded++;
+  svc->verified_in_cycle++;
   slot->upload = UPLOAD_NONE;
   slot->maybe_uploaded = true;
   if (!cs_svc_is_publisher(svc)) {

@@ -148,6 +148,7 @@ struct cs_service {
   uint32_t batch_count;
   const cs_pack_ref **batch_refs; /* the INDEX action's pack list */
   uint32_t indexed_in_cycle;
+  uint32_t verified_in_cycle;       /* uploads of this cycle verified: none, and a spooled pack may join */
   bool publish_sent;        /* this cycle's PUBLISH went out */
   bool confirm_sent;        /* this cycle's COMMITTED check went out */
   uint64_t version;         /* this cycle's index version */

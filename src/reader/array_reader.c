@@ -236,24 +236,163 @@ int capstore_array_written(const capstore_array *a, uint8_t *bitmap, size_t bitm
 
 /* ---- read ------------------------------------------------------------------------------------------------- */
 
-typedef struct fetch_ctx {
-  capstore_reader *r;
-  const char *key;
-  uint64_t base; /* the record's offset in its pack */
-} fetch_ctx;
+/*
+ * A slice's chunks are read side by side. cs_array_read_piece asks for its ranges one after another (the
+ * trailer, then the units it names; for Blosc the prefix, then the blocks it names), each depending on the
+ * one before. So each piece of a batch is run against what was fetched for it so far; a range not there yet
+ * is noted and the run stops (CS_E_WOULD_BLOCK). The noted ranges of the whole batch then go out together
+ * through the store's asynchronous form, and the pieces run again, until each completes. Over a WAN a
+ * whole-array read costs a few round trips per batch instead of two per chunk. The run that completes is
+ * served every range from what was fetched, so its stats count the same ranged reads, once each.
+ */
+#define AR_BATCH 64u      /* pieces in memory at once: their fetched bytes are at most a chunk's stored size */
+#define AR_IN_FLIGHT 32u  /* GETs a batch keeps in flight */
 
-static int fetch_range(void *ctx, uint64_t offset, uint64_t length, uint8_t *out, char *msg, size_t msg_size) {
-  fetch_ctx *f = ctx;
-  cs_range range = {.offset = f->base + offset, .length = length};
-  size_t got = 0;
-  cs_store_result res;
-  memset(&res, 0, sizeof res);
-  int rc = f->r->store.ops->get(f->r->store.self, f->key, &range, out, (size_t)length, &got, &res);
-  if (rc != CS_E_OK) return rt_refuse(rc, msg, msg_size, "GET %s: %s", f->key, cs_strerror(rc));
-  if (res.outcome != CS_OUT_OK || got != length)
-    return rt_refuse(CS_E_IO, msg, msg_size, "GET %s [%llu, +%llu): %s", f->key, (unsigned long long)range.offset,
-                  (unsigned long long)length, res.detail[0] != '\0' ? res.detail : "short read");
+typedef struct ar_range {
+  uint64_t offset, length; /* in the record */
+  uint8_t *bytes;
+} ar_range;
+
+typedef struct ar_job {
+  cs_array_piece piece;
+  const char *key;
+  uint64_t base, stored_len;
+  ar_range *got;
+  uint32_t got_count, got_cap;
+  bool wants, done;
+  uint64_t want_offset, want_length;
+  cs_store_request req;
+} ar_job;
+
+static void job_release(ar_job *j) {
+  for (uint32_t i = 0; i < j->got_count; i++) free(j->got[i].bytes);
+  free(j->got);
+  j->got = NULL;
+  j->got_count = j->got_cap = 0;
+}
+
+static int fetched_range(void *ctx, uint64_t offset, uint64_t length, uint8_t *out, char *msg, size_t msg_size) {
+  (void)msg, (void)msg_size;
+  ar_job *j = ctx;
+  for (uint32_t i = 0; i < j->got_count; i++) {
+    const ar_range *g = &j->got[i];
+    if (offset >= g->offset && length <= g->length && offset - g->offset <= g->length - length) {
+      memcpy(out, g->bytes + (offset - g->offset), (size_t)length);
+      return CS_E_OK;
+    }
+  }
+  j->wants = true;
+  j->want_offset = offset;
+  j->want_length = length;
+  return CS_E_WOULD_BLOCK;
+}
+
+/* Keeps bytes (owned from here) as the job's range [offset, +length). */
+static int job_keep(ar_job *j, uint64_t offset, uint64_t length, uint8_t *bytes) {
+  if (j->got_count == j->got_cap) {
+    uint32_t cap = j->got_cap == 0 ? 4 : 2 * j->got_cap;
+    ar_range *grown = realloc(j->got, cap * sizeof *grown);
+    if (grown == NULL) return CS_E_NO_MEMORY;
+    j->got = grown;
+    j->got_cap = cap;
+  }
+  j->got[j->got_count++] = (ar_range){.offset = offset, .length = length, .bytes = bytes};
   return CS_E_OK;
+}
+
+static int want_answer(ar_job *j, const cs_store_request *q, char *msg, size_t msg_size) {
+  if (q->rc != CS_E_OK) return rt_refuse(q->rc, msg, msg_size, "GET %s: %s", j->key, cs_strerror(q->rc));
+  if (q->res.outcome != CS_OUT_OK || q->got != j->want_length)
+    return rt_refuse(CS_E_IO, msg, msg_size, "GET %s [%llu, +%llu): %s", j->key,
+                     (unsigned long long)(j->base + j->want_offset), (unsigned long long)j->want_length,
+                     q->res.detail[0] != '\0' ? q->res.detail : "short read");
+  return job_keep(j, j->want_offset, j->want_length, q->buf);
+}
+
+/* Fetches every job's noted range, up to AR_IN_FLIGHT in flight (cs_store_start: every store has the form). */
+static int wants_fetch(capstore_reader *r, ar_job *jobs, uint32_t n, char *msg, size_t msg_size) {
+  int rc = CS_E_OK;
+  uint32_t next = 0, in_flight = 0;
+  for (;;) {
+    while (rc == CS_E_OK && next < n && in_flight < AR_IN_FLIGHT) {
+      ar_job *j = &jobs[next];
+      if (!j->wants) {
+        next++;
+        continue;
+      }
+      uint8_t *buf = malloc((size_t)j->want_length + 1);
+      if (buf == NULL) {
+        rc = rt_refuse(CS_E_NO_MEMORY, msg, msg_size, "no memory for a chunk's read");
+        break;
+      }
+      cs_store_request *q = &j->req;
+      *q = (cs_store_request){.op = CS_STORE_GET, .id = next, .key = j->key, .has_range = true,
+                              .range = {.offset = j->base + j->want_offset, .length = j->want_length},
+                              .buf = buf, .cap = (size_t)j->want_length};
+      int started = cs_store_start(&r->store, q);
+      if (started == CS_E_FULL && in_flight > 0) {
+        free(buf);
+        break; /* the store's own bound: reap first */
+      }
+      if (started != CS_E_OK) {
+        free(buf);
+        rc = rt_refuse(started, msg, msg_size, "GET %s: %s", j->key, cs_strerror(started));
+        break;
+      }
+      in_flight++;
+      next++;
+    }
+    if (in_flight == 0 && (rc != CS_E_OK || next == n)) return rc;
+    cs_store_request *done = NULL;
+    int got = cs_store_reap(&r->store, 1000, &done);
+    if (got < 0) {
+      /* The transfer engine failed with GETs in flight: the store keeps them, so the reader is broken and
+         the read's requests and their buffers are left to it (capstore_array_read does not free them). */
+      r->broken = true;
+      return rt_refuse(got, msg, msg_size, "array read: the store failed with %u GETs in flight: %s", in_flight,
+                       cs_strerror(got));
+    }
+    if (got != 1 || done == NULL) continue;
+    in_flight--;
+    ar_job *j = &jobs[done->id];
+    int answered = want_answer(j, done, msg, rc == CS_E_OK ? msg_size : 0);
+    if (answered != CS_E_OK) free(done->buf);
+    if (rc == CS_E_OK) rc = answered; /* the first failure is the answer; the rest in flight are drained */
+  }
+}
+
+/* Reads a batch of written pieces (see above); the first failure is the answer. */
+static int batch_read(capstore_array *a, const cs_array_slice *s, ar_job *jobs, uint32_t n, void *out,
+                      capstore_array_read_stats *stats, char *msg, size_t msg_size) {
+  for (;;) {
+    bool waiting = false;
+    for (uint32_t i = 0; i < n; i++) {
+      ar_job *j = &jobs[i];
+      if (j->done) continue;
+      j->wants = false;
+      cs_array_read_stats run = {0};
+      char inner[256] = "";
+      int rc = cs_array_read_piece(&a->meta, s, &j->piece, j->stored_len, fetched_range, j, out, &run, inner,
+                                   sizeof inner);
+      if (rc == CS_E_WOULD_BLOCK && j->wants) {
+        waiting = true;
+        continue;
+      }
+      if (rc != CS_E_OK)
+        return rt_refuse(rc, msg, msg_size, "array %s: chunk %llu: %s", a->id,
+                         (unsigned long long)j->piece.chunk_index, inner);
+      j->done = true;
+      job_release(j);
+      stats->chunks.fetches += run.fetches;
+      stats->chunks.bytes_fetched += run.bytes_fetched;
+      stats->chunks.units_verified += run.units_verified;
+      stats->chunks.blocks_decoded += run.blocks_decoded;
+      stats->chunks_read++;
+    }
+    if (!waiting) return CS_E_OK;
+    int rc = wants_fetch(a->r, jobs, n, msg, msg_size);
+    if (rc != CS_E_OK) return rc;
+  }
 }
 
 int capstore_array_read(capstore_array *a, const cs_array_slice *s, void *out, size_t out_len, uint8_t *unwritten,
@@ -277,28 +416,40 @@ int capstore_array_read(capstore_array *a, const cs_array_slice *s, void *out, s
                     (unsigned long long)((a->chunks + 7) / 8));
     memset(unwritten, 0, unwritten_bytes);
   }
+  ar_job *jobs = calloc(AR_BATCH, sizeof *jobs);
+  if (jobs == NULL) return rt_refuse(CS_E_NO_MEMORY, msg, msg_size, "no memory for an array read");
   pthread_mutex_lock(&a->r->lock);
-  int rc = refresh_locked(a, msg, msg_size);
+  bool was_broken = a->r->broken;
+  int rc = was_broken ? rt_refuse(CS_E_IO, msg, msg_size, "the reader's store failed with requests in flight")
+                        : refresh_locked(a, msg, msg_size);
   stats->catalog_requests = a->last_requests; /* the head and the candidates' windows */
   cs_array_slice_iter it;
   if (rc == CS_E_OK) rc = cs_array_slice_begin(&it, &a->meta.geometry, s);
-  cs_array_piece p;
-  while (rc == CS_E_OK && cs_array_slice_next(&it, &p)) {
-    const ar_slot *w = slot_find(&a->w, p.chunk_index);
-    if (w == NULL) {
-      cs_array_piece_copy(&a->meta.geometry, s, &p, NULL, out, true);
-      if (unwritten != NULL) unwritten[p.chunk_index / 8] |= (uint8_t)(1u << (p.chunk_index % 8));
-      stats->chunks_unwritten++;
-      continue;
+  uint32_t n = 0;
+  bool more = rc == CS_E_OK;
+  while (more) {
+    cs_array_piece p;
+    more = cs_array_slice_next(&it, &p);
+    if (more) {
+      const ar_slot *w = slot_find(&a->w, p.chunk_index);
+      if (w == NULL) {
+        cs_array_piece_copy(&a->meta.geometry, s, &p, NULL, out, true);
+        if (unwritten != NULL) unwritten[p.chunk_index / 8] |= (uint8_t)(1u << (p.chunk_index % 8));
+        stats->chunks_unwritten++;
+        continue;
+      }
+      jobs[n++] = (ar_job){.piece = p, .key = a->w.pack_keys[w->pack], .base = w->offset,
+                           .stored_len = w->stored_length};
     }
-    fetch_ctx f = {.r = a->r, .key = a->w.pack_keys[w->pack], .base = w->offset};
-    char inner[256];
-    rc = cs_array_read_piece(&a->meta, s, &p, w->stored_length, fetch_range, &f, out, &stats->chunks, inner,
-                             sizeof inner);
-    if (rc != CS_E_OK)
-      rt_refuse(rc, msg, msg_size, "array %s: chunk %llu: %s", a->id, (unsigned long long)p.chunk_index, inner);
-    stats->chunks_read++;
+    if (n == AR_BATCH || (!more && n > 0)) {
+      rc = batch_read(a, s, jobs, n, out, stats, msg, msg_size);
+      for (uint32_t i = 0; i < n; i++) job_release(&jobs[i]);
+      n = 0;
+      if (rc != CS_E_OK) break;
+    }
   }
+  bool stranded = a->r->broken && !was_broken; /* during this read: the store still holds requests in jobs */
   pthread_mutex_unlock(&a->r->lock);
+  if (!stranded) free(jobs);
   return rc;
 }

@@ -249,6 +249,61 @@ static int geometry_claim(capstore_array_writer *w, const char *doc, size_t len,
   return rc;
 }
 
+/*
+ * The store's conditional-create probe, on a thread of its own while the open asks the catalog (over a WAN
+ * each is a few round trips; neither touches the other's connection). Writers of one array must agree on
+ * claims: a probe that cannot answer refuses the open, never guesses.
+ */
+typedef struct probe_job {
+  capstore_array_writer *w;
+  pthread_t thread;
+  bool started;
+  int rc;
+  char msg[256];
+} probe_job;
+
+static void *probe_main(void *arg) {
+  probe_job *p = arg;
+  capstore_array_writer *w = p->w;
+  char probe[CS_KEY_MAX], nonce[NONCE_HEX + 1];
+  p->rc = CS_E_OK;
+  if (nonce_make(nonce) != CS_E_OK) {
+    p->rc = rt_refuse(CS_E_IO, p->msg, sizeof p->msg, "getrandom failed");
+    return NULL;
+  }
+  snprintf(probe, sizeof probe, "%.512sprobe/%s/conditional-create", w->prefix, nonce);
+  cs_store_result res;
+  memset(&res, 0, sizeof res);
+  pthread_mutex_lock(&w->store_lock);
+  int rc = cs_store_probe_conditional_create(&w->store, probe, &res);
+  pthread_mutex_unlock(&w->store_lock);
+  if (rc != CS_E_OK || res.outcome != CS_OUT_OK)
+    p->rc = rt_refuse(CS_E_IO, p->msg, sizeof p->msg,
+                      "array %s: the store's conditional-create probe did not answer (%s)", w->meta.id,
+                      outcome_text(&res));
+  return NULL;
+}
+
+static int probe_start(capstore_array_writer *w, const capstore_config *access, probe_job *p, char *msg,
+                       size_t msg_size) {
+  memset(p, 0, sizeof *p);
+  p->w = w;
+  if (w->store.enforces_if_none_match || access->s3_endpoint == NULL || !access->probe_store) return CS_E_OK;
+  if (pthread_create(&p->thread, NULL, probe_main, p) != 0)
+    return rt_refuse(CS_E_NO_MEMORY, msg, msg_size, "array %s: no thread for the store's probe", w->meta.id);
+  p->started = true;
+  return CS_E_OK;
+}
+
+/* Joins the probe; its refusal, if any, becomes the open's (when the open has none of its own). */
+static int probe_join(probe_job *p, int rc, char *msg, size_t msg_size) {
+  if (!p->started) return rc;
+  pthread_join(p->thread, NULL);
+  p->started = false;
+  if (rc == CS_E_OK && p->rc != CS_E_OK) return rt_refuse(p->rc, msg, msg_size, "%s", p->msg);
+  return rc;
+}
+
 static int writer_setup(capstore_array_writer *w, const capstore_config *access, char *msg, size_t msg_size) {
   w->chunks = cs_array_chunk_count(&w->meta.geometry);
   w->taken = calloc((size_t)((w->chunks + 7) / 8), 1);
@@ -261,24 +316,22 @@ static int writer_setup(capstore_array_writer *w, const capstore_config *access,
   rc = capstore_open_catalog(access, &w->catalog, msg, msg_size);
   if (rc != CS_E_OK) return rc;
   w->catalog_open = true;
-  if (!w->store.enforces_if_none_match && access->s3_endpoint != NULL && access->probe_store) {
-    char probe[CS_KEY_MAX], nonce[NONCE_HEX + 1];
-    if (nonce_make(nonce) != CS_E_OK) return rt_refuse(CS_E_IO, msg, msg_size, "getrandom failed");
-    snprintf(probe, sizeof probe, "%.512sprobe/%s/conditional-create", w->prefix, nonce);
-    cs_store_result res;
-    memset(&res, 0, sizeof res);
-    /* Writers of one array must agree on claims: a probe that cannot answer refuses the open, never guesses. */
-    if (cs_store_probe_conditional_create(&w->store, probe, &res) != CS_E_OK || res.outcome != CS_OUT_OK)
-      return rt_refuse(CS_E_IO, msg, msg_size, "array %s: the store's conditional-create probe did not answer (%s)",
-                       w->meta.id, outcome_text(&res));
-  }
+  return CS_E_OK;
+}
+
+/*
+ * The catalog's winners at open. The serving daemon creates the tables at its start, so they are asked for
+ * first; only when that fails are the tables created (idempotent) and the question asked again: a writer
+ * that opens before any daemon ran still works, and the usual open costs two requests, not seven.
+ */
+static int winners_at_open(capstore_array_writer *w, rt_array_walk *k, char *msg, size_t msg_size) {
+  int rc = winners_ask(w, k, msg, msg_size);
+  if (rc == CS_E_OK || rc == CS_E_CORRUPT) return rc;
   cs_catalog_result res;
   memset(&res, 0, sizeof res);
-  rc = w->catalog.ops->schema_ensure(w->catalog.self, &res);
-  if (rc != CS_E_OK || res.outcome != CS_OUT_OK)
-    return rt_refuse(rc != CS_E_OK ? rc : CS_E_IO, msg, msg_size, "the catalog's schema: %s",
-                  rc != CS_E_OK ? cs_strerror(rc) : res.detail);
-  return CS_E_OK;
+  int made = w->catalog.ops->schema_ensure(w->catalog.self, &res);
+  if (made != CS_E_OK || res.outcome != CS_OUT_OK) return rc; /* the first refusal says more */
+  return winners_ask(w, k, msg, msg_size);
 }
 
 int capstore_array_writer_open(capstore *cs, const capstore_config *access, const cs_array_meta *meta,
@@ -301,13 +354,18 @@ int capstore_array_writer_open(capstore *cs, const capstore_config *access, cons
     return rt_refuse(CS_E_NO_MEMORY, msg, msg_size, "array %s: its geometry's hash", check.id);
   }
   int rc = writer_setup(w, access, msg, msg_size);
+  probe_job probe;
+  memset(&probe, 0, sizeof probe);
+  if (rc == CS_E_OK) rc = probe_start(w, access, &probe, msg, msg_size);
+  rt_array_walk k;
+  if (rc == CS_E_OK) rc = winners_at_open(w, &k, msg, msg_size); /* while the probe runs */
+  rc = probe_join(&probe, rc, msg, msg_size);
   char *doc = rc == CS_E_OK ? malloc(CS_ARRAY_META_BYTES_MAX) : NULL;
   size_t len = 0;
   if (rc == CS_E_OK && doc == NULL) rc = rt_refuse(CS_E_NO_MEMORY, msg, msg_size, "no memory for the array's geometry");
   if (rc == CS_E_OK) rc = cs_array_meta_encode(&w->meta, doc, CS_ARRAY_META_BYTES_MAX, &len);
+  /* The claim after the question: a geometry claimed first by another writer is judged by the claim's answer. */
   if (rc == CS_E_OK && w->store.enforces_if_none_match) rc = geometry_claim(w, doc, len, msg, msg_size);
-  rt_array_walk k;
-  if (rc == CS_E_OK) rc = winners_ask(w, &k, msg, msg_size);
   char diff[64];
   if (rc == CS_E_OK) rc = geometry_judge(w, &k, diff, sizeof diff, msg, msg_size);
   if (rc == CS_E_OK && !k.have_geometry) { /* none visible yet: ours is a candidate (identical ones are harmless) */

@@ -226,6 +226,8 @@ typedef struct rs_runtime {
   _Atomic uint64_t arrivals_set_aside; /* handed-in packs that verified but cannot ship (no records): quarantined */
   /* Capture role (CS_ROLE_CAPTURE): the hand-off to capstore serve instead of the service. */
   rs_handoff *handoff;
+  /* The catalog's tables were created by one of the lanes: the others need not ask again. */
+  _Atomic bool schema_made;
 
   /* Counters (atomic: read by stats without the driver). */
   _Atomic uint64_t store_requests;

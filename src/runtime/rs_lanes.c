@@ -289,12 +289,18 @@ int rs_ref_from_footer(rs_runtime *rt, const cs_spool_entry *found, cs_pack_foot
 
 /* ---- the catalog and lease lanes ---------------------------------------------------------- */
 
-/* Creates the tables before the lane's first primitive (a catalog down at open is not an error). */
+/*
+ * Creates the tables before the first primitive (a catalog down at open is not an error). Once one lane
+ * made them, the other lanes skip it: over a WAN each CREATE is a round trip.
+ */
 static bool schema_ready(rs_lane *lane, rs_job *job) {
-  if (lane->schema_ready) return true;
+  if (lane->schema_ready || atomic_load(&lane->rt->schema_made)) return lane->schema_ready = true;
   cs_catalog_result res = {0};
   int rc = lane->catalog.ops->schema_ensure(lane->catalog.self, &res);
-  if (rc == CS_E_OK && res.outcome == CS_OUT_OK) return lane->schema_ready = true;
+  if (rc == CS_E_OK && res.outcome == CS_OUT_OK) {
+    atomic_store(&lane->rt->schema_made, true);
+    return lane->schema_ready = true;
+  }
   job->outcome = rc != CS_E_OK ? CS_OUT_INVALID : res.outcome;
   snprintf(job->detail, sizeof job->detail, "creating the tables: %.160s", res.detail);
   /* Nothing of the primitive was sent: an outage here reads as one. */
