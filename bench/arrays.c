@@ -500,7 +500,9 @@ static int run_slice(const opts *o) {
  * Each time from the writers' start to the last one's end (process start and open included for capstore).
  * The array is read back after each capstore fill: every slot written, every chunk equal. The daemon has
  * --writers uploads in flight (service.store_inflight_max; the peer's W writers have W connections), and
- * one untimed fill by --writers writers goes first (the daemon's lease, its tables, the first connections).
+ * one untimed fill by --writers writers goes first (the daemon's lease, its tables, the first connections);
+ * each writer's staging ring is sized for its chunks (16 MiB, or 4 records), not the default 128 MiB that a
+ * capture process touches at open.
  * capstore's serial writer is not one connection: its packs go up in parallel, so "serial / W writers" is
  * not the reference design's ratio; "peer_serial / capstore_writers" (one PUT per chunk against capstore's
  * W writers) is the like for like.
@@ -536,6 +538,9 @@ static int run_fill_writer(const opts *o) {
   cap.role = CS_ROLE_CAPTURE;
   cap.spool_dir = o->spool;
   cap.capture.sink.linger_ns = 20 * CS_MS_NS;
+  /* Sized for its chunks: the staging ring is touched at open (128 MiB by default, for a model's tensors). */
+  cap.capture.record_bytes_max = (uint64_t)o->chunk_kib * 1024u + 64 * 1024u;
+  cap.capture.staging_bytes = cap.capture.record_bytes_max * 4 > 16u << 20 ? cap.capture.record_bytes_max * 4 : 16u << 20;
   capstore_config access;
   capstore_config_default(&access);
   live_config(&access, o->name, prefix, sizeof prefix);
