@@ -399,11 +399,12 @@ static void conn_relay_wan(sw_conn *c, const sw_rule *rule) {
                             {upstream, !down->eof && wan_room(down) ? POLLIN : 0, 0}};
     int wait = wan_wait_ms(down, wan_wait_ms(up, POLL_MS));
     if (poll(pfd, 2, wait) < 0 && errno != EINTR) break;
-    if (pfd[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+    /* POLLHUP and POLLERR come even when POLLIN was not asked for: read only into a pipe with room. */
+    if ((pfd[0].revents & (POLLIN | POLLHUP | POLLERR)) && !up->eof && wan_room(up)) {
       if (!wan_read(up, c->client, rule, first ? 2 * rule->delay_ns : 0)) up->eof = true;
       first = false;
     }
-    if (pfd[1].revents & (POLLIN | POLLHUP | POLLERR))
+    if ((pfd[1].revents & (POLLIN | POLLHUP | POLLERR)) && !down->eof && wan_room(down))
       if (!wan_read(down, upstream, rule, 0)) down->eof = true;
     ok = wan_deliver(up, upstream) && wan_deliver(down, c->client);
   }

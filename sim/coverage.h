@@ -203,7 +203,8 @@
   X(SIT_FENCE_REFUSED_PUBLISH, "sit_fence_refused_publish", "") \
   X(SIT_FENCE_REFUSED_REJECT, "sit_fence_refused_reject", "rare (0.38% of seeds)") \
   X(SIT_ORPHAN_INDEX_CUT, "sit_orphan_index_cut", "") \
-  X(SIT_INDEX_LATE_REFUSED, "sit_index_late_refused", "rare: an INDEX whose sender saw no answer arrives after a higher version's rows or publish (late rows; docs/catalog-protocol.md)") \
+  X(SIT_INDEX_LATE_REFUSED, "sit_index_late_refused", "") \
+  X(SIT_STALL_DELIVERED_LATE, "sit_stall_delivered_late", "") \
   X(SIT_MAYBE_APPLIED_DID, "sit_maybe_applied_did", "") \
   X(SIT_MAYBE_APPLIED_DID_NOT, "sit_maybe_applied_did_not", "") \
   X(SIT_PAUSE_AFTER_WRITE, "sit_pause_after_write", "") \

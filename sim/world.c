@@ -168,6 +168,16 @@ static int svc_event(sim_proc *p, uint64_t now_ns, const cs_event *ev) {
   return cs_service_on_event(p->svc, now_ns, ev);
 }
 
+/* A stalled request's own draw: the seed and the request's number, mixed (splitmix64's finaliser). */
+static uint64_t stall_hash(const sim_world *w, uint32_t index) {
+  uint64_t x = w->opts->seed ^ ((uint64_t)index * UINT64_C(0x9e3779b97f4a7c15)) ^ ((uint64_t)w->reqs[index].version << 32);
+  x = (x ^ (x >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+  x = (x ^ (x >> 27)) * UINT64_C(0x94d049bb133111eb);
+  return x ^ (x >> 31);
+}
+
+static bool stall_delivered_late(const sim_world *w, uint32_t index) { return (stall_hash(w, index) >> 63) != 0; }
+
 static void net_send(sim_world *w, sim_proc *p, uint32_t index) {
   sim_req *req = &w->reqs[index];
   const sim_fault_window *win = window_for(w, req->to_catalog);
@@ -190,6 +200,18 @@ static void net_send(sim_world *w, sim_proc *p, uint32_t index) {
     if (req->to_catalog) mark_catalog_unhealthy(w, w->now_ns + timeout);
     req->has_forced = true, req->forced = CS_OUT_TIMEOUT;
     sim_schedule(w, w->now_ns + timeout, EV_REPLY, p->index, index, 0);
+    if (req->op == CS_OP_CAT_INDEX && stall_delivered_late(w, index)) {
+      /*
+       * Half the stalled INDEXes still reach the catalog, after their sender gave up: a partition that heals
+       * with the request in a socket's buffer, TCP retransmitting. Up to three lease TTLs late, past renewals,
+       * the sender's retries at higher versions and their PUBLISHes (late rows, docs/catalog-protocol.md).
+       * Drawn from a hash of the seed and the request, not a PRNG stream: no other draw of the run moves.
+       */
+      req->refs = 2;
+      uint64_t late = stall_hash(w, index) % (3 * w->base_svc.lease_ttl_ns + 1);
+      sim_cov_mark(w, SIM_COV_SIT_STALL_DELIVERED_LATE);
+      sim_schedule(w, w->now_ns + timeout + late, EV_ARRIVE, p->index, index, 0);
+    }
     return;
   case CS_PLAN_MODE_5XX:
   case CS_PLAN_MODE_THROTTLE:

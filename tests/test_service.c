@@ -842,6 +842,14 @@ static void test_publisher_invalid_batch_halves(void **state) {
   drv_free(d);
 }
 
+/* Answers the cycle's CAT_HEAD read-back with index_floor (the highest inventory version). */
+static void answer_floor(drv *d, const cs_action *head, uint64_t floor) {
+  cs_event ev = drv_done(head, CS_OUT_OK);
+  ev.cat_head.head_term = 8;
+  ev.cat_head.index_floor = floor;
+  drv_send(d, &ev);
+}
+
 static void test_publisher_outage_counts_against_no_pack(void **state) {
   (void)state;
   static const cs_outcome outages[] = {CS_OUT_REFUSED, CS_OUT_TIMEOUT, CS_OUT_UNKNOWN,
@@ -861,16 +869,22 @@ static void test_publisher_outage_counts_against_no_pack(void **state) {
   /* The twin: the pack is still there to index once the catalog answers (after the late rows settle). */
   cs_action index = drv_wait_op(d, CS_OP_CAT_INDEX);
   drv_answer(d, &index, CS_OUT_OK);
+  cs_action head = drv_expect(d, CS_OP_CAT_HEAD); /* the read-back after the doubtful ones */
+  answer_floor(d, &head, index.version);
   drv_wait_op(d, CS_OP_CAT_PUBLISH);
   drv_free(d);
 }
 
 /*
  * Late rows: after an INDEX that may have applied (timeout, lost answer,
- * 5xx), the PUBLISH above it waits index_settle_ns after the first INDEX
- * answered OK above it, so the doubtful rows land before the watermark
- * passes their version or are refused by the catalog. One that cannot have
- * applied (refused, throttled) waits for nothing.
+ * 5xx), the PUBLISH above it reads CAT_HEAD back and waits index_settle_ns
+ * from that answer, so the doubtful rows land before the watermark passes
+ * their version or are refused by the catalog. One that cannot have applied
+ * (refused, throttled) waits for nothing.
+ */
+/*
+ * After an INDEX whose outcome is unknown, the next cycle's PUBLISH reads CAT_HEAD back (its rows at or above
+ * the version are in) and waits index_settle_ns from that answer; without a doubt it goes at once.
  */
 static void settle_case(cs_outcome first, bool waits) {
   drv *d = publisher(7, 0);
@@ -882,9 +896,16 @@ static void settle_case(cs_outcome first, bool waits) {
   assert_true(index.version > doubtful);
   uint64_t ok_at = d->now;
   drv_answer(d, &index, CS_OUT_OK);
-  if (waits) drv_expect_none(d);
+  uint64_t head_at = ok_at;
+  if (waits) {
+    cs_action head = drv_expect(d, CS_OP_CAT_HEAD); /* the cycle's read-back, not a lease request */
+    d->now += 7 * CS_MS_NS;
+    head_at = d->now;
+    answer_floor(d, &head, index.version);
+    drv_expect_none(d);
+  }
   cs_action publish = drv_wait_op(d, CS_OP_CAT_PUBLISH); /* lease renewals on the way are answered */
-  assert_int_equal(d->now, waits ? ok_at + d->cfg.index_settle_ns : ok_at);
+  assert_int_equal(d->now, waits ? head_at + d->cfg.index_settle_ns : ok_at);
   assert_int_equal(publish.version, index.version);
   drv_answer(d, &publish, CS_OUT_OK);
   drv_confirm_one(d);
@@ -898,6 +919,45 @@ static void test_publisher_publish_waits_after_doubtful_index(void **state) {
   settle_case(CS_OUT_SERVER_ERROR, true);
   settle_case(CS_OUT_REFUSED, false);
   settle_case(CS_OUT_THROTTLED, false);
+}
+
+/*
+ * An INDEX's OK does not say its rows landed (a fenced-out or refused INDEX answers OK too): a read-back whose
+ * index_floor is below the cycle's version fails the cycle, no PUBLISH, the doubt kept; the next cycle asks
+ * its own read-back and waits from its own answer, never from an earlier cycle's (review: a stale wait reused
+ * by a later holding let a PUBLISH go out at once).
+ */
+static void test_publisher_settle_needs_the_rows_in(void **state) {
+  (void)state;
+  drv *d = publisher(7, 0);
+  seal_and_upload(d, 1, 1);
+  cs_action index = drv_expect(d, CS_OP_CAT_INDEX);
+  drv_answer(d, &index, CS_OUT_TIMEOUT);
+  index = drv_wait_op(d, CS_OP_CAT_INDEX);
+  drv_answer(d, &index, CS_OUT_OK); /* refused by the fence, say: no rows */
+  cs_action head = drv_expect(d, CS_OP_CAT_HEAD);
+  answer_floor(d, &head, index.version - 1);
+  cs_action a;
+  for (uint32_t step = 0; step < 400; step++) { /* no PUBLISH of this version, ever; the next cycle comes */
+    if (!drv_poll(d, &a)) {
+      drv_advance(d);
+      continue;
+    }
+    if (a.op == CS_OP_CAT_INDEX) break;
+    assert_int_not_equal(a.op, CS_OP_CAT_PUBLISH);
+    if (a.op == CS_OP_CAT_CLAIM) drv_answer(d, &a, CS_OUT_OK);
+  }
+  assert_int_equal(a.op, CS_OP_CAT_INDEX);
+  assert_true(a.version > index.version);
+  drv_answer(d, &a, CS_OUT_OK);
+  head = drv_expect(d, CS_OP_CAT_HEAD); /* its own read-back */
+  uint64_t head_at = d->now;
+  answer_floor(d, &head, a.version);
+  drv_expect_none(d);
+  cs_action publish = drv_wait_op(d, CS_OP_CAT_PUBLISH);
+  assert_int_equal(d->now, head_at + d->cfg.index_settle_ns);
+  assert_int_equal(publish.version, a.version);
+  drv_free(d);
 }
 
 /* A new holding starts above every inventory row, published or not (CAT_HEAD's index_floor). */
@@ -1485,6 +1545,7 @@ typedef struct rand_world {
   uint32_t next_pack;
   uint64_t next_flush;
   uint64_t last_publish_version;
+  uint64_t max_index_version; /* the highest INDEX sent: what a read-back's index_floor mostly says */
   bool stop_sent;
   bool stopped_seen;
   bool cleared[RANDOM_SEALS_MAX]; /* pack n may be removed from the spool */
@@ -1569,6 +1630,7 @@ static void rw_take(rand_world *w, const cs_action *a) {
     RCHECK(a->version > w->last_publish_version);
   }
   if (a->op == CS_OP_CAT_PUBLISH) w->last_publish_version = a->version;
+  if (a->op == CS_OP_CAT_INDEX && a->version > w->max_index_version) w->max_index_version = a->version;
   if (a->op == CS_OP_SPOOL_REMOVE) {
     uint32_t n = rw_number(&a->pack->pack_id);
     RCHECK(n != UINT32_MAX && w->cleared[n]);
@@ -1670,6 +1732,7 @@ static void rw_answer(rand_world *w, uint32_t i) {
     ev.cat_head.head_term = rw_below(w, 20);
     ev.cat_head.head_free = rw_below(w, 10) < 8;
     ev.cat_head.watermark = rw_below(w, 50);
+    ev.cat_head.index_floor = rw_below(w, 10) < 7 ? w->max_index_version : rw_below(w, 50);
     break;
   case CS_OP_CAT_READ_CLAIMS:
     ev.claims.claim_count = rw_below(w, 10) < 9 ? 1 : 2;
@@ -1764,8 +1827,8 @@ static void random_run(cs_role role) {
   RCHECK(snap.uploaded > 50);
   RCHECK(role == CS_ROLE_UPLOADER || snap.indexed > 20);
   bool fixed_seed = getenv("CAPSTORE_SEED") == NULL; /* other seeds may adopt less */
-  /* The fixed seed's run adopts 4 packs (seeds 1-10: 1 to 10); several show the path ran. */
-  RCHECK(role == CS_ROLE_UPLOADER || !fixed_seed || snap.reconcile_adopted >= 3);
+  /* The fixed seed's run adopts 2 packs (seeds 1-10: 0 to 6); more than one shows the path ran. */
+  RCHECK(role == CS_ROLE_UPLOADER || !fixed_seed || snap.reconcile_adopted >= 2);
   RCHECK(snap.handed_off > 20);
   drv_free(w->d);
   free(w);
@@ -1893,6 +1956,7 @@ int main(void) {
       cmocka_unit_test(test_publisher_invalid_batch_halves),
       cmocka_unit_test(test_publisher_outage_counts_against_no_pack),
       cmocka_unit_test(test_publisher_publish_waits_after_doubtful_index),
+      cmocka_unit_test(test_publisher_settle_needs_the_rows_in),
       cmocka_unit_test(test_publisher_versions_start_above_index_floor),
       cmocka_unit_test(test_publisher_pack_sealed_during_upload_joins_cycle),
       cmocka_unit_test(test_publisher_owed_blocks_new_uploads),

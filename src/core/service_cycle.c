@@ -91,7 +91,8 @@ static bool upload_issue(cs_service *svc, uint64_t now_ns, cs_action *out) {
    * sealed milliseconds after its first went up, waited for all of them). Only until an upload of the cycle
    * is verified: from then on a publisher's pack is owed, and a PUT never goes out before the catalog took
    * what is owed, as at a cycle's start (cycle_has_work), so a catalog outage never lets uploads run ahead
-   * of the index; and a cycle's outcome (the backoff's reset or growth) stays that of the packs it began.
+   * of the index (for an uploader, whose verified packs are not owed, verified_in_cycle is what stops it:
+   * a pack sealed after the cycle's first success waits, so that success resets the backoff).
    */
   if (svc->work_count < svc->cfg.cycle_packs_max && svc->verified_in_cycle == 0 && cs_svc_owed_count(svc) == 0 &&
       count_spooled(svc) > 0)
@@ -279,6 +280,8 @@ static bool index_begin(cs_service *svc, uint64_t now_ns) {
   svc->indexed_in_cycle = 0;
   svc->publish_sent = false;
   svc->confirm_sent = false;
+  svc->settle_asked = svc->settle_known = false; /* a read-back is this cycle's, never an earlier one's */
+  svc->index_settle_ns = 0;
   svc->phase = PHASE_INDEX;
   return true;
 }
@@ -355,24 +358,27 @@ static void index_refused_one(cs_service *svc, pack_slot *slot, cs_outcome outco
 /*
  * Late rows. An INDEX whose outcome is unknown may still land, at its
  * version. The catalog refuses inventory rows below any it holds or at or
- * below the watermark, so once an INDEX at a higher version has landed the
+ * below the watermark, so once rows at a higher version have landed the
  * doubtful one can only be refused; one evaluated just before may still land
  * up to an apply delay later, and its answer-less sender cannot tell when.
- * So the first PUBLISH above it waits index_settle_ns (the worst apply
- * delay) after the first INDEX answered OK above it (an OK follows the rows
- * it reports): the doubtful rows land before the watermark passes their
- * version, never after (docs/catalog-protocol.md).
+ * An INDEX's OK does not say its rows landed (a fenced-out or refused INDEX
+ * answers OK too), so after a doubt the cycle's PUBLISH first reads CAT_HEAD
+ * back: its index_floor at or above the cycle's version says rows above the
+ * doubt are in (whoever wrote them), and the PUBLISH waits index_settle_ns
+ * (the worst apply delay) from that answer: the doubtful rows land before the
+ * watermark passes their version, never after. A floor below the version
+ * (the cycle's rows were refused) fails the cycle, the doubt kept
+ * (docs/catalog-protocol.md, "Late rows").
  */
 static void index_doubt_note(cs_service *svc, uint64_t now_ns, cs_outcome outcome) {
+  (void)now_ns;
   bool may_have_applied = outcome == CS_OUT_TIMEOUT || outcome == CS_OUT_UNKNOWN || outcome == CS_OUT_SERVER_ERROR;
-  if (may_have_applied) {
-    if (svc->version > svc->index_doubt_version) svc->index_doubt_version = svc->version;
-    svc->index_settle_ns = 0;
-    return;
-  }
-  if (outcome == CS_OUT_OK && svc->index_doubt_version != 0 && svc->version > svc->index_doubt_version &&
-      svc->index_settle_ns == 0)
-    svc->index_settle_ns = now_ns + svc->cfg.index_settle_ns;
+  if (may_have_applied && svc->version > svc->index_doubt_version) svc->index_doubt_version = svc->version;
+}
+
+/* A doubtful INDEX lies below this cycle's version: its PUBLISH needs the read-back and the wait. */
+static bool publish_doubted(const cs_service *svc) {
+  return svc->index_doubt_version != 0 && svc->index_doubt_version < svc->version;
 }
 
 /* The cycle's PUBLISH waits for a doubtful INDEX's rows to have settled. */
@@ -382,8 +388,24 @@ static bool publish_waits(const cs_service *svc, uint64_t now_ns) {
   (void)now_ns;
   return false;
 #endif
-  return svc->phase == PHASE_PUBLISH && !svc->publish_sent && svc->index_doubt_version != 0 &&
-         svc->index_doubt_version < svc->version && now_ns < svc->index_settle_ns;
+  return svc->phase == PHASE_PUBLISH && !svc->publish_sent && publish_doubted(svc) && svc->settle_known &&
+         now_ns < svc->index_settle_ns;
+}
+
+/* The read-back's answer: the wait starts, or the cycle fails (its rows are not in, or the catalog did not say). */
+static void settle_on_done(cs_service *svc, uint64_t now_ns, const cs_event *ev) {
+  if (ev->outcome != CS_OUT_OK) {
+    cs_svc_set_error(svc, "settle", "head", ev->outcome);
+    svc->cycle_failed = true;
+    return;
+  }
+  if (ev->cat_head.index_floor < svc->version) {
+    cs_svc_set_error(svc, "settle", "the cycle's rows are not in the catalog", CS_OUT_REFUSED);
+    svc->cycle_failed = true;
+    return;
+  }
+  svc->settle_known = true;
+  svc->index_settle_ns = now_ns + svc->cfg.index_settle_ns;
 }
 
 static void index_on_done(cs_service *svc, uint64_t now_ns, const cs_event *ev) {
@@ -432,6 +454,14 @@ static bool publish_issue(cs_service *svc, uint64_t now_ns, cs_action *out) {
     svc->cycle_failed = true;
     return false;
   }
+  if (publish_doubted(svc) && !svc->settle_asked) {
+    svc->settle_asked = true;
+    request *req = cs_svc_req_alloc(svc, CS_OP_CAT_HEAD, LANE_CYCLE, 0, now_ns);
+    cs_svc_action_init(out, req);
+    out->lease_id = svc->lease_id;
+    return true;
+  }
+  if (publish_doubted(svc) && !svc->settle_known) return false; /* the read-back is on its way */
   if (publish_waits(svc, now_ns)) return false;
   /* A doubtful INDEX below this version has landed or can no longer land. */
   if (svc->index_doubt_version < svc->version) svc->index_doubt_version = 0, svc->index_settle_ns = 0;
@@ -786,6 +816,7 @@ void cs_svc_cycle_on_done(cs_service *svc, uint64_t now_ns, const request *req, 
     upload_on_done(svc, &svc->slots[req->slot], ev);
     return;
   case CS_OP_CAT_INDEX: index_on_done(svc, now_ns, ev); return;
+  case CS_OP_CAT_HEAD: settle_on_done(svc, now_ns, ev); return;
   case CS_OP_CAT_PUBLISH:
     if (ev->outcome != CS_OUT_OK) {
       cs_svc_set_error(svc, "publish", "version", ev->outcome);

@@ -156,6 +156,8 @@ struct cs_service {
   uint64_t next_version;
   uint64_t index_doubt_version; /* highest version of an INDEX whose outcome is unknown; 0: none */
   uint64_t index_settle_ns;     /* a PUBLISH above the doubt waits until then; 0: not yet set */
+  bool settle_asked;            /* this cycle's CAT_HEAD read-back after a doubt is sent */
+  bool settle_known;            /* and answered: the cycle's rows are in; index_settle_ns is set */
   cs_uuid *ids;             /* COMMITTED ids */
   uint32_t *id_slots;       /* CONFIRM: slot per id */
   uint32_t id_count;
