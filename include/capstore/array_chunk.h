@@ -107,6 +107,10 @@ int cs_array_chunk_unit_verify(const uint8_t *table, uint32_t k, const uint8_t *
 /*
  * Fetches length bytes at offset of the chunk's stored bytes into out (one
  * ranged read). CS_E_OK, or an error (msg said) that the read passes on.
+ * CS_E_WOULD_BLOCK: not yet (a caller that fetches ranges in rounds). The
+ * read then still asks for every other range it can name at that stage (the
+ * units of the region, all of them) and answers CS_E_WOULD_BLOCK; run again
+ * once they are there, it asks for the same ranges.
  */
 typedef int (*cs_array_fetch_fn)(void *ctx, uint64_t offset, uint64_t length, uint8_t *out, char *msg,
                                  size_t msg_size);

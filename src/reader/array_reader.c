@@ -237,128 +237,142 @@ int capstore_array_written(const capstore_array *a, uint8_t *bitmap, size_t bitm
 /* ---- read ------------------------------------------------------------------------------------------------- */
 
 /*
- * A slice's chunks are read side by side. cs_array_read_piece asks for its ranges one after another (the
- * trailer, then the units it names; for Blosc the prefix, then the blocks it names), each depending on the
- * one before. So each piece of a batch is run against what was fetched for it so far; a range not there yet
- * is noted and the run stops (CS_E_WOULD_BLOCK). The noted ranges of the whole batch then go out together
- * through the store's asynchronous form, and the pieces run again, until each completes. Over a WAN a
- * whole-array read costs a few round trips per batch instead of two per chunk. The run that completes is
- * served every range from what was fetched, so its stats count the same ranged reads, once each.
+ * A slice's chunks are read side by side. cs_array_read_piece asks for its ranges in stages (the trailer,
+ * then the units it names; for Blosc the prefix, then the blocks it names), each stage depending on the one
+ * before. So each piece of a batch is run against what was fetched for it so far; the ranges not there yet
+ * are noted (every one the stage names) and the run stops (CS_E_WOULD_BLOCK). The noted ranges of the whole
+ * batch then go out together through the store's asynchronous form, and the pieces run again, until each
+ * completes: 2 rounds for a raw chunk, 3 for Blosc (one more where a unit table exceeds the trailer's read).
+ * Over a WAN a whole-array read costs a few round trips per batch instead of two per chunk. A batch holds at
+ * most AR_BATCH pieces and AR_BATCH_BYTES of their stored bytes (what it may fetch and keep at once).
  */
-#define AR_BATCH 64u      /* pieces in memory at once: their fetched bytes are at most a chunk's stored size */
-#define AR_IN_FLIGHT 32u  /* GETs a batch keeps in flight */
+#define AR_BATCH 64u                              /* pieces read at once */
+#define AR_BATCH_BYTES ((uint64_t)256 << 20)      /* their stored bytes (a larger piece goes alone) */
+#define AR_IN_FLIGHT 32u                          /* GETs a batch keeps in flight */
 
 typedef struct ar_range {
   uint64_t offset, length; /* in the record */
-  uint8_t *bytes;
+  uint8_t *bytes;          /* fetched (NULL while wanted) */
 } ar_range;
 
 typedef struct ar_job {
   cs_array_piece piece;
   const char *key;
   uint64_t base, stored_len;
-  ar_range *got;
-  uint32_t got_count, got_cap;
-  bool wants, done;
-  uint64_t want_offset, want_length;
-  cs_store_request req;
+  ar_range *ranges; /* fetched, then the ones the last run wanted */
+  uint32_t count, cap;
+  bool done;
 } ar_job;
 
+/* One GET of a round: a job's wanted range. */
+typedef struct ar_get {
+  ar_job *job;
+  uint32_t range;
+  cs_store_request req;
+} ar_get;
+
 static void job_release(ar_job *j) {
-  for (uint32_t i = 0; i < j->got_count; i++) free(j->got[i].bytes);
-  free(j->got);
-  j->got = NULL;
-  j->got_count = j->got_cap = 0;
+  for (uint32_t i = 0; i < j->count; i++) free(j->ranges[i].bytes);
+  free(j->ranges);
+  j->ranges = NULL;
+  j->count = j->cap = 0;
 }
 
 static int fetched_range(void *ctx, uint64_t offset, uint64_t length, uint8_t *out, char *msg, size_t msg_size) {
-  (void)msg, (void)msg_size;
   ar_job *j = ctx;
-  for (uint32_t i = 0; i < j->got_count; i++) {
-    const ar_range *g = &j->got[i];
-    if (offset >= g->offset && length <= g->length && offset - g->offset <= g->length - length) {
+  for (uint32_t i = 0; i < j->count; i++) {
+    const ar_range *g = &j->ranges[i];
+    if (g->bytes != NULL && offset >= g->offset && length <= g->length && offset - g->offset <= g->length - length) {
       memcpy(out, g->bytes + (offset - g->offset), (size_t)length);
       return CS_E_OK;
     }
   }
-  j->wants = true;
-  j->want_offset = offset;
-  j->want_length = length;
+  if (j->count == j->cap) {
+    uint32_t cap = j->cap == 0 ? 4 : 2 * j->cap;
+    ar_range *grown = realloc(j->ranges, cap * sizeof *grown);
+    if (grown == NULL) return rt_refuse(CS_E_NO_MEMORY, msg, msg_size, "no memory for a chunk's ranges");
+    j->ranges = grown;
+    j->cap = cap;
+  }
+  j->ranges[j->count++] = (ar_range){.offset = offset, .length = length, .bytes = NULL};
   return CS_E_WOULD_BLOCK;
 }
 
-/* Keeps bytes (owned from here) as the job's range [offset, +length). */
-static int job_keep(ar_job *j, uint64_t offset, uint64_t length, uint8_t *bytes) {
-  if (j->got_count == j->got_cap) {
-    uint32_t cap = j->got_cap == 0 ? 4 : 2 * j->got_cap;
-    ar_range *grown = realloc(j->got, cap * sizeof *grown);
-    if (grown == NULL) return CS_E_NO_MEMORY;
-    j->got = grown;
-    j->got_cap = cap;
-  }
-  j->got[j->got_count++] = (ar_range){.offset = offset, .length = length, .bytes = bytes};
+static int get_answer(ar_get *g, cs_array_read_stats *stats, char *msg, size_t msg_size) {
+  const cs_store_request *q = &g->req;
+  ar_range *want = &g->job->ranges[g->range];
+  if (q->rc != CS_E_OK) return rt_refuse(q->rc, msg, msg_size, "GET %s: %s", g->job->key, cs_strerror(q->rc));
+  if (q->res.outcome != CS_OUT_OK || q->got != want->length)
+    return rt_refuse(CS_E_IO, msg, msg_size, "GET %s [%llu, +%llu): %s", g->job->key,
+                     (unsigned long long)(g->job->base + want->offset), (unsigned long long)want->length,
+                     q->res.detail[0] != '\0' ? q->res.detail : "short read");
+  want->bytes = q->buf;
+  stats->fetches++;
+  stats->bytes_fetched += want->length;
   return CS_E_OK;
 }
 
-static int want_answer(ar_job *j, const cs_store_request *q, char *msg, size_t msg_size) {
-  if (q->rc != CS_E_OK) return rt_refuse(q->rc, msg, msg_size, "GET %s: %s", j->key, cs_strerror(q->rc));
-  if (q->res.outcome != CS_OUT_OK || q->got != j->want_length)
-    return rt_refuse(CS_E_IO, msg, msg_size, "GET %s [%llu, +%llu): %s", j->key,
-                     (unsigned long long)(j->base + j->want_offset), (unsigned long long)j->want_length,
-                     q->res.detail[0] != '\0' ? q->res.detail : "short read");
-  return job_keep(j, j->want_offset, j->want_length, q->buf);
-}
-
-/* Fetches every job's noted range, up to AR_IN_FLIGHT in flight (cs_store_start: every store has the form). */
-static int wants_fetch(capstore_reader *r, ar_job *jobs, uint32_t n, char *msg, size_t msg_size) {
+/*
+ * Fetches every wanted range of the batch, up to AR_IN_FLIGHT in flight (cs_store_start: every store has the
+ * form), counting each GET in stats. The first failure is the answer; what is in flight is drained first.
+ */
+static int wants_fetch(capstore_reader *r, ar_job *jobs, uint32_t n, cs_array_read_stats *stats, char *msg,
+                       size_t msg_size) {
+  uint32_t total = 0;
+  for (uint32_t i = 0; i < n; i++)
+    for (uint32_t k = 0; k < jobs[i].count; k++) total += jobs[i].ranges[k].bytes == NULL;
+  ar_get *gets = calloc(total + 1, sizeof *gets);
+  if (gets == NULL) return rt_refuse(CS_E_NO_MEMORY, msg, msg_size, "no memory for an array read");
+  uint32_t t = 0;
+  for (uint32_t i = 0; i < n; i++)
+    for (uint32_t k = 0; k < jobs[i].count; k++)
+      if (jobs[i].ranges[k].bytes == NULL) gets[t++] = (ar_get){.job = &jobs[i], .range = k};
   int rc = CS_E_OK;
   uint32_t next = 0, in_flight = 0;
   for (;;) {
-    while (rc == CS_E_OK && next < n && in_flight < AR_IN_FLIGHT) {
-      ar_job *j = &jobs[next];
-      if (!j->wants) {
-        next++;
-        continue;
-      }
-      uint8_t *buf = malloc((size_t)j->want_length + 1);
+    while (rc == CS_E_OK && next < total && in_flight < AR_IN_FLIGHT) {
+      ar_get *g = &gets[next];
+      const ar_range *want = &g->job->ranges[g->range];
+      uint8_t *buf = malloc((size_t)want->length + 1);
       if (buf == NULL) {
         rc = rt_refuse(CS_E_NO_MEMORY, msg, msg_size, "no memory for a chunk's read");
         break;
       }
-      cs_store_request *q = &j->req;
-      *q = (cs_store_request){.op = CS_STORE_GET, .id = next, .key = j->key, .has_range = true,
-                              .range = {.offset = j->base + j->want_offset, .length = j->want_length},
-                              .buf = buf, .cap = (size_t)j->want_length};
-      int started = cs_store_start(&r->store, q);
+      g->req = (cs_store_request){.op = CS_STORE_GET, .id = next, .key = g->job->key, .has_range = true,
+                                  .range = {.offset = g->job->base + want->offset, .length = want->length},
+                                  .buf = buf, .cap = (size_t)want->length};
+      int started = cs_store_start(&r->store, &g->req);
       if (started == CS_E_FULL && in_flight > 0) {
         free(buf);
         break; /* the store's own bound: reap first */
       }
       if (started != CS_E_OK) {
         free(buf);
-        rc = rt_refuse(started, msg, msg_size, "GET %s: %s", j->key, cs_strerror(started));
+        rc = rt_refuse(started, msg, msg_size, "GET %s: %s", g->job->key, cs_strerror(started));
         break;
       }
       in_flight++;
       next++;
     }
-    if (in_flight == 0 && (rc != CS_E_OK || next == n)) return rc;
+    if (in_flight == 0 && (rc != CS_E_OK || next == total)) break;
     cs_store_request *done = NULL;
     int got = cs_store_reap(&r->store, 1000, &done);
     if (got < 0) {
       /* The transfer engine failed with GETs in flight: the store keeps them, so the reader is broken and
-         the read's requests and their buffers are left to it (capstore_array_read does not free them). */
+         those requests and their buffers are left to it (the round's table is not freed either). */
       r->broken = true;
       return rt_refuse(got, msg, msg_size, "array read: the store failed with %u GETs in flight: %s", in_flight,
                        cs_strerror(got));
     }
     if (got != 1 || done == NULL) continue;
     in_flight--;
-    ar_job *j = &jobs[done->id];
-    int answered = want_answer(j, done, msg, rc == CS_E_OK ? msg_size : 0);
+    ar_get *g = &gets[done->id];
+    int answered = get_answer(g, stats, msg, rc == CS_E_OK ? msg_size : 0);
     if (answered != CS_E_OK) free(done->buf);
-    if (rc == CS_E_OK) rc = answered; /* the first failure is the answer; the rest in flight are drained */
+    if (rc == CS_E_OK) rc = answered;
   }
+  free(gets);
+  return rc;
 }
 
 /* Reads a batch of written pieces (see above); the first failure is the answer. */
@@ -369,29 +383,30 @@ static int batch_read(capstore_array *a, const cs_array_slice *s, ar_job *jobs, 
     for (uint32_t i = 0; i < n; i++) {
       ar_job *j = &jobs[i];
       if (j->done) continue;
-      j->wants = false;
+      uint32_t before = j->count;
       cs_array_read_stats run = {0};
       char inner[256] = "";
       int rc = cs_array_read_piece(&a->meta, s, &j->piece, j->stored_len, fetched_range, j, out, &run, inner,
                                    sizeof inner);
-      if (rc == CS_E_WOULD_BLOCK && j->wants) {
+      if (rc == CS_E_WOULD_BLOCK && j->count > before) {
         waiting = true;
         continue;
       }
-      if (rc != CS_E_OK)
-        return rt_refuse(rc, msg, msg_size, "array %s: chunk %llu: %s", a->id,
-                         (unsigned long long)j->piece.chunk_index, inner);
-      j->done = true;
-      job_release(j);
-      stats->chunks.fetches += run.fetches;
-      stats->chunks.bytes_fetched += run.bytes_fetched;
-      stats->chunks.units_verified += run.units_verified;
-      stats->chunks.blocks_decoded += run.blocks_decoded;
-      stats->chunks_read++;
+      if (rc == CS_E_OK) {
+        j->done = true;
+        job_release(j);
+        stats->chunks.units_verified += run.units_verified;
+        stats->chunks.blocks_decoded += run.blocks_decoded;
+        stats->chunks_read++;
+        continue;
+      }
+      if (rc == CS_E_WOULD_BLOCK) rc = CS_E_STATE; /* blocked on nothing it named: never expected */
+      return rt_refuse(rc, msg, msg_size, "array %s: chunk %llu: %s", a->id, (unsigned long long)j->piece.chunk_index,
+                       inner);
     }
     if (!waiting) return CS_E_OK;
-    int rc = wants_fetch(a->r, jobs, n, msg, msg_size);
-    if (rc != CS_E_OK) return rc;
+    int rc = wants_fetch(a->r, jobs, n, &stats->chunks, msg, msg_size);
+    if (rc != CS_E_OK) return rc; /* every wanted range came, or the read ends here */
   }
 }
 
@@ -426,26 +441,29 @@ int capstore_array_read(capstore_array *a, const cs_array_slice *s, void *out, s
   cs_array_slice_iter it;
   if (rc == CS_E_OK) rc = cs_array_slice_begin(&it, &a->meta.geometry, s);
   uint32_t n = 0;
+  uint64_t batch_bytes = 0;
   bool more = rc == CS_E_OK;
   while (more) {
     cs_array_piece p;
     more = cs_array_slice_next(&it, &p);
-    if (more) {
-      const ar_slot *w = slot_find(&a->w, p.chunk_index);
-      if (w == NULL) {
-        cs_array_piece_copy(&a->meta.geometry, s, &p, NULL, out, true);
-        if (unwritten != NULL) unwritten[p.chunk_index / 8] |= (uint8_t)(1u << (p.chunk_index % 8));
-        stats->chunks_unwritten++;
-        continue;
-      }
-      jobs[n++] = (ar_job){.piece = p, .key = a->w.pack_keys[w->pack], .base = w->offset,
-                           .stored_len = w->stored_length};
+    const ar_slot *w = more ? slot_find(&a->w, p.chunk_index) : NULL;
+    if (more && w == NULL) {
+      cs_array_piece_copy(&a->meta.geometry, s, &p, NULL, out, true);
+      if (unwritten != NULL) unwritten[p.chunk_index / 8] |= (uint8_t)(1u << (p.chunk_index % 8));
+      stats->chunks_unwritten++;
+      continue;
     }
-    if (n == AR_BATCH || (!more && n > 0)) {
+    bool full = n == AR_BATCH || (w != NULL && n > 0 && batch_bytes + w->stored_length > AR_BATCH_BYTES);
+    if (n > 0 && (full || !more)) {
       rc = batch_read(a, s, jobs, n, out, stats, msg, msg_size);
       for (uint32_t i = 0; i < n; i++) job_release(&jobs[i]);
-      n = 0;
+      n = 0, batch_bytes = 0;
       if (rc != CS_E_OK) break;
+    }
+    if (w != NULL) {
+      jobs[n++] = (ar_job){.piece = p, .key = a->w.pack_keys[w->pack], .base = w->offset,
+                           .stored_len = w->stored_length};
+      batch_bytes += w->stored_length;
     }
   }
   bool stranded = a->r->broken && !was_broken; /* during this read: the store still holds requests in jobs */

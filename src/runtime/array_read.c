@@ -80,9 +80,13 @@ static int read_tail(piece_read *r, const cs_array_meta *meta, uint64_t chunk_by
   return cs_array_chunk_table_check(&r->tail, r->table, r->msg, r->msg_size);
 }
 
-/* Fetches every needed unit not yet fetched, contiguous runs in one fetch, and verifies each. */
+/*
+ * Fetches every needed unit not yet fetched, contiguous runs in one fetch, and verifies each. A run whose fetch
+ * answers CS_E_WOULD_BLOCK is passed over, the others still asked for; then CS_E_WOULD_BLOCK.
+ */
 static int fetch_needed(piece_read *r, uint64_t *have) {
   uint32_t n = r->tail.units;
+  bool blocked = false;
   for (uint32_t k = 0; k < n;) {
     bool want = (r->need[k / 64] >> (k % 64) & 1) && !(have[k / 64] >> (k % 64) & 1);
     if (!want) {
@@ -97,6 +101,11 @@ static int fetch_needed(piece_read *r, uint64_t *have) {
     cs_array_chunk_unit(r->table, k, &first_off, NULL, NULL);
     cs_array_chunk_unit(r->table, last, &last_off, &last_len, NULL);
     int rc = fetch(r, first_off, last_off + last_len - first_off, r->payload + first_off);
+    if (rc == CS_E_WOULD_BLOCK) {
+      blocked = true;
+      k = last + 1;
+      continue;
+    }
     if (rc != CS_E_OK) return rc;
     for (uint32_t u = k; u <= last; u++) {
       uint64_t off, len;
@@ -108,7 +117,7 @@ static int fetch_needed(piece_read *r, uint64_t *have) {
     }
     k = last + 1;
   }
-  return CS_E_OK;
+  return blocked ? CS_E_WOULD_BLOCK : CS_E_OK;
 }
 
 static void need_unit(piece_read *r, uint32_t k) {
