@@ -609,8 +609,10 @@ static void check_renewal(sim_world *w, sim_proc *p) {
   p->renewal_claim_local_ns = local;
 }
 
-static void check_volume(sim_world *w, sim_proc *p, cs_op op) {
+static void check_volume(sim_world *w, sim_proc *p, const cs_action *act) {
+  cs_op op = act->op;
   if (op == CS_OP_CAT_CLAIM && p->svc != NULL) check_renewal(w, p);
+  if (act->for_cycle) return; /* a cycle's read-back: counted with the cycle's requests, not the lease's */
   if (op != CS_OP_CAT_HEAD && op != CS_OP_CAT_CLAIM && op != CS_OP_CAT_READ_CLAIMS && op != CS_OP_CAT_RELEASE) return;
   uint64_t window = p->svc_cfg.lease_ttl_ns;
   uint64_t cap = p->svc_cfg.backoff_cap_ns < window ? p->svc_cfg.backoff_cap_ns : window;
@@ -700,7 +702,7 @@ static bool odd_segment(const char *key) {
 
 void sim_check_send(sim_world *w, sim_proc *p, const cs_action *act, const sim_req *req) {
   char id[CS_UUID_TEXT_LEN + 1];
-  check_volume(w, p, act->op);
+  check_volume(w, p, act);
   if (act->op == CS_OP_CAT_INDEX || act->op == CS_OP_CAT_PUBLISH || act->op == CS_OP_CAT_REJECT) {
     /* Only a holder writes (6.7): the fence is the catalog's guard, not the service's licence. */
     cs_snapshot snap;

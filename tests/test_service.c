@@ -899,6 +899,7 @@ static void settle_case(cs_outcome first, bool waits) {
   uint64_t head_at = ok_at;
   if (waits) {
     cs_action head = drv_expect(d, CS_OP_CAT_HEAD); /* the cycle's read-back, not a lease request */
+    assert_true(head.for_cycle); /* the driver runs it beside the cycle, never ahead of a renewal */
     d->now += 7 * CS_MS_NS;
     head_at = d->now;
     answer_floor(d, &head, index.version);

@@ -137,6 +137,8 @@ typedef struct cs_action {
   const cs_uuid *ids;                /* COMMITTED, REJECT */
   uint32_t count;                    /* packs in INDEX, ids in COMMITTED and REJECT, keys in LIST */
   bool head_only;    /* HEAD by key from a LIST page: pack_id may be unknown */
+  bool for_cycle;    /* CAT_HEAD: a publish cycle's read-back, not a lease step; a driver runs it beside the
+                        cycle's INDEX and PUBLISH so that it never holds up a renewal */
   const char *token; /* LIST continuation (NUL-terminated; "" for the first page) */
   const char *reason; /* SPOOL_QUARANTINE: why, static text */
   cs_flush_result flush; /* FLUSH_DONE */

@@ -459,6 +459,7 @@ static bool publish_issue(cs_service *svc, uint64_t now_ns, cs_action *out) {
     request *req = cs_svc_req_alloc(svc, CS_OP_CAT_HEAD, LANE_CYCLE, 0, now_ns);
     cs_svc_action_init(out, req);
     out->lease_id = svc->lease_id;
+    out->for_cycle = true;
     return true;
   }
   if (publish_doubted(svc) && !svc->settle_known) return false; /* the read-back is on its way */

@@ -268,6 +268,7 @@ typedef struct ar_job {
 typedef struct ar_get {
   ar_job *job;
   uint32_t range;
+  bool flying; /* started, not yet reaped */
   cs_store_request req;
 } ar_get;
 
@@ -351,6 +352,7 @@ static int wants_fetch(capstore_reader *r, ar_job *jobs, uint32_t n, cs_array_re
         rc = rt_refuse(started, msg, msg_size, "GET %s: %s", g->job->key, cs_strerror(started));
         break;
       }
+      g->flying = true;
       in_flight++;
       next++;
     }
@@ -359,14 +361,18 @@ static int wants_fetch(capstore_reader *r, ar_job *jobs, uint32_t n, cs_array_re
     int got = cs_store_reap(&r->store, 1000, &done);
     if (got < 0) {
       /* The transfer engine failed with GETs in flight: the store keeps them, so the reader is broken and
-         those requests and their buffers are left to it (the round's table is not freed either). */
+         those requests and their buffers stay with it until the store is closed (capstore_reader_free). */
       r->broken = true;
+      for (uint32_t i = 0; i < next; i++)
+        if (gets[i].flying) rd_orphan(r, gets[i].req.buf);
+      rd_orphan(r, gets);
       return rt_refuse(got, msg, msg_size, "array read: the store failed with %u GETs in flight: %s", in_flight,
                        cs_strerror(got));
     }
     if (got != 1 || done == NULL) continue;
     in_flight--;
     ar_get *g = &gets[done->id];
+    g->flying = false;
     int answered = get_answer(g, stats, msg, rc == CS_E_OK ? msg_size : 0);
     if (answered != CS_E_OK) free(done->buf);
     if (rc == CS_E_OK) rc = answered;
@@ -466,8 +472,7 @@ int capstore_array_read(capstore_array *a, const cs_array_slice *s, void *out, s
       batch_bytes += w->stored_length;
     }
   }
-  bool stranded = a->r->broken && !was_broken; /* during this read: the store still holds requests in jobs */
   pthread_mutex_unlock(&a->r->lock);
-  if (!stranded) free(jobs);
+  free(jobs); /* no request names a job: a stranded GET's request and buffer went to rd_orphan */
   return rc;
 }

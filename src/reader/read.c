@@ -864,6 +864,18 @@ void rd_read_release(capstore_reader *r) {
   free(r->stranded);
   r->stranded = NULL;
   r->stranded_count = 0;
+  for (uint32_t i = 0; i < r->orphan_count; i++) free(r->orphans[i]);
+  free(r->orphans);
+  r->orphans = NULL;
+  r->orphan_count = 0;
+}
+
+void rd_orphan(capstore_reader *r, void *p) {
+  if (p == NULL) return;
+  void **grown = realloc(r->orphans, ((size_t)r->orphan_count + 1) * sizeof *grown);
+  if (grown == NULL) return;
+  r->orphans = grown;
+  r->orphans[r->orphan_count++] = p;
 }
 
 /* Every GET of the plan, copied out and verified. */

@@ -48,6 +48,8 @@ struct capstore_reader {
   bool broken;
   struct rd_slot *stranded;
   uint32_t stranded_count;
+  void **orphans; /* other memory the failed engine's requests still name (an array read's), rd_orphan */
+  uint32_t orphan_count;
   /* Span buffers kept from one read to the next (the first touch of fresh memory is slow). */
   uint8_t *buffers[RD_SLOTS_MAX];
   size_t buffer_bytes[RD_SLOTS_MAX];
@@ -62,6 +64,10 @@ RD_HIDDEN void rd_meta_texts(cs_pack_meta *m, cs_pack_text *out[12]);
 /* Frees what reads left with the reader: kept buffers, the spare arena, and stranded requests (after the store is
    closed). */
 RD_HIDDEN void rd_read_release(capstore_reader *r);
+
+/* Keeps p until the store is closed (then rd_read_release frees it): memory a stranded request names. Out of
+   memory, p is left to leak rather than freed under the store. */
+RD_HIDDEN void rd_orphan(capstore_reader *r, void *p);
 
 /* A reader's spare (refs 1), or NULL when out of memory. */
 RD_HIDDEN rd_spare *rd_spare_new(void);

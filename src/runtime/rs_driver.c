@@ -270,7 +270,7 @@ static void exec_service_action(rs_runtime *rt, uint64_t now, const cs_action *a
     job->list_slot = slot;
     job->keys = rt->list_ptrs + (size_t)slot * rt->cfg.service.list_page_max;
   }
-  rs_lane_push(rs_lane_of(rt, act->op), job);
+  rs_lane_push(rs_lane_of(rt, act), job);
 }
 
 /* ---- messages -------------------------------------------------------------------------------- */

@@ -253,7 +253,7 @@ RS_HIDDEN void rs_lanes_stop(rs_runtime *rt);
 /* Hands a job to its lane (never blocks; the job pool bounds the queues). */
 RS_HIDDEN void rs_lane_push(rs_lane *lane, rs_job *job);
 /* The lane a service op runs on. */
-RS_HIDDEN rs_lane *rs_lane_of(rs_runtime *rt, cs_op op);
+RS_HIDDEN rs_lane *rs_lane_of(rs_runtime *rt, const cs_action *act);
 /* Opens a store / catalog handle from the config (each lane has its own). */
 RS_HIDDEN int rs_store_open(rs_runtime *rt, cs_store *out, char *msg, size_t msg_size);
 RS_HIDDEN int rs_catalog_open(rs_runtime *rt, cs_catalog *out, char *msg, size_t msg_size);

@@ -408,6 +408,10 @@ static void run_catalog(rs_runtime *rt, rs_lane *lane, rs_job *job) {
     rc = ops->committed(self, a->ids, a->count, job->held, job->rejected, &res);
     break;
   case CS_OP_CAT_REJECT: rc = ops->reject(self, &a->lease_id, rt->cfg.fence_margin_ns, a->ids, a->count, &res); break;
+  case CS_OP_CAT_HEAD: /* a cycle's read-back (for_cycle) */
+    assert(a->for_cycle);
+    rc = ops->head(self, &a->lease_id, &job->cat_head, &res);
+    break;
   default: assert(!"not a catalog op");
   }
   catalog_answer(job, rc, &res);
@@ -578,8 +582,9 @@ static void *store_main(void *context) {
 
 /* ---- starting and stopping ---------------------------------------------------------------------- */
 
-rs_lane *rs_lane_of(rs_runtime *rt, cs_op op) {
-  switch (op) {
+rs_lane *rs_lane_of(rs_runtime *rt, const cs_action *act) {
+  if (act->for_cycle) return &rt->catalog_lane; /* a cycle's read-back never waits behind a lease step */
+  switch (act->op) {
   case CS_OP_STORE_PUT:
   case CS_OP_STORE_HEAD:
   case CS_OP_STORE_LIST: return &rt->store_lane;
