@@ -20,8 +20,10 @@ BUILD_PACKAGES=(build-essential cmake ninja-build pkg-config libcmocka-dev
 # so that torch does not run on the reference BLAS (many times slower: the benchmark would mean nothing).
 PYTHON_PACKAGES=(python3-numpy python3-torch python3-pytest python3-venv python3-pip python3-setuptools
                  libopenblas0-pthread python3-blosc)
-# What the tests add: clang (fuzz targets, the clang build), the live servers.
-PACKAGES=("${BUILD_PACKAGES[@]}" clang libclang-rt-14-dev clickhouse-server clickhouse-client "${PYTHON_PACKAGES[@]}")
+# What the tests add: clang (fuzz targets, the clang build), the live servers (ZooKeeper for the replicated
+# catalog's cluster: tools/servers/ch_cluster.sh).
+PACKAGES=("${BUILD_PACKAGES[@]}" clang libclang-rt-14-dev clickhouse-server clickhouse-client zookeeper
+          "${PYTHON_PACKAGES[@]}")
 
 # deps [build|python]: every package the tests need, or only what the build (and the Python package) needs.
 deps() {

@@ -53,7 +53,25 @@ static void test_classify(void **state) {
                    CS_OUT_INVALID);
   assert_int_equal(classify(500, "Code: 241, e.displayText() = DB::Exception: Memory limit exceeded"),
                    CS_OUT_SERVER_ERROR);
-  assert_int_equal(classify(500, "Code: 999, unknown"), CS_OUT_SERVER_ERROR);
+  assert_int_equal(classify(500, "Code: 998, unknown"), CS_OUT_SERVER_ERROR);
+  /* A replicated table's answers (18.16, all HTTP 500): 319 may have applied; the others did not apply. */
+  assert_int_equal(classify(500, "Code: 319, e.displayText() = DB::Exception: Unknown status, client must retry. "
+                                 "Reason: Code: 159, e.displayText() = DB::Exception: Timeout while waiting for "
+                                 "quorum, e.what() = DB::Exception"),
+                   CS_OUT_UNKNOWN);
+  assert_int_equal(classify(500, "Code: 285, e.displayText() = DB::Exception: Number of alive replicas (2) is less "
+                                 "than requested quorum (3)., e.what() = DB::Exception"),
+                   CS_OUT_REFUSED);
+  assert_int_equal(classify(500, "Code: 286, e.displayText() = DB::Exception: Quorum for previous write has not "
+                                 "been satisfied yet. Status: version: 1"),
+                   CS_OUT_REFUSED);
+  assert_int_equal(classify(500, "Code: 289, e.displayText() = DB::Exception: Replica doesn't have part all_3_3_0 "
+                                 "which was successfully written to quorum of other replicas."),
+                   CS_OUT_REFUSED);
+  assert_int_equal(classify(500, "Code: 242, e.displayText() = DB::Exception: Table is in readonly mode"),
+                   CS_OUT_REFUSED);
+  assert_int_equal(classify(500, "Code: 999, e.displayText() = Coordination::Exception: Connection loss"),
+                   CS_OUT_REFUSED);
   assert_int_equal(classify(404, "Code: 60, e.displayText() = DB::Exception: Table default.x doesn't exist."),
                    CS_OUT_NOT_FOUND);
   assert_int_equal(classify(500, "Code: 193, e.displayText() = DB::Exception: Wrong password for user capstore"),

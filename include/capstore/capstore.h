@@ -89,6 +89,12 @@ typedef struct capstore_config {
   const char *clickhouse_password; /* NULL: none */
   const char *clickhouse_database; /* [A-Za-z0-9_]{1,64}, made by the operator; NULL: the user's default */
   bool clickhouse_allow_insecure;
+  /* A replicated catalog (docs/operations.md, "A replicated catalog"): the cluster's name in the servers'
+     remote_servers, NULL for one server; the replicas a write must reach (more than half); its timeout
+     (0: half the catalog timeout). */
+  const char *clickhouse_cluster;
+  uint32_t clickhouse_insert_quorum;
+  uint64_t clickhouse_insert_quorum_timeout_ns;
   uint64_t catalog_connect_timeout_ns; /* 0: 5 s */
   uint64_t catalog_timeout_ns;   /* whole request; 0: service.request_timeout_ns */
 

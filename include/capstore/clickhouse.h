@@ -40,6 +40,17 @@ typedef struct cs_clickhouse_config {
   uint64_t query_bytes_max;
   uint64_t answer_bytes_max;    /* larger answers are a SERVER_ERROR; 0: 16 MiB */
   bool allow_insecure;          /* permit an http:// url (loopback tests, a trusted network) */
+  /*
+   * A replicated catalog (docs/catalog-protocol.md, "Replicated catalog"):
+   * the cluster's name in the servers' remote_servers, or NULL for one
+   * server. With it, the tables are ReplicatedMergeTree made ON CLUSTER, and
+   * every statement carries insert_quorum, insert_quorum_timeout and
+   * select_sequential_consistency=1. The schema check refuses tables of the
+   * other kind (clients with and without the settings never mix).
+   */
+  const char *cluster;          /* [A-Za-z0-9_.-]{1,64} */
+  uint32_t insert_quorum;       /* with cluster: replicas a write must reach, more than half the cluster's (checked) */
+  uint64_t insert_quorum_timeout_ns; /* 0: half of request_timeout_ns; must be below it */
 } cs_clickhouse_config;
 
 /*
@@ -68,7 +79,13 @@ int cs_clickhouse_table_name(const char *prefix, const char *table, char *out, s
  */
 int cs_clickhouse_parse_error(const char *body, size_t len, int32_t *code);
 
-/* Classifies an HTTP answer (status, body) into an outcome; *code gets "Code: N" or 0. */
+/*
+ * Classifies an HTTP answer (status, body) into an outcome; *code gets
+ * "Code: N" or 0. A replicated table's refusals that say the statement did
+ * not apply (285 too few replicas, 286 an earlier quorum write pending, 289
+ * replica behind, 242 read-only without ZooKeeper, 999 coordination) are
+ * REFUSED; 319 (quorum status unknown) may have applied: UNKNOWN.
+ */
 cs_outcome cs_clickhouse_classify(long http_status, const char *body, size_t len, int32_t *code);
 
 /*

@@ -185,6 +185,15 @@ typedef struct cs_cat_head {
 typedef struct cs_claims {
   uint32_t claim_count;
   bool sole_mine; /* exactly one claim, ours, not expired */
+  /*
+   * A replicated catalog (docs/catalog-protocol.md, "Replicated catalog")
+   * answers a new holding's sole claim only after a fenced quorum write has
+   * passed every earlier holder's pending ones, and then reads these: the
+   * watermark and the highest inventory version from that point on. 0 when
+   * not read (one server: CAT_HEAD's answer before the claim already holds).
+   */
+  uint64_t watermark;
+  uint64_t index_floor;
 } cs_claims;
 
 typedef struct cs_event {

@@ -23,6 +23,7 @@
  */
 #define CH_CLOCK_TICK_NS ((uint64_t)1000000000)
 #define CH_FIELDS_MAX 32u
+#define CH_CLUSTER_MAX 64u
 
 typedef struct ch_buf {
   char *bytes;
@@ -45,6 +46,12 @@ typedef struct ch_adapter {
   ch_buf answer;
   ch_buf stage; /* descriptor rows on their way into the request body */
   char curl_error[CURL_ERROR_SIZE]; /* libcurl's words for the last transport failure */
+  /* A replicated catalog (cs_clickhouse_config.cluster): "" for one server. */
+  char cluster[CH_CLUSTER_MAX + 1];
+  uint32_t quorum;
+  /* The last sole claim confirmed after a barrier: the next term of the same lease is a renewal (no barrier). */
+  cs_uuid confirmed_lease;
+  uint64_t confirmed_term;
 } ch_adapter;
 
 /* ---- buffers ------------------------------------------------------------- */
@@ -187,7 +194,22 @@ static bool code_is_invalid(int32_t code) {
   }
 }
 
+/* A replicated table's refusals of a statement that did not apply: retried sooner than a TTL. */
+static bool code_not_applied(int32_t code) {
+  switch (code) {
+  case 285: /* TOO_FEW_LIVE_REPLICAS: fewer replicas alive than insert_quorum */
+  case 286: /* UNSATISFIED_QUORUM_FOR_PREVIOUS_WRITE: another quorum insert still pending */
+  case 289: /* REPLICA_IS_NOT_IN_QUORUM: a sequentially consistent read on a replica behind */
+  case 242: /* TABLE_IS_READ_ONLY: the replica lost ZooKeeper */
+  case 999: /* KEEPER_EXCEPTION: a coordination error before the commit */
+    return true;
+  default: return false;
+  }
+}
+
 static cs_outcome classify_code(long status, int32_t code, const char *body, size_t len) {
+  if (code == 319) return CS_OUT_UNKNOWN; /* UNKNOWN_STATUS_OF_INSERT: the quorum timed out; it may land later */
+  if (code_not_applied(code)) return CS_OUT_REFUSED;
   if (code == 202) return CS_OUT_THROTTLED; /* TOO_MANY_SIMULTANEOUS_QUERIES */
   if (code == 62 && body_has(body, len, "Max query size exceeded")) return CS_OUT_TOO_LARGE;
   if (code == 241) return CS_OUT_SERVER_ERROR; /* MEMORY_LIMIT_EXCEEDED */
@@ -539,31 +561,173 @@ static void q_fence(ch_adapter *ch, const cs_uuid *lease_id, uint64_t margin_ns)
   buf_str(q, " AND expires_at_ns > acquired_at_ns) = 1"); /* a tombstone has acquired = expires */
 }
 
+static bool answer_u64_row(ch_adapter *ch, uint64_t *values, uint32_t count);
+
+/* The five tables' columns and sort keys, in the order of ch_table_names. */
+static const char *const CH_COLUMNS[5] = {
+    "(term UInt64, lease_id String, holder String, acquired_at_ns UInt64, expires_at_ns UInt64)",
+    "(pack_id String, key String, capture_id String, tenant_id String, experiment_id String, run_id String,"
+    " session_id String, request_id String, sequence_id String, model_id String, model_revision String,"
+    " adapter_revision Nullable(String), capture_policy_version String, hook_name String, layer_number Int32,"
+    " producer_rank UInt32, step_number UInt64, token_start UInt64, token_end UInt64, batch_position UInt32,"
+    " dtype String, shape Array(UInt32), captured_at_ns UInt64, offset UInt64, stored_length UInt64,"
+    " decoded_length UInt64, crc32 UInt32, version UInt64)",
+    "(pack_id String, key String, size_bytes UInt64, sha256 String, record_count UInt32, created_at_ns UInt64,"
+    " version UInt64)",
+    "(version UInt64, term UInt64, lease_id String, pack_count UInt32, published_at_ns UInt64)",
+    "(pack_id String, lease_id String, reason String, rejected_at_ns UInt64)",
+};
+static const char *const CH_ORDER_BY[5] = {"(term, lease_id)", "(pack_id, capture_id, version)",
+                                           "(pack_id, version)", "version", "pack_id"};
+
+static void ch_table_names(ch_adapter *ch, const char *names[5]) {
+  names[0] = ch->claims, names[1] = ch->descriptors, names[2] = ch->inventory, names[3] = ch->publishes,
+  names[4] = ch->rejected;
+}
+
+/* A text answer field read as a C string: present, NUL-free, shorter than cap. */
+static bool field_text(const char *field, size_t len, char *out, size_t cap) {
+  if (field == NULL || memchr(field, '\0', len) != NULL || len >= cap) return false;
+  memcpy(out, field, len);
+  out[len] = '\0';
+  return true;
+}
+
+/*
+ * The cluster's replica count (system.clusters) against insert_quorum: a
+ * write reaches more than half the replicas, so any two quorum writes share
+ * a replica and a sequentially consistent read sees every one that answered.
+ */
+static bool cluster_check(ch_adapter *ch, cs_catalog_result *res) {
+  ch_buf *q = &ch->query;
+  buf_reset(q);
+  buf_str(q, "SELECT count() FROM system.clusters WHERE cluster = ");
+  buf_quoted(q, ch->cluster, strlen(ch->cluster)); /* validated: no NUL, no quote */
+  buf_str(q, " FORMAT TabSeparated");
+  ch_exec(ch, res);
+  if (res->outcome != CS_OUT_OK) return false;
+  uint64_t replicas = 0;
+  if (!answer_u64_row(ch, &replicas, 1)) {
+    answer_malformed(res, "schema: malformed answer about the cluster");
+    return false;
+  }
+  char detail[sizeof res->detail];
+  if (replicas == 0) {
+    snprintf(detail, sizeof detail, "clickhouse.cluster '%s' is not in the server's remote_servers", ch->cluster);
+  } else if ((uint64_t)ch->quorum > replicas || 2 * (uint64_t)ch->quorum <= replicas) {
+    snprintf(detail, sizeof detail,
+             "clickhouse.insert_quorum %u must be more than half of cluster '%s''s %llu replicas and at most all",
+             ch->quorum, ch->cluster, (unsigned long long)replicas);
+  } else {
+    return true;
+  }
+  result_set(res, CS_OUT_INVALID, 0, detail, strlen(detail));
+  return false;
+}
+
+/*
+ * Which of the tables exist, and of which engine: a replicated catalog's
+ * are Replicated*, one server's are not, and a client configured for the
+ * other kind is refused here, before any statement of the protocol (quorum
+ * and sequential consistency hold only if every client sends them). Also
+ * the current database (the replicas' ZooKeeper paths name it).
+ */
+static bool tables_check(ch_adapter *ch, char *db, size_t db_cap, bool exists[5], cs_catalog_result *res) {
+  const char *names[5];
+  ch_table_names(ch, names);
+  ch_buf *q = &ch->query;
+  buf_reset(q);
+  buf_str(q, "SELECT name, engine FROM system.tables WHERE database = currentDatabase() AND name IN (");
+  for (int i = 0; i < 5; i++) {
+    if (i > 0) buf_str(q, ",");
+    buf_quoted(q, names[i], strlen(names[i]));
+  }
+  buf_str(q, ") UNION ALL SELECT '', currentDatabase() FORMAT TabSeparated");
+  ch_exec(ch, res);
+  if (res->outcome != CS_OUT_OK) return false;
+  memset(exists, 0, 5 * sizeof exists[0]);
+  db[0] = '\0';
+  if (ch->answer.bytes == NULL) {
+    answer_malformed(res, "schema: empty answer about the tables");
+    return false;
+  }
+  cs_clickhouse_tsv tsv = {ch->answer.bytes, ch->answer.bytes + ch->answer.len};
+  char *fields[2];
+  size_t lengths[2];
+  int got;
+  bool replicated = ch->cluster[0] != '\0';
+  while ((got = cs_clickhouse_tsv_next(&tsv, fields, lengths, 2)) == 1) {
+    char name[CH_TABLE_MAX], engine[64];
+    if (!field_text(fields[0], lengths[0], name, sizeof name)) break;
+    if (name[0] == '\0') {
+      if (!field_text(fields[1], lengths[1], db, db_cap)) break;
+      continue;
+    }
+    if (!field_text(fields[1], lengths[1], engine, sizeof engine)) break;
+    for (int i = 0; i < 5; i++)
+      if (strcmp(name, names[i]) == 0) exists[i] = true;
+    if ((strncmp(engine, "Replicated", 10) == 0) != replicated) {
+      char detail[sizeof res->detail];
+      snprintf(detail, sizeof detail,
+               replicated ? "table %s is %s, not replicated: this catalog is one server's; unset clickhouse.cluster"
+                          : "table %s is %s: this catalog is replicated; set clickhouse.cluster and insert_quorum",
+               name, engine);
+      result_set(res, CS_OUT_INVALID, 0, detail, strlen(detail));
+      return false;
+    }
+  }
+  bool db_ok = db[0] != '\0' && strspn(db, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") ==
+                                     strlen(db);
+  if (got != 0 || !db_ok) {
+    answer_malformed(res, "schema: malformed answer about the tables");
+    return false;
+  }
+  return true;
+}
+
+/*
+ * Creates the tables that are missing: MergeTree on one server; on a
+ * cluster ReplicatedMergeTree ON CLUSTER, one ZooKeeper path per
+ * database.table shared by every replica ({shard} and {replica} are the
+ * servers' macros).
+ */
 static int ch_schema_ensure(void *self, cs_catalog_result *res) {
   ch_adapter *ch = self;
-  static const char *const columns[5] = {
-      "(term UInt64, lease_id String, holder String, acquired_at_ns UInt64, expires_at_ns UInt64)"
-      " ENGINE = MergeTree ORDER BY (term, lease_id)",
-      "(pack_id String, key String, capture_id String, tenant_id String, experiment_id String, run_id String,"
-      " session_id String, request_id String, sequence_id String, model_id String, model_revision String,"
-      " adapter_revision Nullable(String), capture_policy_version String, hook_name String, layer_number Int32,"
-      " producer_rank UInt32, step_number UInt64, token_start UInt64, token_end UInt64, batch_position UInt32,"
-      " dtype String, shape Array(UInt32), captured_at_ns UInt64, offset UInt64, stored_length UInt64,"
-      " decoded_length UInt64, crc32 UInt32, version UInt64)"
-      " ENGINE = MergeTree ORDER BY (pack_id, capture_id, version)",
-      "(pack_id String, key String, size_bytes UInt64, sha256 String, record_count UInt32, created_at_ns UInt64,"
-      " version UInt64) ENGINE = MergeTree ORDER BY (pack_id, version)",
-      "(version UInt64, term UInt64, lease_id String, pack_count UInt32, published_at_ns UInt64)"
-      " ENGINE = MergeTree ORDER BY version",
-      "(pack_id String, lease_id String, reason String, rejected_at_ns UInt64) ENGINE = MergeTree ORDER BY pack_id",
-  };
-  const char *names[5] = {ch->claims, ch->descriptors, ch->inventory, ch->publishes, ch->rejected};
+  memset(res, 0, sizeof *res);
+  bool replicated = ch->cluster[0] != '\0';
+  if (replicated && !cluster_check(ch, res)) return CS_E_OK;
+  char db[CH_PREFIX_MAX + 1];
+  bool exists[5];
+  if (!tables_check(ch, db, sizeof db, exists, res)) return CS_E_OK;
+  const char *names[5];
+  ch_table_names(ch, names);
   for (int i = 0; i < 5; i++) {
-    buf_reset(&ch->query);
-    buf_str(&ch->query, "CREATE TABLE IF NOT EXISTS ");
-    buf_str(&ch->query, names[i]);
-    buf_str(&ch->query, " ");
-    buf_str(&ch->query, columns[i]);
+    if (exists[i]) continue;
+    ch_buf *q = &ch->query;
+    buf_reset(q);
+    buf_str(q, "CREATE TABLE IF NOT EXISTS ");
+    if (replicated) {
+      buf_str(q, db);
+      buf_str(q, ".");
+    }
+    buf_str(q, names[i]);
+    if (replicated) {
+      buf_str(q, " ON CLUSTER ");
+      buf_str(q, ch->cluster); /* validated: [A-Za-z0-9_.-] */
+    }
+    buf_str(q, " ");
+    buf_str(q, CH_COLUMNS[i]);
+    if (replicated) {
+      buf_str(q, " ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/");
+      buf_str(q, db);
+      buf_str(q, ".");
+      buf_str(q, names[i]);
+      buf_str(q, "', '{replica}')");
+    } else {
+      buf_str(q, " ENGINE = MergeTree");
+    }
+    buf_str(q, " ORDER BY ");
+    buf_str(q, CH_ORDER_BY[i]);
     ch_exec(ch, res);
     if (res->outcome != CS_OUT_OK) return CS_E_OK;
   }
@@ -696,10 +860,76 @@ static int ch_release(void *self, const cs_uuid *lease_id, uint64_t term, uint64
   return CS_E_OK;
 }
 
+/*
+ * A replicated catalog's new holding (docs/catalog-protocol.md, "Replicated
+ * catalog"): a predecessor's quorum write that timed out (319) is not undone
+ * and may land later, after this holder read the watermark before its claim.
+ * So the holder first makes a fenced quorum write of its own into publishes,
+ * a version-0 row (no version: it moves no watermark). ClickHouse admits one
+ * pending quorum write per table, so it goes in only once every earlier one
+ * has reached its quorum (286 until then: REFUSED, the claim is retried),
+ * and the sequentially consistent read after it sees them all. The read
+ * also says whether the barrier row went in (a fenced-out insert answers OK
+ * and writes nothing); it fills out->watermark and out->index_floor. A
+ * renewal (the next term of the lease whose barrier went in) needs none:
+ * nobody held in between.
+ */
+static void ch_barrier(ch_adapter *ch, const cs_uuid *lease_id, uint64_t term, cs_claims *out,
+                       cs_catalog_result *res) {
+  if (term > 0 && cs_uuid_equal(&ch->confirmed_lease, lease_id) && ch->confirmed_term == term - 1) {
+    ch->confirmed_term = term;
+    return;
+  }
+  ch_buf *q = &ch->query;
+  buf_reset(q);
+  buf_str(q, "INSERT INTO ");
+  buf_str(q, ch->publishes);
+  buf_str(q, " (version, term, lease_id, pack_count, published_at_ns) SELECT 0, ");
+  buf_u64(q, term);
+  buf_str(q, ", ");
+  buf_uuid(q, lease_id);
+  buf_str(q, ", 0, " CH_NOW_NS " FROM system.one");
+  q_fence(ch, lease_id, 0);
+  ch_exec(ch, res);
+  if (res->outcome == CS_OUT_OK) {
+    buf_reset(q);
+    buf_str(q, "SELECT (SELECT count() FROM ");
+    buf_str(q, ch->publishes);
+    buf_str(q, " WHERE version = 0 AND term = ");
+    buf_u64(q, term);
+    buf_str(q, " AND lease_id = ");
+    buf_uuid(q, lease_id);
+    buf_str(q, "), (SELECT max(version) FROM ");
+    buf_str(q, ch->publishes);
+    buf_str(q, "), (SELECT max(version) FROM ");
+    buf_str(q, ch->inventory);
+    buf_str(q, ") FORMAT TabSeparated");
+    ch_exec(ch, res);
+  }
+  uint64_t v[3];
+  if (res->outcome == CS_OUT_OK && !answer_u64_row(ch, v, 3)) answer_malformed(res, "barrier: malformed answer");
+  if (res->outcome != CS_OUT_OK) {
+    /* The claim holds, but what a predecessor left is unknown: not an answer the service may act on. */
+    char detail[sizeof res->detail];
+    snprintf(detail, sizeof detail, "replicated barrier: %.180s", res->detail);
+    result_set(res, res->outcome, res->server_code, detail, strlen(detail));
+    return;
+  }
+  if (v[0] == 0) { /* fenced out: the claim expired meanwhile */
+    out->sole_mine = false;
+    return;
+  }
+  out->watermark = v[1];
+  out->index_floor = v[2];
+  ch->confirmed_lease = *lease_id;
+  ch->confirmed_term = term;
+}
+
 static int ch_read_claims(void *self, const cs_uuid *lease_id, uint64_t term, cs_claims *out,
                           cs_catalog_result *res) {
   ch_adapter *ch = self;
   ch_buf *q = &ch->query;
+  memset(out, 0, sizeof *out);
   buf_reset(q);
   buf_str(q, "SELECT count(), countIf(lease_id = ");
   buf_uuid(q, lease_id);
@@ -717,6 +947,7 @@ static int ch_read_claims(void *self, const cs_uuid *lease_id, uint64_t term, cs
   }
   out->claim_count = (uint32_t)v[0];
   out->sole_mine = v[0] == 1 && v[1] == 1;
+  if (out->sole_mine && ch->cluster[0] != '\0') ch_barrier(ch, lease_id, term, out, res);
   return CS_E_OK;
 }
 
@@ -1644,9 +1875,33 @@ static int ch_headers(ch_adapter *ch, const cs_clickhouse_config *cfg) {
   return CS_E_OK;
 }
 
+/* The replicated mode's settings (cs_clickhouse_config.cluster): named, a quorum, its timeout below the request's. */
+static int cluster_validate(const cs_clickhouse_config *cfg, char *msg, size_t msg_size) {
+  const char *why = NULL;
+  uint64_t request = cfg->request_timeout_ns == 0 ? 30 * CS_SEC_NS : cfg->request_timeout_ns;
+  if (cfg->cluster == NULL) {
+    if (cfg->insert_quorum != 0 || cfg->insert_quorum_timeout_ns != 0)
+      why = "clickhouse.insert_quorum is for a replicated catalog: set clickhouse.cluster too";
+  } else if (cfg->cluster[0] == '\0' || strlen(cfg->cluster) > CH_CLUSTER_MAX ||
+             strspn(cfg->cluster, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-") !=
+                 strlen(cfg->cluster)) {
+    why = "clickhouse.cluster must be 1..64 of A-Z a-z 0-9 _ . -";
+  } else if (cfg->insert_quorum == 0) {
+    why = "clickhouse.insert_quorum must be set with clickhouse.cluster (more than half its replicas)";
+  } else if (cfg->insert_quorum_timeout_ns != 0 &&
+             (cfg->insert_quorum_timeout_ns >= request || cfg->insert_quorum_timeout_ns < CS_MS_NS)) {
+    why = "clickhouse.insert_quorum_timeout must be at least 1 ms and below the request timeout (a write must "
+          "answer 319 before the client gives up on it)";
+  }
+  if (why == NULL) return CS_E_OK;
+  if (msg != NULL && msg_size > 0) snprintf(msg, msg_size, "%s", why);
+  return CS_E_CONFIG;
+}
+
 int cs_clickhouse_config_validate(const cs_clickhouse_config *cfg, char *msg, size_t msg_size) {
   if (msg != NULL && msg_size > 0) msg[0] = '\0';
   if (cfg == NULL) return CS_E_INVALID_ARGUMENT;
+  if (cluster_validate(cfg, msg, msg_size) != CS_E_OK) return CS_E_CONFIG;
   int rc = cs_endpoint_validate("clickhouse.url", cfg->url, cfg->allow_insecure, msg, msg_size);
   if (rc == CS_E_OK || cfg->allow_insecure || cfg->url == NULL || strncmp(cfg->url, "http://", 7) != 0)
     return rc;
@@ -1675,6 +1930,26 @@ static int ch_configure(ch_adapter *ch, const cs_clickhouse_config *cfg) {
   int n = snprintf(ch->url, sizeof ch->url, "%s%swait_end_of_query=1&max_query_size=%llu", cfg->url,
                    strchr(cfg->url, '?') == NULL ? "?" : "&", (unsigned long long)ch->query_bytes_max);
   if (n < 0 || (size_t)n >= sizeof ch->url) return CS_E_CONFIG;
+  if (cfg->cluster != NULL) {
+    /*
+     * Every statement: writes wait for the quorum (answering 319 when it
+     * times out, before libcurl gives up), reads see only replicas holding
+     * every quorum write, and ON CLUSTER DDL waits for the replicas within
+     * half the request's time.
+     */
+    memcpy(ch->cluster, cfg->cluster, strlen(cfg->cluster) + 1);
+    ch->quorum = cfg->insert_quorum;
+    uint64_t quorum_ms = (cfg->insert_quorum_timeout_ns != 0 ? cfg->insert_quorum_timeout_ns
+                                                               : ch->request_timeout_ns / 2) / CS_MS_NS;
+    uint64_t ddl_s = ch->request_timeout_ns / 2 / CS_SEC_NS;
+    size_t used = (size_t)n;
+    n = snprintf(ch->url + used, sizeof ch->url - used,
+                 "&insert_quorum=%u&insert_quorum_timeout=%llu&select_sequential_consistency=1"
+                 "&distributed_ddl_task_timeout=%llu",
+                 ch->quorum, (unsigned long long)(quorum_ms > 0 ? quorum_ms : 1),
+                 (unsigned long long)(ddl_s > 0 ? ddl_s : 1));
+    if (n < 0 || (size_t)n >= sizeof ch->url - used) return CS_E_CONFIG;
+  }
   return ch_headers(ch, cfg);
 }
 

@@ -180,6 +180,9 @@ static void on_read(cs_service *svc, uint64_t now_ns, const cs_event *ev) {
     lease_lost(svc, now_ns, CS_LEASE_BUSY, wait);
     return;
   }
+  /* A replicated catalog's barrier read (cs_claims): what a predecessor's late quorum writes left. */
+  if (ev->claims.watermark > svc->lease_watermark) svc->lease_watermark = ev->claims.watermark;
+  if (ev->claims.index_floor > svc->lease_index_floor) svc->lease_index_floor = ev->claims.index_floor;
   bool renewal = svc->lease_renewing;
   svc->lease = CS_LEASE_HELD;
   svc->lease_renewing = false;

@@ -190,7 +190,26 @@ static int validate_catalog(const capstore_config *cfg, char *msg, size_t msg_si
   if (lite == ch) return rt_refuse(CS_E_CONFIG, msg, msg_size, "catalog: set exactly one of sqlite_path and clickhouse_url");
   if (lite) {
     if (cfg->sqlite_path[0] == '\0') return rt_refuse(CS_E_CONFIG, msg, msg_size, "sqlite_path is empty");
+    if (cfg->clickhouse_cluster != NULL || cfg->clickhouse_insert_quorum != 0 ||
+        cfg->clickhouse_insert_quorum_timeout_ns != 0)
+      return rt_refuse(CS_E_CONFIG, msg, msg_size, "clickhouse_cluster and its quorum are for a ClickHouse catalog");
     return CS_E_OK;
+  }
+  if (url_query_has(cfg->clickhouse_url, "insert_quorum") ||
+      url_query_has(cfg->clickhouse_url, "select_sequential_consistency"))
+    return rt_refuse(CS_E_CONFIG, msg, msg_size,
+                     "clickhouse_url carries a replication setting: set clickhouse_cluster and clickhouse_insert_quorum "
+                     "(the adapter sends them with every statement and checks the tables match)");
+  uint64_t timeout = cfg->catalog_timeout_ns != 0 ? cfg->catalog_timeout_ns : cfg->service.request_timeout_ns;
+  cs_clickhouse_config replication = {.url = cfg->clickhouse_url, .allow_insecure = cfg->clickhouse_allow_insecure,
+                                      .request_timeout_ns = timeout, .cluster = cfg->clickhouse_cluster,
+                                      .insert_quorum = cfg->clickhouse_insert_quorum,
+                                      .insert_quorum_timeout_ns = cfg->clickhouse_insert_quorum_timeout_ns};
+  char why[200];
+  if (cfg->clickhouse_cluster != NULL || cfg->clickhouse_insert_quorum != 0 ||
+      cfg->clickhouse_insert_quorum_timeout_ns != 0) {
+    if (cs_clickhouse_config_validate(&replication, why, sizeof why) != CS_E_OK)
+      return rt_refuse(CS_E_CONFIG, msg, msg_size, "%s", why);
   }
   int rc = endpoint_check("clickhouse_url", cfg->clickhouse_url, cfg->clickhouse_allow_insecure,
                           "clickhouse_allow_insecure", "the user and password", msg, msg_size);
@@ -329,7 +348,7 @@ static void disown(const char **field) {
 
 #define OWNED_FIELDS(X)                                                                                  \
   X(spool_dir) X(store_dir) X(s3_endpoint) X(s3_bucket) X(sqlite_path) X(clickhouse_url) X(clickhouse_user) \
-  X(clickhouse_password) X(clickhouse_database)
+  X(clickhouse_password) X(clickhouse_database) X(clickhouse_cluster)
 
 static bool own_strings(rs_runtime *rt, const capstore_config *cfg) {
   bool ok = true;

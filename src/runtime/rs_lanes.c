@@ -120,7 +120,15 @@ int rs_catalog_open(rs_runtime *rt, cs_catalog *out, char *msg, size_t msg_size)
                              .holder = rt->holder,
                              .connect_timeout_ns = cfg->catalog_connect_timeout_ns,
                              .request_timeout_ns = timeout,
-                             .allow_insecure = cfg->clickhouse_allow_insecure};
+                             .allow_insecure = cfg->clickhouse_allow_insecure,
+                             .cluster = cfg->clickhouse_cluster,
+                             .insert_quorum = cfg->clickhouse_insert_quorum,
+                             .insert_quorum_timeout_ns = cfg->clickhouse_insert_quorum_timeout_ns};
+  char why[200];
+  if (cs_clickhouse_config_validate(&ch, why, sizeof why) != CS_E_OK) {
+    snprintf(msg, msg_size, "%s", why);
+    return CS_E_CONFIG;
+  }
   int rc = cs_clickhouse_open(&ch, out);
   if (rc != CS_E_OK) snprintf(msg, msg_size, "clickhouse_url: cannot open the catalog (%s)", cs_strerror(rc));
   return rc;

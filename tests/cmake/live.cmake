@@ -47,6 +47,13 @@ add_test(NAME live.s3.stop COMMAND ${CMAKE_SOURCE_DIR}/tools/servers/s3.sh stop 
 set_tests_properties(live.s3.start PROPERTIES FIXTURES_SETUP s3 LABELS live TIMEOUT 120)
 set_tests_properties(live.s3.stop PROPERTIES FIXTURES_CLEANUP s3 LABELS live)
 
+# A replicated catalog (issue 18): ZooKeeper and three ClickHouse 18.16 replicas of one shard on loopback
+# (tools/servers/ch_cluster.sh); tests needing it set FIXTURES_REQUIRED ch_cluster and RESOURCE_LOCK ch_cluster.
+add_test(NAME live.ch_cluster.start COMMAND ${CMAKE_SOURCE_DIR}/tools/servers/ch_cluster.sh start ${CAPSTORE_LIVE_DIR}/ch_cluster 3)
+add_test(NAME live.ch_cluster.stop COMMAND ${CMAKE_SOURCE_DIR}/tools/servers/ch_cluster.sh stop ${CAPSTORE_LIVE_DIR}/ch_cluster)
+set_tests_properties(live.ch_cluster.start PROPERTIES FIXTURES_SETUP ch_cluster LABELS live TIMEOUT 120)
+set_tests_properties(live.ch_cluster.stop PROPERTIES FIXTURES_CLEANUP ch_cluster LABELS live)
+
 # The catalog conformance suite (tests/conformance_catalog.c) on the live ClickHouse.
 if(TARGET capstore_conformance)
   add_executable(adapter_test_clickhouse_conformance ${CMAKE_CURRENT_SOURCE_DIR}/adapter_test_clickhouse_conformance.c)
@@ -56,6 +63,11 @@ if(TARGET capstore_conformance)
            COMMAND adapter_test_clickhouse_conformance ${CAPSTORE_LIVE_DIR}/clickhouse/endpoint)
   set_tests_properties(live.clickhouse_conformance PROPERTIES FIXTURES_REQUIRED clickhouse LABELS "live;adapters"
                        RESOURCE_LOCK clickhouse TIMEOUT 180)
+  # The same suite on the replicated catalog, each case's two connections on two replicas.
+  add_test(NAME live.ch_cluster_conformance
+           COMMAND adapter_test_clickhouse_conformance --cluster ${CAPSTORE_LIVE_DIR}/ch_cluster)
+  set_tests_properties(live.ch_cluster_conformance PROPERTIES FIXTURES_REQUIRED ch_cluster
+                       LABELS "live;adapters;cluster" RESOURCE_LOCK ch_cluster TIMEOUT 300)
 endif()
 
 # The reader (tests/test_reader.c) on S3 + ClickHouse: search, paging while publishing, cursors, budgets,

@@ -5,20 +5,26 @@
 #                                           SELECT 1 answers over HTTP
 #   tools/servers/clickhouse.sh stop DIR    stops the server started in DIR (by its pid) and
 #                                           removes DIR
+#   tools/servers/clickhouse.sh down DIR    stops it, keeping DIR (its data, config and ports)
+#   tools/servers/clickhouse.sh up DIR      starts it again from DIR after `down`
 #
 # The server listens on 127.0.0.1 only, on free ports, with its data, temp files,
 # logs, config and users under DIR. No service manager is involved.
+#
+# For a replica of a cluster (tools/servers/ch_cluster.sh): CAPSTORE_CH_PASSWORD
+# sets the password, CAPSTORE_CH_TCP_PORT the native port, CAPSTORE_CH_EXTRA a file
+# of more <yandex> elements (ZooKeeper, macros, remote_servers, interserver port).
 set -euo pipefail
 
 cmd=${1:-}
 dir=${2:-}
-[ -n "$cmd" ] && [ -n "$dir" ] || { echo "usage: $0 start|stop DIR" >&2; exit 2; }
+[ -n "$cmd" ] && [ -n "$dir" ] || { echo "usage: $0 start|stop|down|up DIR" >&2; exit 2; }
 
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
 }
 
-stop() {
+kill_server() {
   local pidfile="$dir/server.pid"
   if [ -f "$pidfile" ]; then
     local pid
@@ -29,6 +35,11 @@ stop() {
       kill -0 "$pid" 2>/dev/null && kill -9 "$pid" 2>/dev/null || true
     fi
   fi
+  rm -f "$pidfile"
+}
+
+stop() {
+  kill_server
   rm -rf "$dir"
 }
 
@@ -39,8 +50,10 @@ start() {
   mkdir -p "$dir/data" "$dir/tmp" "$dir/log" "$dir/user_files" "$dir/format_schemas"
   local http_port tcp_port password
   http_port=$(free_port)
-  tcp_port=$(free_port)
-  password=$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')
+  tcp_port=${CAPSTORE_CH_TCP_PORT:-$(free_port)}
+  password=${CAPSTORE_CH_PASSWORD:-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')}
+  local extra=""
+  [ -n "${CAPSTORE_CH_EXTRA:-}" ] && extra=$(cat "$CAPSTORE_CH_EXTRA")
   cat > "$dir/users.xml" <<XML
 <?xml version="1.0"?>
 <yandex>
@@ -79,8 +92,18 @@ XML
   <default_database>default</default_database>
   <timezone>UTC</timezone>
   <mlock_executable>false</mlock_executable>
+$extra
 </yandex>
 XML
+  printf '%s %s %s\n' "$http_port" capstore "$password" > "$dir/endpoint.pending"
+  launch
+}
+
+# Starts the server configured in DIR and waits for SELECT 1; then DIR/endpoint holds "http_port user password".
+launch() {
+  local server http_port user password
+  server=$(command -v clickhouse-server)
+  read -r http_port user password < "$dir/endpoint.pending"
   (cd "$dir" && exec "$server" --config-file="$dir/config.xml" >"$dir/log/stdout.log" 2>&1 </dev/null) &
   echo $! > "$dir/server.pid"
   local pid
@@ -94,19 +117,21 @@ XML
     fi
     if [ "$(curl -s -m 2 -H "X-ClickHouse-User: capstore" -H "X-ClickHouse-Key: $password" \
              --data-binary 'SELECT 1' "http://127.0.0.1:$http_port/" 2>/dev/null)" = "1" ]; then
-      printf '%s %s %s\n' "$http_port" capstore "$password" > "$dir/endpoint"
+      cp "$dir/endpoint.pending" "$dir/endpoint"
       cat "$dir/endpoint"
       return 0
     fi
     sleep 0.1
   done
   echo "clickhouse.sh: no answer to SELECT 1 within 30 s" >&2
-  stop
+  kill_server
   exit 1
 }
 
 case "$cmd" in
   start) start ;;
   stop) stop ;;
-  *) echo "usage: $0 start|stop DIR" >&2; exit 2 ;;
+  down) kill_server; rm -f "$dir/endpoint" ;;
+  up) launch ;;
+  *) echo "usage: $0 start|stop|down|up DIR" >&2; exit 2 ;;
 esac
