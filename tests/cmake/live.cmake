@@ -63,6 +63,14 @@ if(TARGET capstore_conformance)
            COMMAND adapter_test_clickhouse_conformance ${CAPSTORE_LIVE_DIR}/clickhouse/endpoint)
   set_tests_properties(live.clickhouse_conformance PROPERTIES FIXTURES_REQUIRED clickhouse LABELS "live;adapters"
                        RESOURCE_LOCK clickhouse TIMEOUT 180)
+  # The replicated catalog's races (a replica lagging or down, ZooKeeper down, quorum writes landing late).
+  add_executable(adapter_test_clickhouse_cluster ${CMAKE_CURRENT_SOURCE_DIR}/adapter_test_clickhouse_cluster.c)
+  target_link_libraries(adapter_test_clickhouse_cluster PRIVATE capstore_runtime PkgConfig::CMOCKA Threads::Threads)
+  add_test(NAME live.ch_cluster_races
+           COMMAND adapter_test_clickhouse_cluster ${CAPSTORE_LIVE_DIR}/ch_cluster
+                   ${CMAKE_SOURCE_DIR}/tools/servers/ch_cluster.sh)
+  set_tests_properties(live.ch_cluster_races PROPERTIES FIXTURES_REQUIRED ch_cluster
+                       LABELS "live;adapters;cluster" RESOURCE_LOCK ch_cluster TIMEOUT 400)
   # The same suite on the replicated catalog, each case's two connections on two replicas.
   add_test(NAME live.ch_cluster_conformance
            COMMAND adapter_test_clickhouse_conformance --cluster ${CAPSTORE_LIVE_DIR}/ch_cluster)
