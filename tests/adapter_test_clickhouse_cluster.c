@@ -191,6 +191,19 @@ static uint64_t acquire(opened *o, const cs_uuid *lease, uint64_t ttl_ns, cs_cla
   return h.head_term + 1;
 }
 
+/* Tries head, claim and read_claims every 200 ms for up to `seconds`: the term held, or 0. */
+static uint64_t acquire_within(opened *o, const cs_uuid *lease, unsigned seconds, cs_claims *claims) {
+  for (unsigned i = 0; i < seconds * 5; i++) {
+    sleep_ms(200);
+    cs_cat_head h;
+    if (head(o, lease, &h).outcome != CS_OUT_OK || !h.head_free) continue;
+    if (claim(o, lease, h.head_term, 30 * CS_SEC_NS).outcome != CS_OUT_OK) continue;
+    if (read_claims(o, lease, h.head_term + 1, claims).outcome == CS_OUT_OK && claims->sole_mine)
+      return h.head_term + 1;
+  }
+  return 0;
+}
+
 /* Versions published more than once (barrier rows, version 0, aside), read on replica k. */
 static unsigned duplicate_versions(unsigned k, const char *prefix) {
   char q[512], out[4096];
@@ -382,19 +395,10 @@ static void test_timed_out_quorum_write_lands_late(void **state) {
   assert_int_equal(res.server_code, 286);
   fetches(1, true); /* A's write reaches its quorum: it lands now, after A's lease */
   fetches(2, true);
-  uint64_t base = h.head_term + 1;
-  bool held = false;
-  for (unsigned i = 0; i < 150 && !held; i++) {
-    sleep_ms(200);
-    if (head(&b, &lb, &h).outcome != CS_OUT_OK || !h.head_free) continue;
-    base = h.head_term;
-    if (claim(&b, &lb, base, 30 * CS_SEC_NS).outcome != CS_OUT_OK) continue;
-    res = read_claims(&b, &lb, base + 1, &claims);
-    held = res.outcome == CS_OUT_OK && claims.sole_mine;
-  }
-  assert_true(held);
+  uint64_t tb = acquire_within(&b, &lb, 30, &claims);
+  assert_int_not_equal(tb, 0);
   assert_int_equal(claims.watermark, 1); /* the barrier read sees A's late version */
-  assert_int_equal(publish(&b, &lb, claims.watermark + 1, base + 1).outcome, CS_OUT_OK);
+  assert_int_equal(publish(&b, &lb, claims.watermark + 1, tb).outcome, CS_OUT_OK);
   assert_int_equal(duplicate_versions(0, prefix), 0);
   assert_int_equal(head(&a, &la, &h).outcome, CS_OUT_OK);
   assert_int_equal(h.watermark, 2);
@@ -458,16 +462,9 @@ static void test_zookeeper_down_and_back(void **state) {
   printf("claim without ZooKeeper: %s (%s)\n", cs_outcome_name(res.outcome), res.detail);
   assert_int_equal(res.outcome, CS_OUT_REFUSED);
   script("zk-up", 0);
-  bool held = false;
-  for (unsigned i = 0; i < 200 && !held; i++) {
-    sleep_ms(200);
-    if (head(&r1, &lease, &h).outcome != CS_OUT_OK || !h.head_free) continue;
-    if (claim(&r1, &lease, h.head_term, 30 * CS_SEC_NS).outcome != CS_OUT_OK) continue;
-    res = read_claims(&r1, &lease, h.head_term + 1, &claims);
-    held = res.outcome == CS_OUT_OK && claims.sole_mine;
-  }
-  assert_true(held);
-  assert_int_equal(publish(&r1, &lease, 1, h.head_term + 1).outcome, CS_OUT_OK);
+  uint64_t term = acquire_within(&r1, &lease, 40, &claims);
+  assert_int_not_equal(term, 0);
+  assert_int_equal(publish(&r1, &lease, 1, term).outcome, CS_OUT_OK);
   close_on(&r1);
 }
 
