@@ -29,6 +29,7 @@
 #include <cmocka.h>
 #include <curl/curl.h>
 
+#include "capstore/capstore.h"
 #include "capstore/clickhouse.h"
 
 #define REPLICAS 3
@@ -257,6 +258,50 @@ static void test_settings_refused(void **state) {
   assert_int_equal(res.outcome, CS_OUT_INVALID);
   assert_non_null(strstr(res.detail, "not replicated"));
   close_on(&o);
+}
+
+/* A search by a reader on replica k with or without the cluster's settings: its status, msg in msg. */
+static int reader_search(unsigned k, const char *prefix, bool with_cluster, char *msg, size_t msg_size) {
+  char url[128], store[] = "/tmp/capstore-cluster-store-XXXXXX";
+  snprintf(url, sizeof url, "http://127.0.0.1:%u/", g.ports[k]);
+  assert_non_null(mkdtemp(store));
+  capstore_config cfg = {0};
+  capstore_config_default(&cfg);
+  cfg.name = prefix;
+  cfg.store_dir = store;
+  cfg.clickhouse_url = url;
+  cfg.clickhouse_user = g.user;
+  cfg.clickhouse_password = g.password;
+  cfg.clickhouse_allow_insecure = true;
+  if (with_cluster) {
+    cfg.clickhouse_cluster = g.cluster;
+    cfg.clickhouse_insert_quorum = 2;
+  }
+  capstore_reader *r = NULL;
+  int rc = capstore_reader_open(&cfg, &r, msg, msg_size);
+  if (rc == CS_E_OK) {
+    capstore_selection sel = {0};
+    cs_search_filter filter = {0};
+    rc = capstore_search(r, &filter, "", 16, &sel, msg, msg_size);
+    capstore_selection_free(&sel);
+    capstore_reader_free(r);
+  }
+  rmdir(store);
+  return rc;
+}
+
+/* A reader without the cluster's settings is refused before its first query; with them it reads. */
+static void test_reader_settings_checked(void **state) {
+  (void)state;
+  char prefix[64], msg[512];
+  fresh_prefix(prefix, sizeof prefix);
+  opened o = {0};
+  open_on(&o, 0, prefix, 0, g.cluster);
+  assert_int_equal(ensure(&o).outcome, CS_OUT_OK);
+  close_on(&o);
+  assert_int_equal(reader_search(2, prefix, false, msg, sizeof msg), CS_E_CONFIG);
+  assert_non_null(strstr(msg, "replicated"));
+  assert_int_equal(reader_search(2, prefix, true, msg, sizeof msg), CS_E_OK);
 }
 
 typedef struct claimant {
@@ -495,6 +540,7 @@ int main(int argc, char **argv) {
   curl_global_init(CURL_GLOBAL_DEFAULT);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_settings_refused),
+      cmocka_unit_test(test_reader_settings_checked),
       cmocka_unit_test(test_simultaneous_claims_on_two_replicas),
       cmocka_unit_test(test_release_then_write_through_lagging_replica),
       cmocka_unit_test(test_timed_out_quorum_write_lands_late),

@@ -148,8 +148,16 @@ typedef int (*cs_array_candidate_fn)(void *ctx, const cs_array_candidate *candid
 
 typedef struct cs_catalog_ops {
   const char *name;
-  /* Creates the versioned tables if absent; idempotent. */
+  /* Creates the versioned tables if absent; idempotent. Refuses (INVALID) tables that do not suit the client. */
   int (*schema_ensure)(void *self, cs_catalog_result *res);
+  /*
+   * Optional (NULL: nothing to check): creating nothing, refuses (INVALID)
+   * tables present that do not suit this client, as schema_ensure does: a
+   * replicated ClickHouse catalog's tables to a client without its quorum
+   * and consistency settings, and back. Readers call it before their first
+   * query.
+   */
+  int (*schema_check)(void *self, cs_catalog_result *res);
   int (*head)(void *self, const cs_uuid *lease_id, cs_cat_head *out, cs_catalog_result *res);
   int (*claim)(void *self, const cs_uuid *lease_id, uint64_t base_term, uint64_t ttl_ns, cs_catalog_result *res);
   int (*read_claims)(void *self, const cs_uuid *lease_id, uint64_t term, cs_claims *out, cs_catalog_result *res);

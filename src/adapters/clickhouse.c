@@ -691,14 +691,28 @@ static bool tables_check(ch_adapter *ch, char *db, size_t db_cap, bool exists[5]
  * database.table shared by every replica ({shard} and {replica} are the
  * servers' macros).
  */
+/* The cluster and the tables' kind (cluster_check, tables_check). */
+static bool kind_check(ch_adapter *ch, char *db, size_t db_cap, bool exists[5], cs_catalog_result *res) {
+  return (ch->cluster[0] == '\0' || cluster_check(ch, res)) && tables_check(ch, db, db_cap, exists, res);
+}
+
+/* catalog.h's schema_check: a reader's, before its first query; creates nothing. */
+static int ch_schema_check(void *self, cs_catalog_result *res) {
+  ch_adapter *ch = self;
+  memset(res, 0, sizeof *res);
+  char db[CH_PREFIX_MAX + 1];
+  bool exists[5];
+  kind_check(ch, db, sizeof db, exists, res);
+  return CS_E_OK;
+}
+
 static int ch_schema_ensure(void *self, cs_catalog_result *res) {
   ch_adapter *ch = self;
   memset(res, 0, sizeof *res);
   bool replicated = ch->cluster[0] != '\0';
-  if (replicated && !cluster_check(ch, res)) return CS_E_OK;
   char db[CH_PREFIX_MAX + 1];
   bool exists[5];
-  if (!tables_check(ch, db, sizeof db, exists, res)) return CS_E_OK;
+  if (!kind_check(ch, db, sizeof db, exists, res)) return CS_E_OK;
   const char *names[5];
   ch_table_names(ch, names);
   for (int i = 0; i < 5; i++) {
@@ -1841,6 +1855,7 @@ static void ch_close(void *self) {
 static const cs_catalog_ops CH_OPS = {
     .name = "clickhouse",
     .schema_ensure = ch_schema_ensure,
+    .schema_check = ch_schema_check,
     .head = ch_head,
     .claim = ch_claim,
     .read_claims = ch_read_claims,

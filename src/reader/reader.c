@@ -165,11 +165,30 @@ int capstore_selection_take(capstore_selection *into, capstore_selection *from) 
   return CS_E_OK;
 }
 
+/*
+ * Before the reader's first query: the catalog's tables suit its settings
+ * (catalog.h's schema_check: a replicated catalog read without sequential
+ * consistency could show a watermark without its rows). CS_E_OK, else
+ * CS_E_CONFIG (the tables are of the other kind) or CS_E_IO with msg.
+ */
+static int kind_checked(capstore_reader *r, char *msg, size_t msg_size) {
+  if (r->kind_checked || r->catalog.ops->schema_check == NULL) return CS_E_OK;
+  cs_catalog_result res;
+  int rc = r->catalog.ops->schema_check(r->catalog.self, &res);
+  if (rc != CS_E_OK || res.outcome != CS_OUT_OK)
+    return rt_refuse(rc != CS_E_OK ? rc : res.outcome == CS_OUT_INVALID ? CS_E_CONFIG : CS_E_IO, msg, msg_size,
+                     "catalog: %s (%s)", rc != CS_E_OK ? cs_strerror(rc) : cs_outcome_name(res.outcome), res.detail);
+  r->kind_checked = true;
+  return CS_E_OK;
+}
+
 /* The catalog's watermark now. CS_E_OK, or CS_E_IO with msg. */
 static int head_watermark(capstore_reader *r, uint64_t *watermark, char *msg, size_t msg_size) {
   cs_cat_head head;
   cs_catalog_result res;
   const cs_uuid reader_id = {{0}};
+  int checked = kind_checked(r, msg, msg_size);
+  if (checked != CS_E_OK) return checked;
   int rc = r->catalog.ops->head(r->catalog.self, &reader_id, &head, &res);
   if (rc != CS_E_OK || res.outcome != CS_OUT_OK) {
     return rt_refuse(rc != CS_E_OK ? rc : CS_E_IO, msg, msg_size, "catalog head: %s (%s)",
@@ -187,7 +206,12 @@ static int search_into(capstore_reader *r, uint64_t watermark, const cs_search_f
   if (rows == NULL) return rt_refuse(CS_E_NO_MEMORY, msg, msg_size, "search: out of memory for %u rows", page_size);
   cs_catalog_result res;
   *count = 0;
-  int rc = r->catalog.ops->search(r->catalog.self, watermark, filter, after, rows, page_size, count, &res);
+  int rc = kind_checked(r, msg, msg_size);
+  if (rc != CS_E_OK) {
+    free(rows);
+    return rc;
+  }
+  rc = r->catalog.ops->search(r->catalog.self, watermark, filter, after, rows, page_size, count, &res);
   if (rc != CS_E_OK || res.outcome != CS_OUT_OK) {
     free(rows);
     *count = 0;

@@ -46,6 +46,7 @@ struct capstore_reader {
    * store is closed, and the reader refuses further reads.
    */
   bool broken;
+  bool kind_checked; /* the catalog's schema_check passed (before the first query) */
   struct rd_slot *stranded;
   uint32_t stranded_count;
   void **orphans; /* other memory the failed engine's requests still name (an array read's), rd_orphan */
