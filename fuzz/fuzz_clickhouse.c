@@ -15,7 +15,8 @@
  * come back byte for byte, NUL bytes included (U+0000 is a valid text
  * character). The row is refused exactly when the key holds a NUL, and the
  * key rule every catalog applies at INDEX (cs_catalog_index_keys_ok)
- * refuses exactly the same inputs.
+ * refuses exactly the same inputs. A 2-column body also goes through the
+ * schema check's answer parser (the tables' kind, the database name).
  */
 #include <assert.h>
 #include <stdint.h>
@@ -34,6 +35,23 @@ static void array_row_check(char **fields, const size_t *lengths) {
   assert(row.nonce.bytes == fields[2] && row.nonce.len == lengths[2]);
   assert(row.capture_id.bytes == fields[3] && row.capture_id.len == lengths[3]);
   assert(lengths[0] == 1 && row.geometry == (fields[0][0] == '1'));
+}
+
+/* The schema check's answer (2 columns): a database name of [A-Za-z0-9_] only when accepted; a kind refusal names it. */
+static void tables_answer_check(const char *body, size_t len, bool replicated) {
+  static const char *const names[5] = {"p_claims_v1", "p_descriptors_v1", "p_inventory_v1", "p_publishes_v1",
+                                       "p_rejected_v1"};
+  char *copy = malloc(len + 1);
+  if (copy == NULL) return;
+  memcpy(copy, body, len);
+  bool exists[5];
+  char db[65], detail[256] = "";
+  int rc = cs_clickhouse_tables_answer(copy, len, names, replicated, exists, db, sizeof db, detail, sizeof detail);
+  assert(rc == CS_E_OK || rc == CS_E_CONFIG || rc == CS_E_PARSE);
+  if (rc == CS_E_OK) assert(db[0] != '\0' && strspn(db, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") ==
+                                                  strlen(db));
+  if (rc == CS_E_CONFIG) assert(strstr(detail, "table p_") != NULL);
+  free(copy);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -183,6 +201,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (columns == CS_CLICKHOUSE_SEARCH_COLUMN_COUNT) search_row_check(fields, lengths);
     if (columns == CS_CLICKHOUSE_ARRAY_COLUMN_COUNT) array_row_check(fields, lengths);
   }
+  if (columns == 2) tables_answer_check(body, len, data[0] & 1);
   free(copy);
   bulk_round_trip(body, len);
   return 0;

@@ -86,6 +86,37 @@ static void test_classify(void **state) {
   assert_int_equal(classify(403, ""), CS_OUT_FORBIDDEN);
 }
 
+/* The schema check's answer: which tables exist, of which kind, in which database. */
+static void test_tables_answer(void **state) {
+  (void)state;
+  static const char *const names[5] = {"p_claims_v1", "p_descriptors_v1", "p_inventory_v1", "p_publishes_v1",
+                                       "p_rejected_v1"};
+  bool exists[5];
+  char db[65], detail[256], body[256];
+  snprintf(body, sizeof body, "p_claims_v1\tReplicatedMergeTree\np_inventory_v1\tReplicatedMergeTree\n\tcapdb\n");
+  assert_int_equal(cs_clickhouse_tables_answer(body, strlen(body), names, true, exists, db, sizeof db, detail,
+                                               sizeof detail), CS_E_OK);
+  assert_true(exists[0] && exists[2] && !exists[1] && !exists[3] && !exists[4]);
+  assert_string_equal(db, "capdb");
+  /* The same tables to a client without the cluster's settings: refused, naming the table and its engine. */
+  snprintf(body, sizeof body, "p_claims_v1\tReplicatedMergeTree\n\tcapdb\n");
+  assert_int_equal(cs_clickhouse_tables_answer(body, strlen(body), names, false, exists, db, sizeof db, detail,
+                                               sizeof detail), CS_E_CONFIG);
+  assert_non_null(strstr(detail, "p_claims_v1 is ReplicatedMergeTree"));
+  snprintf(body, sizeof body, "p_rejected_v1\tMergeTree\n\tcapdb\n");
+  assert_int_equal(cs_clickhouse_tables_answer(body, strlen(body), names, true, exists, db, sizeof db, detail,
+                                               sizeof detail), CS_E_CONFIG);
+  assert_non_null(strstr(detail, "not replicated"));
+  /* No database row, a table not asked for, a database name out of [A-Za-z0-9_], two database rows: malformed. */
+  const char *bad[] = {"p_claims_v1\tMergeTree\n", "other\tMergeTree\n\tcapdb\n", "\tcap-db\n",
+                       "\tcapdb\n\tcapdb\n", "\tcapdb"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    snprintf(body, sizeof body, "%s", bad[i]);
+    assert_int_equal(cs_clickhouse_tables_answer(body, strlen(body), names, false, exists, db, sizeof db, detail,
+                                                 sizeof detail), CS_E_PARSE);
+  }
+}
+
 static int tsv_rows(const char *text, uint32_t columns, char out[][64]) {
   static char buf[1024];
   size_t n = strlen(text);
@@ -542,7 +573,8 @@ static void test_index_bytes(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_error_code), cmocka_unit_test(test_classify),   cmocka_unit_test(test_tsv_strict),
+      cmocka_unit_test(test_error_code), cmocka_unit_test(test_classify),   cmocka_unit_test(test_tables_answer),
+      cmocka_unit_test(test_tsv_strict),
       cmocka_unit_test(test_u64_strict), cmocka_unit_test(test_table_names), cmocka_unit_test(test_url_validated),
       cmocka_unit_test(test_bulk_row_round_trip), cmocka_unit_test(test_bulk_row_refusals),
       cmocka_unit_test(test_index_bytes), cmocka_unit_test(test_tsv_nul), cmocka_unit_test(test_descriptor_row_nul),

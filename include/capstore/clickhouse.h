@@ -104,6 +104,17 @@ typedef struct cs_clickhouse_tsv {
 /* Returns 1 with fields[0..count) (NULL for \N), 0 at the end, CS_E_PARSE. */
 int cs_clickhouse_tsv_next(cs_clickhouse_tsv *tsv, char **fields, size_t *lengths, uint32_t count);
 
+/*
+ * The schema check's answer (rows of table name and engine, and one row ""
+ * and the current database; exposed for the fuzzer): sets exists[i] for
+ * each of names[5] present, copies the database name (A-Z a-z 0-9 _) into
+ * db. CS_E_CONFIG with detail when a table's engine is of the other kind
+ * (Replicated* exactly when replicated), CS_E_PARSE for anything else
+ * unexpected. body is unescaped in place.
+ */
+int cs_clickhouse_tables_answer(char *body, size_t len, const char *const names[5], bool replicated, bool exists[5],
+                                char *db, size_t db_cap, char *detail, size_t detail_cap);
+
 /* Strict unsigned decimal (no sign, no spaces, no overflow): CS_E_OK or CS_E_PARSE. */
 int cs_clickhouse_parse_u64(const char *text, uint64_t *out);
 

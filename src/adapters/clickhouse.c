@@ -566,14 +566,14 @@ static bool answer_u64_row(ch_adapter *ch, uint64_t *values, uint32_t count);
 /* The five tables' columns and sort keys, in the order of ch_table_names. */
 static const char *const CH_COLUMNS[5] = {
     "(term UInt64, lease_id String, holder String, acquired_at_ns UInt64, expires_at_ns UInt64)",
-    "(pack_id String, key String, capture_id String, tenant_id String, experiment_id String, run_id String,"
+    ("(pack_id String, key String, capture_id String, tenant_id String, experiment_id String, run_id String,"
     " session_id String, request_id String, sequence_id String, model_id String, model_revision String,"
     " adapter_revision Nullable(String), capture_policy_version String, hook_name String, layer_number Int32,"
     " producer_rank UInt32, step_number UInt64, token_start UInt64, token_end UInt64, batch_position UInt32,"
     " dtype String, shape Array(UInt32), captured_at_ns UInt64, offset UInt64, stored_length UInt64,"
-    " decoded_length UInt64, crc32 UInt32, version UInt64)",
-    "(pack_id String, key String, size_bytes UInt64, sha256 String, record_count UInt32, created_at_ns UInt64,"
-    " version UInt64)",
+    " decoded_length UInt64, crc32 UInt32, version UInt64)"),
+    ("(pack_id String, key String, size_bytes UInt64, sha256 String, record_count UInt32, created_at_ns UInt64,"
+     " version UInt64)"),
     "(version UInt64, term UInt64, lease_id String, pack_count UInt32, published_at_ns UInt64)",
     "(pack_id String, lease_id String, reason String, rejected_at_ns UInt64)",
 };
@@ -645,44 +645,58 @@ static bool tables_check(ch_adapter *ch, char *db, size_t db_cap, bool exists[5]
   buf_str(q, ") UNION ALL SELECT '', currentDatabase() FORMAT TabSeparated");
   ch_exec(ch, res);
   if (res->outcome != CS_OUT_OK) return false;
-  memset(exists, 0, 5 * sizeof exists[0]);
-  db[0] = '\0';
   if (ch->answer.bytes == NULL) {
     answer_malformed(res, "schema: empty answer about the tables");
     return false;
   }
-  cs_clickhouse_tsv tsv = {ch->answer.bytes, ch->answer.bytes + ch->answer.len};
-  char *fields[2];
-  size_t lengths[2];
-  int got;
-  bool replicated = ch->cluster[0] != '\0';
-  while ((got = cs_clickhouse_tsv_next(&tsv, fields, lengths, 2)) == 1) {
-    char name[CH_TABLE_MAX], engine[64];
-    if (!field_text(fields[0], lengths[0], name, sizeof name)) break;
-    if (name[0] == '\0') {
-      if (!field_text(fields[1], lengths[1], db, db_cap)) break;
-      continue;
-    }
-    if (!field_text(fields[1], lengths[1], engine, sizeof engine)) break;
-    for (int i = 0; i < 5; i++)
-      if (strcmp(name, names[i]) == 0) exists[i] = true;
-    if ((strncmp(engine, "Replicated", 10) == 0) != replicated) {
-      char detail[sizeof res->detail];
-      snprintf(detail, sizeof detail,
-               replicated ? "table %s is %s, not replicated: this catalog is one server's; unset clickhouse.cluster"
-                          : "table %s is %s: this catalog is replicated; set clickhouse.cluster and insert_quorum",
-               name, engine);
-      result_set(res, CS_OUT_INVALID, 0, detail, strlen(detail));
-      return false;
-    }
+  char detail[sizeof res->detail];
+  int rc = cs_clickhouse_tables_answer(ch->answer.bytes, ch->answer.len, names, ch->cluster[0] != '\0', exists, db,
+                                       db_cap, detail, sizeof detail);
+  if (rc == CS_E_CONFIG) {
+    result_set(res, CS_OUT_INVALID, 0, detail, strlen(detail));
+    return false;
   }
-  bool db_ok = db[0] != '\0' && strspn(db, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") ==
-                                     strlen(db);
-  if (got != 0 || !db_ok) {
+  if (rc != CS_E_OK) {
     answer_malformed(res, "schema: malformed answer about the tables");
     return false;
   }
   return true;
+}
+
+int cs_clickhouse_tables_answer(char *body, size_t len, const char *const names[5], bool replicated, bool exists[5],
+                                char *db, size_t db_cap, char *detail, size_t detail_cap) {
+  memset(exists, 0, 5 * sizeof exists[0]);
+  if (db_cap == 0) return CS_E_PARSE;
+  db[0] = '\0';
+  cs_clickhouse_tsv tsv = {body, body + len};
+  char *fields[2];
+  size_t lengths[2];
+  int got;
+  while ((got = cs_clickhouse_tsv_next(&tsv, fields, lengths, 2)) == 1) {
+    char name[CH_TABLE_MAX], engine[64];
+    if (!field_text(fields[0], lengths[0], name, sizeof name)) return CS_E_PARSE;
+    if (name[0] == '\0') {
+      if (db[0] != '\0' || !field_text(fields[1], lengths[1], db, db_cap)) return CS_E_PARSE;
+      continue;
+    }
+    if (!field_text(fields[1], lengths[1], engine, sizeof engine)) return CS_E_PARSE;
+    bool ours = false;
+    for (int i = 0; i < 5; i++)
+      if (strcmp(name, names[i]) == 0) exists[i] = ours = true;
+    if (!ours) return CS_E_PARSE; /* the statement asked for these five */
+    if ((strncmp(engine, "Replicated", 10) == 0) != replicated) {
+      snprintf(detail, detail_cap,
+               replicated ? "table %s is %s, not replicated: this catalog is one server's; unset clickhouse.cluster"
+                          : "table %s is %s: this catalog is replicated; set clickhouse.cluster and insert_quorum",
+               name, engine);
+      return CS_E_CONFIG;
+    }
+  }
+  size_t n = strlen(db);
+  if (got != 0 || n == 0 ||
+      strspn(db, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") != n)
+    return CS_E_PARSE;
+  return CS_E_OK;
 }
 
 /*
