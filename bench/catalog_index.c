@@ -39,6 +39,8 @@
 
 typedef struct bench_opts {
   const char *backend, *target;
+  const char *cluster; /* a replicated catalog's cluster (--cluster NAME --quorum Q): the adapter in that mode */
+  unsigned quorum;
   unsigned tcp_port, packs, records, runs;
   bool per_pack;
 } bench_opts;
@@ -57,7 +59,7 @@ static double now_s(void) {
 
 static int usage(void) {
   fprintf(stderr, "usage: capstore-bench-catalog clickhouse ENDPOINT_FILE [--tcp-port P] | sqlite DIR\n"
-                  "       [--packs N] [--records R] [--runs K] [--per-pack]\n");
+                  "       [--packs N] [--records R] [--runs K] [--per-pack] [--cluster NAME --quorum Q]\n");
   return 2;
 }
 
@@ -73,7 +75,11 @@ static int opts_parse(int argc, char **argv, bench_opts *o) {
     else if (strcmp(argv[i], "--records") == 0) field = &o->records;
     else if (strcmp(argv[i], "--runs") == 0) field = &o->runs;
     else if (strcmp(argv[i], "--tcp-port") == 0) field = &o->tcp_port;
-    else return usage();
+    else if (strcmp(argv[i], "--quorum") == 0) field = &o->quorum;
+    else if (strcmp(argv[i], "--cluster") == 0 && i + 1 < argc) {
+      o->cluster = argv[++i];
+      continue;
+    } else return usage();
     if (field != NULL && (++i == argc || (*field = (unsigned)strtoul(argv[i], NULL, 10)) == 0)) return usage();
   }
   bool known = strcmp(o->backend, "clickhouse") == 0 || strcmp(o->backend, "sqlite") == 0;
@@ -195,6 +201,8 @@ static double adapter_index(cs_catalog *cat, const bench_pack *packs, uint32_t c
 typedef struct ch_target {
   char url[256], user[64], password[128];
   unsigned tcp_port;
+  const char *cluster;
+  unsigned quorum;
 } ch_target;
 
 /* One POST of sql (in the URL when body is given, else as the body); the HTTP status, 0 on a transport error. */
@@ -220,7 +228,8 @@ static double client_insert(const ch_target *t, const char *table, const char *f
 
 static cs_catalog *ch_open(const ch_target *t, const char *prefix, cs_catalog *cat) {
   cs_clickhouse_config cfg = {.url = t->url, .user = t->user, .password = t->password, .table_prefix = prefix,
-                              .holder = "bench", .request_timeout_ns = 300 * CS_SEC_NS, .allow_insecure = true};
+                              .holder = "bench", .request_timeout_ns = 300 * CS_SEC_NS, .allow_insecure = true,
+                              .cluster = t->cluster, .insert_quorum = t->cluster != NULL ? t->quorum : 0};
   return cs_clickhouse_open(&cfg, cat) == CS_E_OK ? cat : NULL;
 }
 
@@ -238,7 +247,9 @@ static bool ch_run(const ch_target *t, const bench_opts *o, const bench_pack *pa
   cs_clickhouse_table_name(prefix, "descriptors", desc, sizeof desc);
   for (int i = 0; i < 2; i++) {
     snprintf(ref[i], sizeof ref[i], "%s_peer%d", prefix, i);
-    snprintf(sql, sizeof sql, "CREATE TABLE %s AS %s", ref[i], desc);
+    /* One server's table of the same columns (a replicated catalog's would share its ZooKeeper path). */
+    snprintf(sql, sizeof sql, "CREATE TABLE %s AS %s ENGINE = MergeTree ORDER BY (pack_id, capture_id, version)",
+             ref[i], desc);
     if (ch_post(t, sql, NULL, 0) != 200) return false;
   }
   snprintf(sql, sizeof sql, "INSERT INTO %s (%s) FORMAT TabSeparated", ref[0], CS_CATALOG_DESCRIPTOR_COLUMNS);
@@ -370,7 +381,7 @@ int main(int argc, char **argv) {
   if (packs == NULL) return 1;
   for (uint32_t i = 0; i < o.packs; i++)
     if (!pack_make(&packs[i], i, o.records)) return 1;
-  ch_target t = {.tcp_port = o.tcp_port};
+  ch_target t = {.tcp_port = o.tcp_port, .cluster = o.cluster, .quorum = o.quorum};
   size_t len = 0;
   char *body = rows_tsv(packs, o.packs, &len);
   if (body == NULL) return 1;
@@ -388,9 +399,10 @@ int main(int argc, char **argv) {
     if (f == NULL || fwrite(body, 1, len, f) != len || fclose(f) != 0) return 1;
   }
   uint64_t rows = (uint64_t)o.packs * o.records;
-  printf("backend=%s packs=%u records=%u rows=%llu body_bytes=%zu index_bytes_per_pack=%llu mode=%s\n", o.backend,
-         o.packs, o.records, (unsigned long long)rows, len, (unsigned long long)packs[0].ref.index_bytes,
-         o.per_pack ? "per_pack" : "batch");
+  printf("backend=%s packs=%u records=%u rows=%llu body_bytes=%zu index_bytes_per_pack=%llu mode=%s cluster=%s "
+         "quorum=%u\n",
+         o.backend, o.packs, o.records, (unsigned long long)rows, len, (unsigned long long)packs[0].ref.index_bytes,
+         o.per_pack ? "per_pack" : "batch", o.cluster != NULL ? o.cluster : "none", o.quorum);
   static double seconds[SIDES][RUNS_MAX];
   for (unsigned run = 0; run < o.runs; run++) {
     double out[SIDES] = {0};

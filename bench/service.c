@@ -6,7 +6,8 @@
  * usage: capstore-bench-service MODE --work DIR [--s3 S3_ENDPOINT_FILE] [--clickhouse CH_ENDPOINT_FILE] [options]
  *   Without --s3 the store is a dirstore under DIR, without --clickhouse the catalog is SQLite under DIR.
  *   S3_ENDPOINT_FILE: "endpoint access_key secret bucket" (tools/servers/s3.sh);
- *   CH_ENDPOINT_FILE: "http_port user password" (tools/servers/clickhouse.sh).
+ *   CH_ENDPOINT_FILE: "http_port user password" (tools/servers/clickhouse.sh); with --ch-cluster NAME and
+ *   --ch-quorum Q, a replica of a replicated catalog (tools/servers/ch_cluster.sh; bench/run_cluster.sh).
  * MODE:
  *   flush    capture --records N (12288) of --bytes B (1792: one bf16 row of 896) in packs of --pack-records R
  *            (4096), then capstore_flush; --runs K (5). Times the flush call (a) and capture + flush (b); the
@@ -70,6 +71,8 @@
 
 typedef struct opts {
   const char *mode, *work, *s3_file, *ch_file, *dead, *method;
+  const char *ch_cluster; /* a replicated catalog: the cluster's name (catalog.clickhouse.cluster) */
+  unsigned ch_quorum;     /* and its insert_quorum */
   unsigned runs, records, bytes, pack_records, packs, rate, seconds, linger_ms, poll_ms, flush_ms, window_ms;
   unsigned scan_ms;  /* sidecar: the serving runtime's daemon.scan_interval */
   unsigned inflight; /* ship: store requests in flight (service.store_inflight_max) and rclone's --transfers */
@@ -102,7 +105,7 @@ static int usage(void) {
           "usage: capstore-bench-service flush|ship|latency|backoff|sidecar|smoke --work DIR [--s3 FILE] [--clickhouse FILE]\n"
           "       [--runs K] [--records N] [--bytes B] [--pack-records R] [--packs P] [--rate N] [--seconds S]\n"
           "       [--linger-ms L] [--method poll|flush] [--poll-ms M] [--flush-ms M] [--dead store|catalog]\n"
-          "       [--window-ms M] [--inflight K] [--scan-ms S] [--live] [--trace]\n");
+          "       [--window-ms M] [--inflight K] [--scan-ms S] [--live] [--trace] [--ch-cluster NAME --ch-quorum Q]\n");
   return 2;
 }
 
@@ -134,6 +137,8 @@ static int opts_parse(int argc, char **argv, opts *o) {
     if (strcmp(name, "--work") == 0) text = &o->work;
     else if (strcmp(name, "--s3") == 0) text = &o->s3_file;
     else if (strcmp(name, "--clickhouse") == 0) text = &o->ch_file;
+    else if (strcmp(name, "--ch-cluster") == 0) text = &o->ch_cluster;
+    else if (strcmp(name, "--ch-quorum") == 0) number = &o->ch_quorum;
     else if (strcmp(name, "--dead") == 0) text = &o->dead;
     else if (strcmp(name, "--method") == 0) text = &o->method;
     else if (strcmp(name, "--runs") == 0) number = &o->runs;
@@ -241,6 +246,10 @@ static void config_make(const opts *o, const targets *t, const char *tag, unsign
     cfg->clickhouse_user = t->ch ? t->ch_user : "default";
     cfg->clickhouse_password = t->ch ? t->ch_password : "";
     cfg->clickhouse_allow_insecure = true;
+    if (t->ch && o->ch_cluster != NULL) {
+      cfg->clickhouse_cluster = o->ch_cluster;
+      cfg->clickhouse_insert_quorum = o->ch_quorum;
+    }
   } else {
     cfg->sqlite_path = e->db;
   }
