@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The replicated catalog's cost (issue 18; docs/performance.md, "Replicated
 # catalog"): a ClickHouse 18.16 cluster of 3 replicas and ZooKeeper
-# (tools/servers/ch_cluster.sh; writes with insert_quorum 2, reads with
+# (tools/servers/ch_cluster.sh; writes with insert_quorum 3, reads with
 # select_sequential_consistency) against one server (tools/servers/clickhouse.sh),
 # started side by side on this machine, in one invocation:
 #   - INDEX: the adapter's index() of PACKS packs of RECORDS records
@@ -26,7 +26,7 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/capstore-bench-cluster.XXXXXX")
 trap '"$servers/clickhouse.sh" stop "$work/single" >/dev/null 2>&1 || true; "$servers/ch_cluster.sh" stop "$work/cluster" >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
 "$servers/clickhouse.sh" start "$work/single" >/dev/null
 read -r name replicas < <("$servers/ch_cluster.sh" start "$work/cluster" 3)
-quorum=$((replicas / 2 + 1))
+quorum=$replicas # every replica (docs/catalog-protocol.md, "Replicated catalog")
 mkdir -p "$work/svc"
 
 index() { # ENDPOINT [cluster options]: the adapter's median rows/s

@@ -46,7 +46,7 @@ static cs_catalog *open_prefix(ch_ctx *ctx, const char *prefix) {
                               .allow_insecure = true};
   if (ctx->cluster[0] != '\0') {
     cfg.cluster = ctx->cluster;
-    cfg.insert_quorum = ctx->replicas / 2 + 1;
+    cfg.insert_quorum = ctx->replicas; /* every replica (docs/catalog-protocol.md) */
   }
   cs_catalog *cat = calloc(1, sizeof *cat);
   if (cat == NULL || cs_clickhouse_open(&cfg, cat) != CS_E_OK) {

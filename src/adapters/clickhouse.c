@@ -52,6 +52,8 @@ typedef struct ch_adapter {
   /* The last sole claim confirmed after a barrier: the next term of the same lease is a renewal (no barrier). */
   cs_uuid confirmed_lease;
   uint64_t confirmed_term;
+  bool confirmed; /* confirmed_lease and confirmed_term hold a barrier that went in */
+  bool cluster_ok, checking; /* cluster_check passed (settings fixed); under way */
 } ch_adapter;
 
 /* ---- buffers ------------------------------------------------------------- */
@@ -420,11 +422,14 @@ static bool query_too_large(const ch_adapter *ch, cs_catalog_result *res) {
   return true;
 }
 
+static bool cluster_ready(ch_adapter *ch, cs_catalog_result *res);
+
 /* Sends ch->query as one statement and classifies the answer into res. */
 static void ch_exec(ch_adapter *ch, cs_catalog_result *res) {
   memset(res, 0, sizeof *res);
   assert(ch->query.len > 0 || ch->query.overflow);
   if (query_too_large(ch, res)) return;
+  if (!cluster_ready(ch, res)) return;
   curl_easy_setopt(ch->curl, CURLOPT_POSTFIELDS, ch->query.bytes);
   curl_easy_setopt(ch->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)ch->query.len);
   ch_perform(ch, ch->url, res);
@@ -508,6 +513,7 @@ static size_t on_read(char *dst, size_t size, size_t nitems, void *user) {
  */
 static void ch_send_rows(ch_adapter *ch, ch_rows *s, cs_catalog_result *res) {
   memset(res, 0, sizeof *res);
+  if (!cluster_ready(ch, res)) return;
   buf_reset(s->stage); /* the last call's rows stay in it */
   s->pos = 0;
   s->sent = 0;
@@ -593,35 +599,89 @@ static bool field_text(const char *field, size_t len, char *out, size_t cap) {
   return true;
 }
 
+static int ch_insert_url(ch_adapter *ch);
+
 /*
- * The cluster's replica count (system.clusters) against insert_quorum: a
- * write reaches more than half the replicas, so any two quorum writes share
- * a replica and a sequentially consistent read sees every one that answered.
+ * The cluster (system.clusters) against insert_quorum: one shard, and a
+ * quorum of every replica. 18.16's sequentially consistent read checks only
+ * that the replica holds the table's last quorum part, not every earlier
+ * one: a replica that lags on a part a majority confirmed, then takes a
+ * write itself, reads without that part (docs/catalog-protocol.md,
+ * "Replicated catalog"). With every replica in each quorum, a confirmed
+ * write is on all of them. And a server that knows insert_quorum_parallel
+ * (releases after 2020: on by default, quorum writes no longer serialized
+ * and sequential consistency not kept) gets it off with every statement.
  */
 static bool cluster_check(ch_adapter *ch, cs_catalog_result *res) {
   ch_buf *q = &ch->query;
   buf_reset(q);
-  buf_str(q, "SELECT count() FROM system.clusters WHERE cluster = ");
+  buf_str(q, "SELECT (SELECT count() FROM system.clusters WHERE cluster = ");
   buf_quoted(q, ch->cluster, strlen(ch->cluster)); /* validated: no NUL, no quote */
-  buf_str(q, " FORMAT TabSeparated");
+  buf_str(q, "), (SELECT uniqExact(shard_num) FROM system.clusters WHERE cluster = ");
+  buf_quoted(q, ch->cluster, strlen(ch->cluster));
+  buf_str(q, "), (SELECT count() FROM system.settings WHERE name = 'insert_quorum_parallel') FORMAT TabSeparated");
   ch_exec(ch, res);
   if (res->outcome != CS_OUT_OK) return false;
-  uint64_t replicas = 0;
-  if (!answer_u64_row(ch, &replicas, 1)) {
+  uint64_t v[3] = {0};
+  if (!answer_u64_row(ch, v, 3)) {
     answer_malformed(res, "schema: malformed answer about the cluster");
     return false;
   }
+  uint64_t replicas = v[0];
   char detail[sizeof res->detail];
   if (replicas == 0) {
-    snprintf(detail, sizeof detail, "clickhouse.cluster '%s' is not in the server's remote_servers", ch->cluster);
-  } else if ((uint64_t)ch->quorum > replicas || 2 * (uint64_t)ch->quorum <= replicas) {
+    snprintf(detail, sizeof detail, "catalog.clickhouse.cluster '%s' is not in the server's remote_servers",
+             ch->cluster);
+  } else if (v[1] != 1) {
+    snprintf(detail, sizeof detail, "catalog.clickhouse.cluster '%s' has %llu shards: the catalog needs one", ch->cluster,
+             (unsigned long long)v[1]);
+  } else if ((uint64_t)ch->quorum != replicas) {
     snprintf(detail, sizeof detail,
-             "clickhouse.insert_quorum %u must be more than half of cluster '%s''s %llu replicas and at most all",
+             "catalog.clickhouse.insert_quorum %u must be all of cluster '%s''s %llu replicas (18.16's sequential "
+             "consistency misses a part a smaller quorum confirmed)",
              ch->quorum, ch->cluster, (unsigned long long)replicas);
   } else {
+    if (v[2] != 0 && strstr(ch->url, "&insert_quorum_parallel=0") == NULL) {
+      size_t used = strlen(ch->url);
+      int n = snprintf(ch->url + used, sizeof ch->url - used, "&insert_quorum_parallel=0");
+      free(ch->insert_url);
+      ch->insert_url = NULL;
+      if (n < 0 || (size_t)n >= sizeof ch->url - used || ch_insert_url(ch) != CS_E_OK) {
+        ch->url[used] = '\0';
+        result_set(res, CS_OUT_SERVER_ERROR, 0, "no room for insert_quorum_parallel=0", 36);
+        return false;
+      }
+    }
+    ch->cluster_ok = true;
     return true;
   }
   result_set(res, CS_OUT_INVALID, 0, detail, strlen(detail));
+  return false;
+}
+
+/*
+ * A replicated client's cluster check runs before its first statement of
+ * any kind (an adapter whose tables another made has not run the schema
+ * check): the statement waiting in ch->query is kept aside meanwhile. A
+ * failed check sent nothing of the statement: an outage there is REFUSED.
+ */
+static bool cluster_ready(ch_adapter *ch, cs_catalog_result *res) {
+  if (ch->cluster[0] == '\0' || ch->cluster_ok || ch->checking) return true;
+  ch_buf waiting = ch->query;
+  ch->query = (ch_buf){.max = waiting.max};
+  ch->checking = true;
+  bool ok = cluster_check(ch, res);
+  ch->checking = false;
+  free(ch->query.bytes);
+  ch->query = waiting;
+  if (ok) {
+    memset(res, 0, sizeof *res);
+    return true;
+  }
+  char detail[sizeof res->detail];
+  snprintf(detail, sizeof detail, "checking the cluster, nothing else sent: %.180s", res->detail);
+  cs_outcome outcome = cs_outcome_maybe_applied(res->outcome) ? CS_OUT_REFUSED : res->outcome;
+  result_set(res, outcome, res->server_code, detail, strlen(detail));
   return false;
 }
 
@@ -686,8 +746,8 @@ int cs_clickhouse_tables_answer(char *body, size_t len, const char *const names[
     if (!ours) return CS_E_PARSE; /* the statement asked for these five */
     if ((strncmp(engine, "Replicated", 10) == 0) != replicated) {
       snprintf(detail, detail_cap,
-               replicated ? "table %s is %s, not replicated: this catalog is one server's; unset clickhouse.cluster"
-                          : "table %s is %s: this catalog is replicated; set clickhouse.cluster and insert_quorum",
+               replicated ? "table %s is %s, not replicated: this catalog is one server's; unset catalog.clickhouse.cluster"
+                          : "table %s is %s: this catalog is replicated; set catalog.clickhouse.cluster and insert_quorum",
                name, engine);
       return CS_E_CONFIG;
     }
@@ -707,7 +767,13 @@ int cs_clickhouse_tables_answer(char *body, size_t len, const char *const names[
  */
 /* The cluster and the tables' kind (cluster_check, tables_check). */
 static bool kind_check(ch_adapter *ch, char *db, size_t db_cap, bool exists[5], cs_catalog_result *res) {
-  return (ch->cluster[0] == '\0' || cluster_check(ch, res)) && tables_check(ch, db, db_cap, exists, res);
+  if (ch->cluster[0] != '\0') {
+    ch->checking = true;
+    bool ok = cluster_check(ch, res);
+    ch->checking = false;
+    if (!ok) return false;
+  }
+  return tables_check(ch, db, db_cap, exists, res);
 }
 
 /* catalog.h's schema_check: a reader's, before its first query; creates nothing. */
@@ -727,6 +793,7 @@ static int ch_schema_ensure(void *self, cs_catalog_result *res) {
   char db[CH_PREFIX_MAX + 1];
   bool exists[5];
   if (!kind_check(ch, db, sizeof db, exists, res)) return CS_E_OK;
+  bool ddl_timed_out = false;
   const char *names[5];
   ch_table_names(ch, names);
   for (int i = 0; i < 5; i++) {
@@ -757,7 +824,17 @@ static int ch_schema_ensure(void *self, cs_catalog_result *res) {
     buf_str(q, " ORDER BY ");
     buf_str(q, CH_ORDER_BY[i]);
     ch_exec(ch, res);
-    if (res->outcome != CS_OUT_OK) return CS_E_OK;
+    /* 159: a replica down did not answer within distributed_ddl_task_timeout; it creates the table on its return */
+    if (res->outcome != CS_OUT_OK && !(replicated && res->server_code == 159)) return CS_E_OK;
+    ddl_timed_out = ddl_timed_out || res->outcome != CS_OUT_OK;
+  }
+  if (ddl_timed_out) { /* made here? then the catalog can start without the replica */
+    if (!tables_check(ch, db, sizeof db, exists, res)) return CS_E_OK;
+    for (int i = 0; i < 5; i++)
+      if (!exists[i]) {
+        result_set(res, CS_OUT_SERVER_ERROR, 159, "schema: a table was not made on this replica", 44);
+        return CS_E_OK;
+      }
   }
   return CS_E_OK;
 }
@@ -904,7 +981,7 @@ static int ch_release(void *self, const cs_uuid *lease_id, uint64_t term, uint64
  */
 static void ch_barrier(ch_adapter *ch, const cs_uuid *lease_id, uint64_t term, cs_claims *out,
                        cs_catalog_result *res) {
-  if (term > 0 && cs_uuid_equal(&ch->confirmed_lease, lease_id) && ch->confirmed_term == term - 1) {
+  if (ch->confirmed && cs_uuid_equal(&ch->confirmed_lease, lease_id) && ch->confirmed_term == term - 1) {
     ch->confirmed_term = term;
     return;
   }
@@ -919,6 +996,16 @@ static void ch_barrier(ch_adapter *ch, const cs_uuid *lease_id, uint64_t term, c
   buf_str(q, ", 0, " CH_NOW_NS " FROM system.one");
   q_fence(ch, lease_id, 0);
   ch_exec(ch, res);
+  if (res->outcome == CS_OUT_OK) { /* rejected rows too: a late one would hide a pack this holder publishes */
+    buf_reset(q);
+    buf_str(q, "INSERT INTO ");
+    buf_str(q, ch->rejected);
+    buf_str(q, " (pack_id, lease_id, reason, rejected_at_ns) SELECT '', ");
+    buf_uuid(q, lease_id);
+    buf_str(q, ", 'barrier', " CH_NOW_NS " FROM system.one");
+    q_fence(ch, lease_id, 0);
+    ch_exec(ch, res);
+  }
   if (res->outcome == CS_OUT_OK) {
     buf_reset(q);
     buf_str(q, "SELECT (SELECT count() FROM ");
@@ -951,6 +1038,7 @@ static void ch_barrier(ch_adapter *ch, const cs_uuid *lease_id, uint64_t term, c
   out->index_floor = v[2];
   ch->confirmed_lease = *lease_id;
   ch->confirmed_term = term;
+  ch->confirmed = true;
 }
 
 static int ch_read_claims(void *self, const cs_uuid *lease_id, uint64_t term, cs_claims *out,
@@ -1910,17 +1998,17 @@ static int cluster_validate(const cs_clickhouse_config *cfg, char *msg, size_t m
   uint64_t request = cfg->request_timeout_ns == 0 ? 30 * CS_SEC_NS : cfg->request_timeout_ns;
   if (cfg->cluster == NULL) {
     if (cfg->insert_quorum != 0 || cfg->insert_quorum_timeout_ns != 0)
-      why = "clickhouse.insert_quorum is for a replicated catalog: set clickhouse.cluster too";
+      why = "catalog.clickhouse.insert_quorum is for a replicated catalog: set catalog.clickhouse.cluster too";
   } else if (cfg->cluster[0] == '\0' || strlen(cfg->cluster) > CH_CLUSTER_MAX ||
              strspn(cfg->cluster, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-") !=
                  strlen(cfg->cluster)) {
-    why = "clickhouse.cluster must be 1..64 of A-Z a-z 0-9 _ . -";
+    why = "catalog.clickhouse.cluster must be 1..64 of A-Z a-z 0-9 _ . -";
   } else if (cfg->insert_quorum == 0) {
-    why = "clickhouse.insert_quorum must be set with clickhouse.cluster (more than half its replicas)";
+    why = "catalog.clickhouse.insert_quorum must be set with catalog.clickhouse.cluster (all its replicas)";
   } else if (cfg->insert_quorum_timeout_ns != 0 &&
              (cfg->insert_quorum_timeout_ns >= request || cfg->insert_quorum_timeout_ns < CS_MS_NS)) {
-    why = "clickhouse.insert_quorum_timeout must be at least 1 ms and below the request timeout (a write must "
-          "answer 319 before the client gives up on it)";
+    why = "catalog.clickhouse.insert_quorum_timeout must be at least 1 ms and below the catalog's request timeout "
+          "(catalog.timeout, else service.request_timeout): a write must answer 319 before the client gives up on it";
   }
   if (why == NULL) return CS_E_OK;
   if (msg != NULL && msg_size > 0) snprintf(msg, msg_size, "%s", why);

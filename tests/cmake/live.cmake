@@ -49,7 +49,9 @@ set_tests_properties(live.s3.stop PROPERTIES FIXTURES_CLEANUP s3 LABELS live)
 
 # A replicated catalog (issue 18): ZooKeeper and three ClickHouse 18.16 replicas of one shard on loopback
 # (tools/servers/ch_cluster.sh); tests needing it set FIXTURES_REQUIRED ch_cluster and RESOURCE_LOCK ch_cluster.
-add_test(NAME live.ch_cluster.start COMMAND ${CMAKE_SOURCE_DIR}/tools/servers/ch_cluster.sh start ${CAPSTORE_LIVE_DIR}/ch_cluster 3)
+# (a cluster a killed run left behind is stopped first)
+add_test(NAME live.ch_cluster.start
+         COMMAND sh -c "'${CMAKE_SOURCE_DIR}/tools/servers/ch_cluster.sh' stop '${CAPSTORE_LIVE_DIR}/ch_cluster' && '${CMAKE_SOURCE_DIR}/tools/servers/ch_cluster.sh' start '${CAPSTORE_LIVE_DIR}/ch_cluster' 3")
 add_test(NAME live.ch_cluster.stop COMMAND ${CMAKE_SOURCE_DIR}/tools/servers/ch_cluster.sh stop ${CAPSTORE_LIVE_DIR}/ch_cluster)
 set_tests_properties(live.ch_cluster.start PROPERTIES FIXTURES_SETUP ch_cluster LABELS live TIMEOUT 120)
 set_tests_properties(live.ch_cluster.stop PROPERTIES FIXTURES_CLEANUP ch_cluster LABELS live)

@@ -85,6 +85,12 @@ wait_zk_seen() {
 start() {
   local n=${1:-3}
   [[ "$n" =~ ^[1-9]$ ]] || { echo "ch_cluster.sh: N must be 1..9" >&2; exit 2; }
+  if [ -e "$dir" ] && [ -n "$(ls -A "$dir" 2>/dev/null)" ]; then
+    echo "ch_cluster.sh: $dir exists and is not empty (stop the cluster there first)" >&2
+    exit 2
+  fi
+  # A start that fails half way stops what it started.
+  trap 'status=$?; [ $status -eq 0 ] || stop; exit $status' EXIT
   mkdir -p "$dir/zk/data"
   local zk_port password k
   zk_port=$(free_port)
@@ -124,10 +130,16 @@ XML
       CAPSTORE_CH_MAX_QUERIES=${CAPSTORE_CH_MAX_QUERIES:-30} "$here/clickhouse.sh" start "$dir/r$k" >/dev/null
   done
   wait_zk_seen
+  trap - EXIT
   cat "$dir/cluster"
 }
 
 stop() {
+  # Only a directory this script made: never rm -rf anything else.
+  if [ -e "$dir" ] && [ ! -f "$dir/cluster" ] && [ ! -f "$dir/zk/zoo.cfg" ]; then
+    echo "ch_cluster.sh: $dir is not a cluster's directory; not removed" >&2
+    exit 2
+  fi
   if [ -f "$dir/cluster" ]; then
     local n k
     n=$(awk '{print $2}' "$dir/cluster")
