@@ -212,6 +212,15 @@ int capstore_open_store(const capstore_config *cfg, cs_store *out, char *msg, si
 int capstore_open_catalog(const capstore_config *cfg, cs_catalog *out, char *msg, size_t msg_size);
 
 /*
+ * Before a tool's or reader's first query on a catalog opened above: its
+ * tables suit the configuration (catalog.h's schema_check; creates nothing):
+ * a replicated ClickHouse catalog's tables only with clickhouse_cluster set,
+ * and back. CS_E_OK (also for a catalog with nothing to check), CS_E_CONFIG
+ * with msg naming the table, CS_E_IO when the catalog did not answer.
+ */
+int capstore_catalog_check(cs_catalog *catalog, char *msg, size_t msg_size);
+
+/*
  * The object key prefix of cfg, under which the runtime writes and lists:
  * cfg->key_prefix, or "<name>/" when it is NULL. Writes at most size bytes,
  * NUL-terminated; returns the length the whole prefix needs (as snprintf),

@@ -454,6 +454,12 @@ static int check(fsck_run *r) {
     cs_store_close(&store);
     return EXIT_UNCHECKED;
   }
+  if (capstore_catalog_check(&cat, msg, sizeof msg) != CS_E_OK) { /* a replicated catalog needs its settings */
+    snprintf(r->error, sizeof r->error, "%s", msg);
+    cat.ops->close(cat.self);
+    cs_store_close(&store);
+    return EXIT_UNCHECKED;
+  }
   int code = read_catalog(r, &cat);
   if (code == CLI_EXIT_OK) code = read_store(r, &store);
   if (code == CLI_EXIT_OK) code = check_objects(r, &store);

@@ -89,6 +89,10 @@ static int read_catalog(const capstore_config *cfg, status *st, char *err, size_
   cs_catalog cat;
   char msg[512];
   if (capstore_open_catalog(cfg, &cat, msg, sizeof msg) != CS_E_OK) return snprintf(err, err_size, "catalog: %s", msg), -1;
+  if (capstore_catalog_check(&cat, msg, sizeof msg) != CS_E_OK) { /* a replicated catalog needs its settings */
+    cat.ops->close(cat.self);
+    return snprintf(err, err_size, "%s", msg), -1;
+  }
   cs_catalog_result res;
   cs_uuid reader = {{0}};
   int rc = cat.ops->head(cat.self, &reader, &st->head, &res);

@@ -97,7 +97,7 @@ static int winners_ask(capstore_reader *r, const char *id, uint64_t chunks, ar_w
   walk->chunks = chunks;
   walk->winner = winner_add;
   walk->ctx = w;
-  int rc = rt_array_winners(&r->catalog, id, walk, msg, msg_size);
+  int rc = rt_array_winners(&r->catalog, &r->kind_checked, id, walk, msg, msg_size);
   if (w->no_memory) return rt_refuse(CS_E_NO_MEMORY, msg, msg_size, "array %s: no memory for its slots", id);
   if (rc == CS_E_OK && walk->have_geometry) {
     cs_pack_text nonce = cs_pack_text_of(walk->geometry_nonce);

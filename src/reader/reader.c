@@ -172,14 +172,10 @@ int capstore_selection_take(capstore_selection *into, capstore_selection *from) 
  * CS_E_CONFIG (the tables are of the other kind) or CS_E_IO with msg.
  */
 static int kind_checked(capstore_reader *r, char *msg, size_t msg_size) {
-  if (r->kind_checked || r->catalog.ops->schema_check == NULL) return CS_E_OK;
-  cs_catalog_result res;
-  int rc = r->catalog.ops->schema_check(r->catalog.self, &res);
-  if (rc != CS_E_OK || res.outcome != CS_OUT_OK)
-    return rt_refuse(rc != CS_E_OK ? rc : res.outcome == CS_OUT_INVALID ? CS_E_CONFIG : CS_E_IO, msg, msg_size,
-                     "catalog: %s (%s)", rc != CS_E_OK ? cs_strerror(rc) : cs_outcome_name(res.outcome), res.detail);
-  r->kind_checked = true;
-  return CS_E_OK;
+  if (r->kind_checked) return CS_E_OK;
+  int rc = capstore_catalog_check(&r->catalog, msg, msg_size);
+  r->kind_checked = rc == CS_E_OK;
+  return rc;
 }
 
 /* The catalog's watermark now. CS_E_OK, or CS_E_IO with msg. */

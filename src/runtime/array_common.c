@@ -36,7 +36,13 @@ static int walk_add(void *ctx, const cs_array_candidate *c) {
   return k->winner != NULL ? k->winner(k->ctx, c) : 0;
 }
 
-int rt_array_winners(cs_catalog *catalog, const char *id, rt_array_walk *walk, char *msg, size_t msg_size) {
+int rt_array_winners(cs_catalog *catalog, bool *kind_checked, const char *id, rt_array_walk *walk, char *msg,
+                     size_t msg_size) {
+  if (!*kind_checked) { /* once per handle: the tables suit the configuration (capstore_catalog_check) */
+    int checked = capstore_catalog_check(catalog, msg, msg_size);
+    if (checked != CS_E_OK) return checked;
+    *kind_checked = true;
+  }
   walk->have_geometry = walk->out_of_order = false;
   walk->requests = 0;
   memset(&walk->arbiter, 0, sizeof walk->arbiter);

@@ -42,7 +42,9 @@ typedef struct rt_array_walk {
  * never take a slot, and without a visible geometry no chunk does. CS_E_OK, CS_E_IO (the catalog did not answer,
  * msg says), CS_E_CORRUPT (out of order), or the winner callback's code.
  */
-RT_HIDDEN int rt_array_winners(cs_catalog *catalog, const char *id, rt_array_walk *walk, char *msg, size_t msg_size);
+/* *kind_checked: the handle's capstore_catalog_check passed (run first when false; one request, not counted). */
+RT_HIDDEN int rt_array_winners(cs_catalog *catalog, bool *kind_checked, const char *id, rt_array_walk *walk, char *msg,
+                               size_t msg_size);
 
 /*
  * The geometry a candidate names: its record fetched whole, checked against its CRC-32, decoded, and its hash

@@ -31,6 +31,7 @@ struct capstore_array_writer {
   cs_store store;
   cs_catalog catalog;
   bool store_open, catalog_open;
+  bool kind_checked; /* the catalog's tables suit the configuration (rt_array_winners) */
   cs_array_meta meta;
   uint64_t chunks;
   char prefix[CS_KEY_MAX];
@@ -183,7 +184,7 @@ static int winners_ask(capstore_array_writer *w, rt_array_walk *k, char *msg, si
   k->chunks = w->chunks;
   k->winner = winner_seen;
   k->ctx = w;
-  return rt_array_winners(&w->catalog, w->meta.id, k, msg, msg_size);
+  return rt_array_winners(&w->catalog, &w->kind_checked, w->meta.id, k, msg, msg_size);
 }
 
 /* Compares the visible geometry with ours (once: a visible geometry never changes). */

@@ -831,3 +831,15 @@ void capstore_stats_get(capstore *cs, capstore_stats *out) {
   out->arrivals_set_aside = atomic_load(&rt->arrivals_set_aside);
   rs_handoff_stats(rt, out);
 }
+
+int capstore_catalog_check(cs_catalog *catalog, char *msg, size_t msg_size) {
+  if (catalog == NULL || catalog->ops == NULL)
+    return rt_refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "capstore_catalog_check: no catalog");
+  if (catalog->ops->schema_check == NULL) return CS_E_OK;
+  cs_catalog_result res;
+  memset(&res, 0, sizeof res);
+  int rc = catalog->ops->schema_check(catalog->self, &res);
+  if (rc == CS_E_OK && res.outcome == CS_OUT_OK) return CS_E_OK;
+  return rt_refuse(rc != CS_E_OK ? rc : res.outcome == CS_OUT_INVALID ? CS_E_CONFIG : CS_E_IO, msg, msg_size,
+                   "catalog: %s (%s)", rc != CS_E_OK ? cs_strerror(rc) : cs_outcome_name(res.outcome), res.detail);
+}
