@@ -90,7 +90,7 @@ typedef struct capstore_config {
   const char *clickhouse_database; /* [A-Za-z0-9_]{1,64}, made by the operator; NULL: the user's default */
   bool clickhouse_allow_insecure;
   /* A replicated catalog (docs/operations.md, "A replicated catalog"): the cluster's name in the servers'
-     remote_servers, NULL for one server; the replicas a write must reach (more than half); its timeout
+     remote_servers, NULL for one server; the replicas a write must reach (all of them); its timeout
      (0: half the catalog timeout). */
   const char *clickhouse_cluster;
   uint32_t clickhouse_insert_quorum;

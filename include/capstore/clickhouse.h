@@ -49,7 +49,7 @@ typedef struct cs_clickhouse_config {
    * other kind (clients with and without the settings never mix).
    */
   const char *cluster;          /* [A-Za-z0-9_.-]{1,64} */
-  uint32_t insert_quorum;       /* with cluster: replicas a write must reach, more than half the cluster's (checked) */
+  uint32_t insert_quorum;       /* with cluster: replicas a write must reach: all the cluster's (checked) */
   uint64_t insert_quorum_timeout_ns; /* 0: half of request_timeout_ns; must be below it */
 } cs_clickhouse_config;
 

@@ -60,7 +60,7 @@ static const key_def keys[] = {
     {{"catalog.clickhouse.database", TEXT, "the database, made by the operator (default: the user's)"}, K_TEXT, F(clickhouse_database), "clickhouse_database"},
     {{"catalog.clickhouse.allow_insecure", BOOL, "allow an http:// URL (user and password then go in clear)"}, K_BOOL, F(clickhouse_allow_insecure), "clickhouse_allow_insecure"},
     {{"catalog.clickhouse.cluster", TEXT, "a replicated catalog: the cluster's name in remote_servers (tables ON CLUSTER)"}, K_TEXT, F(clickhouse_cluster), "clickhouse_cluster"},
-    {{"catalog.clickhouse.insert_quorum", COUNT, "with cluster: replicas each write must reach, more than half"}, K_U32, F(clickhouse_insert_quorum), "clickhouse_insert_quorum"},
+    {{"catalog.clickhouse.insert_quorum", COUNT, "with cluster: replicas each write must reach: all of them"}, K_U32, F(clickhouse_insert_quorum), "clickhouse_insert_quorum"},
     {{"catalog.clickhouse.insert_quorum_timeout", DUR, "with cluster: how long a write waits for its quorum (0: half of catalog.timeout)"}, K_DURATION, F(clickhouse_insert_quorum_timeout_ns), "clickhouse_insert_quorum_timeout_ns"},
     {{"catalog.clickhouse.password", "secret", "not in files: $CAPSTORE_CLICKHOUSE_PASSWORD"}, K_SECRET, 0, "CAPSTORE_CLICKHOUSE_PASSWORD"},
     {{"catalog.connect_timeout", DUR, "connection timeout (0: 5 s)"}, K_DURATION, F(catalog_connect_timeout_ns), "catalog_connect_timeout_ns"},
