@@ -965,6 +965,25 @@ static int ch_release(void *self, const cs_uuid *lease_id, uint64_t term, uint64
   return CS_E_OK;
 }
 
+/* The fenced insert of a publish row (PUBLISH's, or at version 0 a replicated holding's barrier) into ch->query. */
+static void q_publish_row(ch_adapter *ch, const cs_uuid *lease_id, uint64_t margin_ns, uint64_t version, uint64_t term,
+                          uint32_t pack_count) {
+  ch_buf *q = &ch->query;
+  buf_reset(q);
+  buf_str(q, "INSERT INTO ");
+  buf_str(q, ch->publishes);
+  buf_str(q, " (version, term, lease_id, pack_count, published_at_ns) SELECT ");
+  buf_u64(q, version);
+  buf_str(q, ", ");
+  buf_u64(q, term);
+  buf_str(q, ", ");
+  buf_uuid(q, lease_id);
+  buf_str(q, ", ");
+  buf_u64(q, pack_count);
+  buf_str(q, ", " CH_NOW_NS " FROM system.one");
+  q_fence(ch, lease_id, margin_ns);
+}
+
 /*
  * A replicated catalog's new holding (docs/catalog-protocol.md, "Replicated
  * catalog"): a predecessor's quorum write that timed out (319) is not undone
@@ -986,15 +1005,7 @@ static void ch_barrier(ch_adapter *ch, const cs_uuid *lease_id, uint64_t term, c
     return;
   }
   ch_buf *q = &ch->query;
-  buf_reset(q);
-  buf_str(q, "INSERT INTO ");
-  buf_str(q, ch->publishes);
-  buf_str(q, " (version, term, lease_id, pack_count, published_at_ns) SELECT 0, ");
-  buf_u64(q, term);
-  buf_str(q, ", ");
-  buf_uuid(q, lease_id);
-  buf_str(q, ", 0, " CH_NOW_NS " FROM system.one");
-  q_fence(ch, lease_id, 0);
+  q_publish_row(ch, lease_id, 0, 0, term, 0);
   ch_exec(ch, res);
   if (res->outcome == CS_OUT_OK) { /* rejected rows too: a late one would hide a pack this holder publishes */
     buf_reset(q);
@@ -1174,21 +1185,8 @@ static int ch_index(void *self, const cs_uuid *lease_id, uint64_t margin_ns, uin
 static int ch_publish(void *self, const cs_uuid *lease_id, uint64_t margin_ns, uint64_t version, uint64_t term,
                       uint32_t pack_count, cs_catalog_result *res) {
   ch_adapter *ch = self;
-  ch_buf *q = &ch->query;
-  if (version == 0) return CS_E_INVALID_ARGUMENT;
-  buf_reset(q);
-  buf_str(q, "INSERT INTO ");
-  buf_str(q, ch->publishes);
-  buf_str(q, " (version, term, lease_id, pack_count, published_at_ns) SELECT ");
-  buf_u64(q, version);
-  buf_str(q, ", ");
-  buf_u64(q, term);
-  buf_str(q, ", ");
-  buf_uuid(q, lease_id);
-  buf_str(q, ", ");
-  buf_u64(q, pack_count);
-  buf_str(q, ", " CH_NOW_NS " FROM system.one");
-  q_fence(ch, lease_id, margin_ns);
+  if (version == 0) return CS_E_INVALID_ARGUMENT; /* version 0 is a replicated holding's barrier row */
+  q_publish_row(ch, lease_id, margin_ns, version, term, pack_count);
   ch_exec(ch, res);
   return CS_E_OK;
 }
