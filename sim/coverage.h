@@ -264,7 +264,18 @@
   X(SIT_ARRAY_SECOND_CANDIDATE, "sit_array_second_candidate", "") \
   X(SIT_ARRAY_REFUSED_AT_FLUSH, "sit_array_refused_at_flush", "") \
   X(SIT_ARRAY_CLAIM_REFUSED, "sit_array_claim_refused", "") \
-  X(SIT_ARRAY_COMPLETE, "sit_array_complete", "")
+  X(SIT_ARRAY_COMPLETE, "sit_array_complete", "") \
+  /* A catalog of replicas (the replicas draw, sim/replicas.c). */ \
+  X(SIT_QUORUM_LATE, "sit_quorum_late", "") \
+  X(SIT_QUORUM_LATE_LANDED_AFTER_LEASE, "sit_quorum_late_landed_after_lease", "") \
+  X(SIT_QUORUM_BUSY, "sit_quorum_busy", "") \
+  X(SIT_REPLICA_BEHIND, "sit_replica_behind", "") \
+  X(SIT_REPLICA_DOWN, "sit_replica_down", "") \
+  X(SIT_COORDINATOR_DOWN, "sit_coordinator_down", "") \
+  X(SIT_BARRIER, "sit_barrier", "") \
+  X(SIT_BARRIER_REFUSED, "sit_barrier_refused", "") \
+  X(SIT_INDEX_BELOW_LATE_ROWS, "sit_index_below_late_rows", "rare: a predecessor's timed-out INDEX landing above a new holding's floor (seed 287 --replicas 3 --replica-defect 2)") \
+  X(SIT_REPLICA_FAILOVER, "sit_replica_failover", "")
 
 #define SIM_COV_ENUM_(id, name, why) SIM_COV_##id,
 typedef enum sim_cov_id { SIM_COV_MARKS(SIM_COV_ENUM_) SIM_COV_COUNT_ } sim_cov_id;

@@ -38,6 +38,8 @@ typedef struct cli {
   uint64_t without_mask;
   char without_text[256];
   uint64_t reader_defect;
+  uint64_t replicas;
+  uint64_t replica_defect;
 } cli;
 
 /* What to print if a core's assertion aborts the process mid-run. */
@@ -66,7 +68,8 @@ static const char *kind_name(int code) {
 static int usage(const char *why) {
   fprintf(stderr, "capstore-sim: %s\nusage: capstore-sim (--seed S | --seeds N [--first S] | --plan FILE)"
                   " [--profile swarm|none|all] [--without FAULT]... [--minutes M] [--trace] [--quiet] [--stop-on-failure]"
-                  " [--coverage [--verbose] | --require-coverage] [--reader-defect N]\n", why);
+                  " [--coverage [--verbose] | --require-coverage] [--reader-defect N]"
+                  " [--replicas 2|3] [--replica-defect N]\n", why);
   return SIM_EXIT_USAGE;
 }
 
@@ -106,6 +109,14 @@ static int parse_args(int argc, char **argv, cli *c) {
       if (!parse_u64(v, &c->reader_defect) || c->reader_defect == 0 || c->reader_defect >= SIM_READER_DEFECT_COUNT_)
         return usage("--reader-defect needs 1..4");
       i++;
+    } else if (strcmp(a, "--replicas") == 0) {
+      if (!parse_u64(v, &c->replicas) || c->replicas < 2 || c->replicas > 3)
+        return usage("--replicas needs 2 or 3");
+      i++;
+    } else if (strcmp(a, "--replica-defect") == 0) {
+      if (!parse_u64(v, &c->replica_defect) || c->replica_defect == 0 || c->replica_defect >= SIM_REPLICA_DEFECT_COUNT_)
+        return usage("--replica-defect needs 1 (no quorum) or 2 (no barrier)");
+      i++;
     } else if (strcmp(a, "--plan") == 0 && v != NULL) c->plan_path = v, i++;
     else if (strcmp(a, "--profile") == 0 && v != NULL) c->profile = v, i++;
     else if (strcmp(a, "--without") == 0 && v != NULL) {
@@ -117,6 +128,7 @@ static int parse_args(int argc, char **argv, cli *c) {
       else if (strcmp(v, "arrivals") == 0) c->without_mask |= SIM_WITHOUT_ARRIVALS;
       else if (strcmp(v, "readers") == 0) c->without_mask |= SIM_WITHOUT_READERS;
       else if (strcmp(v, "arrays") == 0) c->without_mask |= SIM_WITHOUT_ARRAYS;
+      else if (strcmp(v, "replicas") == 0) c->without_mask |= SIM_WITHOUT_REPLICAS;
       else if (f == F_COUNT_) return usage("--without needs a fault name as printed in the profile line");
       else c->without_mask |= UINT64_C(1) << f;
       size_t used = strlen(c->without_text);
@@ -160,6 +172,10 @@ static void replay_text(const cli *c, uint64_t seed, char *buf, size_t size) {
   if (c->minutes != 10) snprintf(minutes, sizeof minutes, " --minutes %" PRIu64, c->minutes);
   if (c->reader_defect != 0)
     snprintf(minutes + strlen(minutes), sizeof minutes - strlen(minutes), " --reader-defect %" PRIu64, c->reader_defect);
+  if (c->replicas != 0)
+    snprintf(minutes + strlen(minutes), sizeof minutes - strlen(minutes), " --replicas %" PRIu64, c->replicas);
+  if (c->replica_defect != 0)
+    snprintf(minutes + strlen(minutes), sizeof minutes - strlen(minutes), " --replica-defect %" PRIu64, c->replica_defect);
   snprintf(buf, size, "capstore-sim --seed %" PRIu64 "%s%s%s%s%s%s --trace", seed, c->profile ? " --profile " : "",
            c->profile ? c->profile : "", c->plan_path ? " --plan " : "", c->plan_path ? c->plan_path : "", minutes,
            c->without_text);
@@ -191,7 +207,8 @@ static int run_one(const cli *c, const cs_plan *plan, uint64_t seed, FILE *out, 
   sim_options opts = {.seed = seed, .profile_name = c->profile, .plan = plan, .plan_path = c->plan_path,
                       .trace = c->trace, .out = out, .duration_ns = c->minutes * 60 * CS_SEC_NS,
                       .liveness_ns = 300 * CS_SEC_NS, .without_mask = c->without_mask, .coverage = coverage,
-                      .reader_defect = (uint32_t)c->reader_defect};
+                      .reader_defect = (uint32_t)c->reader_defect, .replicas = (uint32_t)c->replicas,
+                      .replica_defect = (uint32_t)c->replica_defect};
   sim_result res;
   sim_run(&opts, &res);
   if (res.exit_code == SIM_EXIT_USAGE) {

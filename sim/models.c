@@ -432,17 +432,51 @@ static uint32_t head_first(const sim_world *w) {
   return i;
 }
 
-static bool head_expired(const sim_world *w) {
+/*
+ * The claims a request's replica sees (sim/replicas.c): every one in the log
+ * (r == SIM_NONE: one server, or replicas with the quorum, whose consistent
+ * reads see every confirmed write), or, with asynchronous replicas, those
+ * that reached replica r. Its head: the highest term seen, and where to
+ * start looking for its claims.
+ */
+typedef struct head_view {
+  uint32_t r;
+  uint64_t term;
+  uint32_t from;
+} head_view;
+
+static bool claim_seen(const sim_world *w, const sim_claim *c, uint32_t r) {
+  return r == SIM_NONE || c->seen_ns[r] <= w->now_ns;
+}
+
+static head_view view_head(const sim_world *w, uint32_t r) {
+  head_view v = {r, 0, 0};
+  if (r == SIM_NONE) {
+    v.term = head_term(w);
+    v.from = head_first(w);
+    return v;
+  }
+  for (uint32_t i = 0; i < w->claim_count; i++)
+    if (claim_seen(w, &w->claims[i], r) && w->claims[i].term > v.term) v.term = w->claims[i].term;
+  return v;
+}
+
+static bool at_head(const sim_world *w, const head_view *v, const sim_claim *c) {
+  return c->term == v->term && claim_seen(w, c, v->r);
+}
+
+static bool head_expired(const sim_world *w, const head_view *v) {
   uint64_t now = sim_catalog_now(w);
-  for (uint32_t i = head_first(w); i < w->claim_count; i++)
-    if (w->claims[i].expires_ns > now) return false;
+  for (uint32_t i = v->from; i < w->claim_count; i++)
+    if (at_head(w, v, &w->claims[i]) && w->claims[i].expires_ns > now) return false;
   return true;
 }
 
-static bool head_free_for(const sim_world *w, const cs_uuid *lease_id) {
+static bool head_free_for(const sim_world *w, const head_view *v, const cs_uuid *lease_id) {
   bool all_expired = true, all_mine = true;
   uint64_t now = sim_catalog_now(w);
-  for (uint32_t i = head_first(w); i < w->claim_count; i++) {
+  for (uint32_t i = v->from; i < w->claim_count; i++) {
+    if (!at_head(w, v, &w->claims[i])) continue;
     if (w->claims[i].expires_ns > now) all_expired = false;
     if (!cs_uuid_equal(&w->claims[i].lease_id, lease_id)) all_mine = false;
   }
@@ -450,14 +484,14 @@ static bool head_free_for(const sim_world *w, const cs_uuid *lease_id) {
 }
 
 /* How long until the head's last live claim expires, by the catalog's clock. */
-static uint64_t head_busy_for(const sim_world *w) {
+static uint64_t head_busy_for(const sim_world *w, const head_view *v) {
   uint64_t now = sim_catalog_now(w), last = now;
-  for (uint32_t i = head_first(w); i < w->claim_count; i++)
-    if (w->claims[i].expires_ns > last) last = w->claims[i].expires_ns;
+  for (uint32_t i = v->from; i < w->claim_count; i++)
+    if (at_head(w, v, &w->claims[i]) && w->claims[i].expires_ns > last) last = w->claims[i].expires_ns;
   return last - now;
 }
 
-/* The sole live claimant of the head term (its proc), or SIM_NONE. */
+/* The sole live claimant of the head term (its proc), or SIM_NONE: the whole log's (the checker's truth). */
 uint32_t sim_catalog_holder(const sim_world *w, uint64_t server_now_ns, uint64_t *term) {
   uint32_t first = head_first(w);
   *term = head_term(w);
@@ -467,23 +501,35 @@ uint32_t sim_catalog_holder(const sim_world *w, uint64_t server_now_ns, uint64_t
   return claim->proc;
 }
 
-static bool fence_passes(const sim_world *w, const cs_uuid *lease_id) {
-  uint32_t first = head_first(w);
-  if (w->claim_count == 0 || w->claim_count - first != 1) return false;
-  const sim_claim *claim = &w->claims[first];
-  return !claim->released && cs_uuid_equal(&claim->lease_id, lease_id) &&
+/* The head's only claim as replica r sees it, or NULL. */
+static const sim_claim *head_sole(const sim_world *w, const head_view *v) {
+  const sim_claim *sole = NULL;
+  for (uint32_t i = v->from; i < w->claim_count; i++) {
+    if (!at_head(w, v, &w->claims[i])) continue;
+    if (sole != NULL) return NULL;
+    sole = &w->claims[i];
+  }
+  return sole;
+}
+
+static bool fence_passes(const sim_world *w, const cs_uuid *lease_id, uint32_t r) {
+  head_view v = view_head(w, r);
+  const sim_claim *claim = head_sole(w, &v);
+  return claim != NULL && !claim->released && cs_uuid_equal(&claim->lease_id, lease_id) &&
          claim->expires_ns > sim_catalog_now(w) + w->fence_margin_ns;
 }
 
-static void claim_append(sim_world *w, const sim_req *req, uint64_t term, uint64_t ttl_ns, bool released) {
+static void claim_append(sim_world *w, const sim_req *req, uint64_t term, uint64_t expires_ns, bool released) {
   if (w->claim_count >= SIM_CLAIMS_MAX) sim_bail(w, SIM_EXIT_MODEL, "model bound: claims");
   sim_claim *claim = &w->claims[w->claim_count++];
   claim->term = term;
   claim->lease_id = req->lease_id;
   claim->proc = req->proc;
   claim->acquired_ns = w->now_ns;
-  claim->expires_ns = sim_catalog_now(w) + ttl_ns;
+  claim->expires_ns = expires_ns;
   claim->released = released;
+  sim_replicas_stamp(w, req->replica, claim->seen_ns);
+  sim_replicas_claim_written(w);
 }
 
 /*
@@ -495,41 +541,97 @@ static void claim_append(sim_world *w, const sim_req *req, uint64_t term, uint64
  * late claimant always reads back two claims; the first may have read back
  * "sole" before the late claim landed, and its fenced writes pass until then
  * (rows of one already past its fence may land after it: still the only
- * writer of that term, sim_check_effective_write).
+ * writer of that term, sim_check_effective_write). On replicas with the
+ * quorum a claim whose quorum timed out lands later (sim_catalog_land).
  */
 static void catalog_claim(sim_world *w, sim_req *req) {
   req->outcome = CS_OUT_OK;
-  uint64_t head = head_term(w);
-  if (head == req->term && head_free_for(w, &req->lease_id)) {
-    bool free_for_anyone = head_expired(w);
+  head_view v = view_head(w, sim_replica_view(w, req));
+  if (v.term == req->term && head_free_for(w, &v, &req->lease_id)) {
+    bool free_for_anyone = head_expired(w, &v);
+    req->claim_expires_ns = sim_catalog_now(w) + w->base_svc.lease_ttl_ns;
+    if (sim_replicas_quorum_late(w, req)) {
+      req->land_pending = true;
+      return;
+    }
     sim_cov_claim(w, req);
     sim_check_claim(w, req->proc, req->term + 1);
-    claim_append(w, req, req->term + 1, w->base_svc.lease_ttl_ns, false);
+    claim_append(w, req, req->term + 1, req->claim_expires_ns, false);
     w->contest_term = free_for_anyone ? req->term + 1 : 0;
     if (free_for_anyone && w->catalog_claims_concurrent) sim_cov_mark(w, SIM_COV_FAULT_CLAIMS_CONCURRENT);
     w->contest_until_ns = w->now_ns + SIM_CONTEST_WINDOW_NS;
     return;
   }
+  uint64_t head = head_term(w);
   if (w->catalog_claims_concurrent && head == req->term + 1 && w->contest_term == head &&
       w->now_ns < w->contest_until_ns && !cs_uuid_equal(&w->claims[w->claim_count - 1].lease_id, &req->lease_id)) {
-    claim_append(w, req, head, w->base_svc.lease_ttl_ns, false);
+    claim_append(w, req, head, sim_catalog_now(w) + w->base_svc.lease_ttl_ns, false);
     w->counters.contested_terms++;
     sim_cov_mark(w, SIM_COV_SIT_CONTESTED_TERM);
   }
 }
 
+static void catalog_release(sim_world *w, sim_req *req) {
+  req->outcome = CS_OUT_OK;
+  uint32_t r = sim_replica_view(w, req);
+  head_view v = view_head(w, r);
+  bool last_mine;
+  if (r == SIM_NONE) {
+    last_mine = w->claim_count > 0 && cs_uuid_equal(&w->claims[w->claim_count - 1].lease_id, &req->lease_id);
+  } else {
+    const sim_claim *sole = head_sole(w, &v);
+    last_mine = sole != NULL && cs_uuid_equal(&sole->lease_id, &req->lease_id);
+  }
+  if (v.term == req->term && head_free_for(w, &v, &req->lease_id) && last_mine) {
+    req->claim_expires_ns = sim_catalog_now(w) + w->fence_margin_ns; /* free for others after the margin */
+    if (sim_replicas_quorum_late(w, req)) {
+      req->land_pending = true;
+      return;
+    }
+    claim_append(w, req, req->term + 1, req->claim_expires_ns, true);
+    sim_cov_mark(w, SIM_COV_SIT_RELEASE_APPLIED);
+  } else {
+    sim_cov_mark(w, SIM_COV_SIT_RELEASE_NOOP);
+  }
+}
+
+/* A claim or release whose quorum timed out lands when the replicas fetched it, with the row it was written as. */
+static void land_claim(sim_world *w, sim_req *req) {
+  bool released = req->op == CS_OP_CAT_RELEASE;
+  if (!released) {
+    sim_cov_claim(w, req);
+    sim_check_claim(w, req->proc, req->term + 1);
+  }
+  if (head_term(w) != req->term)
+    sim_bail(w, SIM_EXIT_MODEL, "p%u's %s of term %" PRIu64 " landed late on head %" PRIu64 ": the claims table "
+             "took a write while it was pending", req->proc, cs_op_name(req->op), req->term + 1, head_term(w));
+  claim_append(w, req, req->term + 1, req->claim_expires_ns, released);
+}
+
+/* The watermark replica r sees. */
+static uint64_t watermark_at(const sim_world *w, uint32_t r) {
+  if (r == SIM_NONE) return w->watermark;
+  uint64_t m = 0;
+  for (uint32_t i = 0; i < w->publish_count; i++)
+    if (w->publishes[i].seen_ns[r] <= w->now_ns && w->publishes[i].version > m) m = w->publishes[i].version;
+  return m;
+}
+
 static void catalog_read_claims(sim_world *w, sim_req *req) {
   memset(&req->claims, 0, sizeof req->claims);
+  uint32_t r = sim_replica_view(w, req);
   bool mine = false;
   for (uint32_t i = 0; i < w->claim_count; i++) {
     const sim_claim *claim = &w->claims[i];
-    if (claim->term != req->term) continue;
+    if (claim->term != req->term || !claim_seen(w, claim, r)) continue;
     req->claims.claim_count++;
     mine = !claim->released && cs_uuid_equal(&claim->lease_id, &req->lease_id) &&
            claim->expires_ns > sim_catalog_now(w);
   }
   req->claims.sole_mine = req->claims.claim_count == 1 && mine;
   req->outcome = CS_OUT_OK;
+  if (req->claims.sole_mine)
+    sim_replicas_barrier(w, req, fence_passes(w, &req->lease_id, r), watermark_at(w, r), w->inventory_version_max);
 }
 
 
@@ -598,7 +700,7 @@ static void catalog_index(sim_world *w, sim_req *req) {
     sim_cov_mark(w, SIM_COV_SIT_ORPHAN_INDEX_CUT);
     return;
   }
-  if (!fence_passes(w, &req->lease_id)) {
+  if (!fence_passes(w, &req->lease_id, sim_replica_view(w, req))) {
     w->counters.fenced_refused++;
     w->counters.orphan_index_writes++;
     sim_cov_mark(w, SIM_COV_SIT_FENCE_REFUSED_INDEX);
@@ -610,6 +712,12 @@ static void catalog_index(sim_world *w, sim_req *req) {
    */
   if (req->version <= w->watermark || req->version < w->inventory_version_max) {
     req->version_refused = true; /* the world checks its answer (deliver_reply) */
+    /* Above the floor its sender read, and above the watermark: only a late quorum INDEX landed since sits above it. */
+    if (req->version > w->watermark && w->replicas != 0 && w->inventory_version_max == w->late_raise_version &&
+        w->late_raise_ns > w->floor_read_ns[req->proc]) {
+      req->version_refused_late = true;
+      sim_cov_mark(w, SIM_COV_SIT_INDEX_BELOW_LATE_ROWS);
+    }
     w->counters.index_late_refused++;
     w->counters.orphan_index_writes++;
     sim_cov_mark(w, SIM_COV_SIT_INDEX_LATE_REFUSED);
@@ -617,6 +725,7 @@ static void catalog_index(sim_world *w, sim_req *req) {
   }
   sim_check_fence_passed(w, req);
   req->land_pending = true; /* the fence passed now; the inventory rows land a little later */
+  sim_replicas_quorum_late(w, req);
 }
 
 /* The inventory rows land: they name the descriptor rows at (pack, version), which landed before them. */
@@ -634,6 +743,8 @@ static void land_index(sim_world *w, sim_req *req) {
              " (sent %.6f): its packs became visible retroactively", req->proc, req->version, w->watermark,
              (double)req->sent_ns / 1e9);
   req->inventory_landed = true;
+  if (req->version > w->inventory_version_max && req->quorum_late)
+    w->late_raise_ns = w->now_ns, w->late_raise_version = req->version;
   if (req->version > w->inventory_version_max) w->inventory_version_max = req->version;
   for (uint32_t i = 0; i < req->count; i++) {
     sim_pack *pack = req->packs[i] == SIM_NONE ? NULL : &w->packs[req->packs[i]];
@@ -644,13 +755,14 @@ static void land_index(sim_world *w, sim_req *req) {
 
 static void catalog_publish(sim_world *w, sim_req *req) {
   req->outcome = CS_OUT_OK;
-  if (!fence_passes(w, &req->lease_id)) {
+  if (!fence_passes(w, &req->lease_id, sim_replica_view(w, req))) {
     w->counters.fenced_refused++;
     sim_cov_mark(w, SIM_COV_SIT_FENCE_REFUSED_PUBLISH);
     return;
   }
   sim_check_fence_passed(w, req);
   req->land_pending = true;
+  sim_replicas_quorum_late(w, req);
 }
 
 static void land_publish(sim_world *w, sim_req *req) {
@@ -662,6 +774,8 @@ static void land_publish(sim_world *w, sim_req *req) {
   pub->term = req->term;
   pub->proc = req->proc;
   pub->at_ns = w->now_ns;
+  pub->lease_id = req->lease_id;
+  sim_replicas_stamp(w, req->replica, pub->seen_ns);
   if (req->version > w->watermark) {
     w->watermark = req->version;
     w->watermark_sent_ns = req->sent_ns;
@@ -672,13 +786,14 @@ static void land_publish(sim_world *w, sim_req *req) {
 /* Rejected rows for set-aside packs; only poison may be rejected. */
 static void catalog_reject(sim_world *w, sim_req *req) {
   req->outcome = CS_OUT_OK;
-  if (!fence_passes(w, &req->lease_id)) {
+  if (!fence_passes(w, &req->lease_id, sim_replica_view(w, req))) {
     w->counters.fenced_refused++;
     sim_cov_mark(w, SIM_COV_SIT_FENCE_REFUSED_REJECT);
     return;
   }
   sim_check_fence_passed(w, req);
   req->land_pending = true;
+  sim_replicas_quorum_late(w, req);
 }
 
 static void land_reject(sim_world *w, sim_req *req) {
@@ -707,6 +822,8 @@ void sim_catalog_land(sim_world *w, sim_req *req) {
   case CS_OP_CAT_INDEX: land_index(w, req); return;
   case CS_OP_CAT_PUBLISH: land_publish(w, req); return;
   case CS_OP_CAT_REJECT: land_reject(w, req); return;
+  case CS_OP_CAT_CLAIM:
+  case CS_OP_CAT_RELEASE: land_claim(w, req); return;
   default: sim_bail(w, SIM_EXIT_CRASH, "land of %s", cs_op_name(req->op));
   }
 }
@@ -720,27 +837,23 @@ bool sim_catalog_committed(const sim_world *w, uint32_t pack) {
 void sim_catalog_apply(sim_world *w, sim_req *req) {
   req->applied = true;
   sim_cov_catalog(w);
+  if (sim_replicas_refuse(w, req)) return;
   switch (req->op) {
-  case CS_OP_CAT_HEAD:
-    req->cat_head.head_term = head_term(w);
-    req->cat_head.head_free = head_free_for(w, &req->lease_id);
-    req->cat_head.watermark = w->watermark;
+  case CS_OP_CAT_HEAD: {
+    uint32_t r = sim_replica_view(w, req);
+    head_view v = view_head(w, r);
+    req->cat_head.head_term = v.term;
+    req->cat_head.head_free = head_free_for(w, &v, &req->lease_id);
+    req->cat_head.watermark = watermark_at(w, r);
     req->cat_head.index_floor = w->inventory_version_max;
-    req->cat_head.busy_for_ns = req->cat_head.head_free ? 0 : head_busy_for(w);
+    w->floor_read_ns[req->proc] = w->now_ns;
+    req->cat_head.busy_for_ns = req->cat_head.head_free ? 0 : head_busy_for(w, &v);
     req->outcome = CS_OUT_OK;
     return;
+  }
   case CS_OP_CAT_CLAIM: catalog_claim(w, req); return;
   case CS_OP_CAT_READ_CLAIMS: catalog_read_claims(w, req); return;
-  case CS_OP_CAT_RELEASE:
-    req->outcome = CS_OUT_OK;
-    if (head_term(w) == req->term && head_free_for(w, &req->lease_id) && w->claim_count > 0 &&
-        cs_uuid_equal(&w->claims[w->claim_count - 1].lease_id, &req->lease_id)) {
-      claim_append(w, req, req->term + 1, w->fence_margin_ns, true); /* free for others after the margin */
-      sim_cov_mark(w, SIM_COV_SIT_RELEASE_APPLIED);
-    } else {
-      sim_cov_mark(w, SIM_COV_SIT_RELEASE_NOOP);
-    }
-    return;
+  case CS_OP_CAT_RELEASE: catalog_release(w, req); return;
   case CS_OP_CAT_INDEX: catalog_index(w, req); return;
   case CS_OP_CAT_PUBLISH: catalog_publish(w, req); return;
   case CS_OP_CAT_COMMITTED:

@@ -61,6 +61,11 @@ static const setting_def settings[] = {
     WBOOL("claims_concurrent", catalog_claims_concurrent), /* claims can contest a term */
     {"arrivals", offsetof(sim_world, arrival_permille), 4},     /* per thousand seals: reported as arrivals */
     {"rearrivals", offsetof(sim_world, rearrival_permille), 4}, /* per thousand removals: linked in again */
+    /* A catalog of replicas (sim/replicas.c): 2 or 3, and its draws per thousand writes and reads. */
+    {"replicas", offsetof(sim_world, replicas), 4},
+    {"quorum_timeouts", offsetof(sim_world, quorum_timeout_permille), 4},
+    {"replicas_behind", offsetof(sim_world, replica_behind_permille), 4},
+    {"replica_lag_max", offsetof(sim_world, replica_lag_max_ns), 8},
 };
 
 int sim_plan_apply_settings(sim_world *w, const cs_plan *plan) {

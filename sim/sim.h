@@ -75,6 +75,8 @@ typedef enum sim_fault {
 #define SIM_WITHOUT_READERS (UINT64_C(1) << 33)
 /* Chunk writes of a capture array among the records (sim/arrays.c). */
 #define SIM_WITHOUT_ARRAYS (UINT64_C(1) << 34)
+/* A catalog of ClickHouse replicas (sim/replicas.c). */
+#define SIM_WITHOUT_REPLICAS (UINT64_C(1) << 35)
 _Static_assert(F_COUNT_ <= 28, "fault kinds and the SIM_WITHOUT_ bits share without_mask");
 
 typedef struct sim_profile {
@@ -107,7 +109,21 @@ typedef struct sim_options {
   sim_coverage *coverage;   /* NULL, or where the run adds its coverage marks */
   uint32_t reader_defect;   /* 0, or a defect the readers re-introduce to show the checker catches it
                                (SIM_READER_DEFECT_*; --reader-defect N, a self-check of the checker) */
+  uint32_t replicas;        /* 0: drawn; else every seed runs on a catalog of this many replicas (2 or 3) */
+  uint32_t replica_defect;  /* 0, or a rule of the replicated catalog left out (SIM_REPLICA_DEFECT_*;
+                               --replica-defect N: the swarm must find what the rule prevents) */
 } sim_options;
+
+/*
+ * The replicated catalog's rules left out (--replica-defect N,
+ * docs/catalog-protocol.md "Replicated catalog"): what each rule prevents
+ * must then fail a run.
+ */
+enum {
+  SIM_REPLICA_DEFECT_NO_QUORUM = 1, /* rule 1: asynchronous replication, reads of the client's replica */
+  SIM_REPLICA_DEFECT_NO_BARRIER,    /* rule 4: a new holding reads no watermark after a quorum write */
+  SIM_REPLICA_DEFECT_COUNT_
+};
 
 /* The readers' defects (--reader-defect N): each breaks one reader invariant of sim/checker.c. */
 enum {

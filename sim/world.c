@@ -157,7 +157,7 @@ cs_plan_mode sim_net_mode(sim_world *w, bool catalog, cs_prng *prng) {
   return win != NULL ? win->mode : random_mode(w, catalog, prng);
 }
 
-static void mark_catalog_unhealthy(sim_world *w, uint64_t until_ns) {
+void sim_mark_catalog_unhealthy(sim_world *w, uint64_t until_ns) {
   uint64_t end = until_ns + 2 * w->base_svc.lease_ttl_ns;
   if (end > w->catalog_unhealthy_until_ns) w->catalog_unhealthy_until_ns = end;
 }
@@ -184,7 +184,7 @@ static void net_send(sim_world *w, sim_proc *p, uint32_t index) {
   cs_plan_mode mode = win != NULL ? win->mode : random_mode(w, req->to_catalog, &w->prng_faults);
   sim_cov_send(w, req, mode);
   if (req->to_catalog && mode != CS_PLAN_MODE_NONE && mode != CS_PLAN_MODE_TOO_LARGE)
-    mark_catalog_unhealthy(w, win != NULL ? win->until_ns : w->now_ns);
+    sim_mark_catalog_unhealthy(w, win != NULL ? win->until_ns : w->now_ns);
   uint64_t latency = rand_range(&w->prng_net, 500000, 3000000);
   if (req->op == CS_OP_STORE_PUT) latency += req->ref.size_bytes * 10; /* 100 MB/s */
   if (mode == CS_PLAN_MODE_SLOW) latency = latency * 10 + 200 * CS_MS_NS;
@@ -197,7 +197,7 @@ static void net_send(sim_world *w, sim_proc *p, uint32_t index) {
     return;
   case CS_PLAN_MODE_STALL:
     /* The request hangs until its timeout: the catalog is not healthy for its sender before that. */
-    if (req->to_catalog) mark_catalog_unhealthy(w, w->now_ns + timeout);
+    if (req->to_catalog) sim_mark_catalog_unhealthy(w, w->now_ns + timeout);
     req->has_forced = true, req->forced = CS_OUT_TIMEOUT;
     sim_schedule(w, w->now_ns + timeout, EV_REPLY, p->index, index, 0);
     if (req->op == CS_OP_CAT_INDEX && stall_delivered_late(w, index)) {
@@ -251,8 +251,11 @@ static void deliver_reply(sim_world *w, sim_proc *p, sim_req *req) {
    * Only a doubtful INDEX (its sender heard no answer) may come late and be
    * refused for its version: one answered OK was chosen below the inventory
    * the holding started above (mutant 62), and its packs would never show.
+   * On a catalog of replicas a predecessor's timed-out INDEX may land above
+   * it after its holding read the floor: answered OK, it names nothing, and
+   * the committed-ids check finds its packs not held (they go again).
    */
-  if (req->version_refused && !req->has_forced)
+  if (req->version_refused && !req->has_forced && !req->version_refused_late)
     sim_bail(w, SIM_EXIT_SAFETY, "p%u's INDEX at v%" PRIu64 " was refused for its version (at or below the "
              "watermark, or below an inventory row) and answered OK", req->proc, req->version);
   cs_event ev;
@@ -618,6 +621,7 @@ static void send_request(sim_world *w, sim_proc *p, const cs_action *act) {
   req->op = act->op;
   req->to_catalog = act->op >= CS_OP_CAT_HEAD && act->op <= CS_OP_CAT_REJECT;
   req->lease_id = act->lease_id;
+  req->replica = sim_replica_of(w, p);
   req->term = act->term;
   req->version = act->version;
   req->count = act->count;
@@ -1306,6 +1310,7 @@ static void proc_restart(sim_world *w, sim_proc *p) {
   if (p->alive || (w->liveness && p->kind == PROC_RIVAL)) return;
   p->alive = true;
   p->paused_until_ns = 0;
+  if (w->replicas > 1) sim_cov_mark(w, SIM_COV_SIT_REPLICA_FAILOVER); /* it talks to the next replica now */
   proc_open(w, p);
 }
 
@@ -1402,7 +1407,7 @@ void sim_window_add(sim_world *w, const sim_fault_window *win) {
     if (w->windows[i].active && w->now_ns < w->windows[i].until_ns) continue;
     w->windows[i] = *win;
     w->windows[i].active = true;
-    if (win->catalog && win->mode != CS_PLAN_MODE_TOO_LARGE) mark_catalog_unhealthy(w, win->until_ns);
+    if (win->catalog && win->mode != CS_PLAN_MODE_TOO_LARGE) sim_mark_catalog_unhealthy(w, win->until_ns);
     if (win->catalog && win->mode == CS_PLAN_MODE_TOO_LARGE) w->catalog_insert_bytes_max = 1;
     sim_schedule(w, win->until_ns, EV_FAULT_END, SIM_NONE, i, 0);
     return;
@@ -1669,8 +1674,15 @@ static void periodic_flush(sim_world *w, sim_proc *p) {
 static void after_apply(sim_world *w, uint32_t proc, uint32_t index, sim_req *req) {
   if (req->land_pending) {
     req->refs++;
-    uint64_t delay = cs_prng_below(&w->prng_net, w->apply_delay_max_ns + 1);
+    uint64_t delay = sim_replicas_land_delay(w, req, cs_prng_below(&w->prng_net, w->apply_delay_max_ns + 1));
     sim_schedule(w, w->now_ns + delay, EV_LAND, proc, index, 0);
+    if (req->quorum_late && req->reply_after_land) {
+      /* 319 once insert_quorum_timeout (half the request timeout) passed, not after the rows: they land later. */
+      req->reply_after_land = false;
+      req->refs++;
+      sim_schedule(w, w->now_ns + w->procs[proc].svc_cfg.request_timeout_ns / 2 + req->reply_half_ns, EV_REPLY, proc,
+                   index, 0);
+    }
   } else if (req->reply_after_land) {
     req->refs++;
     sim_schedule(w, w->now_ns + req->reply_half_ns, EV_REPLY, proc, index, 0);
@@ -1928,6 +1940,8 @@ static void world_setup(sim_world *w) {
   if (w->opts->plan != NULL || (w->opts->without_mask & SIM_WITHOUT_READERS)) w->reader_count = 0;
   /* Chunk writes of a capture array among the records (sim/arrays.c): a draw of their own, the same way. */
   sim_arrays_setup(w, swarm, strcmp(name == NULL ? "swarm" : name, "all") == 0);
+  /* A catalog of replicas (sim/replicas.c): a draw of its own, the same way. */
+  sim_replicas_setup(w, swarm, strcmp(name == NULL ? "swarm" : name, "all") == 0);
   if (w->opts->plan != NULL) {
     w->workload = false;
     if (sim_plan_apply_settings(w, w->opts->plan) != CS_E_OK) {
@@ -1936,6 +1950,8 @@ static void world_setup(sim_world *w) {
       sim_bail(w, SIM_EXIT_USAGE, "%s", why);
     }
     w->catalog_insert_bytes_max = w->catalog_insert_bytes_max == 0 ? w->base_svc.index_batch_bytes_max : w->catalog_insert_bytes_max;
+    if (sim_replicas_after_plan(w) != CS_E_OK)
+      sim_bail(w, SIM_EXIT_USAGE, "replicas is 0, 2 or 3; quorum_timeouts and replicas_behind are per thousand: at most 1000");
   }
   if (w->arrival_permille > 1000 || w->rearrival_permille > 1000)
     sim_bail(w, SIM_EXIT_USAGE, "arrivals and rearrivals are per thousand: at most 1000");
@@ -2047,6 +2063,7 @@ void sim_run(const sim_options *opts, sim_result *result) {
     fprintf(opts->out, " catalog=%s%s%s", w->catalog_claims_concurrent ? "claims_concurrent" : "",
             w->catalog_claims_concurrent && w->catalog_clock_ns > 1 ? "," : "",
             w->catalog_clock_ns > 1 ? "catalog_clock_s" : "");
+  sim_replicas_print(w, opts->out);
   fprintf(opts->out, " procs=%u uploaders=%u rivals=%u\n", w->proc_count, w->uploaders, w->rivals);
   sim_config_print(w, opts->out);
   sim_check_config_rules(w);

@@ -78,6 +78,16 @@ typedef struct sim_object {
   uint32_t pack;     /* truth index or SIM_NONE */
 } sim_object;
 
+#define SIM_REPLICAS_MAX 3u
+#define SIM_REPLICA_WINDOWS_MAX 4u
+/* The catalog's tables a quorum write goes to: ClickHouse admits one pending quorum write per table. */
+typedef enum sim_table { SIM_TABLE_CLAIMS, SIM_TABLE_INVENTORY, SIM_TABLE_PUBLISHES, SIM_TABLE_REJECTED, SIM_TABLES_ } sim_table;
+/* A replica (or, replica == SIM_NONE, the coordinator) down from from_ns until until_ns. */
+typedef struct sim_replica_window {
+  uint32_t replica;
+  uint64_t from_ns, until_ns;
+} sim_replica_window;
+
 typedef struct sim_claim {
   uint64_t term;
   cs_uuid lease_id;
@@ -85,6 +95,7 @@ typedef struct sim_claim {
   uint64_t acquired_ns; /* true time (for the checkers) */
   uint64_t expires_ns;  /* the catalog's stamp: its clock (sim_catalog_now) + TTL */
   bool released;        /* a release tombstone */
+  uint64_t seen_ns[SIM_REPLICAS_MAX]; /* replica defect 1 (asynchronous replicas): when each replica has it */
 } sim_claim;
 
 typedef struct sim_publish {
@@ -92,6 +103,8 @@ typedef struct sim_publish {
   uint64_t term;
   uint32_t proc;
   uint64_t at_ns;
+  cs_uuid lease_id;
+  uint64_t seen_ns[SIM_REPLICAS_MAX]; /* replica defect 1: when each replica has it */
 } sim_publish;
 
 /* A request on the wire, with its payload copied at send time. */
@@ -114,9 +127,13 @@ typedef struct sim_req {
   bool inventory_landed;      /* INDEX: its inventory rows landed (fenced): the rows are named */
   bool reply_after_land;      /* the answer leaves once the rows landed (or the fence refused) */
   bool version_refused;       /* INDEX: refused for its version (below an inventory row, or at or below W) */
+  bool version_refused_late;  /* ... only by inventory rows of a late quorum INDEX landed after the sender read its floor */
   bool token_too_long;        /* LIST: the store answers a continuation token of CS_KEY_MAX bytes or more */
   bool held_by_pause;         /* not yet written to the socket when its process paused */
   uint64_t fence_term;        /* fenced writes: the head term its fence passed at */
+  uint32_t replica;           /* a replicated catalog: the replica its sender talks to */
+  bool quorum_late;           /* its quorum timed out (319): its rows land when the replicas fetch them */
+  uint64_t claim_expires_ns;  /* CLAIM or RELEASE landing late: the expiry its row was written with */
   uint64_t reply_half_ns;     /* the answer's way back */
   cs_uuid lease_id;
   uint64_t term;
@@ -372,6 +389,12 @@ typedef struct sim_counters {
   uint64_t reads_started, reads_ok, reads_failed, reads_refused; /* readers' reads */
   uint64_t array_writes, array_accepted, array_refused_flush, array_refused_claim, array_refused_local;
   uint64_t array_claims_lost, array_polls, array_set_aside; /* capture arrays (sim/arrays.c) */
+  /* A replicated catalog (sim/replicas.c). */
+  uint64_t quorum_late;          /* quorum writes answered 319 whose rows landed later */
+  uint64_t quorum_busy_refused;  /* writes refused (286): an earlier quorum write to the table was pending */
+  uint64_t replica_refused;      /* requests refused by a replica or the coordinator down, or a replica behind */
+  uint64_t barriers;             /* new holdings whose barrier went in */
+  uint64_t barrier_refused;      /* barriers refused (286): a predecessor's quorum write was pending */
 } sim_counters;
 
 /* coverage.c: one run's marks, and what it remembers to see a change between steps. */
@@ -549,6 +572,32 @@ typedef struct sim_world {
   bool catalog_claims_concurrent;  /* a claim is an INSERT ... SELECT: two at one free base within
                                       SIM_CONTEST_WINDOW_NS both land (a contested term) */
   uint64_t contest_term, contest_until_ns; /* the last claim that landed on a base free for anyone */
+  /*
+   * A catalog of ClickHouse replicas (sim/replicas.c, docs/catalog-protocol.md
+   * "Replicated catalog"): 0 for one server. Its draws come from a stream of
+   * their own, so a seed runs as before with it off.
+   */
+  uint32_t replicas;
+  uint32_t replica_defect;
+  cs_prng prng_replicas;
+  uint32_t quorum_timeout_permille;  /* quorum writes not confirmed in time (319): they land later */
+  uint32_t replica_behind_permille;  /* consistent reads on a replica behind the last quorum part (289) */
+  uint64_t replica_lag_max_ns;       /* how late a timed-out quorum write lands (asynchronous: how far a replica lags) */
+  uint64_t table_pending_until_ns[SIM_TABLES_]; /* a quorum write to the table is not yet confirmed (286) */
+  uint32_t replica_window_count;
+  sim_replica_window replica_windows[SIM_REPLICA_WINDOWS_MAX];
+  uint32_t barrier_inc[SIM_PROCS_MAX];   /* a proc's adapter: the incarnation whose barrier went in */
+  cs_uuid barrier_lease[SIM_PROCS_MAX];
+  uint64_t barrier_term[SIM_PROCS_MAX];
+  /*
+   * A holding chooses its versions above the index floor it read (HEAD, the
+   * barrier's read); a timed-out quorum INDEX landing after that read may sit
+   * above them, and the holding's INDEX is then refused for its version and
+   * answered OK (docs/catalog-protocol.md, "Replicated catalog", rule 4).
+   */
+  uint64_t floor_read_ns[SIM_PROCS_MAX]; /* when the proc was last answered an index floor */
+  uint64_t late_raise_ns;                /* when a late quorum INDEX last raised inventory_version_max */
+  uint64_t late_raise_version;           /* to this version */
   /* Catalog model. */
   uint32_t claim_count;
   uint32_t publish_count;
@@ -648,6 +697,21 @@ void sim_packs_created_between(const sim_world *w, uint64_t from_ns, uint64_t to
 void sim_readers_start(sim_world *w);
 /* arrays.c: capture arrays in the swarm. */
 void sim_arrays_setup(sim_world *w, bool swarm, bool all);
+/* replicas.c: a catalog of ClickHouse replicas. */
+void sim_replicas_setup(sim_world *w, bool swarm, bool all);
+int sim_replicas_after_plan(sim_world *w);
+void sim_replicas_print(const sim_world *w, FILE *out);
+uint32_t sim_replica_of(const sim_world *w, const sim_proc *p);
+uint32_t sim_replica_view(const sim_world *w, const sim_req *req);
+void sim_replicas_stamp(sim_world *w, uint32_t own, uint64_t seen_ns[SIM_REPLICAS_MAX]);
+int sim_table_of(cs_op op);
+bool sim_replicas_refuse(sim_world *w, sim_req *req);
+bool sim_replicas_quorum_late(sim_world *w, sim_req *req);
+void sim_replicas_claim_written(sim_world *w);
+uint64_t sim_replicas_land_delay(sim_world *w, sim_req *req, uint64_t delay_ns);
+void sim_replicas_barrier(sim_world *w, sim_req *req, bool fence_ok, uint64_t watermark, uint64_t index_floor);
+/* world.c: the catalog is not healthy for the liveness and theft checks until then (plus two TTLs). */
+void sim_mark_catalog_unhealthy(sim_world *w, uint64_t until_ns);
 void sim_arrays_admitted(sim_world *w, sim_proc *p, uint64_t capture_id);
 void sim_arrays_poll(sim_world *w);
 void sim_arrays_flush_drained(sim_world *w, sim_proc *p, const sim_flush_rec *rec);

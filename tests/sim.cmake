@@ -33,6 +33,11 @@ add_test(NAME sim.reader_defects
          COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/sim_reader_defects.sh $<TARGET_FILE:capstore-sim> 300)
 set_tests_properties(sim.reader_defects PROPERTIES LABELS sim TIMEOUT 600)
 
+# A catalog of replicas: quorum runs pass, asynchronous replication (--replica-defect 1) is caught.
+add_test(NAME sim.replica_defects
+         COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/sim_replica_defects.sh $<TARGET_FILE:capstore-sim> 300)
+set_tests_properties(sim.replica_defects PROPERTIES LABELS sim TIMEOUT 600)
+
 add_test(NAME sim.plan_refused
          COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/sim_bad_plan.sh $<TARGET_FILE:capstore-sim>)
 set_tests_properties(sim.plan_refused PROPERTIES LABELS sim)

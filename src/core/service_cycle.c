@@ -406,6 +406,13 @@ static void settle_on_done(cs_service *svc, uint64_t now_ns, const cs_event *ev)
   }
   svc->settle_known = true;
   svc->index_settle_ns = now_ns + svc->cfg.index_settle_ns;
+  /*
+   * Rows above the cycle's version are someone else's (a predecessor's
+   * timed-out quorum INDEX that landed after this holding read its floor,
+   * on a replicated catalog): the next cycle goes above them, not into a
+   * refusal at each version up to them.
+   */
+  if (ev->cat_head.index_floor >= svc->next_version) svc->next_version = ev->cat_head.index_floor + 1;
 }
 
 static void index_on_done(cs_service *svc, uint64_t now_ns, const cs_event *ev) {

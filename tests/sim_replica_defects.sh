@@ -1,0 +1,32 @@
+#!/bin/sh
+# A catalog of replicas (sim/replicas.c, docs/simulator.md "Replicated
+# catalog"): the swarm with every seed on 2 and on 3 replicas passes SEEDS
+# seeds, and without the quorum (--replica-defect 1: asynchronous
+# replication, each replica its own view) it must fail a seed within SEEDS
+# with a safety failure of the lease or the fence (two holders of a term, a
+# holder's lease taken, a write past its fence, a version published twice).
+# usage: sim_replica_defects.sh CAPSTORE_SIM SEEDS
+set -u
+sim=$1; seeds=$2
+bad=0
+for r in 2 3; do
+  out=$("$sim" --seeds "$seeds" --quiet --replicas "$r" 2>/dev/null); rc=$?
+  if [ "$rc" -ne 0 ]; then
+    echo "$r replicas: $seeds seeds did not all pass (exit $rc):"; echo "$out" | grep '^FAIL\|^replay' | head -6
+    bad=$((bad + 1))
+  else
+    echo "$r replicas: $seeds seeds pass"
+  fi
+  out=$("$sim" --seeds "$seeds" --quiet --stop-on-failure --replicas "$r" --replica-defect 1 2>/dev/null)
+  line=$(echo "$out" | grep '^FAIL' | head -1)
+  first=$(echo "$out" | sed -n 's/^first failure at seed \([0-9]*\) after .*/\1/p')
+  case "$line" in
+    *"kind=safety"*"holds term"* | *"kind=safety"*"took the lease from"* | *"kind=safety"*"fence"* | \
+      *"kind=safety"*"published twice"*)
+      echo "$r replicas without the quorum: caught at seed $first: ${line#*: }" ;;
+    "") echo "$r replicas without the quorum: not caught in $seeds seeds"; bad=$((bad + 1)) ;;
+    *) echo "$r replicas without the quorum: caught by something else: $line"; bad=$((bad + 1)) ;;
+  esac
+done
+[ "$bad" -eq 0 ] || { echo "sim.replica_defects: $bad check(s) failed"; exit 1; }
+echo "sim.replica_defects: the quorum runs pass; asynchronous replication is caught by the lease and fence invariants"
