@@ -743,9 +743,10 @@ static void land_index(sim_world *w, sim_req *req) {
              " (sent %.6f): its packs became visible retroactively", req->proc, req->version, w->watermark,
              (double)req->sent_ns / 1e9);
   req->inventory_landed = true;
-  if (req->version > w->inventory_version_max && req->quorum_late)
-    w->late_raise_ns = w->now_ns, w->late_raise_version = req->version;
-  if (req->version > w->inventory_version_max) w->inventory_version_max = req->version;
+  if (req->version > w->inventory_version_max) {
+    if (req->quorum_late) w->late_raise_ns = w->now_ns, w->late_raise_version = req->version;
+    w->inventory_version_max = req->version;
+  }
   for (uint32_t i = 0; i < req->count; i++) {
     sim_pack *pack = req->packs[i] == SIM_NONE ? NULL : &w->packs[req->packs[i]];
     if (pack != NULL && (pack->min_version == 0 || req->version < pack->min_version))

@@ -120,32 +120,29 @@ void sim_replicas_stamp(sim_world *w, uint32_t own, uint64_t seen_ns[SIM_REPLICA
   }
 }
 
-static const sim_replica_window *window_down(const sim_world *w, uint32_t replica) {
+/* Whom a window takes down: a replica, the coordinator (SIM_NONE), or any replica (ANY_REPLICA). */
+#define ANY_REPLICA (SIM_NONE - 1u)
+
+static const sim_replica_window *down_now(const sim_world *w, uint32_t whom) {
   if (w->liveness) return NULL; /* faults healed */
   for (uint32_t i = 0; i < w->replica_window_count; i++) {
     const sim_replica_window *win = &w->replica_windows[i];
-    if (win->from_ns <= w->now_ns && w->now_ns < win->until_ns && (replica == SIM_NONE || win->replica == replica))
-      return win;
+    bool match = whom == ANY_REPLICA ? win->replica != SIM_NONE : win->replica == whom;
+    if (match && win->from_ns <= w->now_ns && w->now_ns < win->until_ns) return win;
   }
   return NULL;
 }
 
-static const sim_replica_window *coordinator_down(const sim_world *w) {
-  if (w->liveness) return NULL;
-  for (uint32_t i = 0; i < w->replica_window_count; i++) {
-    const sim_replica_window *win = &w->replica_windows[i];
-    if (win->replica == SIM_NONE && win->from_ns <= w->now_ns && w->now_ns < win->until_ns) return win;
-  }
-  return NULL;
+/* A quorum write to the table is pending until until_ns (286 to every other write to it). */
+static void table_pending(sim_world *w, int table, uint64_t until_ns) {
+  if (until_ns > w->table_pending_until_ns[table]) w->table_pending_until_ns[table] = until_ns;
 }
 
-static const sim_replica_window *any_replica_down(const sim_world *w) {
-  if (w->liveness) return NULL;
-  for (uint32_t i = 0; i < w->replica_window_count; i++) {
-    const sim_replica_window *win = &w->replica_windows[i];
-    if (win->replica != SIM_NONE && win->from_ns <= w->now_ns && w->now_ns < win->until_ns) return win;
-  }
-  return NULL;
+/* How long after now a timed-out quorum write lands: after the 319, when the replicas fetch it. */
+static uint64_t late_delay(sim_world *w) {
+  uint64_t delay = w->base_svc.request_timeout_ns / 2 + cs_prng_below(&w->prng_replicas, w->replica_lag_max_ns + 1);
+  sim_mark_catalog_unhealthy(w, w->now_ns + delay);
+  return delay;
 }
 
 int sim_table_of(cs_op op) {
@@ -173,10 +170,10 @@ static bool refuse(sim_world *w, sim_req *req, uint64_t until_ns, sim_cov_id mar
  */
 bool sim_replicas_refuse(sim_world *w, sim_req *req) {
   if (w->replicas == 0) return false;
-  const sim_replica_window *win = window_down(w, req->replica);
-  if (win != NULL && win->replica == req->replica) return refuse(w, req, win->until_ns, SIM_COV_SIT_REPLICA_DOWN);
+  const sim_replica_window *win = down_now(w, req->replica);
+  if (win != NULL) return refuse(w, req, win->until_ns, SIM_COV_SIT_REPLICA_DOWN);
   int table = sim_table_of(req->op);
-  win = coordinator_down(w);
+  win = down_now(w, SIM_NONE);
   /* Without the coordinator every replica is read-only (242), and a consistent read cannot check its quorum part. */
   if (win != NULL && (table >= 0 || quorum_on(w))) return refuse(w, req, win->until_ns, SIM_COV_SIT_COORDINATOR_DOWN);
   if (!quorum_on(w)) return false;
@@ -185,7 +182,7 @@ bool sim_replicas_refuse(sim_world *w, sim_req *req) {
       return refuse(w, req, w->now_ns, SIM_COV_SIT_REPLICA_BEHIND); /* 289 */
     return false;
   }
-  win = any_replica_down(w);
+  win = down_now(w, ANY_REPLICA);
   if (win != NULL) return refuse(w, req, win->until_ns, SIM_COV_SIT_REPLICA_DOWN); /* 285: fewer replicas than the quorum */
   if (w->table_pending_until_ns[table] > w->now_ns) {
     w->counters.quorum_busy_refused++;
@@ -206,9 +203,7 @@ bool sim_replicas_quorum_late(sim_world *w, sim_req *req) {
 
 /* A claim or release that landed now: its quorum is confirmed after SIM_CONTEST_WINDOW_NS (286 to others until then). */
 void sim_replicas_claim_written(sim_world *w) {
-  if (!quorum_on(w)) return;
-  uint64_t until = w->now_ns + SIM_CONTEST_WINDOW_NS;
-  if (until > w->table_pending_until_ns[SIM_TABLE_CLAIMS]) w->table_pending_until_ns[SIM_TABLE_CLAIMS] = until;
+  if (quorum_on(w)) table_pending(w, SIM_TABLE_CLAIMS, w->now_ns + SIM_CONTEST_WINDOW_NS);
 }
 
 /*
@@ -218,13 +213,9 @@ void sim_replicas_claim_written(sim_world *w) {
  */
 uint64_t sim_replicas_land_delay(sim_world *w, sim_req *req, uint64_t delay_ns) {
   if (!quorum_on(w)) return delay_ns;
-  if (req->quorum_late) {
-    delay_ns = w->base_svc.request_timeout_ns / 2 + cs_prng_below(&w->prng_replicas, w->replica_lag_max_ns + 1);
-    sim_mark_catalog_unhealthy(w, w->now_ns + delay_ns);
-  }
+  if (req->quorum_late) delay_ns = late_delay(w);
   int table = sim_table_of(req->op);
-  uint64_t until = w->now_ns + delay_ns;
-  if (table >= 0 && until > w->table_pending_until_ns[table]) w->table_pending_until_ns[table] = until;
+  if (table >= 0) table_pending(w, table, w->now_ns + delay_ns);
   return delay_ns;
 }
 
@@ -246,7 +237,7 @@ void sim_replicas_barrier(sim_world *w, sim_req *req, bool fence_ok, uint64_t wa
   if (quorum_on(w)) {
     uint64_t until = w->table_pending_until_ns[SIM_TABLE_PUBLISHES];
     if (w->table_pending_until_ns[SIM_TABLE_REJECTED] > until) until = w->table_pending_until_ns[SIM_TABLE_REJECTED];
-    if (any_replica_down(w) != NULL || until > w->now_ns) {
+    if (down_now(w, ANY_REPLICA) != NULL || until > w->now_ns) {
       req->outcome = CS_OUT_REFUSED; /* 285 or 286: the holding does not start; the claim is retried */
       w->counters.barrier_refused++;
       sim_mark_catalog_unhealthy(w, until > w->now_ns ? until : w->now_ns);
@@ -260,16 +251,11 @@ void sim_replicas_barrier(sim_world *w, sim_req *req, bool fence_ok, uint64_t wa
   }
   /* The barrier rows are quorum writes too: one may time out (UNKNOWN), and keeps its table pending until it lands. */
   if (sim_replicas_quorum_late(w, req)) {
-    uint64_t until = w->now_ns + w->base_svc.request_timeout_ns / 2 + cs_prng_below(&w->prng_replicas, w->replica_lag_max_ns + 1);
-    w->table_pending_until_ns[SIM_TABLE_PUBLISHES] = until;
-    sim_mark_catalog_unhealthy(w, until);
+    table_pending(w, SIM_TABLE_PUBLISHES, w->now_ns + late_delay(w));
     return;
   }
-  if (quorum_on(w)) {
-    uint64_t until = w->now_ns + SIM_CONTEST_WINDOW_NS;
-    for (int t = SIM_TABLE_PUBLISHES; t <= SIM_TABLE_REJECTED; t++)
-      if (until > w->table_pending_until_ns[t]) w->table_pending_until_ns[t] = until;
-  }
+  if (quorum_on(w))
+    for (int t = SIM_TABLE_PUBLISHES; t <= SIM_TABLE_REJECTED; t++) table_pending(w, t, w->now_ns + SIM_CONTEST_WINDOW_NS);
   req->claims.watermark = watermark;
   req->claims.index_floor = index_floor;
   w->floor_read_ns[p] = w->now_ns;
