@@ -8,8 +8,12 @@ ctest fixtures start, each behind a TCP fault switch). Every scenario counts
 records: each record captured before a successful flush is in the catalog
 exactly once and reads back byte-exact; nothing else is there.
 
-usage: live_service.py --fixture PATH --backend embedded|servers
-                       [--clickhouse FILE --s3 FILE] [--seed N] [--runs N] SCENARIO...
+On the cluster backend the catalog is a replicated ClickHouse (three 18.16 replicas
+and ZooKeeper, tools/servers/ch_cluster.sh), each replica behind a switch of its
+own; a capture process talks to one replica at a time and fails over to another.
+
+usage: live_service.py --fixture PATH --backend embedded|servers|cluster
+                       [--clickhouse FILE | --cluster DIR] [--s3 FILE] [--seed N] [--runs N] SCENARIO...
 Prints one line per scenario and closes with "N passed, N failed".
 Exit 0 when every scenario passed, 1 otherwise, 77 when every scenario was skipped.
 """
@@ -28,6 +32,8 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.parse
+import urllib.request
 
 SKIP = "skip"
 
@@ -153,17 +159,43 @@ class World:
             self.env["CAPSTORE_STORE_DIR"] = os.path.join(self.root, "bucket")
             self.env["CAPSTORE_SQLITE"] = os.path.join(self.root, "catalog.db")
             return
-        ch_port, ch_user, ch_password = open(opts.clickhouse).read().split()
+        self.replicas = []  # cluster backend: (http port, switch) of each replica
+        if opts.backend == "cluster":
+            cluster, count = open(os.path.join(opts.cluster, "cluster")).read().split()
+            for k in range(1, int(count) + 1):
+                ch_port, ch_user, ch_password = open(os.path.join(opts.cluster, "r%d" % k, "endpoint")).read().split()
+                self.replicas.append((int(ch_port), Switch(opts.fixture, ch_port)))
+            self.auth = (ch_user, ch_password)
+            self.catalog_switch = self.replicas[0][1]
+            self.env.update({"CAPSTORE_CLICKHOUSE_CLUSTER": cluster, "CAPSTORE_CLICKHOUSE_QUORUM": count,
+                             "CAPSTORE_CLICKHOUSE_QUORUM_TIMEOUT_MS": "1000", "CAPSTORE_TIMEOUT_MS": "3000"})
+        else:
+            ch_port, ch_user, ch_password = open(opts.clickhouse).read().split()
+            self.catalog_switch = Switch(opts.fixture, ch_port)
         s3_endpoint, s3_key, s3_secret, s3_bucket = open(opts.s3).read().split()
-        self.catalog_switch = Switch(opts.fixture, ch_port)
         self.store_switch = Switch(opts.fixture, s3_endpoint.rsplit(":", 1)[1])
-        self.switches = [self.catalog_switch, self.store_switch]
+        self.switches = [self.catalog_switch, self.store_switch] + [r[1] for r in self.replicas[1:]]
         self.bucket = s3_bucket
         self.env.update({"CAPSTORE_CLICKHOUSE_URL": "http://127.0.0.1:%d/" % self.catalog_switch.port,
                          "CAPSTORE_CLICKHOUSE_USER": ch_user, "CAPSTORE_CLICKHOUSE_PASSWORD": ch_password,
                          "CAPSTORE_S3_ENDPOINT": "http://127.0.0.1:%d" % self.store_switch.port,
                          "CAPSTORE_S3_BUCKET": s3_bucket, "AWS_ACCESS_KEY_ID": s3_key,
                          "AWS_SECRET_ACCESS_KEY": s3_secret, "AWS_REGION": "us-east-1"})
+
+    def use_replica(self, k):
+        """Processes started from now on talk to replica k (0-based), through its switch."""
+        self.catalog_switch = self.replicas[k][1]
+        self.env["CAPSTORE_CLICKHOUSE_URL"] = "http://127.0.0.1:%d/" % self.catalog_switch.port
+
+    def sql(self, k, query):
+        """One statement on replica k directly (not through its switch): the answer's text."""
+        url = "http://127.0.0.1:%d/?%s" % (self.replicas[k][0], urllib.parse.urlencode(
+            {"user": self.auth[0], "password": self.auth[1], "query": query}))
+        with urllib.request.urlopen(urllib.request.Request(url, data=b""), timeout=60) as r:
+            return r.read().decode()
+
+    def table(self, name):
+        return "%s_%s_v1" % (self.name, name)
 
     def spool(self, tag):
         return os.path.join(self.root, "spool-" + tag)
@@ -477,7 +509,11 @@ def scenario_poison(w):
     if w.catalog_switch is None:
         return SKIP  # the refusals are injected by the switch in front of ClickHouse
     # The unfenced descriptor insert (its statement rides in the URL; docs/clickhouse.md).
-    rows = "/?wait_end_of_query=1&max_query_size=262144&max_insert_block_size=65536&query=INSERT"
+    cluster = ""
+    if w.replicas:  # the replication settings every statement carries (insert_quorum_timeout: 1000 ms)
+        cluster = "&insert_quorum=%d&insert_quorum_timeout=1000&select_sequential_consistency=1" \
+                  "&distributed_ddl_task_timeout=%d" % (len(w.replicas), int(w.env["CAPSTORE_TIMEOUT_MS"]) // 2000)
+    rows = "/?wait_end_of_query=1&max_query_size=262144%s&max_insert_block_size=65536&query=INSERT" % cluster
     env = dict(w.env, CAPSTORE_SPOOL=w.spool("a"))
     p = Proc(w.opts.fixture, ["session"], env, stdin=True)
     w.procs.append(p)
@@ -516,6 +552,80 @@ def scenario_poison(w):
          "the set-aside packs are not quarantined in the spool: %s" % quarantined)
 
 
+def duplicate_versions(w, k):
+    """Versions published more than once, read on replica k (version 0, the barrier rows, aside)."""
+    return int(w.sql(k, "SELECT count() FROM (SELECT version, count() AS n FROM %s WHERE version > 0 "
+                        "GROUP BY version HAVING n > 1)" % w.table("publishes")))
+
+
+def unconfirmed_rows(w, k):
+    """Rows replica k holds that its quorum has not confirmed: writes that timed out (319) and may land later."""
+    counts = []
+    for consistent in (0, 1):
+        counts.append(sum(int(w.sql(k, "SELECT count() FROM %s SETTINGS select_sequential_consistency = %d" %
+                                    (w.table(t), consistent)))
+                          for t in ("claims", "publishes", "inventory")))
+    return counts[0] - counts[1]
+
+
+def scenario_failover(w):
+    """A publisher fails over from replica to replica. Each run captures on the next replica while
+    another replica stops fetching (every quorum write times out, 319, and lands once it fetches again,
+    after its writer was killed) or its own replica is cut off; it is killed -9 at a seeded moment.
+    The last run, on yet another replica, drains: every record flushed or left sealed is there once,
+    byte-exact, read on every replica, and no version is published twice."""
+    if not w.replicas:
+        return SKIP
+    rng = random.Random(w.opts.seed)
+    n = len(w.replicas)
+    ttl = 4000
+    # About ten records a pack: the read-back check on every replica reads each pack's rows once.
+    extra = {"CAPSTORE_LINGER_MS": 400, "CAPSTORE_TTL_MS": ttl}
+    must, may = set(), set()
+    first = unconfirmed = cuts = 0
+    for run in range(w.opts.runs):
+        k = run % n
+        w.use_replica(k)
+        count = rng.randrange(150, 300)  # 6-12 s of capture at 40 ms a record
+        p = w.start(["capture", first, count, 896, 15000, 40000], spool="f", **extra)
+        # The lease frees a TTL after the last run's kill: fault the run once it is publishing.
+        time.sleep(rng.uniform(ttl / 1000.0, ttl / 1000.0 + 3.0))
+        if rng.random() < 0.75:
+            lag = (k + 1 + rng.randrange(n - 1)) % n
+            w.sql(lag, "SYSTEM STOP FETCHES")
+            time.sleep(rng.uniform(0.5, 3.0))
+            p.kill9()
+            unconfirmed += unconfirmed_rows(w, k)
+            w.sql(lag, "SYSTEM START FETCHES")
+        else:
+            w.catalog_switch.cmd("cut")
+            cuts += 1
+            time.sleep(rng.uniform(0.2, 2.0))
+            p.kill9()
+            w.catalog_switch.cmd("pass")
+        captured, drained = parse_run(p.drain())
+        (must if drained else may).update(captured)
+        must.update(sealed_records(w.spool("f")))
+        first += count
+    w.use_replica(w.opts.runs % n)
+    t0 = time.monotonic()
+    rc, lines = w.run(["capture", first, 10, 896, 60000], spool="f", **extra)
+    drain_s = time.monotonic() - t0
+    need(rc == 0, "the process after %d failovers did not drain: %s" % (w.opts.runs, lines[-4:]))
+    must.update(range(first, first + 10))
+    for k in range(n):
+        for t in ("claims", "descriptors", "inventory", "publishes", "rejected"):
+            w.sql(k, "SYSTEM SYNC REPLICA %s" % w.table(t))
+        w.use_replica(k)
+        w.check_exact(must, may)
+        dups = duplicate_versions(w, k)
+        need(dups == 0, "%d versions published twice (read on replica %d)" % (dups, k + 1))
+    need(not w.ready_packs("f"), "packs left in the spool that the catalog holds: %d" % len(w.ready_packs("f")))
+    print("  failover: %d runs over %d replicas (%d cut off), %d catalog rows unconfirmed at a kill and landed "
+          "later; %d records flushed or sealed, all there once; the last run drained in %.1f s" %
+          (w.opts.runs, n, cuts, unconfirmed, len(must), drain_s))
+
+
 SCENARIOS = {
     "roundtrip": scenario_roundtrip,
     "catalog_cut": scenario_catalog_cut,
@@ -528,14 +638,16 @@ SCENARIOS = {
     "uploaders": scenario_uploaders,
     "spool_full": scenario_spool_full,
     "poison": scenario_poison,
+    "failover": scenario_failover,
 }
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--fixture", required=True)
-    ap.add_argument("--backend", choices=["embedded", "servers"], required=True)
+    ap.add_argument("--backend", choices=["embedded", "servers", "cluster"], required=True)
     ap.add_argument("--clickhouse")
+    ap.add_argument("--cluster")
     ap.add_argument("--s3")
     ap.add_argument("--seed", type=int, default=int(os.environ.get("CAPSTORE_LIVE_SEED", "1")))
     ap.add_argument("--runs", type=int, default=50)
@@ -557,8 +669,11 @@ def main():
                 print("%s [%s]: passed (%.1f s)" % (name, opts.backend, time.monotonic() - began))
         except Failure as e:
             failed += 1
-            print("%s [%s]: FAILED: %s\n  replay: %s --fixture %s --backend %s --seed %d --runs %d %s" %
-                  (name, opts.backend, e, sys.argv[0], opts.fixture, opts.backend, opts.seed, opts.runs, name))
+            servers = "".join(" --%s %s" % (k, getattr(opts, k)) for k in ("clickhouse", "cluster", "s3")
+                              if getattr(opts, k))
+            print("%s [%s]: FAILED: %s\n  replay: %s --fixture %s --backend %s%s --seed %d --runs %d %s" %
+                  (name, opts.backend, e, sys.argv[0], opts.fixture, opts.backend, servers, opts.seed, opts.runs,
+                   name))
         finally:
             w.close()
         sys.stdout.flush()

@@ -6,7 +6,8 @@
  *   CAPSTORE_SPOOL                         the spool directory (required for capture and serve)
  *   CAPSTORE_STORE_DIR | CAPSTORE_S3_ENDPOINT + CAPSTORE_S3_BUCKET (credentials: AWS_*, or in the
  *   config from CAPSTORE_S3_ACCESS_KEY_ID and CAPSTORE_S3_SECRET_ACCESS_KEY)
- *   CAPSTORE_SQLITE | CAPSTORE_CLICKHOUSE_URL (+ _USER, _PASSWORD)
+ *   CAPSTORE_SQLITE | CAPSTORE_CLICKHOUSE_URL (+ _USER, _PASSWORD; a replicated catalog:
+ *   CAPSTORE_CLICKHOUSE_CLUSTER, _QUORUM, _QUORUM_TIMEOUT_MS)
  *   CAPSTORE_ROLE (publisher|uploader), CAPSTORE_NAME, CAPSTORE_TTL_MS, CAPSTORE_TIMEOUT_MS,
  *   CAPSTORE_RECONCILE_MS (periodic pass), CAPSTORE_NO_START_RECONCILE, CAPSTORE_PACK_RECORDS,
  *   CAPSTORE_LINGER_MS, CAPSTORE_BACKOFF_CAP_MS, CAPSTORE_SPOOL_BYTES, CAPSTORE_FULL_REFUSE,
@@ -63,6 +64,9 @@ static void config_from_env(capstore_config *cfg) {
   cfg->clickhouse_password = getenv("CAPSTORE_CLICKHOUSE_PASSWORD");
   cfg->clickhouse_database = getenv("CAPSTORE_CLICKHOUSE_DATABASE");
   cfg->clickhouse_allow_insecure = true;
+  cfg->clickhouse_cluster = getenv("CAPSTORE_CLICKHOUSE_CLUSTER");
+  cfg->clickhouse_insert_quorum = (uint32_t)env_u64("CAPSTORE_CLICKHOUSE_QUORUM", 0);
+  cfg->clickhouse_insert_quorum_timeout_ns = env_u64("CAPSTORE_CLICKHOUSE_QUORUM_TIMEOUT_MS", 0) * MS;
   if (getenv("CAPSTORE_NAME") != NULL) cfg->name = getenv("CAPSTORE_NAME");
   const char *role = getenv("CAPSTORE_ROLE");
   cfg->role = role != NULL && strcmp(role, "uploader") == 0 ? CS_ROLE_UPLOADER : CS_ROLE_PUBLISHER;
