@@ -553,9 +553,9 @@ static bool reject_issue(cs_service *svc, uint64_t now_ns, cs_action *out, cs_op
   if (op == CS_OP_CAT_REJECT) {
     svc->id_count = 0;
     uint32_t cap = svc->cfg.cycle_packs_max;
-    for (uint32_t k = 0; k < svc->cfg.rejected_max && svc->id_count < cap; k++) {
+    for (uint32_t k = 0; k < svc->rejected_len && svc->id_count < cap; k++) {
       const rejected_entry *e = &svc->rejected[k];
-      if (e->seq == 0 || e->recorded) continue;
+      if (e->recorded) continue;
       svc->ids[svc->id_count] = e->pack_id;
       svc->id_slots[svc->id_count++] = k;
     }
