@@ -79,6 +79,42 @@ static void test_classify(void **state) {
   /* 200 with an exception in the body (an error after streaming started) is not OK. */
   assert_int_equal(classify(200, "1\nCode: 395, e.displayText() = DB::Exception: Value passed to 'throwIf'"),
                    CS_OUT_SERVER_ERROR);
+  assert_int_equal(classify(200, "Code: 241, e.displayText() = DB::Exception: Memory limit exceeded\n"),
+                   CS_OUT_SERVER_ERROR);
+}
+
+/*
+ * A 200 answer's rows may echo stored text holding "Code: N" (a record's
+ * metadata, a claim's holder): inside a row it is data. An exception the
+ * server wrote after the rows starts a line and is still classified by its code.
+ */
+static void test_classify_200_rows_echo_codes(void **state) {
+  (void)state;
+  static const char row[] = "00112233-4455-6677-8899-aabbccddeeff\tcat/k.dmi-pack\tCode: 319, e.displayText() = "
+                            "DB::Exception: Unknown status, client must retry\tt\n";
+  int32_t code = -1;
+  assert_int_equal(cs_clickhouse_classify(200, row, strlen(row), &code), CS_OUT_OK);
+  assert_int_equal(code, 0);
+  assert_int_equal(classify(200, "3\t1\tCode: 242\n"), CS_OUT_OK);
+  assert_int_equal(classify(200, "1\tholder Code: 62 Max query size exceeded\n"), CS_OUT_OK);
+  /* A newline inside a value is escaped (\\n): text after it does not start a line. */
+  assert_int_equal(classify(200, "1\ta\\nCode: 286\n"), CS_OUT_OK);
+  /* The twins: the same rows with the server's exception after them. */
+  char body[512];
+  snprintf(body, sizeof body, "%sCode: 319, e.displayText() = DB::Exception: Unknown status, client must retry. "
+                              "Reason: Timeout while waiting for quorum, e.what() = DB::Exception\n", row);
+  assert_int_equal(cs_clickhouse_classify(200, body, strlen(body), &code), CS_OUT_UNKNOWN);
+  assert_int_equal(code, 319);
+  assert_int_equal(classify(200, "3\t1\tCode: 242\nCode: 289, e.displayText() = DB::Exception: Replica doesn't "
+                                 "have part all_3_3_0\n"),
+                   CS_OUT_REFUSED);
+  /* "Code: " at a line start without a number is not an exception; a later one is. */
+  assert_int_equal(classify(200, "Code: x\n"), CS_OUT_OK);
+  assert_int_equal(classify(200, "Code: x\nCode: 202, e.displayText() = DB::Exception: Too many\n"),
+                   CS_OUT_THROTTLED);
+  /* Any other status: the body is the exception, read wherever its code is. */
+  assert_int_equal(classify(500, "x Code: 242, e.displayText() = DB::Exception: Table is in readonly mode"),
+                   CS_OUT_REFUSED);
   assert_int_equal(classify(503, ""), CS_OUT_THROTTLED);
   assert_int_equal(classify(429, ""), CS_OUT_THROTTLED);
   assert_int_equal(classify(502, "bad gateway"), CS_OUT_SERVER_ERROR);
@@ -239,6 +275,59 @@ static void test_url_validated(void **state) {
   url_accepted("https://ch.example:8443/", false);
   url_accepted("https://ch.example/?database=x", false);
   assert_int_equal(cs_clickhouse_config_validate(NULL, NULL, 0), CS_E_INVALID_ARGUMENT);
+}
+
+/*
+ * The replicated mode's settings come from cs_clickhouse_config (cluster,
+ * insert_quorum), never from the url: a name the server decodes to one of
+ * them is refused by name, with or without a cluster; other settings pass.
+ */
+static void setting_refused(const char *url, const char *name) {
+  for (int clustered = 0; clustered < 2; clustered++) {
+    cs_clickhouse_config cfg = {.url = url, .table_prefix = "ok", .cluster = clustered ? "c1" : NULL,
+                                .insert_quorum = clustered ? 2 : 0};
+    char msg[256];
+    assert_int_equal(cs_clickhouse_config_validate(&cfg, msg, sizeof msg), CS_E_CONFIG);
+    char quoted[80];
+    snprintf(quoted, sizeof quoted, "replication setting '%s'", name);
+    if (strstr(msg, quoted) == NULL || strstr(msg, "clickhouse.url") == NULL ||
+        strstr(msg, "catalog.clickhouse.cluster") == NULL || strstr(msg, "insert_quorum instead") == NULL)
+      fail_msg("'%s': message '%s' does not name %s, the url and the settings to use", url, msg, name);
+    cs_catalog cat;
+    assert_int_equal(cs_clickhouse_open(&cfg, &cat), CS_E_CONFIG);
+  }
+  char found[64];
+  assert_true(cs_clickhouse_url_replication_setting(url, found, sizeof found));
+  assert_string_equal(found, name);
+}
+
+static void test_url_replication_settings(void **state) {
+  (void)state;
+  setting_refused("https://ch:8443/?insert_quorum=2", "insert_quorum");
+  setting_refused("https://ch:8443/?insert%5Fquorum=2", "insert_quorum");
+  setting_refused("https://ch:8443/?insert%5fquorum%5Ftimeout=1", "insert_quorum_timeout");
+  setting_refused("https://ch:8443/?database=x&insert_quorum_timeout=1", "insert_quorum_timeout");
+  setting_refused("https://ch:8443/?max_threads=2&insert_quorum_parallel=1", "insert_quorum_parallel");
+  setting_refused("https://ch:8443/?INSERT_QUORUM=2", "INSERT_QUORUM");
+  setting_refused("https://ch:8443/?insert_quorum", "insert_quorum");
+  setting_refused("https://ch:8443/?select_sequential_consistency=0", "select_sequential_consistency");
+  setting_refused("https://ch:8443/?select%5Fsequential%5Fconsistency=0", "select_sequential_consistency");
+  setting_refused("https://ch:8443/?distributed_ddl_task_timeout=1", "distributed_ddl_task_timeout");
+  setting_refused("https://ch:8443/?a=1&&distributed%5Fddl%5Ftask%5Ftimeout=9", "distributed_ddl_task_timeout");
+  /* The twins: settings that only look alike, a name in a value, after the fragment, a bad escape kept as text. */
+  url_accepted("https://ch.example/?max_threads=2", false);
+  url_accepted("https://ch.example/?database=insert_quorum&max_threads=2", false);
+  url_accepted("https://ch.example/?select_sequential_consistency_x=1&xinsert_quorum=1", false);
+  url_accepted("https://ch.example/?distributed_ddl_task_timeout2=1", false);
+  url_accepted("https://ch.example/?insert%5Gquorum=2", false);
+  url_accepted("https://ch.example/insert_quorum=2", false); /* a path, not a query */
+  char found[64] = "x";
+  assert_false(cs_clickhouse_url_replication_setting("https://ch/?a=2#&insert_quorum=2", found, sizeof found));
+  assert_string_equal(found, "");
+  assert_false(cs_clickhouse_url_replication_setting(NULL, found, sizeof found));
+  /* A control byte in the name is printed as '?', never raw. */
+  assert_true(cs_clickhouse_url_replication_setting("https://ch/?insert_quorum%0A=1", found, sizeof found));
+  assert_string_equal(found, "insert_quorum?");
 }
 
 /* ---- the bulk form of descriptor rows (catalog.h) ------------------------ */
@@ -576,6 +665,7 @@ int main(void) {
       cmocka_unit_test(test_error_code), cmocka_unit_test(test_classify),   cmocka_unit_test(test_tables_answer),
       cmocka_unit_test(test_tsv_strict),
       cmocka_unit_test(test_u64_strict), cmocka_unit_test(test_table_names), cmocka_unit_test(test_url_validated),
+      cmocka_unit_test(test_url_replication_settings), cmocka_unit_test(test_classify_200_rows_echo_codes),
       cmocka_unit_test(test_bulk_row_round_trip), cmocka_unit_test(test_bulk_row_refusals),
       cmocka_unit_test(test_index_bytes), cmocka_unit_test(test_tsv_nul), cmocka_unit_test(test_descriptor_row_nul),
       cmocka_unit_test(test_inventory_row), cmocka_unit_test(test_search_row),

@@ -632,6 +632,17 @@ static void test_config_refusals(void **state) {
   REFUSED(c.key_prefix = "caf\xff/", "key_prefix is not UTF-8");
   REFUSED((c.sqlite_path = NULL, c.clickhouse_url = "https://h:8443/?database=a", c.clickhouse_database = "b"),
           "names a database and so does clickhouse_database");
+  /* Replication settings come from clickhouse_cluster and its quorum, never the url's query, however spelled. */
+  REFUSED((c.sqlite_path = NULL, c.clickhouse_url = "https://h:8443/?insert%5Fquorum=2"),
+          "clickhouse_url carries the replication setting 'insert_quorum' in its query: set clickhouse_cluster and "
+          "clickhouse_insert_quorum instead");
+  REFUSED((c.sqlite_path = NULL, c.clickhouse_url = "https://h:8443/?insert_quorum_timeout=1"),
+          "replication setting 'insert_quorum_timeout'");
+  REFUSED((c.sqlite_path = NULL, c.clickhouse_url = "https://h:8443/?max_threads=2&insert_quorum_parallel=1",
+           c.clickhouse_cluster = "c1", c.clickhouse_insert_quorum = 2),
+          "replication setting 'insert_quorum_parallel'");
+  REFUSED((c.sqlite_path = NULL, c.clickhouse_url = "https://h:8443/?distributed_ddl_task_timeout=1"),
+          "replication setting 'distributed_ddl_task_timeout'");
   REFUSED(c.key_prefix = "../other-bucket/", "key_prefix has a '.' or '..' segment");
   REFUSED(c.key_prefix = "a//", "key_prefix has an empty segment");
   REFUSED(c.key_prefix = "abc", "key_prefix must end with '/'");
@@ -666,6 +677,11 @@ static void test_config_refusals(void **state) {
   setenv("AWS_SECRET_ACCESS_KEY", "from-env", 1);
   assert_int_equal(capstore_config_validate(&c, msg, sizeof msg), CS_E_OK);
   unsetenv("AWS_SECRET_ACCESS_KEY");
+  /* A harmless setting in the url's query is the operator's to set. */
+  c = base;
+  c.sqlite_path = NULL;
+  c.clickhouse_url = "https://h:8443/?max_threads=2";
+  assert_int_equal(capstore_config_validate(&c, msg, sizeof msg), CS_E_OK);
   /* The base config opens nothing when validated. */
   assert_int_equal(capstore_config_validate(&base, msg, sizeof msg), CS_E_OK);
   struct stat st;

@@ -142,6 +142,11 @@ static void test_edges_reported_by_review(void **state) {
   refused("{\"spool_dir\": \"/x\", \"store\": {\"dir\": \"/y\"}, "
           "\"catalog\": {\"clickhouse\": {\"url\": \"https://ch:8443/?user=u&password=hunter2\"}}}",
           "catalog.clickhouse.url carries a user or password in its query");
+  /* A replication setting in its query, percent-encoded: refused by name, pointing at the file's keys. */
+  refused("{\"spool_dir\": \"/x\", \"store\": {\"dir\": \"/y\"}, "
+          "\"catalog\": {\"clickhouse\": {\"url\": \"https://ch:8443/?insert%5Fquorum%5Ftimeout=1\"}}}",
+          "catalog.clickhouse.url carries the replication setting 'insert_quorum_timeout' in its query: set "
+          "catalog.clickhouse.cluster and catalog.clickhouse.insert_quorum instead");
   /* Values up to 2^64 - 1 reach a field by any unit, and the effective JSON parses back (the fuzz target's property). */
   capstore_settings *s, *back;
   char msg[300], json[8192];

@@ -56,11 +56,24 @@ typedef struct cs_clickhouse_config {
 /*
  * Checks cfg->url as cs_endpoint_validate does (service.h): an explicit
  * https:// scheme, or http:// only with allow_insecure; a host, an optional
- * port. Returns CS_E_OK, or CS_E_CONFIG with msg naming the field
- * ("clickhouse.url", "clickhouse.allow_insecure"); CS_E_INVALID_ARGUMENT for
- * a NULL cfg.
+ * port; and no replication setting in its query
+ * (cs_clickhouse_url_replication_setting). Returns CS_E_OK, or CS_E_CONFIG
+ * with msg naming the field ("clickhouse.url", "clickhouse.allow_insecure")
+ * and, for a replication setting, the parameter; CS_E_INVALID_ARGUMENT for a
+ * NULL cfg.
  */
 int cs_clickhouse_config_validate(const cs_clickhouse_config *cfg, char *msg, size_t msg_size);
+
+/*
+ * Finds a query parameter of url (before any '#') that the replicated mode
+ * sends itself: a name that, percent-decoded as the server decodes it and in
+ * any case, starts with insert_quorum (insert_quorum_timeout,
+ * insert_quorum_parallel, ...) or is select_sequential_consistency or
+ * distributed_ddl_task_timeout. Returns true with that name in name (control
+ * bytes as '?', cut to cap - 1 bytes; cap at least 32), false with "" when
+ * there is none or url is NULL.
+ */
+bool cs_clickhouse_url_replication_setting(const char *url, char *name, size_t cap);
 
 /*
  * Opens the adapter (no request is sent). libcurl may speak HTTP and HTTPS
@@ -84,7 +97,9 @@ int cs_clickhouse_parse_error(const char *body, size_t len, int32_t *code);
  * "Code: N" or 0. A replicated table's refusals that say the statement did
  * not apply (285 too few replicas, 286 an earlier quorum write pending, 289
  * replica behind, 242 read-only without ZooKeeper, 999 coordination) are
- * REFUSED; 319 (quorum status unknown) may have applied: UNKNOWN.
+ * REFUSED; 319 (quorum status unknown) may have applied: UNKNOWN. A 200
+ * answer is an error only when a line starts "Code: N" (an exception written
+ * after rows); "Code: N" inside a row is data.
  */
 cs_outcome cs_clickhouse_classify(long http_status, const char *body, size_t len, int32_t *code);
 

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #define CH_PREFIX_MAX 64u
 #define CH_TABLE_MAX 128u
@@ -222,10 +223,31 @@ static cs_outcome classify_code(long status, int32_t code, const char *body, siz
   return status >= 400 && status < 500 && status != 404 ? CS_OUT_INVALID : CS_OUT_SERVER_ERROR;
 }
 
+/*
+ * The exception in a 200 answer: the server writes it after the rows it had
+ * sent, so it starts a line. Every answer the adapter reads begins its rows
+ * with a uuid, a number, a flag or a table name, and TabSeparated escapes a
+ * newline inside a value, so text echoed from the tables ("Code: 319" in a
+ * record's metadata or a claim's holder) never starts a line: the answer's
+ * rows, not an error. Returns true with *code for the first line that starts
+ * "Code: N".
+ */
+static bool answer_exception(const char *body, size_t len, int32_t *code) {
+  static const char tag[] = "Code: ";
+  for (size_t i = 0; i + sizeof tag - 1 < len; i++) {
+    if (i > 0 && body[i - 1] != '\n') continue;
+    if (memcmp(body + i, tag, sizeof tag - 1) != 0) continue;
+    if (cs_clickhouse_parse_error(body + i, len - i, code) == CS_E_OK) return true;
+  }
+  *code = 0;
+  return false;
+}
+
 cs_outcome cs_clickhouse_classify(long http_status, const char *body, size_t len, int32_t *code) {
   *code = 0;
+  if (http_status == 200)
+    return answer_exception(body, len, code) ? classify_code(http_status, *code, body, len) : CS_OUT_OK;
   bool has_code = cs_clickhouse_parse_error(body, len, code) == CS_E_OK;
-  if (http_status == 200) return has_code ? classify_code(http_status, *code, body, len) : CS_OUT_OK;
   if (has_code) return classify_code(http_status, *code, body, len);
   if (http_status == 413) return CS_OUT_TOO_LARGE;
   if (http_status == 429 || http_status == 503) return CS_OUT_THROTTLED;
@@ -2013,13 +2035,73 @@ static int cluster_validate(const cs_clickhouse_config *cfg, char *msg, size_t m
   return CS_E_CONFIG;
 }
 
+static int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+/*
+ * The parameter name at text (up to '=', '&', '#' or the end), percent-decoded
+ * as the server decodes it, into out (cap >= 1), cut at cap - 1 bytes; a
+ * control byte becomes '?' so the name can be printed. Returns the end of the name.
+ */
+static const char *query_name(const char *text, char *out, size_t cap) {
+  assert(cap > 0);
+  size_t n = 0;
+  const char *p = text;
+  while (*p != '\0' && *p != '=' && *p != '&' && *p != '#') {
+    char c = *p++;
+    if (c == '%' && hex_digit(p[0]) >= 0 && hex_digit(p[1]) >= 0) {
+      c = (char)(hex_digit(p[0]) << 4 | hex_digit(p[1]));
+      p += 2;
+    }
+    if ((unsigned char)c < 0x20 || c == 0x7f) c = '?';
+    if (n + 1 < cap) out[n++] = c;
+  }
+  out[n] = '\0';
+  return p;
+}
+
+/* The settings the replicated mode sends itself: from the url too, the server would take two values. */
+static bool replication_setting(const char *name) {
+  return strncasecmp(name, "insert_quorum", 13) == 0 || strcasecmp(name, "select_sequential_consistency") == 0 ||
+         strcasecmp(name, "distributed_ddl_task_timeout") == 0;
+}
+
+bool cs_clickhouse_url_replication_setting(const char *url, char *name, size_t cap) {
+  assert(name != NULL && cap >= 32); /* a name cut to 31 bytes or more cannot pass for one of 29 */
+  name[0] = '\0';
+  const char *p = url == NULL ? NULL : strchr(url, '?');
+  const char *end = p == NULL ? NULL : strchr(p, '#');
+  while (p != NULL && (end == NULL || p < end)) {
+    const char *after = query_name(p + 1, name, cap);
+    if (replication_setting(name)) return true;
+    p = strchr(after, '&');
+  }
+  name[0] = '\0';
+  return false;
+}
+
+/* The url's query: no setting the replicated mode sends itself (cs_clickhouse_config.cluster and its quorum do). */
+static int url_query_validate(const char *url, char *msg, size_t msg_size) {
+  char name[64];
+  if (!cs_clickhouse_url_replication_setting(url, name, sizeof name)) return CS_E_OK;
+  if (msg != NULL && msg_size > 0)
+    snprintf(msg, msg_size,
+             "clickhouse.url carries the replication setting '%s' in its query: set catalog.clickhouse.cluster and "
+             "catalog.clickhouse.insert_quorum instead (sent with every statement)", name);
+  return CS_E_CONFIG;
+}
+
 int cs_clickhouse_config_validate(const cs_clickhouse_config *cfg, char *msg, size_t msg_size) {
   if (msg != NULL && msg_size > 0) msg[0] = '\0';
   if (cfg == NULL) return CS_E_INVALID_ARGUMENT;
   if (cluster_validate(cfg, msg, msg_size) != CS_E_OK) return CS_E_CONFIG;
   int rc = cs_endpoint_validate("clickhouse.url", cfg->url, cfg->allow_insecure, msg, msg_size);
-  if (rc == CS_E_OK || cfg->allow_insecure || cfg->url == NULL || strncmp(cfg->url, "http://", 7) != 0)
-    return rc;
+  if (rc == CS_E_OK) return url_query_validate(cfg->url, msg, msg_size);
+  if (cfg->allow_insecure || cfg->url == NULL || strncmp(cfg->url, "http://", 7) != 0) return rc;
   if (msg != NULL && msg_size > 0)
     snprintf(msg, msg_size, "clickhouse.url uses http:// but clickhouse.allow_insecure is false");
   return CS_E_CONFIG;

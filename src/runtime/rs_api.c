@@ -195,11 +195,12 @@ static int validate_catalog(const capstore_config *cfg, char *msg, size_t msg_si
       return rt_refuse(CS_E_CONFIG, msg, msg_size, "clickhouse_cluster and its quorum are for a ClickHouse catalog");
     return CS_E_OK;
   }
-  if (url_query_has(cfg->clickhouse_url, "insert_quorum") ||
-      url_query_has(cfg->clickhouse_url, "select_sequential_consistency"))
+  char setting[64]; /* the adapter's own rule (cs_clickhouse_config_validate), in this API's names */
+  if (cs_clickhouse_url_replication_setting(cfg->clickhouse_url, setting, sizeof setting))
     return rt_refuse(CS_E_CONFIG, msg, msg_size,
-                     "clickhouse_url carries a replication setting: set clickhouse_cluster and clickhouse_insert_quorum "
-                     "(the adapter sends them with every statement and checks the tables match)");
+                     "clickhouse_url carries the replication setting '%s' in its query: set clickhouse_cluster and "
+                     "clickhouse_insert_quorum instead (the adapter sends them with every statement and checks the "
+                     "tables match)", setting);
   uint64_t timeout = cfg->catalog_timeout_ns != 0 ? cfg->catalog_timeout_ns : cfg->service.request_timeout_ns;
   cs_clickhouse_config replication = {.url = cfg->clickhouse_url, .allow_insecure = cfg->clickhouse_allow_insecure,
                                       .request_timeout_ns = timeout, .cluster = cfg->clickhouse_cluster,
