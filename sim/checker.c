@@ -151,9 +151,12 @@ void sim_check_flush_done(sim_world *w, sim_proc *p, const cs_flush_result *res)
 void sim_check_fence_passed(sim_world *w, sim_req *req) {
   uint64_t term;
   uint32_t holder = sim_catalog_holder(w, sim_catalog_now(w), &term);
+  if (holder != req->proc && holder == SIM_NONE)
+    sim_bail(w, SIM_EXIT_SAFETY, "p%u's %s passed its fence while nobody holds term %" PRIu64
+             " alone (contested, expired or released)", req->proc, cs_op_name(req->op), term);
   if (holder != req->proc)
-    sim_bail(w, SIM_EXIT_SAFETY, "p%u's %s passed its fence while p%d holds term %" PRIu64, req->proc,
-             cs_op_name(req->op), holder == SIM_NONE ? -1 : (int)holder, term);
+    sim_bail(w, SIM_EXIT_SAFETY, "p%u's %s passed its fence while p%u holds term %" PRIu64, req->proc,
+             cs_op_name(req->op), holder, term);
   req->fence_term = term;
 }
 
@@ -209,25 +212,25 @@ void sim_check_effective_write(sim_world *w, const sim_req *req) {
 
 /* Watermarks only move forward: a publish below the watermark would show old rows late. */
 void sim_check_publish(sim_world *w, const sim_req *req) {
-  /* A publish sent before the one that set the watermark may land late (its
-     outcome was unknown, its rows were re-indexed at a newer version): harmless.
-     One sent after it must be above it. */
-  if (req->version <= w->watermark && req->sent_ns > w->watermark_sent_ns)
-    sim_bail(w, SIM_EXIT_SAFETY, "p%u published version %" PRIu64 " at or below the watermark %" PRIu64,
-             req->proc, req->version, w->watermark);
+  if (req->version > w->watermark) return;
   /*
    * One version, one holder: a version published by two leases names two
    * sets of packs (readers pinned at it saw one of them). Only a publish at
    * or below the watermark can repeat one (rare: a late landing), so only
-   * then is the log searched.
+   * then is the log searched; first, so that a repeat is named as one.
    */
-  if (req->version > w->watermark) return;
   for (uint32_t i = 0; i < w->publish_count; i++) {
     const sim_publish *pub = &w->publishes[i];
     if (pub->version == req->version && !cs_uuid_equal(&pub->lease_id, &req->lease_id))
       sim_bail(w, SIM_EXIT_SAFETY, "version %" PRIu64 " was published twice: by p%u at term %" PRIu64
                " and by p%u at term %" PRIu64, req->version, pub->proc, pub->term, req->proc, req->fence_term);
   }
+  /* A publish sent before the one that set the watermark may land late (its
+     outcome was unknown, its rows were re-indexed at a newer version): harmless.
+     One sent after it must be above it. */
+  if (req->sent_ns > w->watermark_sent_ns)
+    sim_bail(w, SIM_EXIT_SAFETY, "p%u published version %" PRIu64 " at or below the watermark %" PRIu64,
+             req->proc, req->version, w->watermark);
 }
 
 /* With the catalog healthy, nobody takes a lease whose holder is alive and running. */

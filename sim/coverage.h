@@ -274,7 +274,7 @@
   X(SIT_COORDINATOR_DOWN, "sit_coordinator_down", "") \
   X(SIT_BARRIER, "sit_barrier", "") \
   X(SIT_BARRIER_REFUSED, "sit_barrier_refused", "") \
-  X(SIT_INDEX_BELOW_LATE_ROWS, "sit_index_below_late_rows", "rare: a predecessor's timed-out INDEX landing above a new holding's floor (seed 287 --replicas 3 --replica-defect 2)") \
+  X(SIT_INDEX_BELOW_LATE_ROWS, "sit_index_below_late_rows", "rare: a predecessor's timed-out INDEX landing above a new holding's floor (seed 287 --replicas 3 --replica-defect 2; seed 621 --replicas 2 --replica-defect 2, where the settle lift matters: mutant 63)") \
   X(SIT_REPLICA_FAILOVER, "sit_replica_failover", "")
 
 #define SIM_COV_ENUM_(id, name, why) SIM_COV_##id,

@@ -115,7 +115,7 @@ static int parse_args(int argc, char **argv, cli *c) {
       i++;
     } else if (strcmp(a, "--replica-defect") == 0) {
       if (!parse_u64(v, &c->replica_defect) || c->replica_defect == 0 || c->replica_defect >= SIM_REPLICA_DEFECT_COUNT_)
-        return usage("--replica-defect needs 1 (no quorum) or 2 (no barrier)");
+        return usage("--replica-defect needs 1 (no quorum), 2 (no barrier) or 3 (parallel quorum writes)");
       i++;
     } else if (strcmp(a, "--plan") == 0 && v != NULL) c->plan_path = v, i++;
     else if (strcmp(a, "--profile") == 0 && v != NULL) c->profile = v, i++;

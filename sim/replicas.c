@@ -10,7 +10,8 @@
  *
  *   - quorum writes not confirmed within insert_quorum_timeout: answered 319
  *     (UNKNOWN), not undone; their rows land when the replicas fetch them,
- *     up to replica_lag_max later, past their writer's lease;
+ *     up to replica_lag_max later, past their writer's lease, and never
+ *     while a replica or the coordinator is down (the quorum is every replica);
  *   - one pending quorum write per table: every other write to that table is
  *     refused (286) until it is confirmed (a claim's quorum takes
  *     SIM_CONTEST_WINDOW_NS: two simultaneous claims are one holder and one
@@ -29,8 +30,12 @@
  * without the quorum (1) replication is asynchronous, each replica has its
  * own view of claims and publishes (rows reach the other replicas 9 to 67 ms
  * later, up to replica_lag_max after a pause in fetching) and the swarm must
- * find two holders of a term and a version published twice; without the
- * barrier (2) a new holding starts from the head it read before its claim.
+ * find two holders of a term; without the barrier (2) a new holding starts
+ * from the head it read before its claim; with parallel quorum writes (3,
+ * insert_quorum_parallel=1, the default of ClickHouse releases after 18.16)
+ * no write waits for another's quorum (no 286) and the barrier passes while
+ * a predecessor's write is pending: the swarm must find a version published
+ * twice.
  *
  * The draws come from a stream of their own: a seed runs as before with
  * replicas off.
@@ -70,7 +75,8 @@ void sim_replicas_setup(sim_world *w, bool swarm, bool all) {
     }
   }
   /* Quorum writes serialize claims per table: one server's contested terms (INSERT ... SELECT) do not arise. */
-  if (quorum_on(w)) w->catalog_claims_concurrent = false;
+  /* One pending quorum write a table: claims are serial (a parallel quorum contests them as one server does). */
+  if (quorum_on(w) && w->replica_defect != SIM_REPLICA_DEFECT_PARALLEL) w->catalog_claims_concurrent = false;
 }
 
 int sim_replicas_after_plan(sim_world *w) {
@@ -84,7 +90,8 @@ int sim_replicas_after_plan(sim_world *w) {
       w->replica_behind_permille > 1000)
     return CS_E_CONFIG;
   if (w->replica_lag_max_ns == 0) w->replica_lag_max_ns = 10 * CS_SEC_NS;
-  if (quorum_on(w)) w->catalog_claims_concurrent = false;
+  /* One pending quorum write a table: claims are serial (a parallel quorum contests them as one server does). */
+  if (quorum_on(w) && w->replica_defect != SIM_REPLICA_DEFECT_PARALLEL) w->catalog_claims_concurrent = false;
   return CS_E_OK;
 }
 
@@ -95,6 +102,7 @@ void sim_replicas_print(const sim_world *w, FILE *out) {
           w->replica_window_count,
           w->replica_defect == SIM_REPLICA_DEFECT_NO_QUORUM    ? ",defect:no_quorum"
           : w->replica_defect == SIM_REPLICA_DEFECT_NO_BARRIER ? ",defect:no_barrier"
+          : w->replica_defect == SIM_REPLICA_DEFECT_PARALLEL   ? ",defect:parallel_quorum"
                                                                : "");
 }
 
@@ -138,9 +146,26 @@ static void table_pending(sim_world *w, int table, uint64_t until_ns) {
   if (until_ns > w->table_pending_until_ns[table]) w->table_pending_until_ns[table] = until_ns;
 }
 
-/* How long after now a timed-out quorum write lands: after the 319, when the replicas fetch it. */
+/*
+ * The first moment from at_ns on that no window covers: a quorum of every
+ * replica cannot complete while one of them or the coordinator is down.
+ */
+static uint64_t after_windows(const sim_world *w, uint64_t at_ns) {
+  if (w->liveness) return at_ns; /* faults healed */
+  for (bool moved = true; moved;) {
+    moved = false;
+    for (uint32_t i = 0; i < w->replica_window_count; i++) {
+      const sim_replica_window *win = &w->replica_windows[i];
+      if (win->from_ns <= at_ns && at_ns < win->until_ns) at_ns = win->until_ns, moved = true;
+    }
+  }
+  return at_ns;
+}
+
+/* How long after now a timed-out quorum write lands: after the 319, when every replica has fetched it. */
 static uint64_t late_delay(sim_world *w) {
   uint64_t delay = w->base_svc.request_timeout_ns / 2 + cs_prng_below(&w->prng_replicas, w->replica_lag_max_ns + 1);
+  delay = after_windows(w, w->now_ns + delay) - w->now_ns;
   sim_mark_catalog_unhealthy(w, w->now_ns + delay);
   return delay;
 }
@@ -184,7 +209,7 @@ bool sim_replicas_refuse(sim_world *w, sim_req *req) {
   }
   win = down_now(w, ANY_REPLICA);
   if (win != NULL) return refuse(w, req, win->until_ns, SIM_COV_SIT_REPLICA_DOWN); /* 285: fewer replicas than the quorum */
-  if (w->table_pending_until_ns[table] > w->now_ns) {
+  if (w->table_pending_until_ns[table] > w->now_ns && w->replica_defect != SIM_REPLICA_DEFECT_PARALLEL) {
     w->counters.quorum_busy_refused++;
     return refuse(w, req, w->table_pending_until_ns[table], SIM_COV_SIT_QUORUM_BUSY); /* 286 */
   }
@@ -237,6 +262,7 @@ void sim_replicas_barrier(sim_world *w, sim_req *req, bool fence_ok, uint64_t wa
   if (quorum_on(w)) {
     uint64_t until = w->table_pending_until_ns[SIM_TABLE_PUBLISHES];
     if (w->table_pending_until_ns[SIM_TABLE_REJECTED] > until) until = w->table_pending_until_ns[SIM_TABLE_REJECTED];
+    if (w->replica_defect == SIM_REPLICA_DEFECT_PARALLEL) until = 0; /* no write waits for another's quorum */
     if (down_now(w, ANY_REPLICA) != NULL || until > w->now_ns) {
       req->outcome = CS_OUT_REFUSED; /* 285 or 286: the holding does not start; the claim is retried */
       w->counters.barrier_refused++;

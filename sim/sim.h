@@ -122,6 +122,8 @@ typedef struct sim_options {
 enum {
   SIM_REPLICA_DEFECT_NO_QUORUM = 1, /* rule 1: asynchronous replication, reads of the client's replica */
   SIM_REPLICA_DEFECT_NO_BARRIER,    /* rule 4: a new holding reads no watermark after a quorum write */
+  SIM_REPLICA_DEFECT_PARALLEL,      /* rule 2: parallel quorum writes (insert_quorum_parallel=1, the default of
+                                       later ClickHouse): no 286, so no barrier waits out a predecessor's write */
   SIM_REPLICA_DEFECT_COUNT_
 };
 

@@ -8,9 +8,9 @@ bindir=$1; plans=$2; seeds=$3; shift 3
 missed=0
 [ $# -gt 0 ] || { echo "no mutants given"; exit 1; }
 regress=$(mktemp); trap 'rm -f "$regress"' EXIT
-# One line a regression seed: the seed, then its "--without NAME" pairs.
+# One line a regression seed: the seed, then its option pairs ("--without NAME", "--replicas N", ...).
 sed -e 's/#.*//' "$plans/../seeds.txt" 2>/dev/null |
-  awk 'NF { s = $1; for (i = 2; i < NF && $i == "--without"; i += 2) s = s " " $i " " $(i + 1); print s }' > "$regress"
+  awk 'NF { s = $1; for (i = 2; i < NF && $i ~ /^--/; i += 2) s = s " " $i " " $(i + 1); print s }' > "$regress"
 printf '%-8s %-22s %s\n' mutant "swarm seeds to catch" "plans that catch it"
 for m in "$@"; do
   sim="$bindir/capstore-sim-m$m"

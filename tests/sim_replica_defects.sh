@@ -5,11 +5,31 @@
 # replication, each replica its own view) it must fail a seed within SEEDS
 # with a safety failure of the lease or the fence (two holders of a term, a
 # holder's lease taken, a write past its fence while another holds the term,
-# a version published twice).
+# a version published twice); with parallel quorum writes (--replica-defect 3,
+# insert_quorum_parallel=1) it must fail with rows of a predecessor landing
+# under a successor's watermark (or a version published twice).
 # usage: sim_replica_defects.sh CAPSTORE_SIM SEEDS
 set -u
 sim=$1; seeds=$2
 bad=0
+
+# caught REPLICAS DEFECT WHAT PATTERN...: the defect fails a seed with a safety failure matching a pattern.
+caught() {
+  r=$1; defect=$2; what=$3; shift 3
+  out=$("$sim" --seeds "$seeds" --quiet --stop-on-failure --replicas "$r" --replica-defect "$defect" 2>/dev/null)
+  line=$(echo "$out" | grep '^FAIL' | head -1)
+  first=$(echo "$out" | sed -n 's/^first failure at seed \([0-9]*\) after .*/\1/p')
+  if [ -z "$line" ]; then
+    echo "$r replicas $what: not caught in $seeds seeds"; bad=$((bad + 1)); return
+  fi
+  for pattern in "$@"; do
+    case "$line" in
+      *"kind=safety"*"$pattern"*) echo "$r replicas $what: caught at seed $first: ${line#*: }"; return ;;
+    esac
+  done
+  echo "$r replicas $what: caught by something else: $line"; bad=$((bad + 1))
+}
+
 for r in 2 3; do
   out=$("$sim" --seeds "$seeds" --quiet --replicas "$r" 2>/dev/null); rc=$?
   if [ "$rc" -ne 0 ]; then
@@ -18,15 +38,8 @@ for r in 2 3; do
   else
     echo "$r replicas: $seeds seeds pass"
   fi
-  out=$("$sim" --seeds "$seeds" --quiet --stop-on-failure --replicas "$r" --replica-defect 1 2>/dev/null)
-  line=$(echo "$out" | grep '^FAIL' | head -1)
-  first=$(echo "$out" | sed -n 's/^first failure at seed \([0-9]*\) after .*/\1/p')
-  case "$line" in
-    *"kind=safety"*"holds term"* | *"kind=safety"*"took the lease from"* | *"kind=safety"*"published twice"*)
-      echo "$r replicas without the quorum: caught at seed $first: ${line#*: }" ;;
-    "") echo "$r replicas without the quorum: not caught in $seeds seeds"; bad=$((bad + 1)) ;;
-    *) echo "$r replicas without the quorum: caught by something else: $line"; bad=$((bad + 1)) ;;
-  esac
+  caught "$r" 1 "without the quorum" "holds term" "took the lease from" "published twice"
+  caught "$r" 3 "with parallel quorum writes" "landed at or below the watermark" "published twice"
 done
 [ "$bad" -eq 0 ] || { echo "sim.replica_defects: $bad check(s) failed"; exit 1; }
-echo "sim.replica_defects: the quorum runs pass; asynchronous replication is caught by the lease and fence invariants"
+echo "sim.replica_defects: the quorum runs pass; asynchronous replication and parallel quorum writes are caught"

@@ -410,9 +410,13 @@ static void settle_on_done(cs_service *svc, uint64_t now_ns, const cs_event *ev)
    * Rows above the cycle's version are someone else's (a predecessor's
    * timed-out quorum INDEX that landed after this holding read its floor,
    * on a replicated catalog): the next cycle goes above them, not into a
-   * refusal at each version up to them.
+   * refusal at each version up to them (mutant 63 does not: caught by the
+   * regression seed 621 --replicas 2 --replica-defect 2, a catalog without
+   * the successor's barrier).
    */
+#if CAPSTORE_MUTANT != 63
   if (ev->cat_head.index_floor >= svc->next_version) svc->next_version = ev->cat_head.index_floor + 1;
+#endif
 }
 
 static void index_on_done(cs_service *svc, uint64_t now_ns, const cs_event *ev) {
