@@ -431,6 +431,14 @@ static void test_instances_hooks_and_lost_geometry(void **state) {
   if (strstr(msg, "instance of their own") == NULL) fail_msg("another tenant's instance: '%s'", msg);
   assert_int_equal(capstore_close(cs, 30 * SEC, msg, sizeof msg), CS_E_OK);
   capstore_free(cs);
+  /* The refused open claimed nothing: an instance of its own creates that array id with another geometry. */
+  cs = open_capstore(&e2);
+  cs_array_meta other = a;
+  other.dtype = CS_DTYPE_INT32;
+  assert_int_equal(capstore_array_writer_open(cs, &e2.cfg, &other, &wx, msg, sizeof msg), CS_E_OK);
+  capstore_array_writer_free(wx);
+  assert_int_equal(capstore_close(cs, 30 * SEC, msg, sizeof msg), CS_E_OK);
+  capstore_free(cs);
   free(ref);
   tc_remove_all(e.root);
   tc_remove_all(e2.root);

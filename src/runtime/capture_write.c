@@ -45,6 +45,10 @@ static const char *key_mismatch(const cs_capture *cap, const cs_pack_meta *meta)
   return NULL;
 }
 
+const char *rt_capture_key_conflict(cs_capture *cap, const cs_pack_meta *meta) {
+  return atomic_load_explicit(&cap->key_fixed, memory_order_acquire) ? key_mismatch(cap, meta) : NULL;
+}
+
 static int key_refusal(const char *field, char *msg, size_t msg_size) {
   return rt_refuse(CS_E_INVALID_ARGUMENT, msg, msg_size,
                 "%s differs from this sink's first record: one sink writes one tenant, session "

@@ -651,6 +651,11 @@ int rt_capstore_write_reserved(capstore *cs, const cs_pack_meta *meta, const voi
   return cs_capture_write(cap, meta, bytes, length, msg, msg_size);
 }
 
+const char *rt_capstore_key_conflict(capstore *cs, const cs_pack_meta *meta) {
+  cs_capture *cap = cs == NULL ? NULL : rs_capture(&cs->rt);
+  return cap == NULL ? NULL : rt_capture_key_conflict(cap, meta);
+}
+
 /* A hook name capture arrays reserve ("capstore.array-*"): only their writer may use it. */
 static bool hook_reserved(const cs_pack_meta *meta) {
   static const char reserved[] = "capstore.array-";

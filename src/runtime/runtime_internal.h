@@ -62,6 +62,13 @@ RT_HIDDEN int rt_refuse(int code, char *msg, size_t msg_size, const char *format
 typedef struct capstore capstore;
 RT_HIDDEN int rt_capstore_write_reserved(capstore *cs, const cs_pack_meta *meta, const void *bytes, size_t length,
                                          char *msg, size_t msg_size);
+/*
+ * Whether cs would refuse a record of meta for its key (tenant, session, rank) now: the field that differs
+ * from the key its first record fixed, or NULL (none fixed yet, or the same). A check before side effects
+ * (the capture-array writer's geometry claim); the write checks again.
+ */
+RT_HIDDEN const char *rt_capstore_key_conflict(capstore *cs, const cs_pack_meta *meta);
+RT_HIDDEN const char *rt_capture_key_conflict(cs_capture *cap, const cs_pack_meta *meta);
 
 /* ---- Clocks and waits (capture.c) ---- */
 
