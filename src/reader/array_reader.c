@@ -264,11 +264,25 @@ typedef struct ar_job {
   bool done;
 } ar_job;
 
-/* One GET of a round: a job's wanted range. */
-typedef struct ar_get {
+/*
+ * One GET of a round: the wanted ranges parts[first, first + count) of one pack object, sorted by place, whose
+ * gaps are at most AR_MERGE_GAP: neighbouring chunks' payloads (each followed by the last 4 KiB of its record,
+ * fetched the round before, and under 64 bytes of padding) come in one ranged read instead of one each. A
+ * gap as large as a payload is not bridged: the bytes read would be a chunk's, fetched again next round.
+ */
+#define AR_MERGE_GAP ((uint64_t)4096 + 64) /* bytes of a gap read rather than split into two GETs */
+#define AR_MERGE_MAX ((uint64_t)64 << 20)  /* the most one merged GET reads */
+
+typedef struct ar_part {
   ar_job *job;
   uint32_t range;
-  bool flying; /* started, not yet reaped */
+  uint64_t at; /* in the object: job->base + the range's offset */
+} ar_part;
+
+typedef struct ar_get {
+  uint32_t first, count; /* parts */
+  uint64_t at, length;   /* in the object */
+  bool flying;           /* started, not yet reaped */
   cs_store_request req;
 } ar_get;
 
@@ -299,49 +313,99 @@ static int fetched_range(void *ctx, uint64_t offset, uint64_t length, uint8_t *o
   return CS_E_WOULD_BLOCK;
 }
 
-static int get_answer(ar_get *g, cs_array_read_stats *stats, char *msg, size_t msg_size) {
-  const cs_store_request *q = &g->req;
-  ar_range *want = &g->job->ranges[g->range];
-  if (q->rc != CS_E_OK) return rt_refuse(q->rc, msg, msg_size, "GET %s: %s", g->job->key, cs_strerror(q->rc));
-  if (q->res.outcome != CS_OUT_OK || q->got != want->length)
-    return rt_refuse(CS_E_IO, msg, msg_size, "GET %s [%llu, +%llu): %s", g->job->key,
-                     (unsigned long long)(g->job->base + want->offset), (unsigned long long)want->length,
-                     q->res.detail[0] != '\0' ? q->res.detail : "short read");
-  want->bytes = q->buf;
-  stats->fetches++;
-  stats->bytes_fetched += want->length;
-  return CS_E_OK;
+static int part_cmp(const void *x, const void *y) {
+  const ar_part *a = x, *b = y;
+  int k = a->job->key == b->job->key ? 0 : strcmp(a->job->key, b->job->key);
+  if (k != 0) return k;
+  return (a->at > b->at) - (a->at < b->at);
 }
 
 /*
- * Fetches every wanted range of the batch, up to AR_IN_FLIGHT in flight (cs_store_start: every store has the
- * form), counting each GET in stats. The first failure is the answer; what is in flight is drained first.
+ * Hands each part of an answered GET its bytes: the GET's own buffer where it is the only part (*kept: the
+ * caller must not free it), else a copy each.
+ */
+static int get_answer(ar_get *g, ar_part *parts, cs_array_read_stats *stats, bool *kept, char *msg, size_t msg_size) {
+  const cs_store_request *q = &g->req;
+  const char *key = parts[g->first].job->key;
+  *kept = false;
+  if (q->rc != CS_E_OK) return rt_refuse(q->rc, msg, msg_size, "GET %s: %s", key, cs_strerror(q->rc));
+  if (q->res.outcome != CS_OUT_OK || q->got != g->length)
+    return rt_refuse(CS_E_IO, msg, msg_size, "GET %s [%llu, +%llu): %s", key, (unsigned long long)g->at,
+                     (unsigned long long)g->length, q->res.detail[0] != '\0' ? q->res.detail : "short read");
+  stats->fetches++;
+  stats->bytes_fetched += g->length;
+  ar_range *only = &parts[g->first].job->ranges[parts[g->first].range];
+  if (g->count == 1 && only->length == g->length) {
+    only->bytes = q->buf;
+    *kept = true;
+    return CS_E_OK;
+  }
+  for (uint32_t i = g->first; i < g->first + g->count; i++) {
+    ar_range *want = &parts[i].job->ranges[parts[i].range];
+    uint8_t *bytes = malloc((size_t)want->length + 1);
+    if (bytes == NULL) return rt_refuse(CS_E_NO_MEMORY, msg, msg_size, "no memory for a chunk's read");
+    memcpy(bytes, (const uint8_t *)q->buf + (parts[i].at - g->at), (size_t)want->length);
+    want->bytes = bytes;
+  }
+  return CS_E_OK;
+}
+
+/* The wanted ranges of a batch, sorted by object and place, grouped into GETs (gets: room for one a part). */
+static uint32_t gets_plan(ar_job *jobs, uint32_t n, ar_part *parts, ar_get *gets) {
+  uint32_t total = 0;
+  for (uint32_t i = 0; i < n; i++)
+    for (uint32_t k = 0; k < jobs[i].count; k++)
+      if (jobs[i].ranges[k].bytes == NULL)
+        parts[total++] = (ar_part){.job = &jobs[i], .range = k, .at = jobs[i].base + jobs[i].ranges[k].offset};
+  qsort(parts, total, sizeof *parts, part_cmp);
+  uint32_t count = 0;
+  for (uint32_t i = 0; i < total; i++) {
+    uint64_t end = parts[i].at + parts[i].job->ranges[parts[i].range].length;
+    ar_get *g = count > 0 ? &gets[count - 1] : NULL;
+    if (g != NULL && strcmp(parts[g->first].job->key, parts[i].job->key) == 0) {
+      uint64_t g_end = g->at + g->length, joined_end = end > g_end ? end : g_end;
+      if (parts[i].at <= g_end + AR_MERGE_GAP && joined_end - g->at <= AR_MERGE_MAX) { /* sorted: at >= g->at */
+        g->count++;
+        g->length = joined_end - g->at;
+        continue;
+      }
+    }
+    gets[count++] = (ar_get){.first = i, .count = 1, .at = parts[i].at, .length = end - parts[i].at};
+  }
+  return count;
+}
+
+/*
+ * Fetches every wanted range of the batch, up to AR_IN_FLIGHT GETs in flight (cs_store_start: every store has
+ * the form), neighbouring ones merged (gets_plan), counting each GET in stats. The first failure is the
+ * answer; what is in flight is drained first.
  */
 static int wants_fetch(capstore_reader *r, ar_job *jobs, uint32_t n, cs_array_read_stats *stats, char *msg,
                        size_t msg_size) {
-  uint32_t total = 0;
+  uint32_t wanted = 0;
   for (uint32_t i = 0; i < n; i++)
-    for (uint32_t k = 0; k < jobs[i].count; k++) total += jobs[i].ranges[k].bytes == NULL;
-  ar_get *gets = calloc(total + 1, sizeof *gets);
-  if (gets == NULL) return rt_refuse(CS_E_NO_MEMORY, msg, msg_size, "no memory for an array read");
-  uint32_t t = 0;
-  for (uint32_t i = 0; i < n; i++)
-    for (uint32_t k = 0; k < jobs[i].count; k++)
-      if (jobs[i].ranges[k].bytes == NULL) gets[t++] = (ar_get){.job = &jobs[i], .range = k};
+    for (uint32_t k = 0; k < jobs[i].count; k++) wanted += jobs[i].ranges[k].bytes == NULL;
+  ar_part *parts = calloc(wanted + 1, sizeof *parts);
+  ar_get *gets = calloc(wanted + 1, sizeof *gets);
+  if (parts == NULL || gets == NULL) {
+    free(parts);
+    free(gets);
+    return rt_refuse(CS_E_NO_MEMORY, msg, msg_size, "no memory for an array read");
+  }
+  uint32_t total = gets_plan(jobs, n, parts, gets);
   int rc = CS_E_OK;
   uint32_t next = 0, in_flight = 0;
   for (;;) {
     while (rc == CS_E_OK && next < total && in_flight < AR_IN_FLIGHT) {
       ar_get *g = &gets[next];
-      const ar_range *want = &g->job->ranges[g->range];
-      uint8_t *buf = malloc((size_t)want->length + 1);
+      uint8_t *buf = malloc((size_t)g->length + 1);
       if (buf == NULL) {
         rc = rt_refuse(CS_E_NO_MEMORY, msg, msg_size, "no memory for a chunk's read");
         break;
       }
-      g->req = (cs_store_request){.op = CS_STORE_GET, .id = next, .key = g->job->key, .has_range = true,
-                                  .range = {.offset = g->job->base + want->offset, .length = want->length},
-                                  .buf = buf, .cap = (size_t)want->length};
+      const char *key = parts[g->first].job->key;
+      g->req = (cs_store_request){.op = CS_STORE_GET, .id = next, .key = key, .has_range = true,
+                                  .range = {.offset = g->at, .length = g->length}, .buf = buf, .cap = (size_t)g->length};
       int started = cs_store_start(&r->store, &g->req);
       if (started == CS_E_FULL && in_flight > 0) {
         free(buf);
@@ -349,7 +413,7 @@ static int wants_fetch(capstore_reader *r, ar_job *jobs, uint32_t n, cs_array_re
       }
       if (started != CS_E_OK) {
         free(buf);
-        rc = rt_refuse(started, msg, msg_size, "GET %s: %s", g->job->key, cs_strerror(started));
+        rc = rt_refuse(started, msg, msg_size, "GET %s: %s", key, cs_strerror(started));
         break;
       }
       g->flying = true;
@@ -366,6 +430,7 @@ static int wants_fetch(capstore_reader *r, ar_job *jobs, uint32_t n, cs_array_re
       for (uint32_t i = 0; i < next; i++)
         if (gets[i].flying) rd_orphan(r, gets[i].req.buf);
       rd_orphan(r, gets);
+      free(parts);
       return rt_refuse(got, msg, msg_size, "array read: the store failed with %u GETs in flight: %s", in_flight,
                        cs_strerror(got));
     }
@@ -373,11 +438,13 @@ static int wants_fetch(capstore_reader *r, ar_job *jobs, uint32_t n, cs_array_re
     in_flight--;
     ar_get *g = &gets[done->id];
     g->flying = false;
-    int answered = get_answer(g, stats, msg, rc == CS_E_OK ? msg_size : 0);
-    if (answered != CS_E_OK) free(done->buf);
+    bool kept = false;
+    int answered = get_answer(g, parts, stats, &kept, msg, rc == CS_E_OK ? msg_size : 0);
+    if (!kept) free(done->buf);
     if (rc == CS_E_OK) rc = answered;
   }
   free(gets);
+  free(parts);
   return rc;
 }
 
