@@ -155,11 +155,11 @@ class World:
         self.switches = []
         self.procs = []
         self.catalog_switch = self.store_switch = None
+        self.replicas = []  # cluster backend: (http port, switch) of each replica
         if opts.backend == "embedded":
             self.env["CAPSTORE_STORE_DIR"] = os.path.join(self.root, "bucket")
             self.env["CAPSTORE_SQLITE"] = os.path.join(self.root, "catalog.db")
             return
-        self.replicas = []  # cluster backend: (http port, switch) of each replica
         if opts.backend == "cluster":
             cluster, count = open(os.path.join(opts.cluster, "cluster")).read().split()
             for k in range(1, int(count) + 1):
