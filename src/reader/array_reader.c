@@ -29,6 +29,7 @@ typedef struct ar_winners {
   cs_uuid *pack_ids;
   size_t pack_count, pack_cap;
   bool no_memory;
+  uint64_t bad_slot;  /* a slot whose record's place wraps past 2^64 (+1: 0 when none) */
   uint64_t geometry_nonce; /* rt_array_nonce_hash of the geometry's winner */
 } ar_winners;
 
@@ -68,6 +69,10 @@ static uint32_t pack_index(ar_winners *w, const cs_array_candidate *c) {
 
 static int winner_add(void *ctx, const cs_array_candidate *c) {
   ar_winners *w = ctx;
+  if (c->stored_length > UINT64_MAX - c->offset) { /* a catalog row no writer made: every read of it would wrap */
+    w->bad_slot = c->slot + 1;
+    return 1;
+  }
   if (w->count == w->cap) {
     size_t cap = w->cap == 0 ? 256 : 2 * w->cap;
     ar_slot *grown = realloc(w->slots, cap * sizeof *grown);
@@ -99,6 +104,9 @@ static int winners_ask(capstore_reader *r, const char *id, uint64_t chunks, ar_w
   walk->ctx = w;
   int rc = rt_array_winners(&r->catalog, &r->kind_checked, id, walk, msg, msg_size);
   if (w->no_memory) return rt_refuse(CS_E_NO_MEMORY, msg, msg_size, "array %s: no memory for its slots", id);
+  if (w->bad_slot != 0)
+    return rt_refuse(CS_E_CORRUPT, msg, msg_size, "array %s: the catalog places slot %llu's record past the end of "
+                     "any object (offset + length over 2^64)", id, (unsigned long long)(w->bad_slot - 1));
   if (rc == CS_E_OK && walk->have_geometry) {
     cs_pack_text nonce = cs_pack_text_of(walk->geometry_nonce);
     w->geometry_nonce = rt_array_nonce_hash(&nonce);
@@ -328,20 +336,26 @@ static int get_answer(ar_get *g, ar_part *parts, cs_array_read_stats *stats, boo
   const cs_store_request *q = &g->req;
   const char *key = parts[g->first].job->key;
   *kept = false;
-  if (q->rc != CS_E_OK) return rt_refuse(q->rc, msg, msg_size, "GET %s: %s", key, cs_strerror(q->rc));
+  unsigned long long chunk = (unsigned long long)parts[g->first].job->piece.chunk_index;
+  const char *and_more = g->count > 1 ? " and its neighbours" : "";
+  if (q->rc != CS_E_OK)
+    return rt_refuse(q->rc, msg, msg_size, "GET %s (chunk %llu%s): %s", key, chunk, and_more, cs_strerror(q->rc));
   if (q->res.outcome != CS_OUT_OK || q->got != g->length)
-    return rt_refuse(CS_E_IO, msg, msg_size, "GET %s [%llu, +%llu): %s", key, (unsigned long long)g->at,
-                     (unsigned long long)g->length, q->res.detail[0] != '\0' ? q->res.detail : "short read");
+    return rt_refuse(CS_E_IO, msg, msg_size, "GET %s [%llu, +%llu) (chunk %llu%s): %s", key,
+                     (unsigned long long)g->at, (unsigned long long)g->length, chunk, and_more,
+                     q->res.detail[0] != '\0' ? q->res.detail : "short read");
   stats->fetches++;
   stats->bytes_fetched += g->length;
-  ar_range *only = &parts[g->first].job->ranges[parts[g->first].range];
-  if (g->count == 1 && only->length == g->length) {
-    only->bytes = q->buf;
+  if (g->count == 1) {
+    parts[g->first].job->ranges[parts[g->first].range].bytes = q->buf;
     *kept = true;
     return CS_E_OK;
   }
   for (uint32_t i = g->first; i < g->first + g->count; i++) {
     ar_range *want = &parts[i].job->ranges[parts[i].range];
+    if (parts[i].at < g->at || want->length > g->length || parts[i].at - g->at > g->length - want->length)
+      return rt_refuse(CS_E_STATE, msg, msg_size, "GET %s: chunk %llu's range lies outside its merged read", key,
+                       (unsigned long long)parts[i].job->piece.chunk_index); /* gets_plan never makes one */
     uint8_t *bytes = malloc((size_t)want->length + 1);
     if (bytes == NULL) return rt_refuse(CS_E_NO_MEMORY, msg, msg_size, "no memory for a chunk's read");
     memcpy(bytes, (const uint8_t *)q->buf + (parts[i].at - g->at), (size_t)want->length);
@@ -362,7 +376,7 @@ static uint32_t gets_plan(ar_job *jobs, uint32_t n, ar_part *parts, ar_get *gets
   for (uint32_t i = 0; i < total; i++) {
     uint64_t end = parts[i].at + parts[i].job->ranges[parts[i].range].length;
     ar_get *g = count > 0 ? &gets[count - 1] : NULL;
-    if (g != NULL && strcmp(parts[g->first].job->key, parts[i].job->key) == 0) {
+    if (g != NULL && end >= parts[i].at && strcmp(parts[g->first].job->key, parts[i].job->key) == 0) {
       uint64_t g_end = g->at + g->length, joined_end = end > g_end ? end : g_end;
       if (parts[i].at <= g_end + AR_MERGE_GAP && joined_end - g->at <= AR_MERGE_MAX) { /* sorted: at >= g->at */
         g->count++;

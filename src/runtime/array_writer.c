@@ -137,21 +137,22 @@ static void record_meta(const capstore_array_writer *w, bool geometry, uint64_t 
   m->captured_at_ns = wall_ns();
 }
 
+/* An instance whose first records fixed another key than arrays' (field: the one that differs). */
+static int instance_refusal(const capstore_array_writer *w, const char *field, char *msg, size_t msg_size) {
+  return rt_refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "array %s: this capstore instance captures records of "
+                   "another %s; capture arrays need an instance of their own (a pack holds one tenant, session "
+                   "and rank)", w->meta.id, field != NULL ? field : "tenant or session");
+}
+
 /*
  * Hands one record to the runtime's sink (the reserved hooks' own path). A sink holds records of one tenant and
  * session, which every array shares: an instance that captured other records first refuses, and says why.
  */
-static int instance_refusal(const capstore_array_writer *w, char *msg, size_t msg_size) {
-  return rt_refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "array %s: this capstore instance captures records of "
-                   "another tenant or session; capture arrays need an instance of their own (a pack holds one tenant "
-                   "and session)", w->meta.id);
-}
-
 static int record_write(capstore_array_writer *w, const cs_pack_meta *m, const void *bytes, size_t len, char *msg,
                         size_t msg_size) {
   int rc = rt_capstore_write_reserved(w->cs, m, bytes, len, msg, msg_size);
   if (rc == CS_E_INVALID_ARGUMENT && msg != NULL && strstr(msg, "first record") != NULL)
-    return instance_refusal(w, msg, msg_size);
+    return instance_refusal(w, NULL, msg, msg_size);
   return rc;
 }
 
@@ -369,11 +370,18 @@ int capstore_array_writer_open(capstore *cs, const capstore_config *access, cons
   size_t len = 0;
   if (rc == CS_E_OK && doc == NULL) rc = rt_refuse(CS_E_NO_MEMORY, msg, msg_size, "no memory for the array's geometry");
   if (rc == CS_E_OK) rc = cs_array_meta_encode(&w->meta, doc, CS_ARRAY_META_BYTES_MAX, &len);
-  /* An instance that could not write the geometry's record claims nothing: its claim would hold the array's id. */
+  /*
+   * The instance's key is arrays' before anything is claimed: one whose first records fixed another could not
+   * write the geometry's record, and its claim would hold the array's id with no record (reserved, no other
+   * tenant's record is admitted between the claim and the record).
+   */
   if (rc == CS_E_OK) {
     cs_pack_meta m;
     record_meta(w, true, 0, "", len, &m);
-    if (rt_capstore_key_conflict(cs, &m) != NULL) rc = instance_refusal(w, msg, msg_size);
+    const char *field = NULL;
+    rc = rt_capstore_key_reserve(cs, &m, &field);
+    if (rc == CS_E_INVALID_ARGUMENT) rc = instance_refusal(w, field, msg, msg_size);
+    else if (rc != CS_E_OK) rc = rt_refuse(rc, msg, msg_size, "array %s: %s", w->meta.id, cs_strerror(rc));
   }
   /* The claim after the question: a geometry claimed first by another writer is judged by the claim's answer. */
   if (rc == CS_E_OK && w->store.enforces_if_none_match) rc = geometry_claim(w, doc, len, msg, msg_size);

@@ -45,10 +45,6 @@ static const char *key_mismatch(const cs_capture *cap, const cs_pack_meta *meta)
   return NULL;
 }
 
-const char *rt_capture_key_conflict(cs_capture *cap, const cs_pack_meta *meta) {
-  return atomic_load_explicit(&cap->key_fixed, memory_order_acquire) ? key_mismatch(cap, meta) : NULL;
-}
-
 static int key_refusal(const char *field, char *msg, size_t msg_size) {
   return rt_refuse(CS_E_INVALID_ARGUMENT, msg, msg_size,
                 "%s differs from this sink's first record: one sink writes one tenant, session "
@@ -210,6 +206,25 @@ static int admit_locked(cs_capture *cap, admission *a, uint64_t first_try_ns) {
                   (a->device && cap->events_free < cap->events_total / 4);
     return CS_E_OK;
   }
+}
+
+int rt_capture_key_reserve(cs_capture *cap, const cs_pack_meta *meta, const char **field) {
+  *field = NULL;
+  key_copy copy = {0};
+  int rc = check_key(cap, meta, &copy, NULL, 0);
+  if (rc == CS_E_INVALID_ARGUMENT) {
+    *field = key_mismatch(cap, meta);
+    return rc;
+  }
+  if (rc != CS_E_OK) return rc;
+  pthread_mutex_lock(&cap->mutex);
+  if (copy.tenant != NULL && atomic_load_explicit(&cap->key_fixed, memory_order_relaxed))
+    *field = key_mismatch(cap, meta); /* another call's record fixed it meanwhile */
+  else
+    install_key(cap, meta, &copy);
+  pthread_mutex_unlock(&cap->mutex);
+  key_copy_free(&copy); /* unless install_key took it */
+  return *field != NULL ? CS_E_INVALID_ARGUMENT : CS_E_OK;
 }
 
 static int admit(cs_capture *cap, admission *a, char *msg, size_t msg_size) {

@@ -651,9 +651,10 @@ int rt_capstore_write_reserved(capstore *cs, const cs_pack_meta *meta, const voi
   return cs_capture_write(cap, meta, bytes, length, msg, msg_size);
 }
 
-const char *rt_capstore_key_conflict(capstore *cs, const cs_pack_meta *meta) {
+int rt_capstore_key_reserve(capstore *cs, const cs_pack_meta *meta, const char **field) {
+  *field = NULL;
   cs_capture *cap = cs == NULL ? NULL : rs_capture(&cs->rt);
-  return cap == NULL ? NULL : rt_capture_key_conflict(cap, meta);
+  return cap == NULL ? CS_E_CLOSED : rt_capture_key_reserve(cap, meta, field);
 }
 
 /* A hook name capture arrays reserve ("capstore.array-*"): only their writer may use it. */

@@ -63,12 +63,13 @@ typedef struct capstore capstore;
 RT_HIDDEN int rt_capstore_write_reserved(capstore *cs, const cs_pack_meta *meta, const void *bytes, size_t length,
                                          char *msg, size_t msg_size);
 /*
- * Whether cs would refuse a record of meta for its key (tenant, session, rank) now: the field that differs
- * from the key its first record fixed, or NULL (none fixed yet, or the same). A check before side effects
- * (the capture-array writer's geometry claim); the write checks again.
+ * Fixes cs's key (tenant, session, rank: what its first record fixes) to meta's now, as an admitted record
+ * would, or finds it fixed to meta's: CS_E_OK. CS_E_INVALID_ARGUMENT with *field the key field that differs
+ * when another key is fixed; CS_E_CLOSED, CS_E_NO_MEMORY. The capture-array writer reserves its instance
+ * before its geometry claim, so no other tenant's record can be admitted between the claim and its record.
  */
-RT_HIDDEN const char *rt_capstore_key_conflict(capstore *cs, const cs_pack_meta *meta);
-RT_HIDDEN const char *rt_capture_key_conflict(cs_capture *cap, const cs_pack_meta *meta);
+RT_HIDDEN int rt_capstore_key_reserve(capstore *cs, const cs_pack_meta *meta, const char **field);
+RT_HIDDEN int rt_capture_key_reserve(cs_capture *cap, const cs_pack_meta *meta, const char **field);
 
 /* ---- Clocks and waits (capture.c) ---- */
 
