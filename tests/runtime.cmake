@@ -4,7 +4,7 @@ file(GLOB RUNTIME_UNIT_TESTS CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/test_
      ${CMAKE_CURRENT_SOURCE_DIR}/test_capture*.c ${CMAKE_CURRENT_SOURCE_DIR}/test_capstore*.c ${CMAKE_CURRENT_SOURCE_DIR}/test_reader*.c
      ${CMAKE_CURRENT_SOURCE_DIR}/test_blosc*.c ${CMAKE_CURRENT_SOURCE_DIR}/test_array_meta.c
      ${CMAKE_CURRENT_SOURCE_DIR}/test_array_chunk.c ${CMAKE_CURRENT_SOURCE_DIR}/test_array_read.c
-     ${CMAKE_CURRENT_SOURCE_DIR}/test_arrays_api.c)
+     ${CMAKE_CURRENT_SOURCE_DIR}/test_arrays_api.c ${CMAKE_CURRENT_SOURCE_DIR}/test_array_winners.c)
 foreach(src ${RUNTIME_UNIT_TESTS})
   get_filename_component(name ${src} NAME_WE)
   set_property(TARGET ${name} PROPERTY LINK_LIBRARIES capstore_runtime PkgConfig::CMOCKA)

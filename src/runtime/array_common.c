@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static bool text_is(const cs_pack_text *t, const char *s) { return t->len == strlen(s) && memcmp(t->bytes, s, t->len) == 0; }
 
@@ -36,6 +37,21 @@ static int walk_add(void *ctx, const cs_array_candidate *c) {
   return k->winner != NULL ? k->winner(k->ctx, c) : 0;
 }
 
+/*
+ * A read the catalog refused without answering (ClickHouse: 289 a replica behind the last quorum write, 286,
+ * 285, 242; throttled): nothing was handed to the walk, and it goes again after a short wait, up to
+ * RT_ARRAY_READ_TRIES tries of each request (50 + 100 + 200 + 400 ms between them), before the caller hears
+ * of it.
+ */
+static bool read_again(int rc, const cs_catalog_result *res, uint32_t *tries) {
+  if (rc != CS_E_OK || (res->outcome != CS_OUT_REFUSED && res->outcome != CS_OUT_THROTTLED)) return false;
+  if (++*tries >= RT_ARRAY_READ_TRIES) return false;
+  uint64_t ms = UINT64_C(25) << *tries;
+  struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+  return true;
+}
+
 int rt_array_winners(cs_catalog *catalog, bool *kind_checked, const char *id, rt_array_walk *walk, char *msg,
                      size_t msg_size) {
   if (!*kind_checked) { /* once per handle: the tables suit the configuration (capstore_catalog_check) */
@@ -52,12 +68,18 @@ int rt_array_winners(cs_catalog *catalog, bool *kind_checked, const char *id, rt
   memset(&res, 0, sizeof res);
   cs_uuid nobody;
   memset(&nobody, 0, sizeof nobody);
-  int rc = catalog->ops->head(catalog->self, &nobody, &head, &res);
-  walk->requests++;
+  int rc;
+  uint32_t tries = 0;
+  do {
+    memset(&res, 0, sizeof res);
+    rc = catalog->ops->head(catalog->self, &nobody, &head, &res);
+    walk->requests++;
+  } while (read_again(rc, &res, &tries));
   if (rc != CS_E_OK || res.outcome != CS_OUT_OK)
     return rt_refuse(rc != CS_E_OK ? rc : CS_E_IO, msg, msg_size, "array %s: the catalog's head: %s", id,
                      rc != CS_E_OK ? cs_strerror(rc) : res.detail);
   cs_pack_text text = cs_pack_text_of(id);
+  tries = 0; /* each request its own tries */
   /*
    * Windows of slots in ascending order, the geometry with the first: one request for arrays of up to
    * RT_ARRAY_WINDOW_SLOTS chunks. An answer refused for its size (a ClickHouse answer is capped) is asked
@@ -71,6 +93,7 @@ int rt_array_winners(cs_catalog *catalog, bool *kind_checked, const char *id, rt
     memset(&res, 0, sizeof res);
     rc = catalog->ops->array_candidates(catalog->self, head.watermark, &text, &window, walk_add, walk, &res);
     walk->requests++;
+    if (!walk->out_of_order && read_again(rc, &res, &tries)) continue; /* the same window again */
     bool too_large = rc == CS_E_OK && res.outcome == CS_OUT_SERVER_ERROR &&
                      strcmp(res.detail, CS_CLICKHOUSE_ANSWER_TOO_LARGE) == 0;
     if (too_large && to - from > 1) {
@@ -84,6 +107,7 @@ int rt_array_winners(cs_catalog *catalog, bool *kind_checked, const char *id, rt
       return rt_refuse(CS_E_IO, msg, msg_size, "array %s: the catalog's candidates: %s", id, res.detail);
     from = to;
     first = false;
+    tries = 0;
   }
   return CS_E_OK;
 }

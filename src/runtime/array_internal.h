@@ -17,6 +17,8 @@
 #define RT_ARRAY_SESSION "arrays"
 
 /* One walk over ARRAY_CANDIDATES: the geometry's winner, and `winner` called once per slot with its winner. */
+#define RT_ARRAY_READ_TRIES 5u /* a catalog read refused without an answer: tries before the caller hears of it */
+
 typedef struct rt_array_walk {
   uint64_t chunks;                                  /* slots at or past it are not the array's: skipped */
   int (*winner)(void *ctx, const cs_array_candidate *c); /* nonzero stops the walk (out of memory) */

@@ -1,0 +1,130 @@
+/*
+ * rt_array_winners (src/runtime/array_common.c) over a catalog that refuses
+ * reads without answering, as a ClickHouse replica behind the last quorum
+ * write does (289): a real SQLite catalog behind a wrapper that answers
+ * REFUSED to the first N head and array_candidates calls. Up to
+ * RT_ARRAY_READ_TRIES tries of each request the walk goes on and finds the
+ * array's record; past them the caller hears the catalog's words.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "array_internal.h"
+#include "capstore/sqlite_catalog.h"
+
+typedef struct flaky {
+  cs_catalog inner;
+  uint32_t refuse_heads, refuse_windows; /* calls still to refuse */
+  uint32_t heads, windows;               /* calls seen */
+  char dir[64];
+} flaky;
+
+static void refused(cs_catalog_result *res) {
+  memset(res, 0, sizeof *res);
+  res->outcome = CS_OUT_REFUSED;
+  res->server_code = 289;
+  snprintf(res->detail, sizeof res->detail, "Code: 289, replica is not up to date with quorum insert");
+}
+
+static int f_head(void *self, const cs_uuid *lease_id, cs_cat_head *out, cs_catalog_result *res) {
+  flaky *f = self;
+  f->heads++;
+  if (f->refuse_heads > 0) {
+    f->refuse_heads--;
+    refused(res);
+    return CS_E_OK;
+  }
+  return f->inner.ops->head(f->inner.self, lease_id, out, res);
+}
+
+static int f_candidates(void *self, uint64_t watermark, const cs_pack_text *array_id, const cs_array_window *window,
+                        cs_array_candidate_fn fn, void *ctx, cs_catalog_result *res) {
+  flaky *f = self;
+  f->windows++;
+  if (f->refuse_windows > 0) {
+    f->refuse_windows--;
+    refused(res);
+    return CS_E_OK;
+  }
+  return f->inner.ops->array_candidates(f->inner.self, watermark, array_id, window, fn, ctx, res);
+}
+
+static int walk_once(flaky *f, rt_array_walk *k, char *msg, size_t cap) {
+  static const cs_catalog_ops ops = {.head = f_head, .array_candidates = f_candidates};
+  cs_catalog wrapped = {.ops = &ops, .self = f};
+  bool checked = true; /* the kind check is another test's */
+  memset(k, 0, sizeof *k);
+  k->chunks = 4;
+  return rt_array_winners(&wrapped, &checked, "no-such-array", k, msg, cap);
+}
+
+static int setup(void **state) {
+  flaky *f = calloc(1, sizeof *f);
+  snprintf(f->dir, sizeof f->dir, "/tmp/capstore-winners-XXXXXX");
+  assert_non_null(mkdtemp(f->dir));
+  char path[128];
+  snprintf(path, sizeof path, "%s/catalog.db", f->dir);
+  assert_int_equal(cs_sqlite_catalog_open(path, 1000, &f->inner), CS_E_OK);
+  cs_catalog_result res;
+  assert_int_equal(f->inner.ops->schema_ensure(f->inner.self, &res), CS_E_OK);
+  if (res.outcome != CS_OUT_OK) fail_msg("schema: %s", res.detail);
+  *state = f;
+  return 0;
+}
+
+static int teardown(void **state) {
+  flaky *f = *state;
+  f->inner.ops->close(f->inner.self);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", f->dir);
+  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", f->dir);
+  free(f);
+  return 0;
+}
+
+/* Refusals within the tries of each request: the walk answers, with every try counted as a request. */
+static void test_refusals_within_tries(void **state) {
+  flaky *f = *state;
+  f->refuse_heads = RT_ARRAY_READ_TRIES - 1;
+  f->refuse_windows = RT_ARRAY_READ_TRIES - 1;
+  rt_array_walk k;
+  char msg[256] = "";
+  assert_int_equal(walk_once(f, &k, msg, sizeof msg), CS_E_OK);
+  assert_false(k.have_geometry); /* nothing written: an answer, not an error */
+  assert_int_equal(f->heads, RT_ARRAY_READ_TRIES);
+  assert_int_equal(f->windows, RT_ARRAY_READ_TRIES);
+  assert_int_equal(k.requests, 2 * RT_ARRAY_READ_TRIES);
+}
+
+/* One refusal more than the tries: the caller hears it, with the catalog's words. */
+static void test_refusals_past_tries(void **state) {
+  flaky *f = *state;
+  f->refuse_heads = RT_ARRAY_READ_TRIES;
+  rt_array_walk k;
+  char msg[256] = "";
+  assert_int_equal(walk_once(f, &k, msg, sizeof msg), CS_E_IO);
+  assert_non_null(strstr(msg, "the catalog's head"));
+  assert_non_null(strstr(msg, "289"));
+  assert_int_equal(f->heads, RT_ARRAY_READ_TRIES);
+  f->heads = 0;
+  f->refuse_windows = RT_ARRAY_READ_TRIES;
+  assert_int_equal(walk_once(f, &k, msg, sizeof msg), CS_E_IO);
+  assert_non_null(strstr(msg, "the catalog's candidates"));
+  assert_int_equal(f->windows, RT_ARRAY_READ_TRIES);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_refusals_within_tries, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_refusals_past_tries, setup, teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
