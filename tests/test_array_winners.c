@@ -27,34 +27,30 @@ typedef struct flaky {
   char dir[64];
 } flaky;
 
-static void refused(cs_catalog_result *res) {
+/* True (res answered REFUSED, as a replica behind the last quorum write answers) while refusals are left. */
+static bool refused(uint32_t *left, cs_catalog_result *res) {
+  if (*left == 0) return false;
+  (*left)--;
   memset(res, 0, sizeof *res);
   res->outcome = CS_OUT_REFUSED;
   res->server_code = 289;
   snprintf(res->detail, sizeof res->detail, "Code: 289, replica is not up to date with quorum insert");
+  return true;
 }
 
 static int f_head(void *self, const cs_uuid *lease_id, cs_cat_head *out, cs_catalog_result *res) {
   flaky *f = self;
   f->heads++;
-  if (f->refuse_heads > 0) {
-    f->refuse_heads--;
-    refused(res);
-    return CS_E_OK;
-  }
-  return f->inner.ops->head(f->inner.self, lease_id, out, res);
+  return refused(&f->refuse_heads, res) ? CS_E_OK : f->inner.ops->head(f->inner.self, lease_id, out, res);
 }
 
 static int f_candidates(void *self, uint64_t watermark, const cs_pack_text *array_id, const cs_array_window *window,
                         cs_array_candidate_fn fn, void *ctx, cs_catalog_result *res) {
   flaky *f = self;
   f->windows++;
-  if (f->refuse_windows > 0) {
-    f->refuse_windows--;
-    refused(res);
-    return CS_E_OK;
-  }
-  return f->inner.ops->array_candidates(f->inner.self, watermark, array_id, window, fn, ctx, res);
+  return refused(&f->refuse_windows, res)
+             ? CS_E_OK
+             : f->inner.ops->array_candidates(f->inner.self, watermark, array_id, window, fn, ctx, res);
 }
 
 static int walk_once(flaky *f, rt_array_walk *k, char *msg, size_t cap) {
