@@ -69,9 +69,10 @@ int cs_clickhouse_config_validate(const cs_clickhouse_config *cfg, char *msg, si
  * sends itself: a name that, percent-decoded as the server decodes it and in
  * any case, starts with insert_quorum (insert_quorum_timeout,
  * insert_quorum_parallel, ...) or is select_sequential_consistency or
- * distributed_ddl_task_timeout. Returns true with that name in name (control
- * bytes as '?', cut to cap - 1 bytes; cap at least 32), false with "" when
- * there is none or url is NULL.
+ * distributed_ddl_task_timeout. Returns true with that name in name (as
+ * written, where it is one of those five settings; "insert_quorum*" for any
+ * other name of the family, whose bytes are not echoed; cap at least 32),
+ * false with "" when there is none or url is NULL.
  */
 bool cs_clickhouse_url_replication_setting(const char *url, char *name, size_t cap);
 

@@ -2077,7 +2077,15 @@ bool cs_clickhouse_url_replication_setting(const char *url, char *name, size_t c
   const char *end = p == NULL ? NULL : strchr(p, '#');
   while (p != NULL && (end == NULL || p < end)) {
     const char *after = query_name(p + 1, name, cap);
-    if (replication_setting(name)) return true;
+    if (replication_setting(name)) {
+      /* Named as the server knows it; another name of the family is not echoed byte for byte (any bytes). */
+      static const char *const known[] = {"insert_quorum", "insert_quorum_timeout", "insert_quorum_parallel",
+                                          "select_sequential_consistency", "distributed_ddl_task_timeout"};
+      bool exact = false;
+      for (size_t k = 0; k < sizeof known / sizeof known[0] && !exact; k++) exact = strcasecmp(name, known[k]) == 0;
+      if (!exact) snprintf(name, cap, "insert_quorum*");
+      return true;
+    }
     p = strchr(after, '&');
   }
   name[0] = '\0';
