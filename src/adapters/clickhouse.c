@@ -2035,13 +2035,6 @@ static int cluster_validate(const cs_clickhouse_config *cfg, char *msg, size_t m
   return CS_E_CONFIG;
 }
 
-static int hex_digit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
 /*
  * The parameter name at text (up to '=', '&', '#' or the end), percent-decoded
  * as the server decodes it, into out (cap >= 1), cut at cap - 1 bytes; a
@@ -2053,8 +2046,8 @@ static const char *query_name(const char *text, char *out, size_t cap) {
   const char *p = text;
   while (*p != '\0' && *p != '=' && *p != '&' && *p != '#') {
     char c = *p++;
-    if (c == '%' && hex_digit(p[0]) >= 0 && hex_digit(p[1]) >= 0) {
-      c = (char)(hex_digit(p[0]) << 4 | hex_digit(p[1]));
+    if (c == '%' && cs_hex_value(p[0], CS_HEX_ANY) >= 0 && cs_hex_value(p[1], CS_HEX_ANY) >= 0) {
+      c = (char)(cs_hex_value(p[0], CS_HEX_ANY) << 4 | cs_hex_value(p[1], CS_HEX_ANY));
       p += 2;
     }
     if ((unsigned char)c < 0x20 || c == 0x7f) c = '?';
