@@ -355,6 +355,47 @@ static void test_arbiter(void **state) {
   assert_int_equal(cs_array_arbiter_next(&a, true, 0, 1), CS_ARRAY_OUT_OF_ORDER); /* the geometry after a chunk */
 }
 
+
+/* A slot's claim: its one spelling, what is refused, and when it is stale. */
+static void test_claims(void **state) {
+  (void)state;
+  const char *nonce = "0123456789abcdef0123456789abcdef";
+  char out[CS_ARRAY_CLAIM_BYTES_MAX];
+  size_t len = 0;
+  uint64_t at = 0;
+  assert_int_equal(cs_array_claim_format(nonce, 1796083200000000000u, out, &len), CS_E_OK);
+  assert_int_equal(len, 32 + 1 + 19);
+  assert_memory_equal(out, "0123456789abcdef0123456789abcdef 1796083200000000000", len);
+  assert_int_equal(cs_array_claim_parse(out, len, &at), CS_E_OK);
+  assert_true(at == 1796083200000000000u);
+  assert_int_equal(cs_array_claim_format(nonce, UINT64_MAX, out, &len), CS_E_OK);
+  assert_int_equal(len, CS_ARRAY_CLAIM_BYTES_MAX);
+  assert_int_equal(cs_array_claim_parse(out, len, &at), CS_E_OK);
+  assert_true(at == UINT64_MAX);
+  assert_int_equal(cs_array_claim_format(nonce, 0, out, &len), CS_E_OK);
+  assert_int_equal(cs_array_claim_parse(out, len, &at), CS_E_OK);
+  assert_true(at == 0);
+  assert_int_equal(cs_array_claim_format("0123456789ABCDEF0123456789abcdef", 1, out, &len), CS_E_INVALID_ARGUMENT);
+  static const char *const bad[] = {
+      "0123456789abcdef0123456789abcdef",                       /* the nonce alone (the first writers' claims) */
+      "0123456789abcdef0123456789abcdef ",                      /* no time */
+      "0123456789abcdef0123456789abcdef 01",                    /* a leading zero */
+      "0123456789abcdef0123456789abcdef 18446744073709551616",  /* past 2^64 - 1 */
+      "0123456789abcdef0123456789abcdef 12 ",                   /* trailing bytes */
+      "0123456789abcdef0123456789abcdef\t12",                   /* not a space */
+      "0123456789ABCDEF0123456789abcdef 12",                    /* upper case */
+      "0123456789abcdef0123456789abcde 12",                     /* a short nonce */
+      "0123456789abcdef0123456789abcdef -1",
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+    if (cs_array_claim_parse(bad[i], strlen(bad[i]), &at) != CS_E_PARSE) fail_msg("parsed: '%s'", bad[i]);
+  assert_int_equal(cs_array_claim_parse(NULL, 0, &at), CS_E_PARSE);
+  assert_true(cs_array_claim_stale(100, 160, 60));
+  assert_false(cs_array_claim_stale(100, 159, 60));
+  assert_false(cs_array_claim_stale(100, 99, 0)); /* from the future: never */
+  assert_true(cs_array_claim_stale(0, UINT64_MAX, UINT64_MAX));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_geometry_refusals),
@@ -362,6 +403,7 @@ int main(void) {
       cmocka_unit_test(test_slice_refusals_and_empty),
       cmocka_unit_test(test_stamps),
       cmocka_unit_test(test_arbiter),
+      cmocka_unit_test(test_claims),
       cmocka_unit_test(test_property_against_brute_force),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

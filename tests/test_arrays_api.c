@@ -28,6 +28,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "test_capstore_util.h"
@@ -656,6 +657,148 @@ static void test_column_of_one_chunk(void **state) {
   env_finish(cs, ref, &e);
 }
 
+
+/* ---- stale slot claims (arrays.claim_ttl) ------------------------------------------------------------------ */
+
+static uint64_t wall_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (uint64_t)ts.tv_sec * SEC + (uint64_t)ts.tv_nsec;
+}
+
+/* Puts body under slot's claim key, as another writer would have (replace: delete what is there first). */
+static void claim_plant(env *e, const char *id, uint64_t slot, const char *body, bool replace) {
+  cs_store st;
+  char msg[256], prefix[CS_KEY_MAX], key[CS_KEY_MAX];
+  if (capstore_open_store(&e->cfg, &st, msg, sizeof msg) != CS_E_OK) fail_msg("open store: %s", msg);
+  capstore_key_prefix(&e->cfg, prefix, sizeof prefix);
+  snprintf(key, sizeof key, "%.700sarrays/%s/slots/%llu", prefix, id, (unsigned long long)slot);
+  cs_store_result res;
+  memset(&res, 0, sizeof res);
+  if (replace) {
+    assert_int_equal(st.ops->del(st.self, key, &res), CS_E_OK);
+    assert_int_equal(res.outcome, CS_OUT_OK);
+    memset(&res, 0, sizeof res);
+  }
+  assert_int_equal(st.ops->put(st.self, key, body, strlen(body), NULL, true, &res), CS_E_OK);
+  if (res.outcome != CS_OUT_OK) fail_msg("plant %s: outcome %d (%s)", key, (int)res.outcome, res.detail);
+  cs_store_close(&st);
+}
+
+static void claim_text(char *out, size_t size, const char *nonce, uint64_t at_ns) {
+  char body[CS_ARRAY_CLAIM_BYTES_MAX];
+  size_t len = 0;
+  assert_int_equal(cs_array_claim_format(nonce, at_ns, body, &len), CS_E_OK);
+  assert_true(len < size);
+  memcpy(out, body, len);
+  out[len] = '\0';
+}
+
+static float *read_slice_all(capstore_array *a, const cs_array_meta *m, uint8_t *unwritten, size_t unwritten_size) {
+  cs_array_slice s = slice_all(m);
+  uint64_t n = cs_array_slice_elements(&m->geometry, &s);
+  float *got = malloc((size_t)n * 4);
+  char msg[256];
+  if (capstore_array_read(a, &s, got, (size_t)n * 4, unwritten, unwritten_size, NULL, msg, sizeof msg) != CS_E_OK)
+    fail_msg("capstore_array_read: %s", msg);
+  return got;
+}
+
+/* Whether slot's chunk in the dense array `got` equals the reference chunk of `ref`. */
+static bool slot_equals(const cs_array_meta *m, const float *got, const float *ref, uint64_t slot) {
+  size_t len = 0, len2 = 0;
+  uint8_t *want = chunk_of(m, ref, slot, &len), *have = chunk_of(m, got, slot, &len2);
+  bool same = len == len2 && memcmp(want, have, len) == 0;
+  free(want);
+  free(have);
+  return same;
+}
+
+/*
+ * A claim left by a writer that died before its record (dirstore: claims enforced) is taken over once it is
+ * arrays.claim_ttl old and its slot has no visible record; a fresh claim, one without a time, one from the
+ * future and one whose slot is visibly written are not. When the first claimer's record arrives after all, the
+ * catalog names one winner and each writer's flush says which.
+ */
+static void test_stale_claims(void **state) {
+  (void)state;
+  if (live.on) skip(); /* the local S3 server ignores If-None-Match: no claims are made there */
+  env e;
+  env_make(&e);
+  e.cfg.array_claim_ttl_ns = 60 * SEC;
+  capstore *cs = open_capstore(&e);
+  cs_array_meta m = meta_of("stale", CS_ARRAY_CODEC_NONE);
+  float *ref = reference_of(&m), *other = reference_of(&m);
+  uint64_t total = cs_array_total_bytes(&m.geometry) / 4;
+  for (uint64_t i = 0; i < total; i++) other[i] = -ref[i];
+  char msg[256], body[64];
+  const char *dead = "0123456789abcdef0123456789abcdef";
+  capstore_array_writer *w1 = writer_open(cs, &e, &m), *w2 = writer_open(cs, &e, &m);
+  uint64_t now = wall_now_ns();
+  claim_text(body, sizeof body, dead, now - 3600 * SEC); /* an hour old: stale */
+  claim_plant(&e, m.id, 1, body, false);
+  claim_text(body, sizeof body, dead, now - 5 * SEC); /* young */
+  claim_plant(&e, m.id, 2, body, false);
+  claim_plant(&e, m.id, 3, dead, false); /* no time: a claim of the first writers, never taken over */
+  claim_plant(&e, m.id, 4, "not a claim", false);
+  claim_text(body, sizeof body, dead, now + 3600 * SEC); /* from the future (a clock ahead) */
+  claim_plant(&e, m.id, 6, body, false);
+  assert_int_equal(write_chunk(w1, &m, ref, 1, msg, sizeof msg), CS_E_OK);
+  for (uint64_t slot = 2; slot <= 6; slot++) {
+    if (slot == 5) continue;
+    int rc = write_chunk(w1, &m, ref, slot, msg, sizeof msg);
+    if (rc != CS_E_SLOT_WRITTEN || strstr(msg, "another writer's") == NULL)
+      fail_msg("slot %llu: %d (%s)", (unsigned long long)slot, rc, msg);
+  }
+  /* Slot 5 written and visible; then its claim looks stale to a writer that has not seen the record. */
+  assert_int_equal(write_chunk(w1, &m, ref, 5, msg, sizeof msg), CS_E_OK);
+  capstore_array_flush_report rep;
+  assert_int_equal(capstore_array_flush(w1, capstore_clock_ns() + 60 * SEC, &rep, msg, sizeof msg), CS_E_OK);
+  assert_int_equal(rep.accepted, 2);
+  assert_int_equal(rep.claims_taken_over, 1);
+  claim_text(body, sizeof body, dead, now - 3600 * SEC);
+  claim_plant(&e, m.id, 5, body, true);
+  int rc = write_chunk(w2, &m, other, 5, msg, sizeof msg);
+  if (rc != CS_E_SLOT_WRITTEN || strstr(msg, "slot 5") == NULL) fail_msg("slot 5: %d (%s)", rc, msg);
+  /* Slot 7: w1's claim and record are out (not yet visible); its claim is made to look stale, and w2 takes it
+     over. Both records reach the catalog: exactly one wins, and readers see that one. */
+  assert_int_equal(write_chunk(w1, &m, ref, 7, msg, sizeof msg), CS_E_OK);
+  claim_plant(&e, m.id, 7, body, true);
+  assert_int_equal(write_chunk(w2, &m, other, 7, msg, sizeof msg), CS_E_OK);
+  capstore_array_flush_report r1, r2;
+  int rc1 = capstore_array_flush(w1, capstore_clock_ns() + 60 * SEC, &r1, msg, sizeof msg);
+  int rc2 = capstore_array_flush(w2, capstore_clock_ns() + 60 * SEC, &r2, msg, sizeof msg);
+  assert_int_equal(r2.claims_taken_over, 1);
+  assert_int_equal(r1.owed + r2.owed, 0);
+  assert_int_equal(r1.accepted + r2.accepted, 3); /* slots 1 and 5 (w1), and slot 7 once */
+  assert_int_equal(r1.refused + r2.refused, 1);
+  bool first_won = r1.accepted == 3;
+  assert_int_equal(rc1, first_won ? CS_E_OK : CS_E_SLOT_WRITTEN);
+  assert_int_equal(rc2, first_won ? CS_E_SLOT_WRITTEN : CS_E_OK);
+  capstore_reader *r = open_reader(&e);
+  capstore_array *a = NULL;
+  if (capstore_array_open(r, m.id, &a, msg, sizeof msg) != CS_E_OK) fail_msg("capstore_array_open: %s", msg);
+  uint8_t unwritten[8];
+  float *got = read_slice_all(a, &m, unwritten, sizeof unwritten);
+  assert_true(slot_equals(&m, got, ref, 1));
+  assert_true(slot_equals(&m, got, ref, 5)); /* the first content stays */
+  assert_true(slot_equals(&m, got, first_won ? ref : other, 7));
+  assert_int_equal(unwritten[0], (uint8_t)~((1u << 1) | (1u << 5) | (1u << 7)));
+  free(got);
+  capstore_array_close(a);
+  capstore_reader_free(r);
+  capstore_array_writer_free(w1);
+  capstore_array_writer_free(w2);
+  /* A TTL under a second is refused by name. */
+  e.cfg.array_claim_ttl_ns = SEC - 1;
+  capstore_array_writer *bad = NULL;
+  assert_int_equal(capstore_array_writer_open(cs, &e.cfg, &m, &bad, msg, sizeof msg), CS_E_CONFIG);
+  assert_null(bad);
+  assert_non_null(strstr(msg, "arrays.claim_ttl"));
+  free(other);
+  env_finish(cs, ref, &e);
+}
+
 int main(int argc, char **argv) {
   if (argc == 3)
     live_load(argv[1], argv[2]);
@@ -671,6 +814,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_many_chunks_raw),
       cmocka_unit_test(test_many_chunks_blosc),
       cmocka_unit_test(test_column_of_one_chunk),
+      cmocka_unit_test(test_stale_claims),
   };
   return cmocka_run_group_tests_name(live.on ? "arrays on S3 + ClickHouse" : "arrays on dirstore + SQLite", tests, NULL,
                                      NULL);

@@ -356,6 +356,27 @@ static void test_quote_bytes(void **state) {
   assert_string_equal(tight, "\\x01...");
 }
 
+
+/* Decimal text: 0 to 2^64 - 1, nothing else; canonical refuses a leading zero. */
+static void test_decimal_u64(void **state) {
+  (void)state;
+  uint64_t v = 7;
+  assert_int_equal(cs_decimal_u64("0", 1, true, &v), CS_E_OK);
+  assert_true(v == 0);
+  assert_int_equal(cs_decimal_u64("18446744073709551615", 20, true, &v), CS_E_OK);
+  assert_true(v == UINT64_MAX);
+  assert_int_equal(cs_decimal_u64("18446744073709551616", 20, false, &v), CS_E_PARSE);
+  assert_int_equal(cs_decimal_u64("007", 3, true, &v), CS_E_PARSE);
+  assert_int_equal(cs_decimal_u64("007", 3, false, &v), CS_E_OK);
+  assert_true(v == 7);
+  assert_int_equal(cs_decimal_u64("12x", 3, false, &v), CS_E_PARSE);
+  assert_int_equal(cs_decimal_u64("123", 2, true, &v), CS_E_OK); /* len bytes, no terminator needed */
+  assert_true(v == 12);
+  assert_int_equal(cs_decimal_u64("", 0, false, &v), CS_E_PARSE);
+  assert_int_equal(cs_decimal_u64(NULL, 0, false, &v), CS_E_PARSE);
+  assert_int_equal(cs_decimal_u64("-1", 2, false, &v), CS_E_PARSE);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_uuid_parse_canonical),
@@ -378,6 +399,7 @@ int main(void) {
       cmocka_unit_test(test_prng_below_bounds),
       cmocka_unit_test(test_prng_below_large_bounds),
       cmocka_unit_test(test_quote_bytes),
+      cmocka_unit_test(test_decimal_u64),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -189,6 +189,31 @@ typedef enum cs_array_verdict {
 /* The next candidate: the geometry's (geometry true; slot ignored), or slot's, first visible at version. */
 cs_array_verdict cs_array_arbiter_next(cs_array_arbiter *a, bool geometry, uint64_t slot, uint64_t version);
 
+/*
+ * A slot's claim object (docs/arrays.md, "Who wins a slot"), on a store that
+ * enforces If-None-Match: the claiming write's nonce (32 lowercase hex
+ * digits), one space, and the writer's wall clock at the claim in
+ * nanoseconds since the epoch (decimal, no leading zero). Another writer may
+ * take a claim over once it is older than the configured TTL and its slot
+ * has no visible record.
+ */
+#define CS_ARRAY_CLAIM_NONCE_HEX 32u
+#define CS_ARRAY_CLAIM_BYTES_MAX (CS_ARRAY_CLAIM_NONCE_HEX + 1u + 20u)
+
+/* Writes a claim's bytes (not NUL-terminated) into out (CS_ARRAY_CLAIM_BYTES_MAX bytes); *len gets its length.
+   CS_E_INVALID_ARGUMENT when nonce is not 32 lowercase hex digits. */
+int cs_array_claim_format(const char *nonce, uint64_t at_ns, char out[CS_ARRAY_CLAIM_BYTES_MAX], size_t *len);
+
+/*
+ * Reads a claim's time. CS_E_OK: a claim in the form above (only that form, byte for byte: what
+ * cs_array_claim_format writes), *at_ns set. CS_E_PARSE: anything else (a claim without a time, as the first
+ * writers made, or bytes that are no claim): it is never taken over.
+ */
+int cs_array_claim_parse(const void *body, size_t len, uint64_t *at_ns);
+
+/* A claim made at at_ns may be taken over at now_ns: it is at least ttl_ns old (a claim from the future never). */
+bool cs_array_claim_stale(uint64_t at_ns, uint64_t now_ns, uint64_t ttl_ns);
+
 #ifdef __cplusplus
 }
 #endif

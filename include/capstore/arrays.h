@@ -26,7 +26,12 @@
  *   - a store that enforces If-None-Match (the dirstore; S3 services where
  *     cs_store_probe finds it): the writer first creates the slot's claim
  *     object arrays/<id>/slots/<index> create-only; the second claim is
- *     answered CS_E_SLOT_WRITTEN at once and never reaches the pack;
+ *     answered CS_E_SLOT_WRITTEN at once and never reaches the pack. A
+ *     claim older than the access config's array_claim_ttl_ns whose slot
+ *     has no visible record (its writer died before its record reached the
+ *     spool) is taken over: deleted and made again. The catalog still
+ *     decides: if the first claimer's record arrives after all, the slot's
+ *     winner is the first indexed, and the other writer's flush says so;
  *   - any other store: every write's record is indexed, and the slot's
  *     winner is its candidate with the lowest first visible version
  *     (catalog.h, array_candidates); the others are refused, and their
@@ -95,6 +100,7 @@ typedef struct capstore_array_flush_report {
   uint64_t refused_slots[CS_ARRAY_REFUSED_NAMED]; /* the first refused slots, ascending */
   bool geometry_conflict;                           /* the array's geometry is another's */
   char geometry_diff[64];                           /* the first field that differs */
+  uint64_t claims_taken_over; /* stale slot claims this writer took over (arrays.claim_ttl), since its open */
 } capstore_array_flush_report;
 
 /*

@@ -105,6 +105,12 @@ typedef struct capstore_config {
   uint64_t fence_margin_ns;      /* the fence's margin, above the catalog's apply delay; 0 (default):
                                     100 ms on SQLite (transactional), 1 s on ClickHouse */
   bool probe_store;              /* run cs_store_probe at open (S3; default true) */
+  /*
+   * Capture arrays on a store that enforces If-None-Match (docs/arrays.md, "Who wins a slot"): a slot's
+   * claim this old whose slot has no visible record may be taken by another writer (its writer died between
+   * the claim and its record). Default 15 min; at least 1 s. Writers' wall clocks are compared.
+   */
+  uint64_t array_claim_ttl_ns;
 
   cs_capture_config capture;     /* the sink: sealing, quota, staging, device copies */
   cs_service_config service;     /* the service's bounds, timers and retries */

@@ -114,6 +114,13 @@ typedef enum cs_hex_case {
 int cs_hex_value(char c, cs_hex_case accept);
 
 /*
+ * The len decimal digits of text as a u64. CS_E_OK, or CS_E_PARSE for no
+ * digits, a byte other than 0-9, a value past 2^64 - 1, or (canonical) a
+ * leading zero of a number other than 0.
+ */
+int cs_decimal_u64(const char *text, size_t len, bool canonical, uint64_t *out);
+
+/*
  * Decodes the text_len hex digits of text into out[text_len / 2], the first
  * digit the high half of out[0]. Returns CS_E_OK, or CS_E_PARSE for an odd
  * text_len or a character that is not a digit accept allows (out may then

@@ -132,17 +132,8 @@ static void buf_reset(ch_buf *b) {
 /* ---- parsing (exposed for the fuzzer) ----------------------------------- */
 
 int cs_clickhouse_parse_u64(const char *text, uint64_t *out) {
-  if (text == NULL || *text == '\0') return CS_E_PARSE;
-  uint64_t value = 0;
-  for (const char *p = text; *p != '\0'; p++) {
-    if (*p < '0' || *p > '9') return CS_E_PARSE;
-    uint64_t digit = (uint64_t)(*p - '0');
-    if (value > (UINT64_MAX - digit) / 10) return CS_E_PARSE;
-    value = value * 10 + digit;
-  }
-  if (text[0] == '0' && text[1] != '\0') return CS_E_PARSE;
-  *out = value;
-  return CS_E_OK;
+  if (text == NULL) return CS_E_PARSE;
+  return cs_decimal_u64(text, strlen(text), true, out);
 }
 
 int cs_clickhouse_parse_error(const char *body, size_t len, int32_t *code) {

@@ -301,3 +301,39 @@ cs_array_verdict cs_array_arbiter_next(cs_array_arbiter *a, bool geometry, uint6
   a->version = version;
   return first ? CS_ARRAY_WINS : CS_ARRAY_LOSES;
 }
+
+/* ---- slot claims ------------------------------------------------------------------------------------------ */
+
+static bool lower_hex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }
+
+int cs_array_claim_format(const char *nonce, uint64_t at_ns, char out[CS_ARRAY_CLAIM_BYTES_MAX], size_t *len) {
+  assert(nonce != NULL && out != NULL && len != NULL);
+  for (uint32_t i = 0; i < CS_ARRAY_CLAIM_NONCE_HEX; i++)
+    if (!lower_hex(nonce[i])) return CS_E_INVALID_ARGUMENT;
+  memcpy(out, nonce, CS_ARRAY_CLAIM_NONCE_HEX);
+  out[CS_ARRAY_CLAIM_NONCE_HEX] = ' ';
+  char digits[20];
+  size_t n = 0;
+  do {
+    digits[n++] = (char)('0' + at_ns % 10);
+    at_ns /= 10;
+  } while (at_ns != 0);
+  for (size_t i = 0; i < n; i++) out[CS_ARRAY_CLAIM_NONCE_HEX + 1 + i] = digits[n - 1 - i];
+  *len = CS_ARRAY_CLAIM_NONCE_HEX + 1 + n;
+  return CS_E_OK;
+}
+
+int cs_array_claim_parse(const void *body, size_t len, uint64_t *at_ns) {
+  assert(at_ns != NULL);
+  const char *b = body;
+  if (b == NULL || len < CS_ARRAY_CLAIM_NONCE_HEX + 2 || len > CS_ARRAY_CLAIM_BYTES_MAX) return CS_E_PARSE;
+  for (uint32_t i = 0; i < CS_ARRAY_CLAIM_NONCE_HEX; i++)
+    if (!lower_hex(b[i])) return CS_E_PARSE;
+  if (b[CS_ARRAY_CLAIM_NONCE_HEX] != ' ') return CS_E_PARSE;
+  /* one spelling of each time: no leading zero */
+  return cs_decimal_u64(b + CS_ARRAY_CLAIM_NONCE_HEX + 1, len - CS_ARRAY_CLAIM_NONCE_HEX - 1, true, at_ns);
+}
+
+bool cs_array_claim_stale(uint64_t at_ns, uint64_t now_ns, uint64_t ttl_ns) {
+  return now_ns >= at_ns && now_ns - at_ns >= ttl_ns;
+}

@@ -74,6 +74,20 @@ int cs_hex_value(char c, cs_hex_case accept) {
   return -1;
 }
 
+int cs_decimal_u64(const char *text, size_t len, bool canonical, uint64_t *out) {
+  assert(out != NULL);
+  if (text == NULL || len == 0 || (canonical && len > 1 && text[0] == '0')) return CS_E_PARSE;
+  uint64_t value = 0;
+  for (size_t i = 0; i < len; i++) {
+    if (text[i] < '0' || text[i] > '9') return CS_E_PARSE;
+    uint64_t digit = (uint64_t)(text[i] - '0');
+    if (value > (UINT64_MAX - digit) / 10) return CS_E_PARSE;
+    value = value * 10 + digit;
+  }
+  *out = value;
+  return CS_E_OK;
+}
+
 int cs_hex_decode(const char *text, size_t text_len, cs_hex_case accept, uint8_t *out) {
   assert(text != NULL || text_len == 0);
   assert(out != NULL || text_len < 2);

@@ -41,6 +41,10 @@ struct capstore_array_writer {
   pthread_mutex_t lock;
   pthread_mutex_t store_lock;         /* a store is driven by one thread at a time (store.h) */
   uint8_t *taken;                     /* bit per slot: written through this writer or seen won */
+  uint64_t claim_ttl_ns;              /* arrays.claim_ttl: a stale slot claim may be taken over */
+  uint64_t claims_taken_over;
+  uint64_t watch_slot;                /* winner_seen notes a winner of this slot (UINT64_MAX: none) */
+  bool watch_seen;
   array_write *writes;
   size_t write_count, write_cap;
   bool writes_sorted;
@@ -173,6 +177,7 @@ static array_write *write_of(capstore_array_writer *w, uint64_t slot) {
 static int winner_seen(void *ctx, const cs_array_candidate *c) {
   capstore_array_writer *w = ctx;
   bit_set(w->taken, c->slot);
+  if (c->slot == w->watch_slot) w->watch_seen = true;
   array_write *mine = write_of(w, c->slot);
   if (mine == NULL || mine->state != W_OWED) return 0;
   bool ours = c->nonce.len == NONCE_HEX && memcmp(c->nonce.bytes, mine->nonce, NONCE_HEX) == 0;
@@ -355,6 +360,12 @@ int capstore_array_writer_open(capstore *cs, const capstore_config *access, cons
   if (w == NULL) return rt_refuse(CS_E_NO_MEMORY, msg, msg_size, "no memory for an array writer");
   if (pthread_mutex_init(&w->lock, NULL) != 0 || pthread_mutex_init(&w->store_lock, NULL) != 0) abort();
   w->meta = check;
+  w->claim_ttl_ns = access->array_claim_ttl_ns;
+  w->watch_slot = UINT64_MAX;
+  if (w->claim_ttl_ns < CS_SEC_NS) {
+    capstore_array_writer_free(w);
+    return rt_refuse(CS_E_CONFIG, msg, msg_size, "arrays.claim_ttl must be at least 1 s");
+  }
   if (cs_array_meta_hash(&w->meta, w->geometry_hash) != CS_E_OK) {
     capstore_array_writer_free(w);
     return rt_refuse(CS_E_NO_MEMORY, msg, msg_size, "array %s: its geometry's hash", check.id);
@@ -406,6 +417,75 @@ int capstore_array_writer_open(capstore *cs, const capstore_config *access, cons
 
 /* ---- write ------------------------------------------------------------------------------------------------ */
 
+/* Whether slot has a visible winner now (the catalog asked afresh; the taken bits learn every winner seen). */
+static int slot_visible(capstore_array_writer *w, uint64_t slot, bool *seen, char *msg, size_t msg_size) {
+  pthread_mutex_lock(&w->lock);
+  rt_array_walk k;
+  w->watch_slot = slot;
+  w->watch_seen = false;
+  int rc = winners_ask(w, &k, msg, msg_size);
+  *seen = w->watch_seen;
+  w->watch_slot = UINT64_MAX;
+  pthread_mutex_unlock(&w->lock);
+  return rc;
+}
+
+/*
+ * Claims slot `index` under key with our claim's bytes. CS_E_OK: ours (made now, an earlier try of ours, or a
+ * stale claim taken over); CS_E_SLOT_WRITTEN: another's (msg says); CS_E_IO: the store or the catalog did not
+ * answer. A claim is stale once it is arrays.claim_ttl old and its slot has no visible record: its writer died
+ * between the claim and the record's reaching the spool, or its record is still on the way. Taking it over
+ * deletes it and claims again, create-only; the catalog's arbitration still names one winner if the first
+ * claimer's record arrives after all, or two writers took the same stale claim over at once (each deletes
+ * what it read; the second's delete may remove the first's new claim), and each writer's flush says which.
+ */
+static int slot_claim(capstore_array_writer *w, uint64_t index, const char *key, const char *claim, size_t claim_len,
+                      char *msg, size_t msg_size) {
+  char theirs[CS_ARRAY_CLAIM_BYTES_MAX];
+  size_t theirs_len = 0;
+  int rc = claim_put(w, key, claim, claim_len, theirs, sizeof theirs, &theirs_len, msg, msg_size);
+  if (rc != CS_E_SLOT_WRITTEN) return rc;
+  uint64_t at = 0;
+  if (cs_array_claim_parse(theirs, theirs_len, &at) != CS_E_OK || !cs_array_claim_stale(at, wall_ns(), w->claim_ttl_ns))
+    return rt_refuse(rc, msg, msg_size, "array %s: slot %llu is already written (its claim is another writer's)",
+                     w->meta.id, (unsigned long long)index);
+  bool seen = false;
+  rc = slot_visible(w, index, &seen, msg, msg_size);
+  if (rc != CS_E_OK) return rc;
+  if (seen)
+    return rt_refuse(CS_E_SLOT_WRITTEN, msg, msg_size, "array %s: slot %llu is already written", w->meta.id,
+                     (unsigned long long)index);
+  pthread_mutex_lock(&w->store_lock);
+  char again[CS_ARRAY_CLAIM_BYTES_MAX];
+  size_t got = 0;
+  cs_store_result res;
+  memset(&res, 0, sizeof res);
+  rc = w->store.ops->get(w->store.self, key, NULL, again, sizeof again, &got, &res);
+  bool same = rc == CS_E_OK && res.outcome == CS_OUT_OK && got == theirs_len && memcmp(again, theirs, got) == 0;
+  bool gone = rc == CS_E_OK && res.outcome == CS_OUT_NOT_FOUND;
+  if (same) { /* still the stale claim read: deleted (a missing key is as good) */
+    memset(&res, 0, sizeof res);
+    rc = w->store.ops->del(w->store.self, key, &res);
+    gone = rc == CS_E_OK && (res.outcome == CS_OUT_OK || res.outcome == CS_OUT_NOT_FOUND);
+  }
+  if (!gone && same) {
+    pthread_mutex_unlock(&w->store_lock);
+    return rt_refuse(CS_E_IO, msg, msg_size, "array %s: slot %llu's stale claim %s could not be deleted (%s)", w->meta.id,
+                     (unsigned long long)index, key, rc != CS_E_OK ? cs_strerror(rc) : outcome_text(&res));
+  }
+  rc = claim_put_locked(w, key, claim, claim_len, theirs, sizeof theirs, &theirs_len, msg, msg_size);
+  pthread_mutex_unlock(&w->store_lock);
+  if (rc == CS_E_SLOT_WRITTEN)
+    return rt_refuse(rc, msg, msg_size, "array %s: slot %llu is already written (another writer took its stale claim over)",
+                     w->meta.id, (unsigned long long)index);
+  if (rc == CS_E_OK) {
+    pthread_mutex_lock(&w->lock);
+    w->claims_taken_over++;
+    pthread_mutex_unlock(&w->lock);
+  }
+  return rc;
+}
+
 /* Appends a write (each slot once: the taken bitmap refuses a second); sorted by slot before a flush looks. */
 static int write_remember(capstore_array_writer *w, uint64_t slot, const char *nonce) {
   if (w->write_count == w->write_cap) {
@@ -452,15 +532,12 @@ int capstore_array_write_chunk(capstore_array_writer *w, uint64_t index, const v
   bool held = rc == CS_E_OK; /* this call holds the slot's bit */
   char key[CS_KEY_MAX];
   snprintf(key, sizeof key, "%.700sarrays/%s/slots/%llu", w->prefix, w->meta.id, (unsigned long long)index);
+  char claim[CS_ARRAY_CLAIM_BYTES_MAX];
+  size_t claim_len = 0;
   if (rc == CS_E_OK && w->store.enforces_if_none_match) {
-    char theirs[NONCE_HEX + 1];
-    size_t theirs_len = 0;
-    rc = claim_put(w, key, nonce, NONCE_HEX, theirs, sizeof theirs - 1, &theirs_len, msg, msg_size);
-    if (rc == CS_E_SLOT_WRITTEN) {
-      held = false; /* taken for good: the bit stays */
-      rt_refuse(rc, msg, msg_size, "array %s: slot %llu is already written (its claim is another writer's)", w->meta.id,
-             (unsigned long long)index);
-    }
+    if (cs_array_claim_format(nonce, wall_ns(), claim, &claim_len) != CS_E_OK) abort(); /* nonce_make's hex */
+    rc = slot_claim(w, index, key, claim, claim_len, msg, msg_size);
+    if (rc == CS_E_SLOT_WRITTEN) held = false; /* taken for good: the bit stays */
   }
   if (rc == CS_E_OK) {
     cs_pack_meta m;
@@ -474,13 +551,13 @@ int capstore_array_write_chunk(capstore_array_writer *w, uint64_t index, const v
      * No record of this write was admitted: its claim (made, or of unknown outcome) would hold the slot with no
      * data, so it is taken back. Best effort: a claim that stays leaves the slot claimed and unwritten.
      */
-    char body[NONCE_HEX + 1];
+    char body[CS_ARRAY_CLAIM_BYTES_MAX];
     size_t got = 0;
     cs_store_result res;
     memset(&res, 0, sizeof res);
     pthread_mutex_lock(&w->store_lock);
-    int got_rc = w->store.ops->get(w->store.self, key, NULL, body, NONCE_HEX, &got, &res);
-    if (got_rc == CS_E_OK && res.outcome == CS_OUT_OK && got == NONCE_HEX && memcmp(body, nonce, NONCE_HEX) == 0) {
+    int got_rc = w->store.ops->get(w->store.self, key, NULL, body, sizeof body, &got, &res);
+    if (got_rc == CS_E_OK && res.outcome == CS_OUT_OK && got == claim_len && memcmp(body, claim, claim_len) == 0) {
       memset(&res, 0, sizeof res); /* only our own claim: once made, nobody else's can be under the key */
       (void)w->store.ops->del(w->store.self, key, &res);
     }
@@ -512,6 +589,7 @@ int capstore_array_flush(capstore_array_writer *w, uint64_t deadline_ns, capstor
   if (ask && rc == CS_E_OK) rc = geometry_judge(w, &k, report->geometry_diff, sizeof report->geometry_diff, msg, msg_size);
   report->geometry_conflict = ask && rc == CS_E_CONFLICT;
   report->writes = w->write_count;
+  report->claims_taken_over = w->claims_taken_over;
   for (size_t i = 0; i < w->write_count; i++) {
     const array_write *x = &w->writes[i];
     if (x->state == W_ACCEPTED) report->accepted++;

@@ -40,6 +40,7 @@ void capstore_config_default(capstore_config *cfg) {
   cfg->reconcile_at_start = true;
   cfg->fence_margin_ns = 0; /* by catalog: 100 ms for SQLite (transactions), 1 s for ClickHouse */
   cfg->probe_store = true;
+  cfg->array_claim_ttl_ns = 15 * 60 * CS_SEC_NS;
   cs_capture_config_default(&cfg->capture);
   cs_service_config_default(&cfg->service, CS_ROLE_PUBLISHER);
   cfg->service.reconcile_interval_ns = 0; /* no periodic pass unless configured */
@@ -292,6 +293,8 @@ static int validate(const capstore_config *cfg, bool lists_known, char *msg, siz
   if (cfg->spool_dir == NULL || cfg->spool_dir[0] == '\0') return rt_refuse(CS_E_CONFIG, msg, msg_size, "spool_dir is not set");
   int rc = validate_daemon(cfg, msg, msg_size);
   if (rc != CS_E_OK) return rc;
+  if (cfg->array_claim_ttl_ns < SEC)
+    return rt_refuse(CS_E_CONFIG, msg, msg_size, "arrays.claim_ttl must be at least 1 s");
   if (cfg->role == CS_ROLE_CAPTURE) return validate_capture_role(cfg, msg, msg_size);
   rc = validate_store(cfg, msg, msg_size);
   if (rc == CS_E_OK) rc = validate_catalog(cfg, msg, msg_size);

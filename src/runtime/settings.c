@@ -66,6 +66,7 @@ static const key_def keys[] = {
     {{"catalog.connect_timeout", DUR, "connection timeout (0: 5 s)"}, K_DURATION, F(catalog_connect_timeout_ns), "catalog_connect_timeout_ns"},
     {{"catalog.timeout", DUR, "whole-request timeout (0: service.request_timeout)"}, K_DURATION, F(catalog_timeout_ns), "catalog_timeout_ns"},
     {{"catalog.fence_margin", DUR, "the fence's margin, above the catalog's apply delay (0: 100 ms SQLite, 1 s ClickHouse)"}, K_DURATION, F(fence_margin_ns), "fence_margin_ns"},
+    {{"arrays.claim_ttl", DUR, "a slot claim this old with no visible record may be taken by another writer"}, K_DURATION, F(array_claim_ttl_ns), "array_claim_ttl_ns"},
     {{"reconcile.at_start", BOOL, "a reconcile pass at start (off for a prefix other catalogs write)"}, K_BOOL, F(reconcile_at_start), "reconcile_at_start"},
     {{"reconcile.interval", DUR, "the periodic pass (0: none); uploaders' packs are indexed by it"}, K_DURATION, F(service.reconcile_interval_ns), "service.reconcile_interval_ns"},
     {{"capture.staging", SIZE, "the in-memory staging area"}, K_SIZE, F(capture.staging_bytes), "capture.staging_bytes"},
