@@ -52,7 +52,29 @@ void sim_arrays_setup(sim_world *w, bool swarm, bool all) {
      subject here; its refusals and its claims left without records are). */
   w->array_claims = cs_prng_below(&w->prng_arrays, 2) == 0;
   w->array_claim_lost_permille = (uint32_t)cs_prng_below(&w->prng_arrays, 51);
+  /* The claim TTL, 1 to 30 s, from a stream of its own: the arrays' draws stay what they were. */
+  cs_prng ttl;
+  cs_prng_seed(&ttl, w->opts->seed ^ UINT64_C(0x636c61696d74746c));
+  w->array_claim_ttl_ns = (1 + cs_prng_below(&ttl, 30)) * CS_SEC_NS;
   for (uint32_t s = 0; s < SIM_ARRAY_SLOTS_MAX; s++) w->array_winner[s] = w->array_cache[s] = SIM_NONE;
+}
+
+static void winners_at(sim_world *w, uint64_t watermark, uint32_t winners[SIM_ARRAY_SLOTS_MAX]);
+
+/*
+ * A claimed slot: the writer takes the claim over, as the runtime's slot_claim does, when it is
+ * arrays.claim_ttl old and the catalog shows no winner of the slot at the watermark. The claim's own writer
+ * may be alive with its record on the way (a paused process, a daemon behind): both records are then indexed,
+ * and the arbiter's one winner is what the checker holds every answer to.
+ */
+static bool claim_taken_over(sim_world *w, uint32_t slot) {
+  if (!cs_array_claim_stale(w->array_claim_at[slot], w->now_ns, w->array_claim_ttl_ns)) return false;
+  uint32_t winners[SIM_ARRAY_SLOTS_MAX];
+  winners_at(w, w->watermark, winners);
+  if (winners[slot] != SIM_NONE) return false;
+  w->counters.array_claims_taken_over++;
+  sim_cov_mark(w, SIM_COV_SIT_ARRAY_CLAIM_TAKEN_OVER);
+  return true;
 }
 
 /* A record is admitted: it may be a chunk write. */
@@ -72,13 +94,14 @@ void sim_arrays_admitted(sim_world *w, sim_proc *p, uint64_t capture_id) {
     return; /* this writer wrote (or saw won) the slot: refused at once, the record is another capture */
   }
   if (w->array_claims) {
-    if (w->array_claimed[slot]) {
+    if (w->array_claimed[slot] && !claim_taken_over(w, slot)) {
       w->counters.array_refused_claim++;
       sim_cov_mark(w, SIM_COV_SIT_ARRAY_CLAIM_REFUSED);
       w->array_local[p->index] |= bit;
       return;
     }
     w->array_claimed[slot] = true;
+    w->array_claim_at[slot] = w->now_ns;
     if (chance(&w->prng_arrays, w->array_claim_lost_permille)) {
       w->counters.array_claims_lost++; /* claimed, and gone before its record: the slot stays unwritten */
       return;

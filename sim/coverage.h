@@ -264,6 +264,7 @@
   X(SIT_ARRAY_SECOND_CANDIDATE, "sit_array_second_candidate", "") \
   X(SIT_ARRAY_REFUSED_AT_FLUSH, "sit_array_refused_at_flush", "") \
   X(SIT_ARRAY_CLAIM_REFUSED, "sit_array_claim_refused", "") \
+  X(SIT_ARRAY_CLAIM_TAKEN_OVER, "sit_array_claim_taken_over", "") \
   X(SIT_ARRAY_COMPLETE, "sit_array_complete", "") \
   /* A catalog of replicas (the replicas draw, sim/replicas.c). */ \
   X(SIT_QUORUM_LATE, "sit_quorum_late", "") \

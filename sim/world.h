@@ -389,6 +389,7 @@ typedef struct sim_counters {
   uint64_t reads_started, reads_ok, reads_failed, reads_refused; /* readers' reads */
   uint64_t array_writes, array_accepted, array_refused_flush, array_refused_claim, array_refused_local;
   uint64_t array_claims_lost, array_polls, array_set_aside; /* capture arrays (sim/arrays.c) */
+  uint64_t array_claims_taken_over;
   /* A replicated catalog (sim/replicas.c). */
   uint64_t quorum_late;          /* quorum writes answered 319 whose rows landed later */
   uint64_t quorum_busy_refused;  /* writes refused (286): an earlier quorum write to the table was pending */
@@ -555,6 +556,8 @@ typedef struct sim_world {
   uint32_t array_write_count;
   bool array_claims;                  /* writers claim slots first (a store that enforces If-None-Match) */
   bool array_claimed[SIM_ARRAY_SLOTS_MAX]; /* the slot's claim object exists */
+  uint64_t array_claim_at[SIM_ARRAY_SLOTS_MAX]; /* when it was made (taken over once arrays.claim_ttl old) */
+  uint64_t array_claim_ttl_ns;
   uint32_t array_local_inc[SIM_PROCS_MAX]; /* the incarnation whose memory array_local is */
   uint64_t array_local[SIM_PROCS_MAX];     /* bit per slot: written, or seen won, by that incarnation */
   uint32_t array_winner[SIM_ARRAY_SLOTS_MAX]; /* the checker's: the write a reader saw win the slot */
