@@ -14,6 +14,10 @@
  *       line per contested slot, "<slot> accepted|refused", and the counts.
  *       Exit 0 when every write is answered (accepted or refused) and every
  *       own slot is accepted.
+ *   array_client stale-claims ACCESS_CONFIG ID FIRST COUNT
+ *       plants claims an hour old on slots FIRST .. FIRST+COUNT-1, as a
+ *       writer that died between its claims and its records leaves them:
+ *       the fill must take them over (arrays.claim_ttl, 15 min by default).
  *   array_client verify ACCESS_CONFIG ID CODEC N REPORT_DIR DUMP_DIR
  *       reads the reports of the N writers: each contested slot accepted by
  *       exactly one of them. Opens the array: complete, its stamp stable,
@@ -26,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "capstore/capstore.h"
 
@@ -117,8 +122,8 @@ static int fill(const char *capture_path, const char *access_path, const char *i
     for (uint32_t i = 0; i < rep.refused_named; i++) refused |= rep.refused_slots[i] == (uint64_t)slot;
     fprintf(f, "%d %s\n", slot, refused ? "refused" : "accepted");
   }
-  fprintf(f, "writes %" PRIu64 " accepted %" PRIu64 " refused %" PRIu64 " owed %" PRIu64 " refused_at_once %d\n",
-          rep.writes, rep.accepted, rep.refused, rep.owed, refused_at_once);
+  fprintf(f, "writes %" PRIu64 " accepted %" PRIu64 " refused %" PRIu64 " owed %" PRIu64 " refused_at_once %d taken_over %" PRIu64 "\n",
+          rep.writes, rep.accepted, rep.refused, rep.owed, refused_at_once, rep.claims_taken_over);
   fclose(f);
   if (rep.refused > CS_ARRAY_REFUSED_NAMED || rep.owed != 0 || rep.accepted < own) bad++;
   capstore_array_writer_free(w);
@@ -271,6 +276,36 @@ static int verify(const char *access_path, const char *id, const char *codec, in
   return bad == 0 ? 0 : 1;
 }
 
+/* Claims an hour old on slots first .. first + count - 1, holding a nonce no writer has: a dead writer's. */
+static int stale_claims(const char *access_path, const char *id, uint64_t first, uint64_t count) {
+  capstore_settings *s = NULL;
+  if (load(access_path, &s) != 0) return 2;
+  const capstore_config *cfg = capstore_settings_config(s);
+  char msg[512], prefix[CS_KEY_MAX], key[CS_KEY_MAX], body[CS_ARRAY_CLAIM_BYTES_MAX];
+  cs_store st;
+  if (capstore_open_store(cfg, &st, msg, sizeof msg) != CS_E_OK) {
+    fprintf(stderr, "array_client: store: %s\n", msg);
+    return 3;
+  }
+  capstore_key_prefix(cfg, prefix, sizeof prefix);
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  uint64_t at = ((uint64_t)now.tv_sec - 3600) * 1000000000u;
+  size_t len = 0;
+  if (cs_array_claim_format("deaddeaddeaddeaddeaddeaddeaddead", at, body, &len) != CS_E_OK) return 2;
+  int bad = 0;
+  for (uint64_t slot = first; slot < first + count; slot++) {
+    snprintf(key, sizeof key, "%.700sarrays/%s/slots/%" PRIu64, prefix, id, slot);
+    cs_store_result res;
+    memset(&res, 0, sizeof res);
+    if (st.ops->put(st.self, key, body, len, NULL, true, &res) != CS_E_OK || res.outcome != CS_OUT_OK)
+      fprintf(stderr, "array_client: claim %s: %s\n", key, res.detail), bad++;
+  }
+  cs_store_close(&st);
+  capstore_settings_free(s);
+  return bad == 0 ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
   if (argc == 9 && strcmp(argv[1], "fill") == 0) {
     int k = atoi(argv[6]), n = atoi(argv[7]);
@@ -282,7 +317,10 @@ int main(int argc, char **argv) {
     if (n < 1 || n > (int)CONTESTED_MAX) return 2;
     return verify(argv[2], argv[3], argv[4], n, argv[6], argv[7]);
   }
+  if (argc == 6 && strcmp(argv[1], "stale-claims") == 0)
+    return stale_claims(argv[2], argv[3], strtoull(argv[4], NULL, 10), strtoull(argv[5], NULL, 10));
   fprintf(stderr, "usage: array_client fill CAPTURE ACCESS ID raw|blosc K N REPORT\n"
-                  "       array_client verify ACCESS ID raw|blosc N REPORT_DIR DUMP_DIR\n");
+                  "       array_client verify ACCESS ID raw|blosc N REPORT_DIR DUMP_DIR\n"
+                  "       array_client stale-claims ACCESS ID FIRST COUNT\n");
   return 2;
 }
