@@ -51,8 +51,9 @@ static cs_uuid uuid_n(uint8_t n) {
 }
 
 /* A fresh adapter on fresh tables (a new prefix per test). */
-static cs_catalog open_catalog(const char *prefix, uint64_t query_bytes_max) {
+static cs_catalog open_catalog_capped(const char *prefix, uint64_t query_bytes_max, uint64_t answer_bytes_max) {
   cs_clickhouse_config cfg = {0};
+  cfg.answer_bytes_max = answer_bytes_max;
   cfg.url = g_url;
   cfg.user = g_user;
   cfg.password = g_password;
@@ -65,6 +66,10 @@ static cs_catalog open_catalog(const char *prefix, uint64_t query_bytes_max) {
   cs_catalog cat;
   assert_int_equal(cs_clickhouse_open(&cfg, &cat), CS_E_OK);
   return cat;
+}
+
+static cs_catalog open_catalog(const char *prefix, uint64_t query_bytes_max) {
+  return open_catalog_capped(prefix, query_bytes_max, 0);
 }
 
 static cs_catalog fresh(void) {
@@ -815,6 +820,73 @@ static void test_too_large(void **state) {
   cat.ops->close(cat.self);
 }
 
+typedef struct candidate_count {
+  uint64_t chunks, geometry, slot_min, slot_max;
+} candidate_count;
+
+static int candidate_counted(void *ctx, const cs_array_candidate *c) {
+  candidate_count *n = ctx;
+  if (c->geometry) {
+    n->geometry++;
+    return 0;
+  }
+  if (n->chunks == 0 || c->slot < n->slot_min) n->slot_min = c->slot;
+  if (n->chunks == 0 || c->slot > n->slot_max) n->slot_max = c->slot;
+  n->chunks++;
+  return 0;
+}
+
+/*
+ * An answer over answer_bytes_max is refused whole (SERVER_ERROR, CS_CLICKHOUSE_ANSWER_TOO_LARGE, nothing
+ * emitted), as the array walk (rt_array_winners) expects before it asks again in narrower windows; a window
+ * that fits answers every candidate in it. 4,096 chunk records of one array in one pack (about 300 bytes of
+ * answer each) against a 64 KiB cap.
+ */
+static void test_answer_too_large_windows(void **state) {
+  (void)state;
+  cs_catalog base = fresh();
+  cs_uuid a = uuid_n(1);
+  claim_ok(&base, &a, 0, 30 * CS_SEC_NS);
+  static big_pack p;
+  static char nonces[BIG_RECORDS][40];
+  make_big_pack(&p, 70);
+  for (uint32_t r = 0; r < BIG_RECORDS; r++) {
+    cs_pack_meta *m = &p.records[r].meta;
+    snprintf(nonces[r], sizeof nonces[r], "%032x", r * 2654435761u);
+    m->hook_name = cs_pack_text_of(CS_ARRAY_HOOK_CHUNK);
+    m->run_id = cs_pack_text_of("arr-big");
+    m->sequence_id = cs_pack_text_of("h1");
+    m->request_id = cs_pack_text_of(nonces[r]);
+    m->step_number = r;
+  }
+  cs_index_pack one = {&p.ref, p.records, BIG_RECORDS};
+  cs_catalog_result res;
+  assert_int_equal(base.ops->index(base.self, &a, 0, 1, &one, 1, &res), CS_E_OK);
+  if (res.outcome != CS_OUT_OK) fail_msg("index: %s", res.detail);
+  publish_ok(&base, &a, 1, 1);
+  cs_pack_text id = cs_pack_text_of("arr-big");
+  candidate_count n;
+  memset(&n, 0, sizeof n);
+  assert_int_equal(base.ops->array_candidates(base.self, 1, &id, NULL, candidate_counted, &n, &res), CS_E_OK);
+  if (res.outcome != CS_OUT_OK) fail_msg("candidates: %s", res.detail);
+  assert_int_equal(n.chunks, BIG_RECORDS); /* uncapped (16 MiB): the whole array in one answer */
+  cs_catalog capped = open_catalog_capped(g_prefix, 0, 64u << 10);
+  memset(&n, 0, sizeof n);
+  cs_array_window all = {.with_geometry = true, .slot_from = 0, .slot_to = BIG_RECORDS};
+  assert_int_equal(capped.ops->array_candidates(capped.self, 1, &id, &all, candidate_counted, &n, &res), CS_E_OK);
+  assert_int_equal(res.outcome, CS_OUT_SERVER_ERROR);
+  assert_string_equal(res.detail, CS_CLICKHOUSE_ANSWER_TOO_LARGE);
+  assert_int_equal(n.chunks, 0); /* nothing of a refused answer is emitted */
+  cs_array_window some = {.with_geometry = false, .slot_from = 1000, .slot_to = 1064};
+  assert_int_equal(capped.ops->array_candidates(capped.self, 1, &id, &some, candidate_counted, &n, &res), CS_E_OK);
+  if (res.outcome != CS_OUT_OK) fail_msg("a window of 64 slots: %s", res.detail);
+  assert_int_equal(n.chunks, 64);
+  assert_int_equal(n.slot_min, 1000);
+  assert_int_equal(n.slot_max, 1063);
+  capped.ops->close(capped.self);
+  base.ops->close(base.self);
+}
+
 static void test_server_errors_classified(void **state) {
   (void)state;
   cs_catalog_result res;
@@ -949,6 +1021,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_search_rows_disagree_with_inventory),
       cmocka_unit_test(test_nul_key_refused_before_sending), cmocka_unit_test(test_nul_text_round_trip),
       cmocka_unit_test(test_too_large),
+      cmocka_unit_test(test_answer_too_large_windows),
       cmocka_unit_test(test_server_errors_classified),
       cmocka_unit_test(test_through_tcp_switch),
   };

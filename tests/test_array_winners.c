@@ -24,6 +24,10 @@ typedef struct flaky {
   cs_catalog inner;
   uint32_t refuse_heads, refuse_windows; /* calls still to refuse */
   uint32_t heads, windows;               /* calls seen */
+  uint64_t window_cap;                   /* wider windows are answered too large, as a capped ClickHouse does */
+  bool refuse_every_window;              /* every window is answered too large */
+  uint64_t next_from;                    /* the slot the next answered window must start at */
+  uint32_t answered, too_large, geometry_windows;
   char dir[64];
 } flaky;
 
@@ -48,19 +52,35 @@ static int f_candidates(void *self, uint64_t watermark, const cs_pack_text *arra
                         cs_array_candidate_fn fn, void *ctx, cs_catalog_result *res) {
   flaky *f = self;
   f->windows++;
+  if (window != NULL &&
+      (f->refuse_every_window || (f->window_cap != 0 && window->slot_to - window->slot_from > f->window_cap))) {
+    memset(res, 0, sizeof *res);
+    res->outcome = CS_OUT_SERVER_ERROR;
+    snprintf(res->detail, sizeof res->detail, "%s", CS_CLICKHOUSE_ANSWER_TOO_LARGE);
+    f->too_large++;
+    return CS_E_OK;
+  }
+  if (window != NULL && f->window_cap != 0) { /* answered: windows in order, contiguous, the geometry with the first */
+    assert_true(window->slot_from == f->next_from);
+    assert_true(window->with_geometry == (window->slot_from == 0));
+    f->next_from = window->slot_to;
+    f->answered++;
+  }
   return refused(&f->refuse_windows, res)
              ? CS_E_OK
              : f->inner.ops->array_candidates(f->inner.self, watermark, array_id, window, fn, ctx, res);
 }
 
-static int walk_once(flaky *f, rt_array_walk *k, char *msg, size_t cap) {
+static int walk_chunks(flaky *f, rt_array_walk *k, uint64_t chunks, char *msg, size_t cap) {
   static const cs_catalog_ops ops = {.head = f_head, .array_candidates = f_candidates};
   cs_catalog wrapped = {.ops = &ops, .self = f};
   bool checked = true; /* the kind check is another test's */
   memset(k, 0, sizeof *k);
-  k->chunks = 4;
+  k->chunks = chunks;
   return rt_array_winners(&wrapped, &checked, "no-such-array", k, msg, cap);
 }
+
+static int walk_once(flaky *f, rt_array_walk *k, char *msg, size_t cap) { return walk_chunks(f, k, 4, msg, cap); }
 
 static int setup(void **state) {
   flaky *f = calloc(1, sizeof *f);
@@ -117,10 +137,40 @@ static void test_refusals_past_tries(void **state) {
   assert_int_equal(f->windows, RT_ARRAY_READ_TRIES);
 }
 
+/*
+ * An answer too large for the adapter (a capped ClickHouse answer: adapter.clickhouse's
+ * test_answer_too_large_windows shows the refusal) is asked again in halves until it fits; the windows then
+ * cover every slot once, in order. One slot too large for any answer is the caller's error.
+ */
+static void test_windows_halved(void **state) {
+  flaky *f = *state;
+  f->window_cap = 5000;
+  rt_array_walk k;
+  char msg[256] = "";
+  assert_int_equal(walk_chunks(f, &k, 100000, msg, sizeof msg), CS_E_OK);
+  /* 32768 -> 16384 -> 8192 -> 4096 slots: three refusals, then 4096-slot windows to the end. */
+  assert_int_equal(f->too_large, 3);
+  assert_int_equal(f->answered, (100000 + 4095) / 4096);
+  assert_true(f->next_from == 100000);
+  assert_int_equal(k.requests, 1 + f->too_large + f->answered);
+  f->window_cap = 0;
+  f->windows = f->too_large = f->answered = 0;
+  f->next_from = 0;
+  assert_int_equal(walk_chunks(f, &k, 100000, msg, sizeof msg), CS_E_OK); /* uncapped: 4 windows of 32768 */
+  assert_int_equal(f->windows, (100000 + RT_ARRAY_WINDOW_SLOTS - 1) / RT_ARRAY_WINDOW_SLOTS);
+  /* No window fits: halved down to one slot (15 halvings from 32768), then refused with the adapter's words. */
+  f->refuse_every_window = true;
+  f->windows = f->too_large = 0;
+  assert_int_equal(walk_chunks(f, &k, 100000, msg, sizeof msg), CS_E_IO);
+  assert_int_equal(f->too_large, 16);
+  assert_non_null(strstr(msg, CS_CLICKHOUSE_ANSWER_TOO_LARGE));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_refusals_within_tries, setup, teardown),
       cmocka_unit_test_setup_teardown(test_refusals_past_tries, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_windows_halved, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
