@@ -28,6 +28,7 @@ typedef struct flaky {
   bool refuse_every_window;              /* every window is answered too large */
   uint64_t next_from;                    /* the slot the next answered window must start at */
   uint32_t answered, too_large, geometry_windows;
+  cs_array_window last;                  /* the last window asked */
   char dir[64];
 } flaky;
 
@@ -52,6 +53,7 @@ static int f_candidates(void *self, uint64_t watermark, const cs_pack_text *arra
                         cs_array_candidate_fn fn, void *ctx, cs_catalog_result *res) {
   flaky *f = self;
   f->windows++;
+  if (window != NULL) f->last = *window;
   if (window != NULL &&
       (f->refuse_every_window || (f->window_cap != 0 && window->slot_to - window->slot_from > f->window_cap))) {
     memset(res, 0, sizeof *res);
@@ -166,11 +168,31 @@ static void test_windows_halved(void **state) {
   assert_non_null(strstr(msg, CS_CLICKHOUSE_ANSWER_TOO_LARGE));
 }
 
+/* A walk of one slot (a writer asking whether a stale claim's slot is written) is one window, whatever the size. */
+static void test_one_slot_window(void **state) {
+  flaky *f = *state;
+  static const cs_catalog_ops ops = {.head = f_head, .array_candidates = f_candidates};
+  cs_catalog wrapped = {.ops = &ops, .self = f};
+  bool checked = true;
+  rt_array_walk k;
+  memset(&k, 0, sizeof k);
+  k.chunks = 100000;
+  k.slot_from = 70000;
+  k.slot_to = 70001;
+  char msg[256] = "";
+  assert_int_equal(rt_array_winners(&wrapped, &checked, "no-such-array", &k, msg, sizeof msg), CS_E_OK);
+  assert_int_equal(f->heads, 1);
+  assert_int_equal(f->windows, 1);
+  assert_true(f->last.with_geometry && f->last.slot_from == 70000 && f->last.slot_to == 70001);
+  assert_int_equal(k.requests, 2);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_refusals_within_tries, setup, teardown),
       cmocka_unit_test_setup_teardown(test_refusals_past_tries, setup, teardown),
       cmocka_unit_test_setup_teardown(test_windows_halved, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_one_slot_window, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

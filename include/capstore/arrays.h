@@ -100,7 +100,10 @@ typedef struct capstore_array_flush_report {
   uint64_t refused_slots[CS_ARRAY_REFUSED_NAMED]; /* the first refused slots, ascending */
   bool geometry_conflict;                           /* the array's geometry is another's */
   char geometry_diff[64];                           /* the first field that differs */
-  uint64_t claims_taken_over; /* stale slot claims this writer took over (arrays.claim_ttl), since its open */
+  /* Writes since open whose record went out under a claim that replaced a stale one (arrays.claim_ttl) this
+     writer read and deleted. When writers race for one stale claim, the one that deleted it may lose the new
+     claim to another, and then nobody counts it. */
+  uint64_t claims_taken_over;
 } capstore_array_flush_report;
 
 /*

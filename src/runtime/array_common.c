@@ -85,10 +85,11 @@ int rt_array_winners(cs_catalog *catalog, bool *kind_checked, const char *id, rt
    * RT_ARRAY_WINDOW_SLOTS chunks. An answer refused for its size (a ClickHouse answer is capped) is asked
    * again in halves; nothing of it was handed to the walk (the adapter parses an answer only once it is whole).
    */
-  uint64_t width = RT_ARRAY_WINDOW_SLOTS, from = 0;
+  uint64_t end = walk->slot_to == 0 || walk->slot_to > walk->chunks ? walk->chunks : walk->slot_to;
+  uint64_t width = RT_ARRAY_WINDOW_SLOTS, from = walk->slot_from < end ? walk->slot_from : end;
   bool first = true;
-  while (first || from < walk->chunks) {
-    uint64_t to = walk->chunks - from < width ? walk->chunks : from + width;
+  while (first || from < end) {
+    uint64_t to = end - from < width ? end : from + width;
     cs_array_window window = {.with_geometry = first, .slot_from = from, .slot_to = to};
     memset(&res, 0, sizeof res);
     rc = catalog->ops->array_candidates(catalog->self, head.watermark, &text, &window, walk_add, walk, &res);

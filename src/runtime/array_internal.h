@@ -21,6 +21,7 @@
 
 typedef struct rt_array_walk {
   uint64_t chunks;                                  /* slots at or past it are not the array's: skipped */
+  uint64_t slot_from, slot_to;                      /* the slots asked for, with the geometry (slot_to 0: all) */
   int (*winner)(void *ctx, const cs_array_candidate *c); /* nonzero stops the walk (out of memory) */
   void *ctx;
   /* The answer */

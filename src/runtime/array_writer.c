@@ -40,11 +40,10 @@ struct capstore_array_writer {
   bool geometry_checked;              /* the visible geometry was compared with ours */
   pthread_mutex_t lock;
   pthread_mutex_t store_lock;         /* a store is driven by one thread at a time (store.h) */
+  pthread_mutex_t catalog_lock;       /* and a catalog (taken after lock, never before) */
   uint8_t *taken;                     /* bit per slot: written through this writer or seen won */
   uint64_t claim_ttl_ns;              /* arrays.claim_ttl: a stale slot claim may be taken over */
-  uint64_t claims_taken_over;
-  uint64_t watch_slot;                /* winner_seen notes a winner of this slot (UINT64_MAX: none) */
-  bool watch_seen;
+  uint64_t claims_taken_over;         /* admitted writes whose claim replaced a stale one this writer deleted */
   array_write *writes;
   size_t write_count, write_cap;
   bool writes_sorted;
@@ -177,7 +176,6 @@ static array_write *write_of(capstore_array_writer *w, uint64_t slot) {
 static int winner_seen(void *ctx, const cs_array_candidate *c) {
   capstore_array_writer *w = ctx;
   bit_set(w->taken, c->slot);
-  if (c->slot == w->watch_slot) w->watch_seen = true;
   array_write *mine = write_of(w, c->slot);
   if (mine == NULL || mine->state != W_OWED) return 0;
   bool ours = c->nonce.len == NONCE_HEX && memcmp(c->nonce.bytes, mine->nonce, NONCE_HEX) == 0;
@@ -194,7 +192,10 @@ static int winners_ask(capstore_array_writer *w, rt_array_walk *k, char *msg, si
   k->chunks = w->chunks;
   k->winner = winner_seen;
   k->ctx = w;
-  return rt_array_winners(&w->catalog, &w->kind_checked, w->meta.id, k, msg, msg_size);
+  pthread_mutex_lock(&w->catalog_lock);
+  int rc = rt_array_winners(&w->catalog, &w->kind_checked, w->meta.id, k, msg, msg_size);
+  pthread_mutex_unlock(&w->catalog_lock);
+  return rc;
 }
 
 /* Compares the visible geometry with ours (once: a visible geometry never changes). */
@@ -229,6 +230,7 @@ void capstore_array_writer_free(capstore_array_writer *w) {
   if (w->catalog_open) w->catalog.ops->close(w->catalog.self);
   pthread_mutex_destroy(&w->lock);
   pthread_mutex_destroy(&w->store_lock);
+  pthread_mutex_destroy(&w->catalog_lock);
   free(w->taken);
   free(w->writes);
   free(w);
@@ -358,10 +360,11 @@ int capstore_array_writer_open(capstore *cs, const capstore_config *access, cons
     return rt_refuse(CS_E_INVALID_ARGUMENT, msg, msg_size, "array: %s", why);
   capstore_array_writer *w = calloc(1, sizeof *w);
   if (w == NULL) return rt_refuse(CS_E_NO_MEMORY, msg, msg_size, "no memory for an array writer");
-  if (pthread_mutex_init(&w->lock, NULL) != 0 || pthread_mutex_init(&w->store_lock, NULL) != 0) abort();
+  if (pthread_mutex_init(&w->lock, NULL) != 0 || pthread_mutex_init(&w->store_lock, NULL) != 0 ||
+      pthread_mutex_init(&w->catalog_lock, NULL) != 0)
+    abort();
   w->meta = check;
   w->claim_ttl_ns = access->array_claim_ttl_ns;
-  w->watch_slot = UINT64_MAX;
   if (w->claim_ttl_ns < CS_SEC_NS) {
     capstore_array_writer_free(w);
     return rt_refuse(CS_E_CONFIG, msg, msg_size, "arrays.claim_ttl must be at least 1 s");
@@ -417,16 +420,33 @@ int capstore_array_writer_open(capstore *cs, const capstore_config *access, cons
 
 /* ---- write ------------------------------------------------------------------------------------------------ */
 
-/* Whether slot has a visible winner now (the catalog asked afresh; the taken bits learn every winner seen). */
+static int slot_seen(void *ctx, const cs_array_candidate *c) {
+  (void)c; /* the walk asks one slot: any winner is its */
+  *(bool *)ctx = true;
+  return 0;
+}
+
+/*
+ * Whether slot has a visible winner now: the catalog asked afresh for the geometry and that slot alone (one
+ * window, whatever the array's size), under the catalog's lock only, so other writes of this writer go on.
+ */
 static int slot_visible(capstore_array_writer *w, uint64_t slot, bool *seen, char *msg, size_t msg_size) {
-  pthread_mutex_lock(&w->lock);
   rt_array_walk k;
-  w->watch_slot = slot;
-  w->watch_seen = false;
-  int rc = winners_ask(w, &k, msg, msg_size);
-  *seen = w->watch_seen;
-  w->watch_slot = UINT64_MAX;
-  pthread_mutex_unlock(&w->lock);
+  memset(&k, 0, sizeof k);
+  k.chunks = w->chunks;
+  k.slot_from = slot;
+  k.slot_to = slot + 1;
+  k.winner = slot_seen;
+  k.ctx = seen;
+  *seen = false;
+  pthread_mutex_lock(&w->catalog_lock);
+  int rc = rt_array_winners(&w->catalog, &w->kind_checked, w->meta.id, &k, msg, msg_size);
+  pthread_mutex_unlock(&w->catalog_lock);
+  if (rc == CS_E_OK && *seen) {
+    pthread_mutex_lock(&w->lock);
+    bit_set(w->taken, slot);
+    pthread_mutex_unlock(&w->lock);
+  }
   return rc;
 }
 
@@ -440,7 +460,8 @@ static int slot_visible(capstore_array_writer *w, uint64_t slot, bool *seen, cha
  * what it read; the second's delete may remove the first's new claim), and each writer's flush says which.
  */
 static int slot_claim(capstore_array_writer *w, uint64_t index, const char *key, const char *claim, size_t claim_len,
-                      char *msg, size_t msg_size) {
+                      bool *taken_over, char *msg, size_t msg_size) {
+  *taken_over = false;
   char theirs[CS_ARRAY_CLAIM_BYTES_MAX];
   size_t theirs_len = 0;
   int rc = claim_put(w, key, claim, claim_len, theirs, sizeof theirs, &theirs_len, msg, msg_size);
@@ -463,6 +484,12 @@ static int slot_claim(capstore_array_writer *w, uint64_t index, const char *key,
   rc = w->store.ops->get(w->store.self, key, NULL, again, sizeof again, &got, &res);
   bool same = rc == CS_E_OK && res.outcome == CS_OUT_OK && got == theirs_len && memcmp(again, theirs, got) == 0;
   bool gone = rc == CS_E_OK && res.outcome == CS_OUT_NOT_FOUND;
+  bool other = rc == CS_E_OK && res.outcome == CS_OUT_OK && !same; /* a claim made since: the PUT below says whose */
+  if (!same && !gone && !other) {
+    pthread_mutex_unlock(&w->store_lock);
+    return rt_refuse(CS_E_IO, msg, msg_size, "array %s: slot %llu's stale claim %s could not be read again (%s)",
+                     w->meta.id, (unsigned long long)index, key, rc != CS_E_OK ? cs_strerror(rc) : outcome_text(&res));
+  }
   if (same) { /* still the stale claim read: deleted (a missing key is as good) */
     memset(&res, 0, sizeof res);
     rc = w->store.ops->del(w->store.self, key, &res);
@@ -478,11 +505,7 @@ static int slot_claim(capstore_array_writer *w, uint64_t index, const char *key,
   if (rc == CS_E_SLOT_WRITTEN)
     return rt_refuse(rc, msg, msg_size, "array %s: slot %llu is already written (another writer took its stale claim over)",
                      w->meta.id, (unsigned long long)index);
-  if (rc == CS_E_OK) {
-    pthread_mutex_lock(&w->lock);
-    w->claims_taken_over++;
-    pthread_mutex_unlock(&w->lock);
-  }
+  *taken_over = rc == CS_E_OK && same;
   return rc;
 }
 
@@ -534,9 +557,10 @@ int capstore_array_write_chunk(capstore_array_writer *w, uint64_t index, const v
   snprintf(key, sizeof key, "%.700sarrays/%s/slots/%llu", w->prefix, w->meta.id, (unsigned long long)index);
   char claim[CS_ARRAY_CLAIM_BYTES_MAX];
   size_t claim_len = 0;
+  bool taken_over = false; /* counted once the record is admitted */
   if (rc == CS_E_OK && w->store.enforces_if_none_match) {
     if (cs_array_claim_format(nonce, wall_ns(), claim, &claim_len) != CS_E_OK) abort(); /* nonce_make's hex */
-    rc = slot_claim(w, index, key, claim, claim_len, msg, msg_size);
+    rc = slot_claim(w, index, key, claim, claim_len, &taken_over, msg, msg_size);
     if (rc == CS_E_SLOT_WRITTEN) held = false; /* taken for good: the bit stays */
   }
   if (rc == CS_E_OK) {
@@ -564,6 +588,7 @@ int capstore_array_write_chunk(capstore_array_writer *w, uint64_t index, const v
     pthread_mutex_unlock(&w->store_lock);
   }
   pthread_mutex_lock(&w->lock);
+  if (admitted && taken_over) w->claims_taken_over++;
   if (admitted && write_remember(w, index, nonce) != CS_E_OK) /* the record is out: its slot stays held */
     rc = rt_refuse(CS_E_NO_MEMORY, msg, msg_size, "no memory to remember the write of slot %llu", (unsigned long long)index);
   if (!admitted && held) w->taken[index / 8] &= (uint8_t) ~(1u << (index % 8)); /* the slot is free again */
