@@ -1084,16 +1084,21 @@ static bool release_check(sim_world *w, sim_proc *p) {
 /*
  * Notes a wake at t; false when one is already pending then. A deadline that
  * comes back after each short backoff (a lease timer an hour away) would
- * otherwise queue one wake per cycle.
+ * otherwise queue one wake per cycle. With every slot pending, the soonest
+ * is forgotten (it fires soon; forgotten, it can only be scheduled twice),
+ * never t: a far deadline noted nowhere came back after each of a stream of
+ * near wakes, one more far wake each time, until the event heap overflowed
+ * (seed 400042635: 1 ms backoff, an hour's lease, 65,000 wakes queued).
  */
 static bool wake_note(sim_proc *p, uint64_t now_ns, uint64_t t) {
-  uint32_t free_slot = SIM_WAKES_MAX;
+  uint32_t free_slot = SIM_WAKES_MAX, soonest = 0;
   for (uint32_t i = 0; i < SIM_WAKES_MAX; i++) {
     if (p->wakes[i] == t) return false;
     /* Past times are free too: a wake deferred by a pause fired later than noted. */
     if (p->wakes[i] <= now_ns && free_slot == SIM_WAKES_MAX) free_slot = i;
+    if (p->wakes[i] < p->wakes[soonest]) soonest = i;
   }
-  if (free_slot < SIM_WAKES_MAX) p->wakes[free_slot] = t; /* full: scheduled, not noted */
+  p->wakes[free_slot < SIM_WAKES_MAX ? free_slot : soonest] = t;
   return true;
 }
 
