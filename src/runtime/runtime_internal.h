@@ -276,7 +276,7 @@ struct cs_capture {
   pthread_cond_t chunk_cond;  /* the worker waits here for a free chunk */
   bool writer_started;
   rt_io_queue io;             /* the writer's queue */
-  uint8_t *chunk_area;        /* RT_CHUNKS x chunk_bytes, aligned; touched at open */
+  uint8_t *chunk_area;        /* RT_CHUNKS x chunk_bytes, page-aligned; populated at open */
   size_t chunk_bytes;
   uint32_t chunks_free[RT_CHUNKS];
   uint32_t chunks_free_count;
