@@ -484,7 +484,8 @@ static int slot_claim(capstore_array_writer *w, uint64_t index, const char *key,
   rc = w->store.ops->get(w->store.self, key, NULL, again, sizeof again, &got, &res);
   bool same = rc == CS_E_OK && res.outcome == CS_OUT_OK && got == theirs_len && memcmp(again, theirs, got) == 0;
   bool gone = rc == CS_E_OK && res.outcome == CS_OUT_NOT_FOUND;
-  bool other = rc == CS_E_OK && res.outcome == CS_OUT_OK && !same; /* a claim made since: the PUT below says whose */
+  /* A claim made since (or bytes too long to be ours): the create-only PUT below says whose. */
+  bool other = (rc == CS_E_OK && res.outcome == CS_OUT_OK && !same) || rc == CS_E_TOO_LARGE;
   if (!same && !gone && !other) {
     pthread_mutex_unlock(&w->store_lock);
     return rt_refuse(CS_E_IO, msg, msg_size, "array %s: slot %llu's stale claim %s could not be read again (%s)",
