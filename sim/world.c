@@ -1082,23 +1082,33 @@ static bool release_check(sim_world *w, sim_proc *p) {
 /* ---- the pump: run a proc's cores until they have nothing more to say ---- */
 
 /*
- * Notes a wake at t; false when one is already pending then. A deadline that
- * comes back after each short backoff (a lease timer an hour away) would
- * otherwise queue one wake per cycle. With every slot pending, the soonest
- * is forgotten (it fires soon; forgotten, it can only be scheduled twice),
- * never t: a far deadline noted nowhere came back after each of a stream of
- * near wakes, one more far wake each time, until the event heap overflowed
- * (seed 400042635: 1 ms backoff, an hour's lease, 65,000 wakes queued).
+ * Notes a wake at t; false when a pending wake at or before t covers it
+ * (*covered_by gets the earliest such): that wake pumps the process, which
+ * asks for its next deadline again. Without it a deadline that comes back
+ * after each short backoff (a lease timer an hour away) queued one wake per
+ * cycle: seed 400042635 (1 ms backoff, an hour's lease) queued 65,000 until
+ * the event heap overflowed; matching only the same time, with the soonest
+ * note forgotten when all 8 were pending, still let a mid-range deadline
+ * pile up (the review counted 5,989 copies; now the heap stays under 500).
+ * Notes are added only below every pending one, so they fill only with 8
+ * ever-earlier pending wakes; then the latest is forgotten (its wake stays
+ * queued; forgotten, it can only be queued twice).
  */
-static bool wake_note(sim_proc *p, uint64_t now_ns, uint64_t t) {
-  uint32_t free_slot = SIM_WAKES_MAX, soonest = 0;
+static bool wake_note(sim_proc *p, uint64_t now_ns, uint64_t t, uint64_t *covered_by) {
+  uint32_t free_slot = SIM_WAKES_MAX, latest = 0;
+  uint64_t cover = 0;
   for (uint32_t i = 0; i < SIM_WAKES_MAX; i++) {
-    if (p->wakes[i] == t) return false;
+    /* A pending wake at or before t covers it: that wake pumps the process, which asks for t again. */
+    if (p->wakes[i] > now_ns && p->wakes[i] <= t && (cover == 0 || p->wakes[i] < cover)) cover = p->wakes[i];
     /* Past times are free too: a wake deferred by a pause fired later than noted. */
     if (p->wakes[i] <= now_ns && free_slot == SIM_WAKES_MAX) free_slot = i;
-    if (p->wakes[i] < p->wakes[soonest]) soonest = i;
+    if (p->wakes[i] > p->wakes[latest]) latest = i;
   }
-  p->wakes[free_slot < SIM_WAKES_MAX ? free_slot : soonest] = t;
+  if (cover != 0) {
+    *covered_by = cover;
+    return false;
+  }
+  p->wakes[free_slot < SIM_WAKES_MAX ? free_slot : latest] = t;
   return true;
 }
 
@@ -1128,8 +1138,12 @@ static void schedule_wake(sim_world *w, sim_proc *p) {
              p->sink_open ? cs_sink_next_deadline(&p->sink) : CS_NEVER);
   uint64_t t = at <= local ? w->now_ns + CS_MS_NS : true_of_local(p, at);
   if (p->wake_at_ns > w->now_ns && p->wake_at_ns <= t) return; /* an earlier wake is pending */
+  uint64_t cover = 0;
+  if (!wake_note(p, w->now_ns, t, &cover)) { /* a pending wake at or before t will ask again */
+    p->wake_at_ns = cover;
+    return;
+  }
   p->wake_at_ns = t;
-  if (!wake_note(p, w->now_ns, t)) return; /* one is pending at that very time */
   sim_schedule(w, t, EV_WAKE, p->index, 0, 0);
 }
 
