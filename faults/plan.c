@@ -250,15 +250,9 @@ typedef enum number_result {
 static number_result number_parse(const char *bytes, size_t len, uint64_t *out) {
   assert(out != NULL);
   if (len == 0) return NUMBER_NOT_DIGITS;
-  uint64_t value = 0;
-  for (size_t i = 0; i < len; i++) {
+  for (size_t i = 0; i < len; i++)
     if (bytes[i] < '0' || bytes[i] > '9') return NUMBER_NOT_DIGITS;
-    uint64_t digit = (uint64_t)(bytes[i] - '0');
-    if (value > (UINT64_MAX - digit) / 10) return NUMBER_OVERFLOW;
-    value = value * 10 + digit;
-  }
-  *out = value;
-  return NUMBER_OK;
+  return cs_decimal_u64(bytes, len, false, out) == CS_E_OK ? NUMBER_OK : NUMBER_OVERFLOW; /* digits: only too large */
 }
 
 typedef enum time_result {

@@ -420,6 +420,28 @@ int capstore_array_writer_open(capstore *cs, const capstore_config *access, cons
 
 /* ---- write ------------------------------------------------------------------------------------------------ */
 
+/*
+ * Under store_lock: reads key and deletes it when it still holds exactly body. read_rc and read get the read's
+ * answer; true when the claim was there and is gone now (deleted, or found missing by the delete).
+ */
+static bool claim_delete_if_locked(capstore_array_writer *w, const char *key, const char *body, size_t len,
+                                   int *read_rc, cs_store_result *read, bool *same) {
+  char now[CS_ARRAY_CLAIM_BYTES_MAX];
+  size_t got = 0;
+  memset(read, 0, sizeof *read);
+  *read_rc = w->store.ops->get(w->store.self, key, NULL, now, sizeof now, &got, read);
+  *same = *read_rc == CS_E_OK && read->outcome == CS_OUT_OK && got == len && memcmp(now, body, len) == 0;
+  if (!*same) return false;
+  cs_store_result res;
+  memset(&res, 0, sizeof res);
+  int rc = w->store.ops->del(w->store.self, key, &res);
+  if (rc != CS_E_OK || (res.outcome != CS_OUT_OK && res.outcome != CS_OUT_NOT_FOUND)) {
+    *read_rc = rc, *read = res; /* the delete's answer, for the caller's words */
+    return false;
+  }
+  return true;
+}
+
 static int slot_seen(void *ctx, const cs_array_candidate *c) {
   (void)c; /* the walk asks one slot: any winner is its */
   *(bool *)ctx = true;
@@ -477,26 +499,19 @@ static int slot_claim(capstore_array_writer *w, uint64_t index, const char *key,
     return rt_refuse(CS_E_SLOT_WRITTEN, msg, msg_size, "array %s: slot %llu is already written", w->meta.id,
                      (unsigned long long)index);
   pthread_mutex_lock(&w->store_lock);
-  char again[CS_ARRAY_CLAIM_BYTES_MAX];
-  size_t got = 0;
   cs_store_result res;
-  memset(&res, 0, sizeof res);
-  rc = w->store.ops->get(w->store.self, key, NULL, again, sizeof again, &got, &res);
-  bool same = rc == CS_E_OK && res.outcome == CS_OUT_OK && got == theirs_len && memcmp(again, theirs, got) == 0;
-  bool gone = rc == CS_E_OK && res.outcome == CS_OUT_NOT_FOUND;
+  bool same = false;
+  /* Still the stale claim read: deleted (a missing key is as good). */
+  bool deleted = claim_delete_if_locked(w, key, theirs, theirs_len, &rc, &res, &same);
+  bool gone = !same && rc == CS_E_OK && res.outcome == CS_OUT_NOT_FOUND;
   /* A claim made since (or bytes too long to be ours): the create-only PUT below says whose. */
-  bool other = (rc == CS_E_OK && res.outcome == CS_OUT_OK && !same) || rc == CS_E_TOO_LARGE;
+  bool other = (!same && rc == CS_E_OK && res.outcome == CS_OUT_OK) || rc == CS_E_TOO_LARGE;
   if (!same && !gone && !other) {
     pthread_mutex_unlock(&w->store_lock);
     return rt_refuse(CS_E_IO, msg, msg_size, "array %s: slot %llu's stale claim %s could not be read again (%s)",
                      w->meta.id, (unsigned long long)index, key, rc != CS_E_OK ? cs_strerror(rc) : outcome_text(&res));
   }
-  if (same) { /* still the stale claim read: deleted (a missing key is as good) */
-    memset(&res, 0, sizeof res);
-    rc = w->store.ops->del(w->store.self, key, &res);
-    gone = rc == CS_E_OK && (res.outcome == CS_OUT_OK || res.outcome == CS_OUT_NOT_FOUND);
-  }
-  if (!gone && same) {
+  if (same && !deleted) {
     pthread_mutex_unlock(&w->store_lock);
     return rt_refuse(CS_E_IO, msg, msg_size, "array %s: slot %llu's stale claim %s could not be deleted (%s)", w->meta.id,
                      (unsigned long long)index, key, rc != CS_E_OK ? cs_strerror(rc) : outcome_text(&res));
@@ -576,16 +591,11 @@ int capstore_array_write_chunk(capstore_array_writer *w, uint64_t index, const v
      * No record of this write was admitted: its claim (made, or of unknown outcome) would hold the slot with no
      * data, so it is taken back. Best effort: a claim that stays leaves the slot claimed and unwritten.
      */
-    char body[CS_ARRAY_CLAIM_BYTES_MAX];
-    size_t got = 0;
     cs_store_result res;
-    memset(&res, 0, sizeof res);
-    pthread_mutex_lock(&w->store_lock);
-    int got_rc = w->store.ops->get(w->store.self, key, NULL, body, sizeof body, &got, &res);
-    if (got_rc == CS_E_OK && res.outcome == CS_OUT_OK && got == claim_len && memcmp(body, claim, claim_len) == 0) {
-      memset(&res, 0, sizeof res); /* only our own claim: once made, nobody else's can be under the key */
-      (void)w->store.ops->del(w->store.self, key, &res);
-    }
+    int read_rc;
+    bool same;
+    pthread_mutex_lock(&w->store_lock); /* only our own claim: once made, nobody else's can be under the key */
+    (void)claim_delete_if_locked(w, key, claim, claim_len, &read_rc, &res, &same);
     pthread_mutex_unlock(&w->store_lock);
   }
   pthread_mutex_lock(&w->lock);
