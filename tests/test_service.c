@@ -730,6 +730,89 @@ static void test_publisher_too_large_single_sets_aside(void **state) {
   drv_free(d);
 }
 
+/*
+ * Answers whatever the publisher asks as a healthy world would, except that
+ * every CAT_REJECT is refused (a quorum write pending on the rejected table,
+ * 286); returns how many REJECTs went out.
+ */
+static uint32_t answer_all_refusing_rejects(drv *d) {
+  uint32_t rejects = 0;
+  cs_action a;
+  for (uint32_t step = 0; step < 64 && drv_poll(d, &a); step++) {
+    switch (a.op) {
+    case CS_OP_CAT_REJECT:
+      rejects++;
+      drv_answer(d, &a, CS_OUT_REFUSED);
+      break;
+    case CS_OP_STORE_HEAD: {
+      cs_head_info info = drv_head_of(a.pack);
+      drv_answer_head(d, &a, &info);
+      break;
+    }
+    case CS_OP_CAT_COMMITTED: {
+      bool held[DRV_PACKS_MAX];
+      for (uint32_t i = 0; i < a.count; i++) held[i] = true;
+      drv_answer_committed(d, &a, held);
+      break;
+    }
+    case CS_OP_CAT_READ_CLAIMS: drv_answer_claims(d, &a, 1, true); break;
+    default: drv_answer(d, &a, CS_OUT_OK); break;
+    }
+  }
+  drv_expect_none(d);
+  return rejects;
+}
+
+/*
+ * A REJECT the catalog keeps refusing backs off on its own: the healthy cycles
+ * between its turns reset the cycle's backoff, and before they did not reset
+ * the REJECT's, it went out again after every one of them (simulator seed
+ * 400199334: 160 refused REJECTs a second with a 1 ms backoff_base).
+ */
+static void test_publisher_refused_reject_backs_off_past_healthy_cycles(void **state) {
+  (void)state;
+  drv *d = publisher(7, 0);
+  cs_pack_ref *poison = drv_pack(d, 1);
+  poison->index_bytes = d->cfg.index_batch_bytes_max + 1; /* set aside at once: its row is owed */
+  assert_int_equal(drv_seal(d, poison, false), CS_E_OK);
+  uint32_t rejects = answer_all_refusing_rejects(d);
+  assert_int_equal(rejects, 1);
+  /* A healthy pack every 200 ms for 12 s: each one's cycle succeeds. */
+  uint64_t start = d->now;
+  for (uint32_t n = 2; n < 62; n++) {
+    uint64_t until = start + (uint64_t)(n - 1) * 200 * MS;
+    assert_int_equal(drv_seal(d, drv_pack(d, n), false), CS_E_OK);
+    rejects += answer_all_refusing_rejects(d);
+    while (cs_service_next_deadline(d->svc) <= until) {
+      drv_advance(d);
+      rejects += answer_all_refusing_rejects(d);
+    }
+    d->now = until;
+  }
+  /*
+   * Backing off on its own (windows 200, 400, 800, then 1,600 ms, full
+   * jitter) the REJECT goes out about 20 times in 12 s, never more than 60;
+   * after every healthy cycle it would be 60 or more. And it keeps trying.
+   */
+  if (rejects > 40 || rejects < 5) fail_msg("%u refused REJECTs in 12 s", rejects);
+  cs_snapshot snap;
+  drv_snap(d, &snap);
+  assert_int_equal(snap.pending_index, 0);
+  /* The twin: once answered, the row is recorded and asked no more. */
+  d->now += d->cfg.backoff_cap_ns;
+  cs_action rej = drv_wait_op(d, CS_OP_CAT_REJECT);
+  assert_memory_equal(rej.ids[0].bytes, poison->pack_id.bytes, 16);
+  drv_answer(d, &rej, CS_OUT_OK);
+  cs_action back = drv_expect(d, CS_OP_CAT_COMMITTED);
+  static const bool held[1] = {false}, rejected[1] = {true};
+  drv_answer_rows(d, &back, held, rejected);
+  for (uint32_t k = 0; k < 8; k++) {
+    d->now += d->cfg.backoff_cap_ns;
+    if (answer_all_refusing_rejects(d) != 0) fail_msg("a REJECT after the row was recorded");
+  }
+  drv_free(d);
+}
+
 /* One pack of index_bytes: over the budget it is set aside without any INDEX. */
 static void budget_case(uint64_t index_bytes, cs_op expected) {
   cs_service_config cfg = drv_config(CS_ROLE_PUBLISHER);
@@ -1950,6 +2033,7 @@ int main(void) {
       cmocka_unit_test(test_publisher_not_held_id_stays),
       cmocka_unit_test(test_publisher_too_large_batch_halves),
       cmocka_unit_test(test_publisher_too_large_single_sets_aside),
+      cmocka_unit_test(test_publisher_refused_reject_backs_off_past_healthy_cycles),
       cmocka_unit_test(test_publisher_pack_over_budget_set_aside_at_once),
       cmocka_unit_test(test_publisher_pack_at_budget_indexed),
       cmocka_unit_test(test_publisher_budget_cuts_batches),

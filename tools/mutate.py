@@ -891,6 +891,13 @@ class Worker:
             if where == "seeds":
                 return self.model_bound_seeds(r)
             return False
+        if rc == 2 and not self.args.no_baseline:
+            # The unmutated simulator took these very arguments and plans (the
+            # baseline), so the mutant broke a parse the simulator shares with
+            # the cores (faults/plan.c reads numbers with cs_decimal_u64): valid
+            # input is refused, which a user would see.
+            r.update(status="killed", kind="refused input", by=where, detail=out.strip()[-200:])
+            return True
         if rc == 2:
             raise RuntimeError("capstore-sim refused its arguments (%s):\n%s" % (where, out[-1000:]))
         if rc != 0:

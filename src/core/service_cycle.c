@@ -17,11 +17,12 @@
 
 static bool sha_equal(const uint8_t a[32], const uint8_t b[32]) { return memcmp(a, b, 32) == 0; }
 
-static uint64_t backoff_delay(cs_service *svc) {
+/* Full-jitter exponential backoff after the given number of consecutive failures. */
+static uint64_t backoff_delay(cs_service *svc, uint32_t failures) {
 #if CAPSTORE_MUTANT == 2 /* no backoff */
-  return 0;
+  return 0 * failures;
 #endif
-  uint32_t shift = svc->failures > 40 ? 40 : svc->failures;
+  uint32_t shift = failures > 40 ? 40 : failures;
   uint64_t window = svc->cfg.backoff_base_ns << shift;
   if (window > svc->cfg.backoff_cap_ns || (window >> shift) != svc->cfg.backoff_base_ns)
     window = svc->cfg.backoff_cap_ns;
@@ -50,7 +51,7 @@ static void cycle_end(cs_service *svc, uint64_t now_ns, bool failed) {
   svc->cycle_active = false;
   if (failed) {
     svc->stats.cycles_failed++;
-    svc->backoff_until_ns = now_ns + backoff_delay(svc);
+    svc->backoff_until_ns = now_ns + backoff_delay(svc, svc->failures);
     if (svc->failures < 64) svc->failures++;
   } else {
     svc->failures = 0;
@@ -579,7 +580,8 @@ static bool reject_wanted(const cs_service *svc, uint64_t now_ns) {
 #if CAPSTORE_MUTANT == 29 /* set-aside packs are never recorded as rejected in the catalog */
   return false && now_ns;
 #endif
-  return cs_svc_is_publisher(svc) && cs_svc_lease_usable(svc, now_ns) && cs_svc_rejected_unrecorded(svc) > 0;
+  return cs_svc_is_publisher(svc) && cs_svc_lease_usable(svc, now_ns) && cs_svc_rejected_unrecorded(svc) > 0 &&
+         now_ns >= svc->reject_retry_at_ns;
 }
 
 static void reject_begin(cs_service *svc) {
@@ -589,20 +591,37 @@ static void reject_begin(cs_service *svc) {
   svc->id_count = 0;
 }
 
-static void reject_on_done(cs_service *svc, const cs_event *ev, bool confirm) {
+/* The rejected rows failed: the cycle backs off, and so do the rows, past the cycles that succeed meanwhile. */
+static void reject_failed(cs_service *svc, uint64_t now_ns) {
+  svc->cycle_failed = true;
+#if CAPSTORE_MUTANT == 49 /* rejected rows retried at once after another turn succeeds */
+  return;
+#endif
+  if (svc->reject_failures < 64) svc->reject_failures++;
+  svc->reject_retry_at_ns = now_ns + backoff_delay(svc, svc->reject_failures);
+}
+
+static void reject_on_done(cs_service *svc, uint64_t now_ns, const cs_event *ev, bool confirm) {
   if (ev->outcome != CS_OUT_OK || (confirm && ev->held == NULL)) {
     cs_svc_set_error(svc, confirm ? "reject read-back" : "reject", "rows", ev->outcome);
-    svc->cycle_failed = true;
+    reject_failed(svc, now_ns);
     return;
   }
   if (!confirm) return;
+  bool all_took = true;
   for (uint32_t i = 0; i < svc->id_count; i++) {
     rejected_entry *e = &svc->rejected[svc->id_slots[i]];
     bool took = ev->rejected != NULL && ev->rejected[i];
     if (took && e->seq != 0 && cs_uuid_equal(&e->pack_id, &svc->ids[i])) e->recorded = true;
-    if (!took) svc->cycle_failed = true; /* fenced out: back off, try again */
+    all_took = all_took && took;
   }
   svc->id_count = 0;
+  if (!all_took) { /* fenced out: back off, try again */
+    reject_failed(svc, now_ns);
+    return;
+  }
+  svc->reject_failures = 0;
+  svc->reject_retry_at_ns = 0;
 }
 
 /* ---- standby -------------------------------------------------------------- */
@@ -835,9 +854,9 @@ void cs_svc_cycle_on_done(cs_service *svc, uint64_t now_ns, const request *req, 
       svc->cycle_failed = true;
     }
     return;
-  case CS_OP_CAT_REJECT: reject_on_done(svc, ev, false); return;
+  case CS_OP_CAT_REJECT: reject_on_done(svc, now_ns, ev, false); return;
   case CS_OP_CAT_COMMITTED:
-    if (svc->phase == PHASE_REJECT_CONFIRM) reject_on_done(svc, ev, true);
+    if (svc->phase == PHASE_REJECT_CONFIRM) reject_on_done(svc, now_ns, ev, true);
     else if (svc->phase == PHASE_STANDBY) standby_on_done(svc, ev);
     else if (svc->phase == PHASE_CONFIRM) confirm_on_done(svc, now_ns, ev);
     else cs_svc_recon_committed_on_done(svc, ev);
@@ -855,6 +874,10 @@ uint64_t cs_svc_cycle_deadline(const cs_service *svc) {
   if (svc->phase != PHASE_IDLE || svc->stopping) return at;
   /* Work that could start is only waiting for the backoff to pass. */
   if (cycle_has_work(svc, svc->last_now_ns) && svc->backoff_until_ns < at) at = svc->backoff_until_ns;
+  /* Rejected rows waiting for their own backoff (the deadline is asked again after it). */
+  if (svc->reject_retry_at_ns > svc->last_now_ns && svc->reject_retry_at_ns < at && cs_svc_is_publisher(svc) &&
+      cs_svc_rejected_unrecorded(svc) > 0)
+    at = svc->reject_retry_at_ns > svc->backoff_until_ns ? svc->reject_retry_at_ns : svc->backoff_until_ns;
   return at;
 }
 

@@ -168,6 +168,13 @@ struct cs_service {
   bool recon_active;       /* a pass is in progress */
   bool last_was_reconcile; /* the last cycle served reconcile: the next serves uploads first */
   bool last_was_reject;    /* the last cycle served rejected rows: the next serves the rest first */
+  /*
+   * Rejected rows back off on their own: the cycles in between (another turn,
+   * a reconcile page) succeed and reset failures, so a REJECT the catalog kept
+   * refusing went out again every few milliseconds (seed 400199334).
+   */
+  uint32_t reject_failures;    /* consecutive failed attempts at the rejected rows */
+  uint64_t reject_retry_at_ns; /* no attempt before this */
   uint64_t reconcile_next_ns;
   page_entry *page;
   uint32_t page_count;
