@@ -91,12 +91,21 @@ void sim_check_flush_done(sim_world *w, sim_proc *p, const cs_flush_result *res)
   if (rec->after_stop && (res->err != CS_E_CLOSED || res->drained))
     sim_bail(w, SIM_EXIT_SAFETY, "p%u answered flush %" PRIu64 ", called after its service was told to stop, with %s%s",
              p->index, res->flush_id, cs_strerror(res->err), res->drained ? " (drained)" : "");
-  /* Missing packs are own packs in the spool (in the table or outside it): never more than its ready files. */
+  /*
+   * Missing packs are own packs in the spool (in the table or outside it)
+   * sealed before the call: never more than its files ready by then. A pack
+   * sealed after the call is not what this flush waits for (6.6), except
+   * that packs waiting outside a full table count from the first one's place
+   * (service.c backlog_add), so a file once in the backlog counts whenever.
+   */
   uint32_t ready = 0;
-  for (uint32_t f = 0; f < p->files_end; f++) ready += p->files[f].state == FILE_READY;
+  for (uint32_t f = 0; f < p->files_end; f++) {
+    const sim_file *file = &p->files[f];
+    ready += file->state == FILE_READY && (file->ready_local_ns <= rec->called_local_ns || file->was_backlog);
+  }
   if (res->missing_packs > ready)
-    sim_bail(w, SIM_EXIT_SAFETY, "p%u's flush %" PRIu64 " says %u packs are missing; its spool holds %u", p->index,
-             res->flush_id, res->missing_packs, ready);
+    sim_bail(w, SIM_EXIT_SAFETY, "p%u's flush %" PRIu64 " says %u packs are missing; its spool held %u ready at the call",
+             p->index, res->flush_id, res->missing_packs, ready);
   uint64_t local = sim_local_now(w, p);
   uint64_t limit = rec->deadline_local_ns + p->svc_cfg.request_timeout_ns;
   bool paused = p->last_pause_end_ns != 0 && true_local_after(w, p, rec->called_local_ns);
@@ -732,6 +741,26 @@ static bool odd_segment(const char *key) {
   }
 }
 
+/*
+ * A release frees the lease at once (6.9): a quarantined holder, whose last
+ * claim's outcome it never learnt, releases the term that claim wrote. One
+ * that releases a lower term while that claim landed and is live leaves the
+ * lease taken until the claim expires (a successor waits out the TTL).
+ */
+static void check_release_term(sim_world *w, const sim_proc *p, const cs_action *act) {
+  cs_snapshot snap;
+  cs_service_snapshot(p->svc, sim_local_now(w, p), &snap);
+  if (snap.lease_state != CS_LEASE_QUARANTINED) return;
+  uint64_t now = sim_catalog_now(w);
+  for (uint32_t i = 0; i < w->claim_count; i++) {
+    const sim_claim *c = &w->claims[i];
+    if (c->released || !cs_uuid_equal(&c->lease_id, &act->lease_id) || c->term <= act->term || c->expires_ns <= now)
+      continue;
+    sim_bail(w, SIM_EXIT_SAFETY, "p%u, quarantined, released term %" PRIu64 " while its claim of term %" PRIu64
+             " landed and is live: the lease stays taken until that claim expires", p->index, act->term, c->term);
+  }
+}
+
 void sim_check_send(sim_world *w, sim_proc *p, const cs_action *act, const sim_req *req) {
   char id[CS_UUID_TEXT_LEN + 1];
   check_volume(w, p, act);
@@ -747,6 +776,7 @@ void sim_check_send(sim_world *w, sim_proc *p, const cs_action *act, const sim_r
                cs_op_name(act->op), act->term, snap.lease_term);
   }
   if (act->op == CS_OP_STORE_LIST) check_list_when(w, p, act->token);
+  if (act->op == CS_OP_CAT_RELEASE) check_release_term(w, p, act);
   switch (act->op) {
   case CS_OP_STORE_PUT:
   case CS_OP_STORE_HEAD: {
@@ -842,6 +872,27 @@ void sim_check_reply(sim_world *w, sim_proc *p, const sim_req *req, const cs_eve
  * visible (an uploader's: uploaded), or set aside as poison (6.6).
  */
 void sim_check_engine_report(sim_world *w, sim_proc *p, const cs_engine_action *act) {
+  /*
+   * The state changes when the REPORT is queued (engine.h): a close ends
+   * CLOSED, a flush OPEN, an open OPEN or, failed, IDLE (so it may be tried
+   * again); a replace that reports success is OPEN.
+   */
+  static const char *const op_names[] = {"none", "open", "flush", "close", "replace"};
+  int want = -1;
+  switch (act->opkind) {
+  case CS_ENGINE_OP_CLOSE: want = CS_ENGINE_CLOSED; break;
+  case CS_ENGINE_OP_FLUSH: want = CS_ENGINE_OPEN; break;
+  case CS_ENGINE_OP_OPEN: want = act->err == CS_E_OK ? CS_ENGINE_OPEN : CS_ENGINE_IDLE; break;
+  case CS_ENGINE_OP_REPLACE:
+    /* A failed close half with a good open half reports an error while OPEN; a failed open half is IDLE. */
+    want = act->err == CS_E_OK ? CS_ENGINE_OPEN : p->open_step_failed ? CS_ENGINE_IDLE : -1;
+    break;
+  default: break;
+  }
+  if (want >= 0 && (int)p->engine.state != want)
+    sim_bail(w, SIM_EXIT_SAFETY, "p%u's engine is in state %d after its %s reported %s; the contract says %d",
+             p->index, (int)p->engine.state, (unsigned)act->opkind < 5 ? op_names[act->opkind] : "?",
+             cs_strerror(act->err), want);
   if (act->opkind == CS_ENGINE_OP_CLOSE || act->opkind == CS_ENGINE_OP_REPLACE) {
     /*
      * Close (and replace) answer within their budget, plus the stop (requests

@@ -108,11 +108,11 @@
   X(STEP_REPORT, "step_report", "") \
   /* The engine's operations as reported, in cs_engine_opkind order: done, or failed. */ \
   X(REPORT_OPEN_OK, "report_open_ok", "") \
-  X(REPORT_OPEN_FAILED, "report_open_failed", "the world's start steps cannot fail") \
+  X(REPORT_OPEN_FAILED, "report_open_failed", "") \
   X(REPORT_FLUSH_OK, "report_flush_ok", "") \
   X(REPORT_FLUSH_FAILED, "report_flush_failed", "") \
-  X(REPORT_CLOSE_OK, "report_close_ok", "not drawn yet: the swarm replaces engines but never closes one") \
-  X(REPORT_CLOSE_FAILED, "report_close_failed", "not drawn yet: the swarm replaces engines but never closes one") \
+  X(REPORT_CLOSE_OK, "report_close_ok", "") \
+  X(REPORT_CLOSE_FAILED, "report_close_failed", "") \
   X(REPORT_REPLACE_OK, "report_replace_ok", "") \
   X(REPORT_REPLACE_FAILED, "report_replace_failed", "") \
   /* The sink's seals by reason (cs_seal_reason order), and its reports. */ \

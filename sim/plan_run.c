@@ -257,6 +257,7 @@ bool sim_plan_counter(const sim_world *w, const char *n, uint64_t *out) {
       {"orphan_index_writes", c->orphan_index_writes},
       {"crashes", c->crashes},                   {"replace_done", c->replace_done},
       {"close_done", c->close_done},             {"engine_failures", c->engine_failures},
+      {"open_failed", c->open_failed},
       {"visible_records", sim_visible_records(w)}, {"lost_records", lost_records(w)},
       {"invisible_admitted", c->admitted_records - sim_visible_records(w)},
       {"puts_max_per_pack", max_puts(w)},        {"packs", w->pack_count},

@@ -389,6 +389,7 @@ static void sealed_refused(sim_world *w, sim_proc *p, uint32_t file) {
     sim_bail(w, SIM_EXIT_SAFETY, "p%u's service refused a SEALED as full with %u of %u table slots in use", p->index,
              snap.pending_spool, p->svc_cfg.spool_packs_max);
   p->files[file].backlog = true;
+  p->files[file].was_backlog = true;
   if (w->opts->trace)
     fprintf(w->opts->out, "%12.6f p%u  SEALED refused (table full): pack %u waits in the backlog\n",
             (double)w->now_ns / 1e9, p->index, p->files[file].pack);
@@ -548,6 +549,7 @@ static void seal_step(sim_world *w, sim_proc *p, uint32_t file, uint64_t stage) 
   }
   if (stage == 2) {
     f->state = FILE_READY;
+    f->ready_local_ns = sim_local_now(w, p);
     sim_schedule(w, w->now_ns + disk_delay(w, 100000, 2000000), EV_SEAL_STEP, p->index, file, 3);
     return;
   }
@@ -588,7 +590,8 @@ void sim_seal_direct(sim_world *w, sim_proc *p, const cs_plan_step *step) {
     w->counters.admitted_records += step->records;
     sp->poison_large = step->index_bytes > w->base_svc.index_batch_bytes_max;
     uint32_t file = file_alloc(w, p);
-    p->files[file] = (sim_file){.state = FILE_READY, .synced = true, .linked = true, .pack = pack};
+    p->files[file] = (sim_file){.state = FILE_READY, .synced = true, .linked = true, .pack = pack,
+                              .ready_local_ns = sim_local_now(w, p)};
     sp->durable = true;
     w->counters.durable_records += step->records;
     if (!p->alive || p->svc == NULL) continue;
@@ -696,7 +699,8 @@ static void rearrive(sim_world *w, sim_proc *p, uint32_t pack, uint64_t gen) {
   sim_pack *sp = &w->packs[pack];
   if (!sp->removed || sp->proc != p->index || file_of_pack(p, pack) != SIM_NONE) return;
   uint32_t file = file_alloc(w, p);
-  p->files[file] = (sim_file){.state = FILE_READY, .synced = true, .linked = true, .pack = pack};
+  p->files[file] = (sim_file){.state = FILE_READY, .synced = true, .linked = true, .pack = pack,
+                              .ready_local_ns = sim_local_now(w, p)};
   sp->removed = false;
   sp->verified_gen[p->index] = 0; /* reported anew: the upload is verified again before it is indexed */
   if (p->sink_open) cs_sink_on_recovered(&p->sink, sp->ref.size_bytes);
@@ -984,7 +988,21 @@ static bool exec_step_now(sim_world *w, sim_proc *p, const cs_engine_action *act
   switch (act->step) {
   case CS_STEP_START_SERVICE: service_start(w, p); return true;
   case CS_STEP_SWEEP_OPEN: sweep_open(w, p); return true;
-  case CS_STEP_OPEN_SINK: sink_open(w, p); return true;
+  case CS_STEP_OPEN_SINK:
+    /*
+     * A full disk can refuse the new sink (its lock file, a directory fsync):
+     * the open fails, the engine stops the service it started and releases
+     * the lease, and reports the failure IDLE; the process opens again later.
+     */
+    if (!w->liveness && w->profile.on[F_DISK_FULL] &&
+        chance(&w->prng_storage, w->profile.rate_permille[F_DISK_FULL] / 4)) {
+      sim_cov_fault(w, F_DISK_FULL);
+      p->open_step_failed = true;
+      engine_step_done(w, p, CS_STEP_OPEN_SINK, CS_E_IO);
+      return false;
+    }
+    sink_open(w, p);
+    return true;
   case CS_STEP_STOP_CAPTURE: p->capturing = false; return true;
   case CS_STEP_FLUSH_SINK: {
     /* A sink that cannot take the flush (closed, or a flush of its own under way) answers with its error. */
@@ -1056,6 +1074,13 @@ static void exec_engine_action(sim_world *w, sim_proc *p, const cs_engine_action
     if (act->opkind == CS_ENGINE_OP_REPLACE) w->counters.replace_done++;
     if (act->err != CS_E_OK) w->counters.engine_failures++;
     p->engine_op = CS_ENGINE_OP_NONE;
+    /* A failed open leaves the engine IDLE: the process opens it again after a second. */
+    if (p->engine.state == CS_ENGINE_IDLE && (act->opkind == CS_ENGINE_OP_OPEN || act->opkind == CS_ENGINE_OP_REPLACE)) {
+      w->counters.open_failed++;
+      p->reopen_wanted = true;
+      sim_schedule(w, w->now_ns + (w->liveness ? CS_MS_NS : CS_SEC_NS), EV_REOPEN, p->index, 0, 0);
+    }
+    p->open_step_failed = false;
     return;
   }
   p->step = act->step;
@@ -1340,7 +1365,8 @@ static void proc_restart(sim_world *w, sim_proc *p) {
  * and for the seals of any sink an earlier failed replace left sealing.
  */
 static void proc_reopen(sim_world *w, sim_proc *p) {
-  if (!p->alive || !p->reopen_wanted || p->engine.state != CS_ENGINE_CLOSED) return;
+  bool idle = p->engine.state == CS_ENGINE_IDLE && p->engine_op == CS_ENGINE_OP_NONE; /* a failed open */
+  if (!p->alive || !p->reopen_wanted || (p->engine.state != CS_ENGINE_CLOSED && !idle)) return;
   if ((p->sink_open && !p->sink_closed) || any_seal_in_flight(p)) {
     sim_schedule(w, w->now_ns + CS_SEC_NS, EV_REOPEN, p->index, 0, 0);
     return;

@@ -163,11 +163,13 @@ typedef struct sim_file {
   bool linked;     /* the ready name is durable (directory fsynced) */
   bool removing;   /* a removal or quarantine is under way (the spool lane runs it before a new listing) */
   bool backlog;    /* ready, but the service's table was full when it was reported: reported again later */
+  bool was_backlog; /* once in the backlog: a flush counts the backlog whole, from its first pack's sequence */
   uint32_t pack;   /* truth index */
   /* The snapshot ledger (checker): the service that was told of it, when, and whether a reconcile was under way. */
   uint32_t told_gen;     /* svc_gen of the service whose SEALED took it (0: none) */
   bool told_late;        /* told after that service listed the store: reconcile may hold it in an adopted slot */
   uint64_t told_local_ns;
+  uint64_t ready_local_ns; /* when it became ready (its seal durable, or handed in): flush's missing count */
 } sim_file;
 
 /* A pack the sink has opened or is sealing, by sink sequence number. */
@@ -205,6 +207,7 @@ typedef struct sim_proc {
   uint64_t last_pause_end_local_ns;
   uint64_t pause_on_write_ns; /* armed: pause this long right after the next fenced write is sent */
   bool reopen_wanted;         /* a new engine opens on this spool once the close is done */
+  bool open_step_failed;      /* the world failed an open step of the engine's operation in flight */
   uint64_t reopen_delay_ns;   /* after the close's REPORT */
   int64_t skew_ns;
   int32_t drift_ppm;
@@ -377,6 +380,7 @@ typedef struct sim_counters {
   uint64_t replace_done;
   uint64_t close_done;
   uint64_t engine_failures;
+  uint64_t open_failed; /* opens (or replaces) that left the engine IDLE */
   uint64_t store_damaged;   /* objects the store changed or lost (store_other_bytes, store_changes) */
   uint64_t slow_seal_steps; /* seal or spool steps a slow disk stretched to seconds */
   uint64_t reopen_done;     /* engines opened again on their spool after a close */

@@ -504,6 +504,38 @@ static void test_sealed_while_adopted_pack_is_indexed(void **state) {
   drv_free(d);
 }
 
+/*
+ * A flush waits for what was sealed before it was called, not after
+ * (DESIGN.md 6.6): called at the start, with an adopted pack owed and no
+ * pack of ours sealed yet, it is drained when the adopted pack is in the
+ * catalog, whatever we seal meanwhile. Seal sequences start at 1, so a
+ * flush before the first seal has the boundary 0 (it was all packs: the
+ * boundary is next_seal_seq - 1).
+ */
+static void test_flush_before_first_seal_ignores_later_seals(void **state) {
+  (void)state;
+  drv *d = one_head(CS_OUT_OK, NULL);
+  cs_action index = drv_expect(d, CS_OP_CAT_INDEX);
+  assert_int_equal(drv_flush(d, 5, d->now + 100 * SEC), CS_E_OK);
+  assert_int_equal(drv_seal(d, drv_pack(d, 2), false), CS_E_OK); /* ours, after the call */
+  drv_answer(d, &index, CS_OUT_OK);
+  cs_action publish = drv_expect(d, CS_OP_CAT_PUBLISH);
+  drv_answer(d, &publish, CS_OUT_OK);
+  cs_action committed = drv_expect(d, CS_OP_CAT_COMMITTED);
+  answer_held(d, &committed, true);
+  cs_action a;
+  bool answered = false;
+  for (uint32_t k = 0; k < 4 && !answered && drv_poll(d, &a); k++) {
+    if (a.op != CS_OP_FLUSH_DONE) continue; /* our pack's upload starts: left unanswered */
+    assert_int_equal(a.flush.flush_id, 5);
+    if (!a.flush.drained)
+      fail_msg("the flush is not drained: %u missing, %u owed", a.flush.missing_packs, a.flush.owed_packs);
+    answered = true;
+  }
+  if (!answered) fail_msg("no answer to the flush once the adopted pack was in the catalog");
+  drv_free(d);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_non_uuid_keys_skipped),
@@ -524,6 +556,7 @@ int main(void) {
       cmocka_unit_test(test_set_aside_not_adopted_again),
       cmocka_unit_test(test_set_aside_adopted_pack_named_by_flush),
       cmocka_unit_test(test_sealed_while_adopted_pack_is_indexed),
+      cmocka_unit_test(test_flush_before_first_seal_ignores_later_seals),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -33,6 +33,12 @@ bound (not a finding, listed apart); 2 usage (a tool error). A mutant that does
 not compile (the project's -Werror flags) is stillborn and not counted; one
 that runs past --timeout is killed ("timeout") and listed apart.
 
+A mutant that survives the simulator then meets the cores' unit tests
+(CORE_UNIT_TESTS; --no-unit skips them): one that fails them is listed as
+"unit_killed". The score is the simulator's (killed over killed, survived and
+unit_killed: the proof this tool measures); the report gives the score with
+the unit tests beside it.
+
 Python 3 standard library only.
 """
 
@@ -56,6 +62,10 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CORE_DIR = "src/core"
 EQUIVALENT_FILE = "tools/mutate_equivalent.txt"
+# The unit tests of the cores (tests/test_*.c, built with the mutated core): run for a simulator survivor.
+CORE_UNIT_TESTS = ("test_service", "test_service_lease", "test_service_reconcile", "test_service_reconcile_keys",
+                   "test_engine", "test_sink", "test_types", "test_read_plan", "test_array", "test_array_chunk",
+                   "test_array_meta", "test_array_read", "test_array_winners", "test_plan")
 
 # ---------------------------------------------------------------------------
 # Tokens
@@ -691,17 +701,52 @@ def changed_since(root, rev):
 
 
 def load_equivalents(root):
-    eq = {}
+    """[(id, source line, reason)]: the reviewed equivalent mutants (tools/mutate_equivalent.txt)."""
+    eq = []
     path = os.path.join(root, EQUIVALENT_FILE)
     if os.path.exists(path):
         with open(path) as f:
-            for raw in f:
-                line = raw.strip()
-                if not line or line.startswith("#"):
+            for n, raw in enumerate(f, 1):
+                line = raw.rstrip("\n")
+                if not line.strip() or line.startswith("#"):
                     continue
-                parts = line.split(None, 1)
-                eq[parts[0]] = parts[1] if len(parts) > 1 else ""
+                parts = line.split("\t", 2)
+                if len(parts) != 3:
+                    raise SystemExit("mutate: %s:%d: expected ID<TAB>SOURCE LINE<TAB>REASON" % (EQUIVALENT_FILE, n))
+                eq.append((parts[0], parts[1].rstrip(), parts[2]))
     return eq
+
+
+def source_line(texts, m):
+    return texts[m.path].split("\n")[m.line - 1].rstrip()
+
+
+def match_equivalents(entries, mutants, texts, notes):
+    """{mutant id: reason}. An entry names its mutant by id and by the source line it mutates: when
+    the code above moves, the entry follows its line (same file, column, operator and index, the
+    line's text unique among those); when the line's text changed, the entry no longer applies."""
+    by_id = {m.id: m for m in mutants}
+    by_anchor = {}
+    for m in mutants:
+        key = (os.path.basename(m.path), m.col, m.op, m.index, source_line(texts, m))
+        by_anchor.setdefault(key, []).append(m)
+    out, stale = {}, []
+    for eid, text, reason in entries:
+        m = by_id.get(eid)
+        if m is not None and source_line(texts, m) == text:
+            out[m.id] = reason
+            continue
+        f, _line, col, op, index = eid.split(":")
+        found = by_anchor.get((f, int(col), op, int(index), text), [])
+        if len(found) == 1:
+            out[found[0].id] = reason
+            continue
+        if m is not None or f in {os.path.basename(x.path) for x in mutants}:
+            stale.append(eid)
+    if stale:
+        notes.append("equivalent entries whose line changed or is ambiguous (run as ordinary mutants): %s"
+                     % ", ".join(stale))
+    return out
 
 
 def select(args, root):
@@ -725,6 +770,7 @@ def select(args, root):
         with open(os.path.join(root, f)) as fh:
             texts[f] = fh.read()
         mutants.extend(generate(f, texts[f]))
+    eq_all = match_equivalents(load_equivalents(root), mutants, texts, notes)
     if touched is not None:
         on_lines = [m for m in mutants if m.line in touched[m.path]]
         enough = args.sample if args.sample else 20
@@ -740,7 +786,6 @@ def select(args, root):
         if unknown:
             raise SystemExit("mutate: unknown mutant id(s): %s" % ", ".join(unknown))
         mutants = [by_id[x] for x in want]
-    eq_all = load_equivalents(root)
     equivalent = [m for m in mutants if m.id in eq_all]
     mutants = [m for m in mutants if m.id not in eq_all]
     if args.sample and args.sample < len(mutants):
@@ -836,6 +881,23 @@ class Worker:
             rc, out, _ = self.sim("--plan", p)
             if rc != 0:
                 return "the unmutated cores fail %s (exit %s):\n%s" % (p, rc, out[-2000:])
+        if not self.args.no_unit:
+            failed = self.unit_tests()
+            if failed is not None:
+                return "the unmutated cores fail the unit test %s:\n%s" % failed
+        return None
+
+    def unit_tests(self):
+        """None when every core unit test passes; else (name, the end of its output)."""
+        names = [t for t in CORE_UNIT_TESTS if os.path.exists(os.path.join(self.src, "tests", t + ".c"))]
+        rc, out, _ = run_cmd(["ninja", "-C", self.build] + names, self.dir, 1200)
+        if rc != 0:
+            return ("(build)", out[-1000:])
+        for t in names:
+            rc, out, _ = run_cmd([os.path.join(self.build, "tests", t)], os.path.join(self.build, "tests"),
+                                 self.args.timeout)
+            if rc != 0:
+                return (t, out[-1000:])
         return None
 
     def run(self, m):
@@ -868,6 +930,15 @@ class Worker:
             if self.verdict(r, rc, out, "plan " + os.path.basename(p)):
                 return r
         r["status"] = "model_bound" if r.get("model_bound") else "survived"
+        if r["status"] == "survived" and not self.args.no_unit:
+            t0 = time.monotonic()
+            failed = self.unit_tests()
+            r["unit_s"] = round(time.monotonic() - t0, 2)
+            if failed is not None and failed[0] != "(build)":
+                lines = [x for x in failed[1].splitlines() if x.strip()]
+                r.update(status="unit_killed", by=failed[0], detail=" / ".join(lines[-3:])[-300:])
+            elif failed is not None:
+                r["unit_detail"] = "the unit tests did not build: " + failed[1][-300:]
         return r
 
     def verdict(self, r, rc, out, where):
@@ -998,7 +1069,7 @@ def score_of(killed, survived):
     return round(100.0 * killed / (killed + survived), 1) if killed + survived else None
 
 
-COUNTS = ("mutants", "stillborn", "killed", "timeout", "survived", "model_bound", "equivalent")
+COUNTS = ("mutants", "stillborn", "killed", "timeout", "survived", "unit_killed", "model_bound", "equivalent")
 
 
 def summarize(results, equivalent, files):
@@ -1013,7 +1084,9 @@ def summarize(results, equivalent, files):
         per[m.path]["equivalent"] += 1
     total = {k: sum(p[k] for p in per.values()) for k in COUNTS}
     for p in list(per.values()) + [total]:
-        p["score"] = score_of(p.get("killed", 0), p.get("survived", 0))
+        # The simulator's score: a mutant only the unit tests catch survived the simulator.
+        p["score"] = score_of(p.get("killed", 0), p.get("survived", 0) + p.get("unit_killed", 0))
+        p["score_with_unit"] = score_of(p.get("killed", 0) + p.get("unit_killed", 0), p.get("survived", 0))
     return per, total
 
 
@@ -1021,7 +1094,7 @@ def write_reports(args, root, results, equivalent, notes, texts, wall_s, by_id):
     files = sorted({r["file"] for r in results} | {m.path for m, _ in equivalent})
     per, total = summarize(results, equivalent, files)
     for r in results:
-        if r["status"] in ("survived", "model_bound"):
+        if r["status"] in ("survived", "unit_killed", "model_bound"):
             r["diff"] = mutant_diff(by_id[r["id"]], texts[r["file"]])
     timing = {}
     for key in ("compile_s", "seeds_s", "plans_s"):
@@ -1068,14 +1141,17 @@ def markdown(rep):
                 rep["wall_s"] / 60))
     for n in rep["notes"]:
         L.append("- %s" % n)
-    L.append("\nScore = killed / (killed + survived); stillborn, equivalent and table-bound mutants are not "
-             "counted; timeouts count as killed.\n")
-    L.append("| file | mutants | stillborn | killed | (timeout) | survived | table bound | equivalent | score |")
-    L.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    L.append("\nScore = killed / (killed + survived + unit_killed): the simulator's; with the unit tests = "
+             "(killed + unit_killed) / the same. Stillborn, equivalent and table-bound mutants are not counted; "
+             "timeouts count as killed.\n")
+    L.append("| file | mutants | stillborn | killed | (timeout) | survived | unit_killed | table bound | equivalent "
+             "| score | with unit tests |")
+    L.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    pct = lambda v: "-" if v is None else "%.1f%%" % v
     for name, p in list(rep["files"].items()) + [("**total**", t)]:
-        L.append("| %s | %d | %d | %d | %d | %d | %d | %d | %s |" % (
+        L.append("| %s | %d | %d | %d | %d | %d | %d | %d | %d | %s | %s |" % (
             os.path.basename(name), p["mutants"], p["stillborn"], p["killed"], p["timeout"], p["survived"],
-            p["model_bound"], p["equivalent"], "-" if p["score"] is None else "%.1f%%" % p["score"]))
+            p["unit_killed"], p["model_bound"], p["equivalent"], pct(p["score"]), pct(p["score_with_unit"])))
     tm = rep["timing"]
     L.append("\nTime per mutant (means): compile %s s, seeds %s s, plans %s s (where run); a survivor %s s, "
              "a killed mutant %s s.\n" % (tm["compile_s"]["mean"], tm["seeds_s"]["mean"], tm["plans_s"]["mean"],
@@ -1084,6 +1160,10 @@ def markdown(rep):
     L.append("## Survivors (%d)\n" % len(surv))
     for r in surv:
         L.append("### %s\n\n%s\n\n```diff\n%s```\n" % (r["id"], r["desc"], r["diff"]))
+    unit = [r for r in rep["mutants"] if r["status"] == "unit_killed"]
+    L.append("## Survived the simulator, killed by a unit test (%d)\n" % len(unit))
+    for r in unit:
+        L.append("### %s (%s)\n\n%s\n\n```diff\n%s```\n" % (r["id"], r["by"], r["desc"], r["diff"]))
     for title, sel in (("Table bound (not findings)", lambda r: r["status"] == "model_bound"),
                        ("Timeouts (killed)", lambda r: r.get("kind") == "timeout"),
                        ("Stillborn", lambda r: r["status"] == "stillborn")):
@@ -1123,6 +1203,7 @@ def main(argv=None):
     ap.add_argument("--fail-under", type=float, default=None, metavar="SCORE",
                     help="exit 1 when the score (percent) is below SCORE")
     ap.add_argument("--no-baseline", action="store_true", help="skip the unmutated run that guards the verdicts")
+    ap.add_argument("--no-unit", action="store_true", help="do not run the cores' unit tests on a simulator survivor")
     ap.add_argument("--root", default=ROOT, help=argparse.SUPPRESS)
     ap.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     args = ap.parse_args(argv)
@@ -1151,13 +1232,17 @@ def main(argv=None):
     by_id = {m.id: m for m in mutants}
     rep = write_reports(args, root, results, equivalent, notes, texts, time.monotonic() - t0, by_id)
     t = rep["total"]
-    print("mutation score %s: %d killed (%d timeouts), %d survived, %d stillborn, %d table bound, %d equivalent; "
-          "%.0f s; report in %s" % ("-" if t.get("score") is None else "%.1f%%" % t["score"], t.get("killed", 0),
-                                    t.get("timeout", 0), t.get("survived", 0), t.get("stillborn", 0),
-                                    t.get("model_bound", 0), t.get("equivalent", 0), rep["wall_s"], args.out))
+    pct = lambda v: "-" if v is None else "%.1f%%" % v
+    print("mutation score %s (%s with the unit tests): %d killed (%d timeouts), %d survived, %d killed by unit "
+          "tests only, %d stillborn, %d table bound, %d equivalent; %.0f s; report in %s"
+          % (pct(t.get("score")), pct(t.get("score_with_unit")), t.get("killed", 0), t.get("timeout", 0),
+             t.get("survived", 0), t.get("unit_killed", 0), t.get("stillborn", 0), t.get("model_bound", 0),
+             t.get("equivalent", 0), rep["wall_s"], args.out))
     for r in results:
         if r["status"] == "survived":
             print("survived: %s %s" % (r["id"], r["desc"]))
+        if r["status"] == "unit_killed":
+            print("survived the simulator, killed by %s: %s %s" % (r["by"], r["id"], r["desc"]))
     if args.fail_under is not None and t.get("score") is not None and t["score"] < args.fail_under:
         print("mutate: score %.1f%% is under %.1f%%" % (t["score"], args.fail_under), file=sys.stderr)
         return 1
