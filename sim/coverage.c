@@ -24,7 +24,7 @@ static const char *const mark_why[SIM_COV_COUNT_] = {SIM_COV_MARKS(SIM_COV_WHY_)
 #undef SIM_COV_WHY_
 
 /* Marks indexed by a core's enum stay in its order and count (the names are checked at run start). */
-_Static_assert(SIM_COV_FAULT_CONFIG_CORNERS - SIM_COV_FAULT_STORE_OUTAGE + 1 == F_COUNT_, "one fault mark per sim_fault");
+_Static_assert(SIM_COV_FAULT_CATALOG_THROTTLE - SIM_COV_FAULT_STORE_OUTAGE + 1 == F_COUNT_, "one fault mark per sim_fault");
 _Static_assert(SIM_COV_OUT_STORE_INVALID - SIM_COV_OUT_STORE_OK + 1 == CS_OUT_COUNT_, "one store mark per outcome");
 _Static_assert(SIM_COV_OUT_CATALOG_INVALID - SIM_COV_OUT_CATALOG_OK + 1 == CS_OUT_COUNT_, "one catalog mark per outcome");
 _Static_assert(SIM_COV_OP_STOPPED - SIM_COV_OP_STORE_PUT + 2 == CS_OP_COUNT_, "one mark per cs_op");
@@ -120,8 +120,8 @@ static sim_fault send_fault(bool catalog, cs_plan_mode mode) {
   case CS_PLAN_MODE_STALL: return catalog ? F_CATALOG_STALL : F_STORE_STALL;
   case CS_PLAN_MODE_UNKNOWN: return catalog ? F_CATALOG_UNKNOWN : F_STORE_UNKNOWN;
   case CS_PLAN_MODE_SLOW: return catalog ? F_COUNT_ : F_STORE_SLOW;
-  case CS_PLAN_MODE_5XX: return catalog ? F_COUNT_ : F_STORE_5XX;
-  case CS_PLAN_MODE_THROTTLE: return catalog ? F_COUNT_ : F_STORE_THROTTLE;
+  case CS_PLAN_MODE_5XX: return catalog ? F_CATALOG_5XX : F_STORE_5XX;
+  case CS_PLAN_MODE_THROTTLE: return catalog ? F_CATALOG_THROTTLE : F_STORE_THROTTLE;
   default: return F_COUNT_; /* none, and too-large, which the catalog's statement limit answers */
   }
 }

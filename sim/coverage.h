@@ -48,6 +48,8 @@
   X(FAULT_CLOSE, "fault_close", "") \
   X(FAULT_CLOSE_STALLED, "fault_close_stalled", "") \
   X(FAULT_CONFIG_CORNERS, "fault_config_corners", "") \
+  X(FAULT_CATALOG_5XX, "fault_catalog_5xx", "") \
+  X(FAULT_CATALOG_THROTTLE, "fault_catalog_throttle", "") \
   X(FAULT_LIST_PATH_ORDER, "fault_list_path_order", "") \
   X(FAULT_CLAIMS_CONCURRENT, "fault_claims_concurrent", "") \
   X(FAULT_CATALOG_CLOCK_S, "fault_catalog_clock_s", "") \
@@ -68,8 +70,8 @@
   X(OUT_CATALOG_REFUSED, "out_catalog_refused", "") \
   X(OUT_CATALOG_TIMEOUT, "out_catalog_timeout", "") \
   X(OUT_CATALOG_UNKNOWN, "out_catalog_unknown", "") \
-  X(OUT_CATALOG_SERVER_ERROR, "out_catalog_server_error", "not drawn yet: per-request catalog 5xx") \
-  X(OUT_CATALOG_THROTTLED, "out_catalog_throttled", "not drawn yet: per-request catalog throttling") \
+  X(OUT_CATALOG_SERVER_ERROR, "out_catalog_server_error", "") \
+  X(OUT_CATALOG_THROTTLED, "out_catalog_throttled", "") \
   X(OUT_CATALOG_FORBIDDEN, "out_catalog_forbidden", "the catalog model has no status faults") \
   X(OUT_CATALOG_NOT_FOUND, "out_catalog_not_found", "the catalog model has no status faults") \
   X(OUT_CATALOG_PRECONDITION, "out_catalog_precondition", "the catalog model has no status faults") \
@@ -166,9 +168,9 @@
   X(ENGINE_OPENING, "engine_opening", "open's steps finish in the pump that starts them") \
   X(ENGINE_OPEN, "engine_open", "") \
   X(ENGINE_FLUSHING, "engine_flushing", "") \
-  X(ENGINE_CLOSING, "engine_closing", "not drawn yet: the swarm replaces engines but never closes one") \
+  X(ENGINE_CLOSING, "engine_closing", "") \
   X(ENGINE_REPLACING, "engine_replacing", "") \
-  X(ENGINE_CLOSED, "engine_closed", "not drawn yet: the swarm replaces engines but never closes one") \
+  X(ENGINE_CLOSED, "engine_closed", "") \
   /* ... and the sink (enum sink_state of src/core/sink.c), with its seal slots. */ \
   X(SINK_OPEN, "sink_open", "") \
   X(SINK_CLOSING, "sink_closing", "") \

@@ -58,6 +58,8 @@ typedef enum sim_fault {
   F_CLOSE,             /* a capture process closes its engine and reopens one on the same spool */
   F_CLOSE_STALLED,     /* the same, with the store or the catalog stalled at close time */
   F_CONFIG_CORNERS,    /* one to three config bounds at their minimum or maximum */
+  F_CATALOG_5XX,       /* a catalog request answered 5xx, not applied */
+  F_CATALOG_THROTTLE,  /* a catalog request answered throttled (429/503), not applied */
   F_COUNT_
 } sim_fault;
 
@@ -65,10 +67,10 @@ typedef enum sim_fault {
  * The store's and the catalog's behaviours drawn beside the profile (their own
  * stream), as named in the profile line and to --without.
  */
-#define SIM_WITHOUT_LIST_PATH_ORDER (1u << 31)
-#define SIM_WITHOUT_CLAIMS_CONCURRENT (1u << 30)
-#define SIM_WITHOUT_CATALOG_CLOCK_S (1u << 29)
-#define SIM_WITHOUT_LONG_KEYS (1u << 28)
+#define SIM_WITHOUT_LIST_PATH_ORDER (UINT64_C(1) << 36)
+#define SIM_WITHOUT_CLAIMS_CONCURRENT (UINT64_C(1) << 37)
+#define SIM_WITHOUT_CATALOG_CLOCK_S (UINT64_C(1) << 38)
+#define SIM_WITHOUT_LONG_KEYS (UINT64_C(1) << 39)
 /* Packs handed into the spool by other capture processes (capstore serve): bits past the 32 above. */
 #define SIM_WITHOUT_ARRIVALS (UINT64_C(1) << 32)
 /* Reader processes that search and read back while the others run (sim/reader.c). */
@@ -77,7 +79,7 @@ typedef enum sim_fault {
 #define SIM_WITHOUT_ARRAYS (UINT64_C(1) << 34)
 /* A catalog of ClickHouse replicas (sim/replicas.c). */
 #define SIM_WITHOUT_REPLICAS (UINT64_C(1) << 35)
-_Static_assert(F_COUNT_ <= 28, "fault kinds and the SIM_WITHOUT_ bits share without_mask");
+_Static_assert(F_COUNT_ <= 32, "fault kinds and the SIM_WITHOUT_ bits share without_mask");
 
 typedef struct sim_profile {
   bool on[F_COUNT_];
@@ -88,9 +90,9 @@ const char *sim_fault_name(sim_fault fault);
 /* The fault kind named name, or F_COUNT_ when there is none. */
 sim_fault sim_fault_by_name(const char *name);
 /* Draws a swarm profile: each fault on or off with its own rate. */
-void sim_profile_draw(sim_profile *profile, cs_prng *prng);
+void sim_profile_draw(sim_profile *profile, cs_prng *prng, uint64_t late_seed);
 /* Named profiles: "swarm" (drawn), "none", "all". CS_E_NOT_FOUND otherwise. */
-int sim_profile_named(sim_profile *profile, const char *name, cs_prng *prng);
+int sim_profile_named(sim_profile *profile, const char *name, cs_prng *prng, uint64_t late_seed);
 void sim_profile_print(const sim_profile *profile, FILE *out);
 
 /* ---- run options and results ------------------------------------------ */

@@ -144,10 +144,9 @@ static cs_plan_mode random_mode(sim_world *w, bool catalog, cs_prng *prng) {
   const sim_profile *pr = &w->profile;
   sim_fault unknown = catalog ? F_CATALOG_UNKNOWN : F_STORE_UNKNOWN;
   if (pr->on[unknown] && chance(prng, pr->rate_permille[unknown] / 4)) return CS_PLAN_MODE_UNKNOWN;
-  if (!catalog && pr->on[F_STORE_5XX] && chance(prng, pr->rate_permille[F_STORE_5XX] / 4))
-    return CS_PLAN_MODE_5XX;
-  if (!catalog && pr->on[F_STORE_THROTTLE] && chance(prng, pr->rate_permille[F_STORE_THROTTLE] / 4))
-    return CS_PLAN_MODE_THROTTLE;
+  sim_fault e5xx = catalog ? F_CATALOG_5XX : F_STORE_5XX, throttle = catalog ? F_CATALOG_THROTTLE : F_STORE_THROTTLE;
+  if (pr->on[e5xx] && chance(prng, pr->rate_permille[e5xx] / 4)) return CS_PLAN_MODE_5XX;
+  if (pr->on[throttle] && chance(prng, pr->rate_permille[throttle] / 4)) return CS_PLAN_MODE_THROTTLE;
   return CS_PLAN_MODE_NONE;
 }
 
@@ -984,6 +983,19 @@ static void sink_open(sim_world *w, sim_proc *p) {
   if (p->capturing) sim_schedule(w, w->now_ns + w->capture_interval_ns, EV_CAPTURE, p->index, 0, 0);
 }
 
+/*
+ * Whether a full disk refuses this service generation's new sink: a hash of
+ * the seed, the process and its service generation, not a PRNG stream, so
+ * that no other draw of a disk_full seed moved when this fault came in.
+ */
+static bool open_refused(const sim_world *w, const sim_proc *p) {
+  uint64_t x = w->opts->seed ^ UINT64_C(0x6f70656e5f73696e) ^ ((uint64_t)p->index << 56) ^ p->svc_gen;
+  x = (x ^ (x >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+  x = (x ^ (x >> 27)) * UINT64_C(0x94d049bb133111eb);
+  x ^= x >> 31;
+  return x % 1000 < w->profile.rate_permille[F_DISK_FULL] / 4;
+}
+
 static bool exec_step_now(sim_world *w, sim_proc *p, const cs_engine_action *act) {
   switch (act->step) {
   case CS_STEP_START_SERVICE: service_start(w, p); return true;
@@ -994,8 +1006,7 @@ static bool exec_step_now(sim_world *w, sim_proc *p, const cs_engine_action *act
      * the open fails, the engine stops the service it started and releases
      * the lease, and reports the failure IDLE; the process opens again later.
      */
-    if (!w->liveness && w->profile.on[F_DISK_FULL] &&
-        chance(&w->prng_storage, w->profile.rate_permille[F_DISK_FULL] / 4)) {
+    if (!w->liveness && w->profile.on[F_DISK_FULL] && open_refused(w, p)) {
       sim_cov_fault(w, F_DISK_FULL);
       p->open_step_failed = true;
       engine_step_done(w, p, CS_STEP_OPEN_SINK, CS_E_IO);
@@ -1931,7 +1942,8 @@ static void world_setup(sim_world *w) {
   cs_prng_split(&root, &w->prng_cores);
   cs_prng_split(&root, &w->prng_quirks);
   const char *name = w->opts->plan != NULL && w->opts->profile_name == NULL ? "none" : w->opts->profile_name;
-  if (sim_profile_named(&w->profile, name == NULL ? "swarm" : name, &w->prng_faults) != CS_E_OK)
+  if (sim_profile_named(&w->profile, name == NULL ? "swarm" : name, &w->prng_faults,
+                        w->opts->seed ^ UINT64_C(0x6c6174655f666c74)) != CS_E_OK)
     sim_bail(w, SIM_EXIT_USAGE, "unknown profile '%s'", name);
   for (uint32_t i = 0; i < F_COUNT_; i++)
     if (w->opts->without_mask & (UINT64_C(1) << i)) w->profile.on[i] = false, w->profile.rate_permille[i] = 0;
