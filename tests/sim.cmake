@@ -73,3 +73,9 @@ if(CAPSTORE_MUTATE_SAMPLE GREATER 0 AND CAPSTORE_PYTHON3 AND EXISTS ${CMAKE_SOUR
                    ${CAPSTORE_MUTATE_FAIL_UNDER} ${CMAKE_BINARY_DIR}/mutation-sample)
   set_tests_properties(sim.mutate_sample PROPERTIES LABELS sim TIMEOUT 3600 PROCESSORS 2)
 endif()
+
+# The mutation tool's own bookkeeping: equivalents that follow their line, verdicts.
+if(CAPSTORE_PYTHON3)
+  add_test(NAME sim.mutate_tool COMMAND ${CAPSTORE_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/mutate_tool_test.py)
+  set_tests_properties(sim.mutate_tool PROPERTIES LABELS sim TIMEOUT 60)
+endif()

@@ -1,0 +1,96 @@
+"""Unit tests of tools/mutate.py's bookkeeping (issue 13): equivalents that
+follow their source line, and the verdict of a simulator that refuses its
+input. Python 3 standard library only: python3 tests/mutate_tool_test.py
+"""
+import os
+import sys
+import types
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+import mutate  # noqa: E402
+
+SOURCE = """static int f(int a, int b) {
+  if (a < b) return 1;
+  return 0;
+}
+
+static int g(int a, int b) {
+  if (a < b) return 1;
+  return 2;
+}
+"""
+
+
+def mutants_of(text):
+    return [m for m in mutate.generate("src/core/x.c", text)]
+
+
+class EquivalentsTest(unittest.TestCase):
+    def setUp(self):
+        self.notes = []
+
+    def match(self, text, entries):
+        mutants = mutants_of(text)
+        return mutate.match_equivalents(entries, mutants, {"src/core/x.c": text}, self.notes), mutants
+
+    def ror_at(self, mutants, line):
+        return [m for m in mutants if m.line == line and m.op == "ror" and m.index == 0][0]
+
+    def test_exact_id_and_line(self):
+        _, mutants = self.match(SOURCE, [])
+        m = self.ror_at(mutants, 3 - 1)  # `if (a < b)` of f, line 2
+        eq, _ = self.match(SOURCE, [(m.id, "  if (a < b) return 1;", "why")])
+        # The line's text is in the file twice (f and g): the exact id decides.
+        self.assertEqual(eq, {m.id: "why"})
+        self.assertEqual(self.notes, [])
+
+    def test_entry_follows_a_moved_line(self):
+        _, mutants = self.match(SOURCE, [])
+        m = [x for x in mutants if x.line == 3 and x.op == "ret"][0]  # `return 0;` of f
+        moved = "/* a comment above */\n" + SOURCE
+        eq, moved_mutants = self.match(moved, [(m.id, "  return 0;", "why")])
+        target = [x for x in moved_mutants if x.line == 4 and x.op == "ret" and x.index == m.index][0]
+        self.assertEqual(eq, {target.id: "why"})
+
+    def test_changed_line_stops_applying(self):
+        _, mutants = self.match(SOURCE, [])
+        m = [x for x in mutants if x.line == 3 and x.op == "ret"][0]
+        changed = SOURCE.replace("  return 0;", "  return -1;")
+        eq, _ = self.match(changed, [(m.id, "  return 0;", "why")])
+        self.assertEqual(eq, {})
+        self.assertEqual(len(self.notes), 1)
+        self.assertIn(m.id, self.notes[0])
+
+    def test_ambiguous_moved_line_stops_applying(self):
+        _, mutants = self.match(SOURCE, [])
+        m = self.ror_at(mutants, 2)
+        moved = "\n\n" + SOURCE  # both `if (a < b)` lines move: the entry cannot tell which
+        eq, _ = self.match(moved, [(m.id, "  if (a < b) return 1;", "why")])
+        self.assertEqual(eq, {})
+        self.assertIn(m.id, self.notes[0])
+
+
+class VerdictTest(unittest.TestCase):
+    def worker(self, no_baseline):
+        w = mutate.Worker.__new__(mutate.Worker)
+        w.args = types.SimpleNamespace(no_baseline=no_baseline, timeout=1, seeds=1)
+        return w
+
+    def test_refused_input_after_a_baseline_is_a_kill(self):
+        r = {}
+        self.assertTrue(self.worker(False).verdict(r, 2, "plan x: line 1: bad\n", "plan x.plan"))
+        self.assertEqual((r["status"], r["kind"]), ("killed", "refused input"))
+
+    def test_refused_input_without_a_baseline_is_a_tool_error(self):
+        with self.assertRaises(RuntimeError):
+            self.worker(True).verdict({}, 2, "usage", "seeds")
+
+    def test_a_pass_decides_nothing(self):
+        r = {}
+        self.assertFalse(self.worker(False).verdict(r, 0, "2000 passed, 0 failed\n", "seeds"))
+        self.assertEqual(r, {})
+
+
+if __name__ == "__main__":
+    unittest.main()
