@@ -49,6 +49,14 @@ if ! "$sim" --seeds 1 --first "$first" --quiet $simopts > "$dir/probe" 2>&1 && g
   exit 2
 fi
 export sim dir simopts
+# Stopped (INT or TERM), the campaign takes its chunk runners and their
+# simulators with it: a runner whose simulator was killed under it would take
+# it for a death and go on one seed at a time.
+kill_tree() {
+  for child in $(pgrep -P "$1" 2>/dev/null); do kill_tree "$child"; done
+  kill "$1" 2>/dev/null || true
+}
+trap 'trap - INT TERM; [ -n "${xpid:-}" ] && kill_tree "$xpid"; echo "campaign stopped" >&2; exit 130' INT TERM
 # xargs runs the chunks JOBS at a time (the chunk's first seed and count are
 # the two arguments); each writes its own log.
 # A simulator that dies (an assertion, a signal) ends its chunk early: the
@@ -74,7 +82,9 @@ xargs -P "$jobs" -L 1 sh -c '
     echo "$p passed, $q failed (run one seed at a time: the simulator died)" >> "$out"
   fi
   echo "chunk $1+$2: $(grep -o "[0-9]* passed, [0-9]* failed.*" "$out")"
-' chunk < "$dir/chunks"
+' chunk < "$dir/chunks" &
+xpid=$!
+wait "$xpid" || true
 end=$(date +%s)
 passed=0 failed=0 broken=0
 for f in "$dir"/chunk.*[0-9]; do
