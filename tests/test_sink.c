@@ -281,6 +281,23 @@ static void test_flush_waits_for_seal_in_flight(void **state) {
   assert_int_equal(stats_of(&sink).open_records, 1);
 }
 
+/* A pack opened after the call and sealing when the flush's last pack is sealed is not waited for either. */
+static void test_flush_ignores_later_seal_in_flight(void **state) {
+  (void)state;
+  cs_sink sink;
+  cs_sink_config cfg = small_config(CS_FULL_REFUSE);
+  sink_start(&sink, &cfg);
+  for (int i = 0; i < 4; i++) admit_ok(&sink, 0, 10);
+  expect_seal(&sink, 1, 4, 40, CS_SEAL_RECORDS);
+  assert_int_equal(cs_sink_flush(&sink, 0, 9), CS_E_OK);
+  for (int i = 0; i < 4; i++) admit_ok(&sink, 0, 10); /* pack 2, after the call: full, its seal goes out */
+  expect_seal(&sink, 2, 4, 40, CS_SEAL_RECORDS);
+  assert_int_equal(cs_sink_on_sealed(&sink, 0, 1, 40, CS_E_OK), CS_E_OK);
+  expect_done(&sink, CS_SINK_FLUSHED, 9, CS_E_OK); /* pack 2's seal still in flight */
+  assert_int_equal(cs_sink_on_sealed(&sink, 0, 2, 40, CS_E_OK), CS_E_OK);
+  expect_nothing(&sink);
+}
+
 static void test_close_seals_and_refuses(void **state) {
   (void)state;
   cs_sink sink;
@@ -815,6 +832,7 @@ int main(void) {
       cmocka_unit_test(test_flush_with_nothing_open_is_immediate),
       cmocka_unit_test(test_flush_while_flush_waits_is_state),
       cmocka_unit_test(test_flush_waits_for_seal_in_flight),
+      cmocka_unit_test(test_flush_ignores_later_seal_in_flight),
       cmocka_unit_test(test_close_seals_and_refuses),
       cmocka_unit_test(test_close_with_nothing_open_is_immediate),
       cmocka_unit_test(test_full_spool_refuse_policy),
