@@ -266,14 +266,19 @@ static void test_flush_while_flush_waits_is_state(void **state) {
   expect_done(&sink, CS_SINK_FLUSHED, 2, CS_E_OK);
 }
 
+/* A sink whose full pack 1 is sealing when flush 9 is called. */
+static void flush_behind_seal(cs_sink *sink, const cs_sink_config *cfg) {
+  sink_start(sink, cfg);
+  for (int i = 0; i < 4; i++) admit_ok(sink, 0, 10);
+  expect_seal(sink, 1, 4, 40, CS_SEAL_RECORDS);
+  assert_int_equal(cs_sink_flush(sink, 0, 9), CS_E_OK);
+}
+
 static void test_flush_waits_for_seal_in_flight(void **state) {
   (void)state;
   cs_sink sink;
   cs_sink_config cfg = small_config(CS_FULL_REFUSE);
-  sink_start(&sink, &cfg);
-  for (int i = 0; i < 4; i++) admit_ok(&sink, 0, 10);
-  expect_seal(&sink, 1, 4, 40, CS_SEAL_RECORDS);
-  assert_int_equal(cs_sink_flush(&sink, 0, 9), CS_E_OK);
+  flush_behind_seal(&sink, &cfg);
   expect_nothing(&sink); /* pack 1 is not sealed yet */
   admit_ok(&sink, 0, 10); /* pack 2 opened after the call: not waited for */
   assert_int_equal(cs_sink_on_sealed(&sink, 0, 1, 40, CS_E_OK), CS_E_OK);
@@ -286,10 +291,7 @@ static void test_flush_ignores_later_seal_in_flight(void **state) {
   (void)state;
   cs_sink sink;
   cs_sink_config cfg = small_config(CS_FULL_REFUSE);
-  sink_start(&sink, &cfg);
-  for (int i = 0; i < 4; i++) admit_ok(&sink, 0, 10);
-  expect_seal(&sink, 1, 4, 40, CS_SEAL_RECORDS);
-  assert_int_equal(cs_sink_flush(&sink, 0, 9), CS_E_OK);
+  flush_behind_seal(&sink, &cfg);
   for (int i = 0; i < 4; i++) admit_ok(&sink, 0, 10); /* pack 2, after the call: full, its seal goes out */
   expect_seal(&sink, 2, 4, 40, CS_SEAL_RECORDS);
   assert_int_equal(cs_sink_on_sealed(&sink, 0, 1, 40, CS_E_OK), CS_E_OK);
