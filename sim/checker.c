@@ -96,12 +96,14 @@ void sim_check_flush_done(sim_world *w, sim_proc *p, const cs_flush_result *res)
    * sealed before the call: never more than its files ready by then. A pack
    * sealed after the call is not what this flush waits for (6.6), except
    * that packs waiting outside a full table count from the first one's place
-   * (service.c backlog_add), so a file once in the backlog counts whenever.
+   * (service.c backlog_add): where a backlog existed at the call, a file
+   * once in the backlog counts whenever it was sealed.
    */
   uint32_t ready = 0;
   for (uint32_t f = 0; f < p->files_end; f++) {
     const sim_file *file = &p->files[f];
-    ready += file->state == FILE_READY && (file->ready_local_ns <= rec->called_local_ns || file->was_backlog);
+    bool backlog = file->was_backlog && rec->backlog_at_call;
+    ready += file->state == FILE_READY && (file->ready_local_ns <= rec->called_local_ns || backlog);
   }
   if (res->missing_packs > ready)
     sim_bail(w, SIM_EXIT_SAFETY, "p%u's flush %" PRIu64 " says %u packs are missing; its spool held %u ready at the call",

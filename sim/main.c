@@ -129,6 +129,7 @@ static int parse_args(int argc, char **argv, cli *c) {
       else if (strcmp(v, "readers") == 0) c->without_mask |= SIM_WITHOUT_READERS;
       else if (strcmp(v, "arrays") == 0) c->without_mask |= SIM_WITHOUT_ARRAYS;
       else if (strcmp(v, "replicas") == 0) c->without_mask |= SIM_WITHOUT_REPLICAS;
+      else if (strcmp(v, "open_refused") == 0) c->without_mask |= SIM_WITHOUT_OPEN_REFUSED;
       else if (f == F_COUNT_) return usage("--without needs a fault name as printed in the profile line");
       else c->without_mask |= UINT64_C(1) << f;
       size_t used = strlen(c->without_text);

@@ -79,6 +79,8 @@ typedef enum sim_fault {
 #define SIM_WITHOUT_ARRAYS (UINT64_C(1) << 34)
 /* A catalog of ClickHouse replicas (sim/replicas.c). */
 #define SIM_WITHOUT_REPLICAS (UINT64_C(1) << 35)
+/* A full disk refusing a new sink (disk_full seeds), added after seeds were recorded. */
+#define SIM_WITHOUT_OPEN_REFUSED (UINT64_C(1) << 40)
 _Static_assert(F_COUNT_ <= 32, "fault kinds and the SIM_WITHOUT_ bits share without_mask");
 
 typedef struct sim_profile {

@@ -815,6 +815,8 @@ static uint64_t service_flush(sim_world *w, sim_proc *p, uint64_t deadline_local
   cs_snapshot snap;
   cs_service_snapshot(p->svc, 0, &snap);
   rec->set_aside_at_call = snap.set_aside;
+  for (uint32_t i = 0; i < p->files_end; i++)
+    rec->backlog_at_call = rec->backlog_at_call || (p->files[i].state == FILE_READY && p->files[i].backlog);
   cs_event ev = {.kind = CS_EV_FLUSH, .id = rec->id, .deadline_ns = deadline_local};
   int rc = svc_event(p, sim_local_now(w, p), &ev);
   if (rc == CS_E_FULL && rec->after_stop) { /* the answers of the stop wait to be polled: no room for one more */
@@ -1006,7 +1008,8 @@ static bool exec_step_now(sim_world *w, sim_proc *p, const cs_engine_action *act
      * the open fails, the engine stops the service it started and releases
      * the lease, and reports the failure IDLE; the process opens again later.
      */
-    if (!w->liveness && w->profile.on[F_DISK_FULL] && open_refused(w, p)) {
+    if (!w->liveness && w->profile.on[F_DISK_FULL] && !(w->opts->without_mask & SIM_WITHOUT_OPEN_REFUSED) &&
+        open_refused(w, p)) {
       sim_cov_fault(w, F_DISK_FULL);
       p->open_step_failed = true;
       engine_step_done(w, p, CS_STEP_OPEN_SINK, CS_E_IO);

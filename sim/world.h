@@ -194,6 +194,7 @@ typedef struct sim_flush_call {
   bool from_engine;
   bool after_stop;     /* called after the service was told to stop: answered CS_E_CLOSED at once */
   uint64_t set_aside_at_call; /* the service's set-aside count when the flush was called */
+  bool backlog_at_call;       /* packs waited outside the service's full table at the call */
   uint32_t svc_gen;           /* the service it was called on */
 } sim_flush_rec;
 

@@ -40,7 +40,7 @@ class EquivalentsTest(unittest.TestCase):
     def test_exact_id_and_line(self):
         _, mutants = self.match(SOURCE, [])
         m = self.ror_at(mutants, 3 - 1)  # `if (a < b)` of f, line 2
-        eq, _ = self.match(SOURCE, [(m.id, "  if (a < b) return 1;", "why")])
+        eq, _ = self.match(SOURCE, [(m.id, "f", "  if (a < b) return 1;", "why")])
         # The line's text is in the file twice (f and g): the exact id decides.
         self.assertEqual(eq, {m.id: "why"})
         self.assertEqual(self.notes, [])
@@ -49,7 +49,7 @@ class EquivalentsTest(unittest.TestCase):
         _, mutants = self.match(SOURCE, [])
         m = [x for x in mutants if x.line == 3 and x.op == "ret"][0]  # `return 0;` of f
         moved = "/* a comment above */\n" + SOURCE
-        eq, moved_mutants = self.match(moved, [(m.id, "  return 0;", "why")])
+        eq, moved_mutants = self.match(moved, [(m.id, "f", "  return 0;", "why")])
         target = [x for x in moved_mutants if x.line == 4 and x.op == "ret" and x.index == m.index][0]
         self.assertEqual(eq, {target.id: "why"})
 
@@ -57,16 +57,27 @@ class EquivalentsTest(unittest.TestCase):
         _, mutants = self.match(SOURCE, [])
         m = [x for x in mutants if x.line == 3 and x.op == "ret"][0]
         changed = SOURCE.replace("  return 0;", "  return -1;")
-        eq, _ = self.match(changed, [(m.id, "  return 0;", "why")])
+        eq, _ = self.match(changed, [(m.id, "f", "  return 0;", "why")])
         self.assertEqual(eq, {})
         self.assertEqual(len(self.notes), 1)
         self.assertIn(m.id, self.notes[0])
 
-    def test_ambiguous_moved_line_stops_applying(self):
+    def test_same_line_in_another_function_is_not_taken(self):
+        _, mutants = self.match(SOURCE, [])
+        m = self.ror_at(mutants, 2)  # f's `if (a < b)`
+        # f's line moves down by 5 lines: g's identical line now sits at f's old line number.
+        moved = SOURCE.replace("static int f(int a, int b) {\n", "static int f(int a, int b) {\n\n\n\n\n\n")
+        g_first = "static int g(int a, int b) {\n  if (a < b) return 1;\n  return 2;\n}\n\n"
+        moved = g_first + moved.replace("\nstatic int g(int a, int b) {\n  if (a < b) return 1;\n  return 2;\n}\n", "")
+        eq, moved_mutants = self.match(moved, [(m.id, "f", "  if (a < b) return 1;", "why")])
+        target = [x for x in moved_mutants if x.func == "f" and x.op == "ror" and x.index == 0]
+        self.assertEqual(len(target), 1)
+        self.assertEqual(eq, {target[0].id: "why"})  # f's line, wherever it went; never g's at the old number
+
+    def test_renamed_function_stops_applying(self):
         _, mutants = self.match(SOURCE, [])
         m = self.ror_at(mutants, 2)
-        moved = "\n\n" + SOURCE  # both `if (a < b)` lines move: the entry cannot tell which
-        eq, _ = self.match(moved, [(m.id, "  if (a < b) return 1;", "why")])
+        eq, _ = self.match(SOURCE.replace("static int f(", "static int h("), [(m.id, "f", "  if (a < b) return 1;", "w")])
         self.assertEqual(eq, {})
         self.assertIn(m.id, self.notes[0])
 

@@ -735,14 +735,15 @@ static void test_publisher_too_large_single_sets_aside(void **state) {
  * every CAT_REJECT is refused (a quorum write pending on the rejected table,
  * 286); returns how many REJECTs went out.
  */
-static uint32_t answer_all_refusing_rejects(drv *d) {
+static uint32_t answer_rejects(drv *d, bool fenced_out) {
   uint32_t rejects = 0;
   cs_action a;
   for (uint32_t step = 0; step < 64 && drv_poll(d, &a); step++) {
     switch (a.op) {
     case CS_OP_CAT_REJECT:
       rejects++;
-      drv_answer(d, &a, CS_OUT_REFUSED);
+      /* Fenced out: the write answers OK but its read-back (below: held, no rejected row) finds no row. */
+      drv_answer(d, &a, fenced_out ? CS_OUT_OK : CS_OUT_REFUSED);
       break;
     case CS_OP_STORE_HEAD: {
       cs_head_info info = drv_head_of(a.pack);
@@ -763,6 +764,25 @@ static uint32_t answer_all_refusing_rejects(drv *d) {
   return rejects;
 }
 
+static uint32_t answer_all_refusing_rejects(drv *d) { return answer_rejects(d, false); }
+
+/* A healthy pack every 200 ms for 12 s (packs first..first+59): the REJECTs that went out meanwhile. */
+static uint32_t healthy_packs_for_12s(drv *d, uint32_t first, bool fenced_out) {
+  uint32_t rejects = 0;
+  uint64_t start = d->now;
+  for (uint32_t n = first; n < first + 60; n++) {
+    uint64_t until = start + (uint64_t)(n - first + 1) * 200 * MS;
+    assert_int_equal(drv_seal(d, drv_pack(d, n), false), CS_E_OK);
+    rejects += answer_rejects(d, fenced_out);
+    while (cs_service_next_deadline(d->svc) <= until) {
+      drv_advance(d);
+      rejects += answer_rejects(d, fenced_out);
+    }
+    d->now = until;
+  }
+  return rejects;
+}
+
 /*
  * A REJECT the catalog keeps refusing backs off on its own: the healthy cycles
  * between its turns reset the cycle's backoff, and before they did not reset
@@ -778,17 +798,7 @@ static void test_publisher_refused_reject_backs_off_past_healthy_cycles(void **s
   uint32_t rejects = answer_all_refusing_rejects(d);
   assert_int_equal(rejects, 1);
   /* A healthy pack every 200 ms for 12 s: each one's cycle succeeds. */
-  uint64_t start = d->now;
-  for (uint32_t n = 2; n < 62; n++) {
-    uint64_t until = start + (uint64_t)(n - 1) * 200 * MS;
-    assert_int_equal(drv_seal(d, drv_pack(d, n), false), CS_E_OK);
-    rejects += answer_all_refusing_rejects(d);
-    while (cs_service_next_deadline(d->svc) <= until) {
-      drv_advance(d);
-      rejects += answer_all_refusing_rejects(d);
-    }
-    d->now = until;
-  }
+  rejects += healthy_packs_for_12s(d, 2, false);
   /*
    * Backing off on its own (windows 200, 400, 800, then 1,600 ms, full
    * jitter) the REJECT goes out about 20 times in 12 s, never more than 60;
@@ -810,6 +820,41 @@ static void test_publisher_refused_reject_backs_off_past_healthy_cycles(void **s
     d->now += d->cfg.backoff_cap_ns;
     if (answer_all_refusing_rejects(d) != 0) fail_msg("a REJECT after the row was recorded");
   }
+  /*
+   * Recorded, the backoff starts afresh: a new poison pack's REJECT, refused
+   * three times in a row, is tried again within 200, 400 and 800 ms (full
+   * jitter over the doubling windows), not within the cap of the first one's.
+   */
+  cs_pack_ref *poison2 = drv_pack(d, 62);
+  poison2->index_bytes = d->cfg.index_batch_bytes_max + 1;
+  assert_int_equal(drv_seal(d, poison2, false), CS_E_OK);
+  assert_int_equal(answer_all_refusing_rejects(d), 1);
+  for (uint32_t k = 1; k <= 3; k++) {
+    uint64_t refused_at = d->now;
+    uint32_t more = 0;
+    while (more == 0) {
+      drv_advance(d);
+      more = answer_all_refusing_rejects(d);
+    }
+    uint64_t window = d->cfg.backoff_base_ns << k;
+    if (d->now - refused_at > window)
+      fail_msg("refusal %u: the REJECT went out again after %llu ms, past its window of %llu ms", k,
+               (unsigned long long)((d->now - refused_at) / MS), (unsigned long long)(window / MS));
+  }
+  drv_free(d);
+}
+
+/* The same when the REJECT is answered OK but fenced out: its read-back finds no rejected row. */
+static void test_publisher_fenced_out_reject_backs_off_past_healthy_cycles(void **state) {
+  (void)state;
+  drv *d = publisher(7, 0);
+  cs_pack_ref *poison = drv_pack(d, 1);
+  poison->index_bytes = d->cfg.index_batch_bytes_max + 1;
+  assert_int_equal(drv_seal(d, poison, false), CS_E_OK);
+  uint32_t rejects = answer_rejects(d, true);
+  assert_int_equal(rejects, 1);
+  rejects += healthy_packs_for_12s(d, 2, true);
+  if (rejects > 40 || rejects < 5) fail_msg("%u fenced-out REJECTs in 12 s", rejects);
   drv_free(d);
 }
 
@@ -2034,6 +2079,7 @@ int main(void) {
       cmocka_unit_test(test_publisher_too_large_batch_halves),
       cmocka_unit_test(test_publisher_too_large_single_sets_aside),
       cmocka_unit_test(test_publisher_refused_reject_backs_off_past_healthy_cycles),
+      cmocka_unit_test(test_publisher_fenced_out_reject_backs_off_past_healthy_cycles),
       cmocka_unit_test(test_publisher_pack_over_budget_set_aside_at_once),
       cmocka_unit_test(test_publisher_pack_at_budget_indexed),
       cmocka_unit_test(test_publisher_budget_cuts_batches),

@@ -29,7 +29,10 @@ the mutated file replaces the original, `ninja capstore-sim` rebuilds
 incrementally, then `capstore-sim --seeds N --quiet --stop-on-failure` and each
 plan in faults/plans run until one catches it. Exit codes of the simulator:
 3 crash, 4 safety, 5 liveness, 6 plan expectation = killed; 7 a simulator table
-bound (not a finding, listed apart); 2 usage (a tool error). A mutant that does
+bound (not a finding, listed apart); 2 usage: a tool error, unless the
+unmutated simulator took the same arguments and plans in the baseline (then
+the mutant broke a parse the simulator shares with the cores, such as
+cs_decimal_u64 in faults/plan.c: killed, "refused input"). A mutant that does
 not compile (the project's -Werror flags) is stillborn and not counted; one
 that runs past --timeout is killed ("timeout") and listed apart.
 
@@ -536,7 +539,9 @@ def generate(path, text):
         w = Walker(toks, func)
         w.block(func.body_open)
         skip = skipped_tokens(toks, func, w)
-        mutants.extend(function_mutants(path, text, toks, func, w, skip))
+        for m in function_mutants(path, text, toks, func, w, skip):
+            m.func = func.name
+            mutants.append(m)
     # one mutant per id; none that would delete a directive (a statement
     # around an #if CAPSTORE_MUTANT block)
     seen, out = set(), []
@@ -701,7 +706,7 @@ def changed_since(root, rev):
 
 
 def load_equivalents(root):
-    """[(id, source line, reason)]: the reviewed equivalent mutants (tools/mutate_equivalent.txt)."""
+    """[(id, function, source line, reason)]: the reviewed equivalent mutants (tools/mutate_equivalent.txt)."""
     eq = []
     path = os.path.join(root, EQUIVALENT_FILE)
     if os.path.exists(path):
@@ -710,10 +715,11 @@ def load_equivalents(root):
                 line = raw.rstrip("\n")
                 if not line.strip() or line.startswith("#"):
                     continue
-                parts = line.split("\t", 2)
-                if len(parts) != 3:
-                    raise SystemExit("mutate: %s:%d: expected ID<TAB>SOURCE LINE<TAB>REASON" % (EQUIVALENT_FILE, n))
-                eq.append((parts[0], parts[1].rstrip(), parts[2]))
+                parts = line.split("\t", 3)
+                if len(parts) != 4:
+                    raise SystemExit("mutate: %s:%d: expected ID<TAB>FUNCTION<TAB>SOURCE LINE<TAB>REASON"
+                                     % (EQUIVALENT_FILE, n))
+                eq.append((parts[0], parts[1], parts[2].rstrip(), parts[3]))
     return eq
 
 
@@ -721,27 +727,29 @@ def source_line(texts, m):
     return texts[m.path].split("\n")[m.line - 1].rstrip()
 
 
+def anchor_of(texts, m):
+    return (os.path.basename(m.path), getattr(m, "func", ""), m.col, m.op, m.index, source_line(texts, m))
+
+
 def match_equivalents(entries, mutants, texts, notes):
-    """{mutant id: reason}. An entry names its mutant by id and by the source line it mutates: when
-    the code above moves, the entry follows its line (same file, column, operator and index, the
-    line's text unique among those); when the line's text changed, the entry no longer applies."""
-    by_id = {m.id: m for m in mutants}
+    """{mutant id: reason}. An entry names its mutant by id and by its anchor: the function and the
+    source line it mutates (with the column, operator and index). The anchor decides: when the code
+    above moves, the entry follows its line; when several lines of the function carry the same anchor,
+    the id must name one of them; when the line's text changed (or the function's name), the entry no
+    longer applies and is named in the notes."""
     by_anchor = {}
     for m in mutants:
-        key = (os.path.basename(m.path), m.col, m.op, m.index, source_line(texts, m))
-        by_anchor.setdefault(key, []).append(m)
+        by_anchor.setdefault(anchor_of(texts, m), []).append(m)
+    files = {os.path.basename(x.path) for x in mutants}
     out, stale = {}, []
-    for eid, text, reason in entries:
-        m = by_id.get(eid)
-        if m is not None and source_line(texts, m) == text:
-            out[m.id] = reason
-            continue
+    for eid, func, text, reason in entries:
         f, _line, col, op, index = eid.split(":")
-        found = by_anchor.get((f, int(col), op, int(index), text), [])
+        found = by_anchor.get((f, func, int(col), op, int(index), text), [])
+        if len(found) > 1:
+            found = [m for m in found if m.id == eid]
         if len(found) == 1:
             out[found[0].id] = reason
-            continue
-        if m is not None or f in {os.path.basename(x.path) for x in mutants}:
+        elif f in files:
             stale.append(eid)
     if stale:
         notes.append("equivalent entries whose line changed or is ambiguous (run as ordinary mutants): %s"
