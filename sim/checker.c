@@ -270,6 +270,8 @@ void sim_check_claim(sim_world *w, uint32_t proc, uint64_t term) {
   bool live = old->alive && cs_uuid_equal(&old->lease_id, &head->lease_id) && old->paused_until_ns <= w->now_ns &&
               w->now_ns >= old->last_pause_end_ns + w->base_svc.lease_ttl_ns && old->svc_started;
   if (old->svc != NULL && cs_service_stopped(old->svc)) live = false;
+  /* Told to stop (a close, a replace, a failed open), it gives the lease up: its claim may run out (seed 501093691). */
+  if (old->svc_stop_sent) live = false;
   if (live && w->now_ns >= w->catalog_unhealthy_until_ns)
     sim_bail(w, SIM_EXIT_SAFETY, "p%u took the lease from p%u, alive and not paused, with the catalog healthy",
              proc, head->proc);
