@@ -167,12 +167,17 @@ static int svc_event(sim_proc *p, uint64_t now_ns, const cs_event *ev) {
   return cs_service_on_event(p->svc, now_ns, ev);
 }
 
-/* A stalled request's own draw: the seed and the request's number, mixed (splitmix64's finaliser). */
-static uint64_t stall_hash(const sim_world *w, uint32_t index) {
-  uint64_t x = w->opts->seed ^ ((uint64_t)index * UINT64_C(0x9e3779b97f4a7c15)) ^ ((uint64_t)w->reqs[index].version << 32);
+/* splitmix64's finaliser: the draws that must not move any PRNG stream (a fault added after seeds were recorded). */
+static uint64_t mix64(uint64_t x) {
   x = (x ^ (x >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
   x = (x ^ (x >> 27)) * UINT64_C(0x94d049bb133111eb);
   return x ^ (x >> 31);
+}
+
+/* A stalled request's own draw: the seed and the request's number, mixed. */
+static uint64_t stall_hash(const sim_world *w, uint32_t index) {
+  return mix64(w->opts->seed ^ ((uint64_t)index * UINT64_C(0x9e3779b97f4a7c15)) ^
+               ((uint64_t)w->reqs[index].version << 32));
 }
 
 static bool stall_delivered_late(const sim_world *w, uint32_t index) { return (stall_hash(w, index) >> 63) != 0; }
@@ -991,10 +996,7 @@ static void sink_open(sim_world *w, sim_proc *p) {
  * that no other draw of a disk_full seed moved when this fault came in.
  */
 static bool open_refused(const sim_world *w, const sim_proc *p) {
-  uint64_t x = w->opts->seed ^ UINT64_C(0x6f70656e5f73696e) ^ ((uint64_t)p->index << 56) ^ p->svc_gen;
-  x = (x ^ (x >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-  x = (x ^ (x >> 27)) * UINT64_C(0x94d049bb133111eb);
-  x ^= x >> 31;
+  uint64_t x = mix64(w->opts->seed ^ UINT64_C(0x6f70656e5f73696e) ^ ((uint64_t)p->index << 56) ^ p->svc_gen);
   return x % 1000 < w->profile.rate_permille[F_DISK_FULL] / 4;
 }
 

@@ -723,12 +723,9 @@ def load_equivalents(root):
     return eq
 
 
-def source_line(texts, m):
-    return texts[m.path].split("\n")[m.line - 1].rstrip()
-
-
-def anchor_of(texts, m):
-    return (os.path.basename(m.path), getattr(m, "func", ""), m.col, m.op, m.index, source_line(texts, m))
+def anchor_of(lines, m):
+    """What an equivalent entry names its mutant by; lines: {path: the file's lines}."""
+    return (os.path.basename(m.path), getattr(m, "func", ""), m.col, m.op, m.index, lines[m.path][m.line - 1].rstrip())
 
 
 def match_equivalents(entries, mutants, texts, notes):
@@ -737,9 +734,10 @@ def match_equivalents(entries, mutants, texts, notes):
     above moves, the entry follows its line; when several lines of the function carry the same anchor,
     the id must name one of them; when the line's text changed (or the function's name), the entry no
     longer applies and is named in the notes."""
+    lines = {path: text.split("\n") for path, text in texts.items()}
     by_anchor = {}
     for m in mutants:
-        by_anchor.setdefault(anchor_of(texts, m), []).append(m)
+        by_anchor.setdefault(anchor_of(lines, m), []).append(m)
     files = {os.path.basename(x.path) for x in mutants}
     out, stale = {}, []
     for eid, func, text, reason in entries:
