@@ -384,14 +384,18 @@ static void seals_full_note(sim_world *w, sim_proc *p) {
  * rs_driver.c), the pack is reported again, as recovered, each time a pack
  * leaves the spool.
  */
-static void sealed_refused(sim_world *w, sim_proc *p, uint32_t file) {
-  w->counters.sealed_refused++;
-  /* Full means full (service.h): every own slot of the table holds a pack. */
+/* Full means full (service.h): a SEALED refused as full finds every own slot of the table holding a pack. */
+static void check_full_means_full(sim_world *w, const sim_proc *p) {
   cs_snapshot snap;
   cs_service_snapshot(p->svc, 0, &snap);
   if (snap.pending_spool < p->svc_cfg.spool_packs_max)
     sim_bail(w, SIM_EXIT_SAFETY, "p%u's service refused a SEALED as full with %u of %u table slots in use", p->index,
              snap.pending_spool, p->svc_cfg.spool_packs_max);
+}
+
+static void sealed_refused(sim_world *w, sim_proc *p, uint32_t file) {
+  w->counters.sealed_refused++;
+  check_full_means_full(w, p);
   p->files[file].backlog = true;
   p->files[file].was_backlog = true;
   if (w->opts->trace)
@@ -421,7 +425,8 @@ static void tell_recovered(sim_world *w, sim_proc *p, uint32_t file, bool from_b
   if (rc == CS_E_OK) {
     f->backlog = false;
   } else if (rc == CS_E_FULL) {
-    if (!from_backlog) sealed_refused(w, p, file);
+    if (from_backlog) check_full_means_full(w, p); /* it stays in the backlog */
+    else sealed_refused(w, p, file);
   } else if (rc != CS_E_CLOSED) {
     sim_bail(w, SIM_EXIT_CRASH, "%s SEALED refused: %s", from_backlog ? "backlog" : "recovered", cs_strerror(rc));
   }

@@ -161,11 +161,12 @@ static void random_geometry(cs_prng *r, cs_array_geometry *g) {
   static const uint32_t items[] = {1, 2, 4, 8};
   for (;;) {
     memset(g, 0, sizeof *g);
-    g->dims = 1 + (uint32_t)cs_prng_below(r, 4);
+    /* Up to CS_ARRAY_DIMS_MAX dimensions (every stride array full); past the fourth, short ones. */
+    g->dims = 1 + (uint32_t)cs_prng_below(r, CS_ARRAY_DIMS_MAX);
     g->item_bytes = items[cs_prng_below(r, 4)];
     uint64_t n = 1;
     for (uint32_t d = 0; d < g->dims; d++) {
-      g->shape[d] = 1 + cs_prng_below(r, 12);
+      g->shape[d] = 1 + cs_prng_below(r, d < 4 ? 12 : 3);
       g->chunk[d] = 1 + cs_prng_below(r, g->shape[d]);
       n *= g->shape[d];
     }

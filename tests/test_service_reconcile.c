@@ -7,15 +7,19 @@
 #include "test_service_driver.h"
 
 /* A publisher holding term 8 whose start reconcile LIST is returned unanswered. */
-static drv *reconciling(uint64_t interval_ns, cs_action *list) {
-  cs_service_config cfg = drv_config(CS_ROLE_PUBLISHER);
-  cfg.reconcile_interval_ns = interval_ns;
-  drv *d = drv_new(&cfg);
+static drv *reconciling_with(const cs_service_config *cfg, cs_action *list) {
+  drv *d = drv_new(cfg);
   drv_start(d);
   drv_acquire(d, 7, 0);
   *list = drv_expect(d, CS_OP_STORE_LIST);
   assert_string_equal(list->token, "");
   return d;
+}
+
+static drv *reconciling(uint64_t interval_ns, cs_action *list) {
+  cs_service_config cfg = drv_config(CS_ROLE_PUBLISHER);
+  cfg.reconcile_interval_ns = interval_ns;
+  return reconciling_with(&cfg, list);
 }
 
 static cs_snapshot snap_of(drv *d) {
@@ -150,15 +154,21 @@ static void test_missing_ids_all_headed(void **state) {
 
 /* One missing key (pack 1) whose HEAD ends with outcome; an OK answer shows
  * pack 1's metadata as edited by edit. */
-static drv *one_head(cs_outcome outcome, void (*edit)(drv *d, cs_head_info *info)) {
-  cs_action list;
-  drv *d = reconciling(0, &list);
+/* The start LIST answered with pack 1's key, not held: returns pack 1's reconcile HEAD. */
+static cs_action list_pack_one(drv *d, const cs_action *list) {
   const char *keys[] = {drv_pack(d, 1)->key};
-  drv_answer_list(d, &list, keys, 1, NULL);
+  drv_answer_list(d, list, keys, 1, NULL);
   static const uint32_t ids[] = {1};
   cs_action committed = expect_committed(d, ids, 1);
   answer_held(d, &committed, false);
-  cs_action head = expect_recon_head(d, 1);
+  return expect_recon_head(d, 1);
+}
+
+static drv *one_head_with(const cs_service_config *cfg, cs_outcome outcome,
+                          void (*edit)(drv *d, cs_head_info *info)) {
+  cs_action list;
+  drv *d = reconciling_with(cfg, &list);
+  cs_action head = list_pack_one(d, &list);
   if (outcome != CS_OUT_OK) {
     drv_answer(d, &head, outcome);
     return d;
@@ -168,6 +178,11 @@ static drv *one_head(cs_outcome outcome, void (*edit)(drv *d, cs_head_info *info
   if (edit != NULL) edit(d, &info);
   drv_answer_head(d, &head, &info);
   return d;
+}
+
+static drv *one_head(cs_outcome outcome, void (*edit)(drv *d, cs_head_info *info)) {
+  cs_service_config cfg = drv_config(CS_ROLE_PUBLISHER);
+  return one_head_with(&cfg, outcome, edit);
 }
 
 static void not_a_pack(drv *d, cs_head_info *info) {
@@ -505,6 +520,115 @@ static void test_sealed_while_adopted_pack_is_indexed(void **state) {
 }
 
 /*
+ * Reconcile adopted pack 1 and its INDEX failed (refused: not applied), so the
+ * adopted slot waits for its retry, owed and idle, when the runtime reports
+ * pack 1 in our spool (a recovered pack of the backlog, reported as a pack left
+ * the spool). With room in the table the pack is ours from then on: admitted,
+ * not refused as full (full means every own slot holds a pack, service.h), and
+ * removed from the spool once it is in the catalog.
+ */
+static drv *adopted_index_refused(void) {
+  cs_service_config cfg = drv_config(CS_ROLE_PUBLISHER);
+  cfg.spool_packs_max = 1; /* room for exactly one: the admission is at the bound */
+  drv *d = one_head_with(&cfg, CS_OUT_OK, NULL);
+  cs_action index = drv_expect(d, CS_OP_CAT_INDEX);
+  assert_int_equal(index.count, 1);
+  drv_answer(d, &index, CS_OUT_REFUSED);
+  drv_expect_none(d); /* the retry waits for its backoff */
+  assert_int_equal(snap_of(d).pending_spool, 0);
+  return d;
+}
+
+static void test_sealed_while_adopted_pack_waits_is_taken_as_ours(void **state) {
+  (void)state;
+  drv *d = adopted_index_refused();
+  assert_int_equal(drv_seal_backlog(d, &d->packs[1]), CS_E_OK);
+  assert_int_equal(snap_of(d).pending_spool, 1);
+  cs_action head = drv_wait_op(d, CS_OP_STORE_HEAD); /* recovered: it may be uploaded already */
+  drv_assert_pack(&head, &d->packs[1]);
+  cs_head_info info = drv_head_of(&d->packs[1]);
+  drv_answer_head(d, &head, &info);
+  const cs_pack_ref *refs[] = {&d->packs[1]};
+  drv_index_round(d, refs, 1); /* its SPOOL_REMOVE included */
+  cs_snapshot snap = snap_of(d);
+  assert_int_equal(snap.indexed, 1);
+  assert_int_equal(snap.pending_spool, 0);
+  assert_int_equal(snap.pending_index, 0);
+  drv_free(d);
+}
+
+/*
+ * The twin with a full table (one own slot, held by pack 2, sealed while the
+ * reconcile LIST was out): pack 1 is adopted, its INDEX refused, and the
+ * backlog's report of pack 1 is refused as full. The adopted slot, not dropped
+ * by the refusal, still carries pack 1 into the catalog: an INDEX names it,
+ * and no SPOOL_REMOVE does (the spool's copy is not ours yet).
+ */
+static void test_sealed_while_adopted_pack_waits_table_full(void **state) {
+  (void)state;
+  cs_service_config cfg = drv_config(CS_ROLE_PUBLISHER);
+  cfg.spool_packs_max = 1;
+  cs_action list;
+  drv *d = reconciling_with(&cfg, &list);
+  assert_int_equal(drv_seal(d, drv_pack(d, 2), false), CS_E_OK);
+  cs_action head = list_pack_one(d, &list);
+  cs_head_info info = drv_head_of(&d->packs[1]);
+  drv_answer_head(d, &head, &info);
+  cs_action first, put = {0};
+  while (drv_poll(d, &first)) {
+    if (first.op == CS_OP_CAT_INDEX) drv_answer(d, &first, CS_OUT_REFUSED);
+    else if (first.op == CS_OP_STORE_PUT) put = first; /* pack 2's upload, if begun: answered below */
+    else fail_msg("unexpected %s", cs_op_name(first.op));
+  }
+  assert_int_equal(drv_seal_backlog(d, &d->packs[1]), CS_E_FULL);
+  assert_int_equal(snap_of(d).pending_spool, 1);
+  assert_int_equal(snap_of(d).reconcile_adopted, 1);
+  if (put.op == CS_OP_STORE_PUT) drv_answer(d, &put, CS_OUT_OK);
+  bool indexed1 = false, indexed2 = false;
+  for (uint32_t step = 0; step < 100 && !(indexed1 && indexed2); step++) {
+    cs_action a;
+    if (!drv_poll(d, &a)) {
+      drv_advance(d);
+      continue;
+    }
+    switch (a.op) {
+      case CS_OP_STORE_PUT: drv_answer(d, &a, CS_OUT_OK); break;
+      case CS_OP_STORE_HEAD: {
+        cs_head_info h = drv_head_of(a.pack);
+        drv_answer_head(d, &a, &h);
+        break;
+      }
+      case CS_OP_CAT_INDEX:
+        for (uint32_t i = 0; i < a.count; i++) {
+          indexed1 |= memcmp(a.packs[i]->pack_id.bytes, d->packs[1].pack_id.bytes, 16) == 0;
+          indexed2 |= memcmp(a.packs[i]->pack_id.bytes, d->packs[2].pack_id.bytes, 16) == 0;
+        }
+        drv_answer(d, &a, CS_OUT_OK);
+        break;
+      case CS_OP_CAT_PUBLISH: drv_answer(d, &a, CS_OUT_OK); break;
+      case CS_OP_CAT_COMMITTED: answer_held(d, &a, true); break;
+      case CS_OP_SPOOL_REMOVE:
+        if (memcmp(a.pack->pack_id.bytes, d->packs[1].pack_id.bytes, 16) == 0)
+          fail_msg("pack 1 removed from the spool, but its report was refused");
+        drv_answer(d, &a, CS_OUT_OK);
+        break;
+      case CS_OP_CAT_CLAIM:
+      case CS_OP_CAT_READ_CLAIMS: {
+        cs_event ev = drv_done(&a, CS_OUT_OK);
+        ev.claims.claim_count = 1;
+        ev.claims.sole_mine = true;
+        drv_send(d, &ev);
+        break;
+      }
+      default: fail_msg("unexpected %s", cs_op_name(a.op));
+    }
+  }
+  if (!indexed1) fail_msg("the adopted pack 1 was never indexed after its report was refused as full");
+  if (!indexed2) fail_msg("pack 2 was never indexed");
+  drv_free(d);
+}
+
+/*
  * A flush waits for what was sealed before it was called, not after
  * (DESIGN.md 6.6): called at the start, with an adopted pack owed and no
  * pack of ours sealed yet, it is drained when the adopted pack is in the
@@ -556,6 +680,8 @@ int main(void) {
       cmocka_unit_test(test_set_aside_not_adopted_again),
       cmocka_unit_test(test_set_aside_adopted_pack_named_by_flush),
       cmocka_unit_test(test_sealed_while_adopted_pack_is_indexed),
+      cmocka_unit_test(test_sealed_while_adopted_pack_waits_is_taken_as_ours),
+      cmocka_unit_test(test_sealed_while_adopted_pack_waits_table_full),
       cmocka_unit_test(test_flush_before_first_seal_ignores_later_seals),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
