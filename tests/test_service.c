@@ -657,6 +657,34 @@ static void test_publisher_index_publish_confirm(void **state) {
   drv_free(d);
 }
 
+/*
+ * The lease lapses while the cycle's INDEX is out (its renewals go
+ * unanswered): the INDEX's OK comes back after the lease's end, so the cycle
+ * fails at once: no PUBLISH (a write under a lapsed lease), and no read-back
+ * either (nothing of this version can be published, so a
+ * COMMITTED would only spend a request to find nothing held); the packs stay
+ * owed for a later holding.
+ */
+static void test_publisher_lease_lapsed_before_publish_fails_cycle(void **state) {
+  (void)state;
+  drv *d = publisher(7, 0);
+  seal_and_upload(d, 1, 1);
+  cs_action index = drv_expect(d, CS_OP_CAT_INDEX);
+  d->now += d->cfg.lease_ttl_ns + SEC;
+  drv_answer(d, &index, CS_OUT_OK);
+  cs_action a;
+  for (uint32_t k = 0; k < 8 && drv_poll(d, &a); k++) {
+    if (a.op == CS_OP_CAT_PUBLISH || a.op == CS_OP_CAT_COMMITTED)
+      fail_msg("%s sent by a cycle whose lease lapsed before its PUBLISH", cs_op_name(a.op));
+  }
+  cs_snapshot snap;
+  drv_snap(d, &snap);
+  assert_int_equal(snap.cycles_failed, 1);
+  assert_int_equal(snap.indexed, 0);
+  assert_int_equal(snap.pending_index, 1);
+  drv_free(d);
+}
+
 static void test_publisher_not_held_id_stays(void **state) {
   (void)state;
   drv *d = publisher(7, 0);
@@ -2075,6 +2103,7 @@ int main(void) {
       cmocka_unit_test(test_publisher_idle_before_start),
       cmocka_unit_test(test_publisher_start_claims_then_reconciles),
       cmocka_unit_test(test_publisher_index_publish_confirm),
+      cmocka_unit_test(test_publisher_lease_lapsed_before_publish_fails_cycle),
       cmocka_unit_test(test_publisher_not_held_id_stays),
       cmocka_unit_test(test_publisher_too_large_batch_halves),
       cmocka_unit_test(test_publisher_too_large_single_sets_aside),
