@@ -105,6 +105,11 @@ static void test_slice_refusals_and_empty(void **state) {
   cs_array_piece p;
   assert_false(cs_array_slice_next(&it, &p));
   assert_int_equal(cs_array_slice_elements(&g, &s), 0);
+  /* A missing geometry or slice is refused, each alone. */
+  assert_int_equal(cs_array_slice_check(NULL, &s, msg, sizeof msg), CS_E_INVALID_ARGUMENT);
+  assert_non_null(strstr(msg, "no geometry or slice"));
+  assert_int_equal(cs_array_slice_check(&g, NULL, msg, sizeof msg), CS_E_INVALID_ARGUMENT);
+  assert_non_null(strstr(msg, "no geometry or slice"));
 }
 
 static void test_stamps(void **state) {

@@ -76,6 +76,7 @@ static void test_ipv6_in_brackets(void **state) {
   refuses("https://[::1]:0", true, "port outside 1..65535");
   refuses("https://[::1]:65536", true, "port outside 1..65535");
   refuses("https://[::1]:", true, "port outside 1..65535");
+  refuses("https://[::1]:8:", true, "port outside 1..65535"); /* ':' is not a digit (it follows '9') */
   refuses("https://[::1]x", true, "something other than :port after ']'");
   refuses("https://[::1]]:80", true, "something other than :port after ']'");
   refuses("https://[::g]:80", true, "malformed IPv6 address");

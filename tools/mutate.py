@@ -68,7 +68,7 @@ EQUIVALENT_FILE = "tools/mutate_equivalent.txt"
 # The unit tests of the cores (tests/test_*.c, built with the mutated core): run for a simulator survivor.
 CORE_UNIT_TESTS = ("test_service", "test_service_lease", "test_service_reconcile", "test_service_reconcile_keys",
                    "test_engine", "test_sink", "test_types", "test_read_plan", "test_array", "test_array_chunk",
-                   "test_array_meta", "test_array_read", "test_array_winners", "test_plan")
+                   "test_array_meta", "test_array_read", "test_array_winners", "test_plan", "test_config")
 
 # ---------------------------------------------------------------------------
 # Tokens
