@@ -765,9 +765,36 @@ static void check_release_term(sim_world *w, const sim_proc *p, const cs_action 
   }
 }
 
+/*
+ * Lease steps go one at a time (the runtime's lease lane holds one request:
+ * src/runtime/rs_lanes.c), and a cycle's read-back of the head is marked
+ * for_cycle so that it runs beside them; for_cycle marks nothing else
+ * (service.h). A read-back sent unmarked would queue behind a renewal, or a
+ * renewal behind it.
+ */
+static void check_lease_lane(sim_world *w, sim_proc *p, const cs_action *act) {
+  if (act->for_cycle && act->op != CS_OP_CAT_HEAD)
+    sim_bail(w, SIM_EXIT_SAFETY, "p%u sent %s marked for_cycle (only a cycle's CAT_HEAD is)", p->index,
+             cs_op_name(act->op));
+  bool lease_step = (act->op == CS_OP_CAT_HEAD && !act->for_cycle) || act->op == CS_OP_CAT_CLAIM ||
+                    act->op == CS_OP_CAT_READ_CLAIMS || act->op == CS_OP_CAT_RELEASE;
+  if (!lease_step) return;
+  if (p->lease_req_action != 0 && p->lease_req_gen == p->svc_gen)
+    sim_bail(w, SIM_EXIT_SAFETY, "p%u sent lease step %s while its lease step id=%" PRIu64 " is still in flight "
+             "(one at a time; a cycle's read-back is marked for_cycle)", p->index, cs_op_name(act->op),
+             p->lease_req_action);
+  p->lease_req_action = act->id;
+  p->lease_req_gen = p->svc_gen;
+}
+
+void sim_check_lease_step_done(sim_proc *p, const sim_req *req) {
+  if (req->svc_gen == p->lease_req_gen && req->action_id == p->lease_req_action) p->lease_req_action = 0;
+}
+
 void sim_check_send(sim_world *w, sim_proc *p, const cs_action *act, const sim_req *req) {
   char id[CS_UUID_TEXT_LEN + 1];
   check_volume(w, p, act);
+  check_lease_lane(w, p, act);
   if (act->op == CS_OP_CAT_INDEX || act->op == CS_OP_CAT_PUBLISH || act->op == CS_OP_CAT_REJECT) {
     /* Only a holder writes (6.7): the fence is the catalog's guard, not the service's licence. */
     cs_snapshot snap;

@@ -289,6 +289,7 @@ static void deliver_reply(sim_world *w, sim_proc *p, sim_req *req) {
   if (req->head_only && ev.outcome == CS_OUT_FORBIDDEN) p->forbidden_heads++;
   sim_check_reply(w, p, req, &ev);
   sim_cov_reply(w, req, &ev);
+  sim_check_lease_step_done(p, req);
   int rc = svc_event(p, sim_local_now(w, p), &ev);
   if (rc != CS_E_OK) sim_bail(w, SIM_EXIT_CRASH, "proc %u: completion refused: %s", p->index, cs_strerror(rc));
   sim_ledger_done(p, req->op, ev.outcome);

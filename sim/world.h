@@ -221,6 +221,8 @@ typedef struct sim_proc {
   bool svc_started;
   bool svc_stop_sent;
   uint32_t svc_gen;         /* bumped at every service start; older completions are dropped */
+  uint64_t lease_req_action; /* the lease step in flight (its action id), 0 for none ... */
+  uint32_t lease_req_gen;    /* ... of the service of this generation */
   cs_sink_config sink_cfg;
   cs_sink sink;
   bool sink_open;
@@ -739,6 +741,7 @@ void sim_check_claim(sim_world *w, uint32_t proc, uint64_t term);
 void sim_check_step(sim_world *w);
 void sim_check_proc(sim_world *w, const sim_proc *p);
 void sim_check_send(sim_world *w, sim_proc *p, const cs_action *act, const sim_req *req);
+void sim_check_lease_step_done(sim_proc *p, const sim_req *req); /* a lease step's answer reached its service */
 void sim_check_reply(sim_world *w, sim_proc *p, const sim_req *req, const cs_event *ev);
 void sim_check_engine_report(sim_world *w, sim_proc *p, const cs_engine_action *act);
 void sim_check_service_start(sim_world *w, sim_proc *p);
