@@ -290,6 +290,7 @@ static void deliver_reply(sim_world *w, sim_proc *p, sim_req *req) {
   sim_check_reply(w, p, req, &ev);
   sim_cov_reply(w, req, &ev);
   sim_check_lease_step_done(p, req);
+  req->delivered = true;
   int rc = svc_event(p, sim_local_now(w, p), &ev);
   if (rc != CS_E_OK) sim_bail(w, SIM_EXIT_CRASH, "proc %u: completion refused: %s", p->index, cs_strerror(rc));
   sim_ledger_done(p, req->op, ev.outcome);
@@ -474,6 +475,57 @@ static bool seal_in_flight(const sim_world *w, const sim_proc *p, uint32_t pack)
 }
 
 /*
+ * A malformed event is refused CS_E_INVALID_ARGUMENT and taken nowhere
+ * (service.h): before every 16th SEALED of a process, its service is handed
+ * one of seven in turn, at the same instant as the SEALED that follows (so
+ * that the flush checks the call runs change nothing the SEALED's would not):
+ * a SEALED with an empty key, with a key of CS_KEY_MAX bytes, with no pack, a
+ * completion of no request, an event of no kind, no event at all, and the
+ * completion of a request in flight with an outcome past the last (the
+ * request stays in flight: its real answer comes later). A stopping service
+ * answers a SEALED CS_E_CLOSED first. Nothing it counts may move.
+ */
+static void bad_event_refused(sim_world *w, sim_proc *p, const cs_pack_ref *ref) {
+  uint64_t local = sim_local_now(w, p);
+  cs_pack_ref bad = *ref;
+  cs_event ev = {.kind = CS_EV_SEALED, .pack = &bad};
+  static const char *const what[] = {"a SEALED with an empty key", "a SEALED with a key of CS_KEY_MAX bytes",
+                                     "a SEALED with no pack",      "a completion of no request",
+                                     "an event of no kind",        "no event",
+                                     "a completion with an outcome past the last"};
+  uint32_t k = p->bad_event_probes / 16 % 7;
+  if (k == 0) bad.key_len = 0;
+  if (k == 1) bad.key_len = CS_KEY_MAX;
+  if (k == 2) ev.pack = NULL;
+  if (k == 3) ev = (cs_event){.kind = CS_EV_DONE, .id = UINT64_MAX, .outcome = CS_OUT_OK};
+  if (k == 4) ev = (cs_event){.kind = (cs_event_kind)(CS_EV_BACKLOG + 1)};
+  if (k == 6) {
+    ev = (cs_event){.kind = CS_EV_DONE, .id = UINT64_MAX, .outcome = CS_OUT_COUNT_};
+    for (uint32_t i = 0; i < SIM_REQS_MAX; i++) {
+      const sim_req *req = &w->reqs[i];
+      if (req->used && !req->delivered && req->proc == p->index && req->incarnation == p->incarnation &&
+          req->svc_gen == p->svc_gen) {
+        ev.id = req->action_id;
+        break;
+      }
+    }
+  }
+  cs_snapshot before, after;
+  cs_service_snapshot(p->svc, local, &before);
+  int rc = cs_service_on_event(p->svc, local, k == 5 ? NULL : &ev);
+  cs_service_snapshot(p->svc, local, &after);
+  bool closed_ok = rc == CS_E_CLOSED && k <= 2 && p->svc_stop_sent;
+  if ((rc != CS_E_INVALID_ARGUMENT && !closed_ok) || before.spooled != after.spooled ||
+      before.pending_spool != after.pending_spool || before.pending_index != after.pending_index ||
+      before.requests != after.requests || before.inflight != after.inflight || before.backlog != after.backlog ||
+      before.set_aside != after.set_aside || before.handed_off != after.handed_off)
+    sim_bail(w, SIM_EXIT_SAFETY, "p%u's service took %s (answered %d; spooled %" PRIu64 " -> %" PRIu64
+             ", requests %" PRIu64 " -> %" PRIu64 "), not refused CS_E_INVALID_ARGUMENT with nothing taken",
+             p->index, what[k], rc, before.spooled, after.spooled, before.requests, after.requests);
+  sim_cov_mark(w, SIM_COV_SIT_BAD_EVENT);
+}
+
+/*
  * Tells the sink a seal ended; its answer as cs_sink_on_sealed's. The sink's
  * stats count every seal it took, sealed or failed (sink.h), and nothing else.
  */
@@ -531,6 +583,7 @@ static void seal_ack(sim_world *w, sim_proc *p, uint32_t file, int err) {
    */
   if (f->told_gen != p->svc_gen) pack->verified_gen[p->index] = 0;
   bool arrival = seal_arrives(w);
+  if (++p->bad_event_probes % 16 == 0) bad_event_refused(w, p, &pack->ref);
   cs_event ev = {.kind = CS_EV_SEALED, .pack = &pack->ref, .recovered = arrival};
   int rc = svc_event(p, sim_local_now(w, p), &ev);
   sim_ledger_told(w, p, file, rc, arrival);

@@ -122,6 +122,7 @@ typedef struct sim_req {
   bool head_only;
   bool applied;
   bool answered;
+  bool delivered;             /* its completion reached the service that sent it */
   bool land_pending;          /* a fenced write passed its fence; its rows land later */
   bool rows_landed;           /* INDEX: its descriptor rows landed (unfenced, at arrival) */
   bool inventory_landed;      /* INDEX: its inventory rows landed (fenced): the rows are named */
@@ -221,6 +222,7 @@ typedef struct sim_proc {
   bool svc_started;
   bool svc_stop_sent;
   uint32_t svc_gen;         /* bumped at every service start; older completions are dropped */
+  uint32_t bad_event_probes; /* SEALED events delivered: every 16th is preceded by a malformed event */
   uint64_t lease_req_action; /* the lease step in flight (its action id), 0 for none ... */
   uint32_t lease_req_gen;    /* ... of the service of this generation */
   cs_sink_config sink_cfg;
