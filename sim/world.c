@@ -529,7 +529,26 @@ static void bad_event_refused(sim_world *w, sim_proc *p, const cs_pack_ref *ref)
  * Tells the sink a seal ended; its answer as cs_sink_on_sealed's. The sink's
  * stats count every seal it took, sealed or failed (sink.h), and nothing else.
  */
+/*
+ * A malformed seal completion changes nothing and is refused
+ * CS_E_INVALID_ARGUMENT (sink.h): every eighth seal's completion is preceded
+ * by one of three in turn: a positive err, a failure that names a size, and
+ * the completion of a seal the sink never began.
+ */
+static void sink_bad_sealed(sim_world *w, sim_proc *p, uint64_t seq, uint64_t size_bytes) {
+  static const char *const what[] = {"a positive err", "a failure with a size", "a seal it never began"};
+  uint32_t k = (uint32_t)(seq / 8 % 3);
+  cs_sink before = p->sink;
+  int rc = k == 0   ? cs_sink_on_sealed(&p->sink, sim_local_now(w, p), seq, size_bytes, 1)
+           : k == 1 ? cs_sink_on_sealed(&p->sink, sim_local_now(w, p), seq, size_bytes + 1, CS_E_IO)
+                    : cs_sink_on_sealed(&p->sink, sim_local_now(w, p), seq + (UINT64_C(1) << 40), 0, CS_E_OK);
+  if (rc != CS_E_INVALID_ARGUMENT || memcmp(&before, &p->sink, sizeof before) != 0)
+    sim_bail(w, SIM_EXIT_SAFETY, "p%u's sink answered %d (%s) to a seal completion with %s%s", p->index, rc,
+             cs_strerror(rc), what[k], memcmp(&before, &p->sink, sizeof before) != 0 ? ", and changed" : "");
+}
+
 static int sink_sealed(sim_world *w, sim_proc *p, uint64_t seq, uint64_t size_bytes, int err) {
+  if (seq != 0 && (seq & 7) == 5) sink_bad_sealed(w, p, seq, size_bytes);
   int rc = cs_sink_on_sealed(&p->sink, sim_local_now(w, p), seq, size_bytes, err);
   if (rc == CS_E_OK) {
     p->sink_sealed_ok += err == CS_E_OK;
@@ -1086,6 +1105,13 @@ static bool exec_step_now(sim_world *w, sim_proc *p, const cs_engine_action *act
     if (rc != CS_E_OK && rc != CS_E_CLOSED && rc != CS_E_STATE)
       sim_bail(w, SIM_EXIT_SAFETY, "p%u's sink answered a flush with %d (%s), not one sink.h names", p->index, rc,
                cs_strerror(rc));
+    if (rc == CS_E_OK && (act->id & 3) == 1) { /* a second flush while this one is under way: CS_E_STATE, nothing changed */
+      cs_sink before = p->sink;
+      int again = cs_sink_flush(&p->sink, act->deadline_ns, act->id + 1);
+      if (again != CS_E_STATE || memcmp(&before, &p->sink, sizeof before) != 0)
+        sim_bail(w, SIM_EXIT_SAFETY, "p%u's sink answered %d (%s) to a flush while its flush is under way, not "
+                 "CS_E_STATE with nothing changed", p->index, again, cs_strerror(again));
+    }
     if (rc != CS_E_OK) engine_step_done(w, p, CS_STEP_FLUSH_SINK, rc == CS_E_CLOSED ? CS_E_OK : rc);
     return false;
   }
