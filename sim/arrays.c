@@ -33,6 +33,7 @@
  *     array: nothing), never serves a slot's zeros after it was written nor
  *     another write's bytes.
  */
+#include "array_oracle.h"
 #include "world.h"
 
 #include <inttypes.h>
@@ -40,6 +41,40 @@
 #include <string.h>
 
 static bool chance(cs_prng *prng, uint32_t permille) { return cs_prng_below(prng, 1000) < permille; }
+
+/*
+ * The array's geometry, from a stream of its own (so no other draw moves):
+ * one to three dimensions whose chunk grid multiplies to the slot count (a
+ * random divisor per dimension), chunks of 1 to 3 elements per dimension,
+ * the last chunk of a dimension cut short at random, items of 1 to 8 bytes.
+ * Slot s is chunk s in C order.
+ */
+static void array_geometry(sim_world *w) {
+  static const uint32_t items[] = {1, 2, 4, 8};
+  cs_prng r;
+  cs_prng_seed(&r, w->opts->seed ^ UINT64_C(0x67656f6d65747279));
+  cs_array_geometry *g = &w->array_geom;
+  memset(g, 0, sizeof *g);
+  g->dims = 1 + (uint32_t)cs_prng_below(&r, 3);
+  g->item_bytes = items[cs_prng_below(&r, 4)];
+  uint64_t left = w->array_slots;
+  for (uint32_t d = 0; d < g->dims; d++) {
+    uint64_t grid = left;
+    if (d + 1 < g->dims) {
+      uint64_t divisors[SIM_ARRAY_SLOTS_MAX], n = 0;
+      for (uint64_t q = 1; q <= left; q++)
+        if (left % q == 0) divisors[n++] = q;
+      grid = divisors[cs_prng_below(&r, n)];
+    }
+    left /= grid;
+    g->chunk[d] = 1 + cs_prng_below(&r, 3);
+    g->shape[d] = (grid - 1) * g->chunk[d] + 1 + cs_prng_below(&r, g->chunk[d]);
+    if (grid == 1) g->chunk[d] = g->shape[d]; /* one chunk: the whole extent (a chunk never exceeds it) */
+  }
+  char msg[120];
+  if (cs_array_geometry_check(g, msg, sizeof msg) != CS_E_OK || cs_array_chunk_count(g) != w->array_slots)
+    sim_bail(w, SIM_EXIT_MODEL, "array: a geometry of %u chunks refused or miscounted: %s", w->array_slots, msg);
+}
 
 void sim_arrays_setup(sim_world *w, bool swarm, bool all) {
   cs_prng_seed(&w->prng_arrays, w->opts->seed ^ UINT64_C(0x6172726179732121));
@@ -57,6 +92,8 @@ void sim_arrays_setup(sim_world *w, bool swarm, bool all) {
   cs_prng_seed(&ttl, w->opts->seed ^ UINT64_C(0x636c61696d74746c));
   w->array_claim_ttl_ns = (1 + cs_prng_below(&ttl, 30)) * CS_SEC_NS;
   for (uint32_t s = 0; s < SIM_ARRAY_SLOTS_MAX; s++) w->array_winner[s] = w->array_cache[s] = SIM_NONE;
+  array_geometry(w);
+  cs_prng_seed(&w->prng_array_reads, w->opts->seed ^ UINT64_C(0x736c696365737321));
 }
 
 static void winners_at(sim_world *w, uint64_t watermark, uint32_t winners[SIM_ARRAY_SLOTS_MAX]);
@@ -193,6 +230,141 @@ static cs_array_stamp stamp_of(sim_world *w, const uint32_t winners[SIM_ARRAY_SL
   return st;
 }
 
+/* ---- a reader's slice, against a brute force of its own ---------------------------------------- */
+
+#define SIM_ARRAY_ELEMENTS_MAX (SIM_ARRAY_SLOTS_MAX * 27u) /* chunks of at most 3 x 3 x 3 elements */
+
+/* The checker's own grid and chunk arithmetic (not the core's): chunk of element `at`, and chunk c's box. */
+static uint64_t oracle_chunk_of(const cs_array_geometry *g, const uint64_t at[CS_ARRAY_DIMS_MAX]) {
+  uint64_t c = 0;
+  for (uint32_t d = 0; d < g->dims; d++) c = c * ((g->shape[d] + g->chunk[d] - 1) / g->chunk[d]) + at[d] / g->chunk[d];
+  return c;
+}
+
+static void oracle_chunk_box(const cs_array_geometry *g, uint64_t c, uint64_t origin[CS_ARRAY_DIMS_MAX],
+                             uint64_t shape[CS_ARRAY_DIMS_MAX]) {
+  for (uint32_t d = g->dims; d-- > 0;) {
+    uint64_t grid = (g->shape[d] + g->chunk[d] - 1) / g->chunk[d];
+    origin[d] = c % grid * g->chunk[d];
+    shape[d] = g->shape[d] - origin[d] < g->chunk[d] ? g->shape[d] - origin[d] : g->chunk[d];
+    c /= grid;
+  }
+}
+
+static uint64_t oracle_linear(const cs_array_geometry *g, const uint64_t at[CS_ARRAY_DIMS_MAX]) {
+  uint64_t i = 0;
+  for (uint32_t d = 0; d < g->dims; d++) i = i * g->shape[d] + at[d];
+  return i;
+}
+
+/* Byte b of element i as the write with this capture id holds it (never 0, so zeros show). */
+static uint8_t oracle_byte(uint64_t capture_id, uint64_t i, uint32_t b) {
+  uint64_t x = (capture_id ^ (i << 4 | b)) * UINT64_C(0x9e3779b97f4a7c15);
+  return (uint8_t)((x >> 56) | 1u);
+}
+
+/* Chunk c's bytes as the write with capture id holds them: dense, C order, its own (edge-cut) shape. */
+static void oracle_chunk_fill(const cs_array_geometry *g, uint64_t c, uint64_t capture_id, uint8_t *out) {
+  uint64_t origin[CS_ARRAY_DIMS_MAX] = {0}, shape[CS_ARRAY_DIMS_MAX] = {0}, zero[CS_ARRAY_DIMS_MAX] = {0};
+  uint64_t local[CS_ARRAY_DIMS_MAX] = {0}, at[CS_ARRAY_DIMS_MAX] = {0}, k = 0;
+  oracle_chunk_box(g, c, origin, shape);
+  do {
+    for (uint32_t d = 0; d < g->dims; d++) at[d] = origin[d] + local[d];
+    uint64_t i = oracle_linear(g, at);
+    for (uint32_t b = 0; b < g->item_bytes; b++) out[k++] = oracle_byte(capture_id, i, b);
+  } while (array_oracle_next(g->dims, zero, shape, local));
+}
+
+/* The blocks of block_bytes a piece's region needs, by brute force, against cs_array_region_blocks. */
+static void check_region_blocks(sim_world *w, const cs_array_geometry *g, const cs_array_piece *p) {
+  uint64_t chunk_bytes = g->item_bytes;
+  for (uint32_t d = 0; d < g->dims; d++) chunk_bytes *= p->chunk_shape[d];
+  uint64_t block = 1 + cs_prng_below(&w->prng_array_reads, chunk_bytes + 8);
+  uint64_t words = ((chunk_bytes + block - 1) / block + 63) / 64;
+  uint64_t need[4] = {0}, want[4] = {0};
+  uint64_t want_count = array_oracle_region_blocks(g, p, block, want);
+  uint64_t got = cs_array_region_blocks(g, p, block, need, words);
+  if (got != want_count || memcmp(need, want, words * sizeof need[0]) != 0)
+    sim_bail(w, SIM_EXIT_SAFETY, "array: chunk %" PRIu64 "'s region needs %" PRIu64 " blocks of %" PRIu64 " bytes; the "
+             "core named %" PRIu64 " (or other ones)", p->chunk_index, want_count, block, got);
+}
+
+/*
+ * A reader reads a slice (drawn from a stream of its own) at this watermark,
+ * as the runtime's read does: the core's pieces, each chunk's bytes (its
+ * winning write's, or none) copied in by cs_array_piece_copy. Every element of
+ * the slice must be its chunk's winner's byte for byte, or zeros where the
+ * chunk is unwritten; each chunk the slice overlaps given once, in order, with
+ * its own shape, and no other; nothing written past the slice; and the Blosc
+ * blocks each piece needs named exactly (a random block size).
+ */
+static void slice_read(sim_world *w, const uint32_t winners[SIM_ARRAY_SLOTS_MAX]) {
+  static uint8_t out[SIM_ARRAY_ELEMENTS_MAX * 8 + 1], chunk[27 * 8];
+  const cs_array_geometry *g = &w->array_geom;
+  cs_prng *r = &w->prng_array_reads;
+  cs_array_slice s;
+  memset(&s, 0, sizeof s);
+  uint64_t elements = 1;
+  for (uint32_t d = 0; d < g->dims; d++) {
+    uint64_t a = cs_prng_below(r, g->shape[d] + 1), b = cs_prng_below(r, g->shape[d] + 1);
+    s.start[d] = a < b ? a : b;
+    s.stop[d] = a < b ? b : a;
+    if (s.start[d] == s.stop[d] && cs_prng_below(r, 8) != 0) s.start[d] = 0, s.stop[d] = g->shape[d];
+    elements *= s.stop[d] - s.start[d];
+  }
+  cs_array_slice_iter it;
+  if (cs_array_slice_begin(&it, g, &s) != CS_E_OK)
+    sim_bail(w, SIM_EXIT_SAFETY, "array: a slice inside the shape was refused");
+  memset(out, 0xAB, elements * g->item_bytes + 1);
+  bool given[SIM_ARRAY_SLOTS_MAX] = {false}, touched[SIM_ARRAY_SLOTS_MAX] = {false};
+  uint64_t last = 0, pieces = 0;
+  cs_array_piece p;
+  while (cs_array_slice_next(&it, &p)) {
+    if (p.chunk_index >= w->array_slots || given[p.chunk_index] || (pieces > 0 && p.chunk_index <= last))
+      sim_bail(w, SIM_EXIT_SAFETY, "array: a slice's pieces gave chunk %" PRIu64 " twice, out of order or past the "
+               "grid", p.chunk_index);
+    uint64_t origin[CS_ARRAY_DIMS_MAX] = {0}, shape[CS_ARRAY_DIMS_MAX] = {0};
+    oracle_chunk_box(g, p.chunk_index, origin, shape);
+    for (uint32_t d = 0; d < g->dims; d++) {
+      if (p.chunk_shape[d] != shape[d] || p.lo[d] >= p.hi[d] || p.hi[d] > shape[d])
+        sim_bail(w, SIM_EXIT_SAFETY, "array: chunk %" PRIu64 "'s piece has shape or region [%" PRIu64 ", %" PRIu64
+                 ") of %" PRIu64 " in dimension %u; the chunk is %" PRIu64 " long", p.chunk_index, p.lo[d], p.hi[d],
+                 p.chunk_shape[d], d, shape[d]);
+      if (shape[d] < g->chunk[d]) sim_cov_mark(w, SIM_COV_SIT_ARRAY_SLICE_EDGE);
+    }
+    given[p.chunk_index] = true;
+    last = p.chunk_index;
+    pieces++;
+    uint32_t win = winners[p.chunk_index];
+    if (win != SIM_NONE) oracle_chunk_fill(g, p.chunk_index, w->array_writes[win].capture_id, chunk);
+    cs_array_piece_copy(g, &s, &p, win != SIM_NONE ? chunk : NULL, out, true);
+    check_region_blocks(w, g, &p);
+  }
+  if (elements > 0) {
+    uint64_t at[CS_ARRAY_DIMS_MAX] = {0}, i = 0;
+    memcpy(at, s.start, sizeof at);
+    do {
+      uint64_t c = oracle_chunk_of(g, at), lin = oracle_linear(g, at);
+      touched[c] = true;
+      uint32_t win = winners[c];
+      for (uint32_t b = 0; b < g->item_bytes; b++) {
+        uint8_t want = win == SIM_NONE ? 0 : oracle_byte(w->array_writes[win].capture_id, lin, b);
+        if (out[i * g->item_bytes + b] != want)
+          sim_bail(w, SIM_EXIT_SAFETY, "array: a slice read element %" PRIu64 " (chunk %" PRIu64 ", %s) wrong at byte %u",
+                   lin, c, win == SIM_NONE ? "unwritten: zeros" : "written", b);
+      }
+      i++;
+    } while (array_oracle_next(g->dims, s.start, s.stop, at));
+  }
+  if (out[elements * g->item_bytes] != 0xAB) sim_bail(w, SIM_EXIT_SAFETY, "array: a slice read wrote past its end");
+  for (uint32_t c = 0; c < w->array_slots; c++)
+    if (given[c] != touched[c])
+      sim_bail(w, SIM_EXIT_SAFETY, "array: a slice read %s chunk %u, which it %s", given[c] ? "was given" : "missed",
+               c, given[c] ? "does not overlap" : "overlaps");
+  w->counters.array_slices_read++;
+  sim_cov_mark(w, SIM_COV_SIT_ARRAY_SLICE_READ);
+}
+
 /* ---- the checks ----------------------------------------------------------------------------- */
 
 /* A reader refreshes at the current watermark: its answer held to every invariant. */
@@ -256,6 +428,7 @@ void sim_arrays_poll(sim_world *w) {
                  winners[s] == SIM_NONE ? "unwritten" : "written");
     }
   }
+  slice_read(w, winners);
   memcpy(w->array_cache, winners, sizeof w->array_cache);
   w->array_cache_stamp = st;
   w->array_cache_valid = true;

@@ -269,6 +269,8 @@
   X(SIT_ARRAY_CLAIM_REFUSED, "sit_array_claim_refused", "") \
   X(SIT_ARRAY_CLAIM_TAKEN_OVER, "sit_array_claim_taken_over", "") \
   X(SIT_ARRAY_COMPLETE, "sit_array_complete", "") \
+  X(SIT_ARRAY_SLICE_READ, "sit_array_slice_read", "") \
+  X(SIT_ARRAY_SLICE_EDGE, "sit_array_slice_edge", "") /* a slice read through an edge chunk, cut short */ \
   /* A catalog of replicas (the replicas draw, sim/replicas.c). */ \
   X(SIT_QUORUM_LATE, "sit_quorum_late", "") \
   X(SIT_QUORUM_LATE_LANDED_AFTER_LEASE, "sit_quorum_late_landed_after_lease", "") \

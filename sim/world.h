@@ -398,7 +398,7 @@ typedef struct sim_counters {
   uint64_t reads_started, reads_ok, reads_failed, reads_refused; /* readers' reads */
   uint64_t array_writes, array_accepted, array_refused_flush, array_refused_claim, array_refused_local;
   uint64_t array_claims_lost, array_polls, array_set_aside; /* capture arrays (sim/arrays.c) */
-  uint64_t array_claims_taken_over;
+  uint64_t array_claims_taken_over, array_slices_read;
   /* A replicated catalog (sim/replicas.c). */
   uint64_t quorum_late;          /* quorum writes answered 319 whose rows landed later */
   uint64_t quorum_busy_refused;  /* writes refused (286): an earlier quorum write to the table was pending */
@@ -575,6 +575,8 @@ typedef struct sim_world {
   bool array_cache_valid;             /* a reader's cache: each slot's write (SIM_NONE: zeros), and its stamp */
   uint32_t array_cache[SIM_ARRAY_SLOTS_MAX];
   cs_array_stamp array_cache_stamp;
+  cs_array_geometry array_geom;       /* its shape: the slots are its chunks, in C order (a stream of its own) */
+  cs_prng prng_array_reads;           /* the slices a reader reads (a stream of its own) */
   sim_array_write array_writes[SIM_ARRAY_WRITES_MAX];
   bool store_list_path_order;      /* LIST walks a directory tree (s3rver): pages in path order,
                                       paging on from a key skips keys sorting below it bytewise */

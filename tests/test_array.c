@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "capstore/array.h"
+#include "array_oracle.h"
 
 #include "test_prop.h"
 
@@ -247,22 +248,7 @@ static void check_blocks(const cs_array_geometry *g, const cs_array_piece *p, cs
   uint64_t block = 1 + cs_prng_below(r, chunk_bytes + 8);
   uint64_t blocks = (chunk_bytes + block - 1) / block;
   uint64_t need[PROP_ELEMENTS * 8 / 64 + 1] = {0}, want[PROP_ELEMENTS * 8 / 64 + 1] = {0}, want_count = 0;
-  /* Brute force: every byte of every element of the region. */
-  cs_array_slice region;
-  memset(&region, 0, sizeof region);
-  memcpy(region.start, p->lo, sizeof region.start);
-  memcpy(region.stop, p->hi, sizeof region.stop);
-  uint64_t at[CS_ARRAY_DIMS_MAX] = {0};
-  memcpy(at, p->lo, sizeof at);
-  do {
-    uint64_t o = 0;
-    for (uint32_t d = 0; d < g->dims; d++) o = o * p->chunk_shape[d] + at[d];
-    for (uint64_t b = o * g->item_bytes; b < (o + 1) * g->item_bytes; b++) {
-      uint64_t k = b / block;
-      if ((want[k / 64] >> (k % 64) & 1) == 0) want_count++;
-      want[k / 64] |= UINT64_C(1) << (k % 64);
-    }
-  } while (next_coord(g, &region, at));
+  want_count = array_oracle_region_blocks(g, p, block, want); /* brute force: every byte of every element */
   uint64_t words = (blocks + 63) / 64;
   PROP_CHECK(cs_array_region_blocks(g, p, block, need, words) == want_count);
   PROP_CHECK(memcmp(need, want, words * sizeof need[0]) == 0);
