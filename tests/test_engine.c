@@ -85,6 +85,11 @@ static void test_config_bad_field_is_named(void **state) {
   cfg.stop_reserve_ns = MS - 1;
   assert_int_equal(cs_engine_init(&engine, &cfg, msg, sizeof msg), CS_E_CONFIG);
   assert_non_null(strstr(msg, "stop_reserve_ns"));
+  /* No message buffer (NULL, or of size 0): the same answer, nothing written. */
+  char none[1] = {'x'};
+  assert_int_equal(cs_engine_config_validate(&cfg, NULL, 0), CS_E_CONFIG);
+  assert_int_equal(cs_engine_config_validate(&cfg, none, 0), CS_E_CONFIG);
+  assert_int_equal(none[0], 'x');
 }
 
 static void test_open_runs_steps_in_order(void **state) {

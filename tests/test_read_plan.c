@@ -140,6 +140,13 @@ static void test_budget_refusals(void **state) {
   assert_int_equal(p.plan.requests, 6);
   if (strstr(p.msg, "6 requests") == NULL || strstr(p.msg, "2 over the request limit 4") == NULL)
     fail_msg("message: %s", p.msg);
+  /* No message buffer (NULL, or of size 0): refused all the same, nothing written. */
+  char none[1] = {'x'};
+  assert_int_equal(cs_read_plan_make(packs, 3, wants, 3, &limits, p.order, p.spans, 80, &p.plan, NULL, 16),
+                   CS_E_TOO_LARGE);
+  assert_int_equal(cs_read_plan_make(packs, 3, wants, 3, &limits, p.order, p.spans, 80, &p.plan, none, 0),
+                   CS_E_TOO_LARGE);
+  assert_int_equal(none[0], 'x');
   limits.request_limit = 6;
   limits.byte_limit = 3 * (100 + 192) - 1;
   make(&p, packs, 3, wants, 3, &limits);
