@@ -222,9 +222,8 @@ static cs_array_stamp stamp_of(sim_world *w, const uint32_t winners[SIM_ARRAY_SL
     if (v < first || (v == first && s < first_slot)) first = v, first_slot = s, nonce = x->capture_id | 1u;
     if (v > last) last = v;
   }
-  cs_array_geometry g = {.dims = 1, .item_bytes = 1, .shape = {w->array_slots}, .chunk = {1}};
   cs_array_stamp st;
-  if (cs_array_stamp_make(&g, nonce, written, last, &st) != CS_E_OK)
+  if (cs_array_stamp_make(&w->array_geom, nonce, written, last, &st) != CS_E_OK)
     sim_bail(w, SIM_EXIT_SAFETY, "array: the stamp core refused %" PRIu64 " written slots of %u", written,
              w->array_slots);
   return st;
@@ -315,7 +314,7 @@ static void slice_read(sim_world *w, const uint32_t winners[SIM_ARRAY_SLOTS_MAX]
   cs_array_slice_iter it;
   if (cs_array_slice_begin(&it, g, &s) != CS_E_OK)
     sim_bail(w, SIM_EXIT_SAFETY, "array: a slice inside the shape was refused");
-  memset(out, 0xAB, elements * g->item_bytes + 1);
+  memset(out, 0xAA, sizeof out); /* even: never a written byte (odd) nor an unwritten one (0) */
   bool given[SIM_ARRAY_SLOTS_MAX] = {false}, touched[SIM_ARRAY_SLOTS_MAX] = {false};
   uint64_t last = 0, pieces = 0;
   cs_array_piece p;
@@ -326,10 +325,14 @@ static void slice_read(sim_world *w, const uint32_t winners[SIM_ARRAY_SLOTS_MAX]
     uint64_t origin[CS_ARRAY_DIMS_MAX] = {0}, shape[CS_ARRAY_DIMS_MAX] = {0};
     oracle_chunk_box(g, p.chunk_index, origin, shape);
     for (uint32_t d = 0; d < g->dims; d++) {
-      if (p.chunk_shape[d] != shape[d] || p.lo[d] >= p.hi[d] || p.hi[d] > shape[d])
-        sim_bail(w, SIM_EXIT_SAFETY, "array: chunk %" PRIu64 "'s piece has shape or region [%" PRIu64 ", %" PRIu64
-                 ") of %" PRIu64 " in dimension %u; the chunk is %" PRIu64 " long", p.chunk_index, p.lo[d], p.hi[d],
-                 p.chunk_shape[d], d, shape[d]);
+      /* The piece is the overlap of the slice and the chunk, placed where it lies in the slice. */
+      uint64_t lo = s.start[d] > origin[d] ? s.start[d] - origin[d] : 0;
+      uint64_t hi = s.stop[d] < origin[d] + shape[d] ? s.stop[d] - origin[d] : shape[d];
+      if (p.chunk_shape[d] != shape[d] || p.lo[d] != lo || p.hi[d] != hi || p.at[d] != origin[d] + lo - s.start[d])
+        sim_bail(w, SIM_EXIT_SAFETY, "array: chunk %" PRIu64 "'s piece has shape %" PRIu64 ", region [%" PRIu64
+                 ", %" PRIu64 ") at %" PRIu64 " in dimension %u; the chunk is %" PRIu64 " long, the overlap [%" PRIu64
+                 ", %" PRIu64 ") at %" PRIu64, p.chunk_index, p.chunk_shape[d], p.lo[d], p.hi[d], p.at[d], d, shape[d],
+                 lo, hi, origin[d] + lo - s.start[d]);
       if (shape[d] < g->chunk[d]) sim_cov_mark(w, SIM_COV_SIT_ARRAY_SLICE_EDGE);
     }
     given[p.chunk_index] = true;
@@ -356,7 +359,8 @@ static void slice_read(sim_world *w, const uint32_t winners[SIM_ARRAY_SLOTS_MAX]
       i++;
     } while (array_oracle_next(g->dims, s.start, s.stop, at));
   }
-  if (out[elements * g->item_bytes] != 0xAB) sim_bail(w, SIM_EXIT_SAFETY, "array: a slice read wrote past its end");
+  for (uint64_t k = elements * g->item_bytes; k < sizeof out; k++)
+    if (out[k] != 0xAA) sim_bail(w, SIM_EXIT_SAFETY, "array: a slice read wrote past its end (byte %" PRIu64 ")", k);
   for (uint32_t c = 0; c < w->array_slots; c++)
     if (given[c] != touched[c])
       sim_bail(w, SIM_EXIT_SAFETY, "array: a slice read %s chunk %u, which it %s", given[c] ? "was given" : "missed",

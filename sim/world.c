@@ -476,9 +476,10 @@ static bool seal_in_flight(const sim_world *w, const sim_proc *p, uint32_t pack)
 
 /*
  * A malformed event is refused CS_E_INVALID_ARGUMENT and taken nowhere
- * (service.h): before every 16th SEALED of a process, its service is handed
- * one of seven in turn, at the same instant as the SEALED that follows (so
- * that the flush checks the call runs change nothing the SEALED's would not):
+ * (service.h): right after every 16th SEALED of a process, its service is
+ * handed one of seven in turn, at the SEALED's own instant (so the flushes
+ * it answers were answered by the SEALED's call already: the run goes on as
+ * without it):
  * a SEALED with an empty key, with a key of CS_KEY_MAX bytes, with no pack, a
  * completion of no request, an event of no kind, no event at all, and the
  * completion of a request in flight with an outcome past the last (the
@@ -526,10 +527,6 @@ static void bad_event_refused(sim_world *w, sim_proc *p, const cs_pack_ref *ref)
 }
 
 /*
- * Tells the sink a seal ended; its answer as cs_sink_on_sealed's. The sink's
- * stats count every seal it took, sealed or failed (sink.h), and nothing else.
- */
-/*
  * A malformed seal completion changes nothing and is refused
  * CS_E_INVALID_ARGUMENT (sink.h): every eighth seal's completion is preceded
  * by one of three in turn: a positive err, a failure that names a size, and
@@ -538,7 +535,8 @@ static void bad_event_refused(sim_world *w, sim_proc *p, const cs_pack_ref *ref)
 static void sink_bad_sealed(sim_world *w, sim_proc *p, uint64_t seq, uint64_t size_bytes) {
   static const char *const what[] = {"a positive err", "a failure with a size", "a seal it never began"};
   uint32_t k = (uint32_t)(seq / 8 % 3);
-  cs_sink before = p->sink;
+  cs_sink before;
+  memcpy(&before, &p->sink, sizeof before); /* padding included */
   int rc = k == 0   ? cs_sink_on_sealed(&p->sink, sim_local_now(w, p), seq, size_bytes, 1)
            : k == 1 ? cs_sink_on_sealed(&p->sink, sim_local_now(w, p), seq, size_bytes + 1, CS_E_IO)
                     : cs_sink_on_sealed(&p->sink, sim_local_now(w, p), seq + (UINT64_C(1) << 40), 0, CS_E_OK);
@@ -547,6 +545,10 @@ static void sink_bad_sealed(sim_world *w, sim_proc *p, uint64_t seq, uint64_t si
              cs_strerror(rc), what[k], memcmp(&before, &p->sink, sizeof before) != 0 ? ", and changed" : "");
 }
 
+/*
+ * Tells the sink a seal ended; its answer as cs_sink_on_sealed's. The sink's
+ * stats count every seal it took, sealed or failed (sink.h), and nothing else.
+ */
 static int sink_sealed(sim_world *w, sim_proc *p, uint64_t seq, uint64_t size_bytes, int err) {
   if (seq != 0 && (seq & 7) == 5) sink_bad_sealed(w, p, seq, size_bytes);
   int rc = cs_sink_on_sealed(&p->sink, sim_local_now(w, p), seq, size_bytes, err);
@@ -602,9 +604,9 @@ static void seal_ack(sim_world *w, sim_proc *p, uint32_t file, int err) {
    */
   if (f->told_gen != p->svc_gen) pack->verified_gen[p->index] = 0;
   bool arrival = seal_arrives(w);
-  if (++p->bad_event_probes % 16 == 0) bad_event_refused(w, p, &pack->ref);
   cs_event ev = {.kind = CS_EV_SEALED, .pack = &pack->ref, .recovered = arrival};
   int rc = svc_event(p, sim_local_now(w, p), &ev);
+  if (++p->bad_event_probes % 16 == 0) bad_event_refused(w, p, &pack->ref);
   sim_ledger_told(w, p, file, rc, arrival);
   sim_cov_sealed(w, f->pack, seq, rc);
   if (arrival) arrival_taken(w, p, f->pack, rc);
@@ -1106,7 +1108,8 @@ static bool exec_step_now(sim_world *w, sim_proc *p, const cs_engine_action *act
       sim_bail(w, SIM_EXIT_SAFETY, "p%u's sink answered a flush with %d (%s), not one sink.h names", p->index, rc,
                cs_strerror(rc));
     if (rc == CS_E_OK && (act->id & 3) == 1) { /* a second flush while this one is under way: CS_E_STATE, nothing changed */
-      cs_sink before = p->sink;
+      cs_sink before;
+      memcpy(&before, &p->sink, sizeof before);
       int again = cs_sink_flush(&p->sink, act->deadline_ns, act->id + 1);
       if (again != CS_E_STATE || memcmp(&before, &p->sink, sizeof before) != 0)
         sim_bail(w, SIM_EXIT_SAFETY, "p%u's sink answered %d (%s) to a flush while its flush is under way, not "

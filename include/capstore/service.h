@@ -276,10 +276,14 @@ int cs_service_init(cs_service **out, void *mem, size_t mem_size, const cs_servi
                     const cs_uuid *lease_id, uint64_t seed, char *msg, size_t msg_size);
 
 /*
- * Delivers one event at now_ns. Returns CS_E_OK, CS_E_INVALID_ARGUMENT for an
- * unknown completion id, CS_E_FULL when a sealed pack does not fit the table
+ * Delivers one event at now_ns. Returns CS_E_OK, CS_E_INVALID_ARGUMENT for a
+ * malformed event (no event, an unknown kind, a SEALED with no pack or a key
+ * of 0 or CS_KEY_MAX bytes or more, a completion of an unknown id or with an
+ * outcome past the last), CS_E_FULL when a sealed pack does not fit the table
  * (the spool quota should have refused it) or when flush answers are waiting
  * to be polled (poll, then flush again), CS_E_CLOSED for SEALED after STOP.
+ * A refused event is taken nowhere: no pack, request or count moves (flushes
+ * whose deadline has come are still answered).
  */
 int cs_service_on_event(cs_service *svc, uint64_t now_ns, const cs_event *ev);
 
