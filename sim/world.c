@@ -2217,6 +2217,7 @@ void sim_run(const sim_options *opts, sim_result *result) {
   fprintf(opts->out, " procs=%u uploaders=%u rivals=%u\n", w->proc_count, w->uploaders, w->rivals);
   sim_config_print(w, opts->out);
   sim_check_config_rules(w);
+  sim_check_api_rules(w);
   world_start(w);
   sim_event ev;
   while (!w->done && heap_pop(w, &ev)) {
