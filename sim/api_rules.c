@@ -20,12 +20,36 @@
 #include <string.h>
 
 #include "array_oracle.h"
+#include "capstore/engine.h"
 #include "capstore/read_plan.h"
+#include "capstore/sink.h"
 #include "world.h"
 
 #define RULE_FAIL(w, ...) sim_bail((w), SIM_EXIT_SAFETY, "api rule: " __VA_ARGS__)
 
 static uint64_t below(cs_prng *r, uint64_t n) { return cs_prng_below(r, n); }
+
+/*
+ * A refusal's message in a buffer of one byte is the empty string, and in none (NULL, or size 0) nothing is
+ * written at all: call, naming the buffer sm_ and its size sz_, is tried each way around a sentinel.
+ */
+#define CHECK_SHORT_MESSAGE(w, what, call)                                                                          \
+  do {                                                                                                               \
+    char one_[2] = {'x', 'y'};                                                                                       \
+    char *sm_ = one_;                                                                                                \
+    size_t sz_ = 1;                                                                                             \
+    int rc1_ = (call);                                                                                               \
+    if (one_[0] != '\0' || one_[1] != 'y')                                                                           \
+      RULE_FAIL(w, "%s: a message in a buffer of one byte is not the empty string (%d)", what, rc1_);             \
+    sz_ = 0;                                                                                                    \
+    one_[0] = 'x';                                                                                                   \
+    int rc0_ = (call);                                                                                               \
+    sm_ = NULL;                                                                                                      \
+    int rcn_ = (call);                                                                                               \
+    if (one_[0] != 'x' || rc0_ != rc1_ || rcn_ != rc1_)                                                              \
+      RULE_FAIL(w, "%s: without a message buffer the answer changed (%d, %d, %d) or a byte was written", what, rc1_, \
+                rc0_, rcn_);                                                                                         \
+  } while (0)
 
 /* ---- the PRNG: the stream every replay line names ---------------------------------------------------------- */
 
@@ -461,6 +485,7 @@ static void check_geometries(sim_world *w, cs_prng *r) {
       RULE_FAIL(w, "array: a geometry with defect %d (dimension %u) was taken (%d)", (int)want, dim, rc);
     if (want >= G_SHAPE && !names_dim(msg, dim))
       RULE_FAIL(w, "array: a geometry refused for dimension %u with a message that does not name it: '%s'", dim, msg);
+    CHECK_SHORT_MESSAGE(w, "array geometry", cs_array_geometry_check(&g, sm_, sz_));
     /* A short buffer gets a cut, terminated message. */
     char small[8];
     memset(small, 0x5a, sizeof small);
@@ -508,6 +533,7 @@ static void check_slices(sim_world *w, cs_prng *r) {
     }
     if (rc != CS_E_INVALID_ARGUMENT || begin != CS_E_INVALID_ARGUMENT || !names_dim(msg, (uint32_t)bad))
       RULE_FAIL(w, "array: a slice bad at dimension %d was answered %d (begin %d): '%s'", bad, rc, begin, msg);
+    CHECK_SHORT_MESSAGE(w, "array slice", cs_array_slice_check(&g, &s, sm_, sz_));
   }
   cs_array_geometry g;
   draw_geometry(r, &g);
@@ -648,9 +674,13 @@ static void check_plan_refusals(sim_world *w, cs_prng *r) {
       snprintf(name, sizeof name, bad_pack >= 0 ? "pack %d " : "record %d ", bad_pack >= 0 ? bad_pack : bad_want);
       if (rc != CS_E_INVALID_ARGUMENT || strncmp(msg, name, strlen(name)) != 0)
         RULE_FAIL(w, "read plan: a selection with a bad %s was answered %d: '%s'", name, rc, msg);
+      CHECK_SHORT_MESSAGE(w, "read plan", cs_read_plan_make(packs, pc, wants, wc, &lim, order, spans, wc + pc, &plan, sm_,
+                                                            sz_));
       continue;
     }
     if (rc != CS_E_OK) RULE_FAIL(w, "read plan: a valid selection of %u records refused: %s", wc, msg);
+    CHECK_SHORT_MESSAGE(w, "read plan (planned)",
+                        cs_read_plan_make(packs, pc, wants, wc, &lim, order, spans, wc + pc, &plan, sm_, sz_));
     uint64_t bytes = plan.bytes, requests = plan.requests;
     if (wc > 0 && cs_read_plan_make(packs, pc, wants, wc, &lim, order, NULL, 0, &plan, msg, sizeof msg) != CS_E_FULL)
       RULE_FAIL(w, "read plan: no room for spans was not refused as full");
@@ -665,6 +695,8 @@ static void check_plan_refusals(sim_world *w, cs_prng *r) {
       rc = cs_read_plan_make(packs, pc, wants, wc, &lim, order, spans, wc + pc, &plan, msg, sizeof msg);
       if (rc != CS_E_TOO_LARGE || plan.bytes != bytes || strstr(msg, "1 bytes over") == NULL)
         RULE_FAIL(w, "read plan: a plan of %" PRIu64 " bytes under a limit one less answered %d: '%s'", bytes, rc, msg);
+      CHECK_SHORT_MESSAGE(w, "read plan over its byte limit",
+                          cs_read_plan_make(packs, pc, wants, wc, &lim, order, spans, wc + pc, &plan, sm_, sz_));
       lim.byte_limit = UINT64_MAX;
     }
     if (requests > 1) {
@@ -673,6 +705,8 @@ static void check_plan_refusals(sim_world *w, cs_prng *r) {
       if (rc != CS_E_TOO_LARGE || plan.requests != requests || strstr(msg, ": 1 over") == NULL)
         RULE_FAIL(w, "read plan: a plan of %" PRIu64 " requests under a limit one less answered %d: '%s'", requests, rc,
                   msg);
+      CHECK_SHORT_MESSAGE(w, "read plan over its request limit",
+                          cs_read_plan_make(packs, pc, wants, wc, &lim, order, spans, wc + pc, &plan, sm_, sz_));
     }
     lim.request_limit = 0;
     if (cs_read_plan_make(packs, pc, wants, wc, &lim, order, spans, wc + pc, &plan, msg, sizeof msg) !=
@@ -764,6 +798,21 @@ static void check_exec(sim_world *w, cs_prng *r) {
   }
 }
 
+/* The engine's and the sink's config refusals write their message only where there is room for it. */
+static void check_config_messages(sim_world *w, cs_prng *r) {
+  cs_engine_config e;
+  cs_engine_config_default(&e);
+  if (below(r, 2)) e.start_timeout_ns = below(r, CS_MS_NS);
+  else e.stop_reserve_ns = below(r, CS_MS_NS);
+  CHECK_SHORT_MESSAGE(w, "engine config", cs_engine_config_validate(&e, sm_, sz_));
+  cs_engine_config_default(&e);
+  CHECK_SHORT_MESSAGE(w, "engine config (valid)", cs_engine_config_validate(&e, sm_, sz_));
+  cs_sink_config k;
+  cs_sink_config_default(&k);
+  k.pack_records_max = 0;
+  CHECK_SHORT_MESSAGE(w, "sink config", cs_sink_config_validate(&k, sm_, sz_));
+}
+
 void sim_check_api_rules(sim_world *w) {
   cs_prng r;
   cs_prng_seed(&r, w->opts->seed ^ UINT64_C(0x6170692072756c65));
@@ -778,4 +827,5 @@ void sim_check_api_rules(sim_world *w) {
   check_claims(w, &r);
   check_plan_refusals(w, &r);
   check_exec(w, &r);
+  check_config_messages(w, &r);
 }

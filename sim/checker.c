@@ -752,6 +752,15 @@ static bool odd_segment(const char *key) {
  * lease taken until the claim expires (a successor waits out the TTL).
  */
 static void check_release_term(sim_world *w, const sim_proc *p, const cs_action *act) {
+  /* A release names a term this service claimed (the one it holds, or the one an unknown renewal may have
+     taken): any other term frees nothing of its own and leaves a claim that landed to hold rivals off until it
+     expires. */
+  bool claimed = false;
+  uint32_t n = p->claim_terms_gen == p->svc_gen ? p->claim_terms_n : 0;
+  for (uint32_t i = 0; i < n && i < 8; i++) claimed = claimed || p->claim_terms[(n - 1 - i) % 8] == act->term;
+  if (!claimed)
+    sim_bail(w, SIM_EXIT_SAFETY, "p%u released term %" PRIu64 ", which it never claimed (its last claim: %s%" PRIu64 ")",
+             p->index, act->term, n == 0 ? "none, " : "term ", n == 0 ? 0 : p->claim_terms[(n - 1) % 8]);
   cs_snapshot snap;
   cs_service_snapshot(p->svc, sim_local_now(w, p), &snap);
   if (snap.lease_state != CS_LEASE_QUARANTINED) return;
@@ -807,6 +816,12 @@ void sim_check_send(sim_world *w, sim_proc *p, const cs_action *act, const sim_r
                cs_op_name(act->op), act->term, snap.lease_term);
   }
   if (act->op == CS_OP_STORE_LIST) check_list_when(w, p, act->token);
+  if (act->op == CS_OP_CAT_CLAIM) {
+    if (p->claim_terms_gen != p->svc_gen) p->claim_terms_gen = p->svc_gen, p->claim_terms_n = 0;
+    /* A CLAIM names its base term and claims the next; a renewal tried again names the same one. */
+    if (p->claim_terms_n == 0 || p->claim_terms[(p->claim_terms_n - 1) % 8] != act->term + 1)
+      p->claim_terms[p->claim_terms_n++ % 8] = act->term + 1;
+  }
   if (act->op == CS_OP_CAT_RELEASE) check_release_term(w, p, act);
   switch (act->op) {
   case CS_OP_STORE_PUT:
@@ -979,6 +994,11 @@ void sim_check_admit(sim_world *w, const sim_proc *p, int rc, uint64_t first_try
     sim_bail(w, SIM_EXIT_SAFETY, "p%u's sink counts %" PRIu64 " records, %" PRIu64 " bytes admitted after %s a record of %"
              PRIu64 " bytes (before: %" PRIu64 ", %" PRIu64 ")", p->index, st.records_admitted, st.bytes_admitted,
              admitted ? "admitting" : "refusing", record_bytes, before->records_admitted, before->bytes_admitted);
+  /* Its quota use (open, sealing and sealed bytes) grows by the record admitted, and by nothing else here. */
+  if (st.spool_bytes != before->spool_bytes + (admitted ? record_bytes : 0))
+    sim_bail(w, SIM_EXIT_SAFETY, "p%u's sink reports %" PRIu64 " bytes in its spool after %s a record of %" PRIu64
+             " bytes with %" PRIu64 " before", p->index, st.spool_bytes, admitted ? "admitting" : "refusing",
+             record_bytes, before->spool_bytes);
   /*
    * A record admitted found room under the quota (packs recovered at open or
    * sealed by a replaced sink may hold the spool over it; then nothing new

@@ -225,6 +225,9 @@ typedef struct sim_proc {
   uint32_t bad_event_probes; /* SEALED events delivered: every 16th is preceded by a malformed event */
   uint64_t lease_req_action; /* the lease step in flight (its action id), 0 for none ... */
   uint32_t lease_req_gen;    /* ... of the service of this generation */
+  uint64_t claim_terms[8];   /* the last distinct terms this generation's service claimed (CAT_CLAIM: base + 1; a ring) ... */
+  uint32_t claim_terms_n;    /* ... how many were sent ... */
+  uint32_t claim_terms_gen;  /* ... by the service of this generation */
   cs_sink_config sink_cfg;
   cs_sink sink;
   bool sink_open;
