@@ -953,7 +953,10 @@ static void exec_sink_action(sim_world *w, sim_proc *p, const cs_sink_action *ac
   sim_cov_sink_action(w, act);
   switch (act->op) {
   case CS_SINK_SEAL: exec_sink_seal(w, p, act); return;
-  case CS_SINK_FLUSHED: sink_answer(w, p, CS_STEP_FLUSH_SINK, act->flush_id == p->step_id, act->err); return;
+  case CS_SINK_FLUSHED:
+    if (p->sink_flush_waiting && act->flush_id == p->sink_flush_wait_id) p->sink_flush_waiting = false;
+    sink_answer(w, p, CS_STEP_FLUSH_SINK, act->flush_id == p->step_id, act->err);
+    return;
   case CS_SINK_CLOSED:
     p->sink_closed = true;
     sink_answer(w, p, CS_STEP_SEAL_SINK, true, act->err);
@@ -1042,6 +1045,7 @@ static void sink_open(sim_world *w, sim_proc *p) {
   char msg[128];
   if (cs_sink_init(&p->sink, &p->sink_cfg, msg, sizeof msg) != CS_E_OK)
     sim_bail(w, SIM_EXIT_CRASH, "sink init: %s", msg);
+  p->sink_flush_waiting = false;
   p->sink_sealed_ok = 0;
   p->sink_seal_errors = 0;
   /* The old sink's records that never reached a seal are gone with it (never durable);
@@ -1114,6 +1118,14 @@ static bool exec_step_now(sim_world *w, sim_proc *p, const cs_engine_action *act
       if (again != CS_E_STATE || memcmp(&before, &p->sink, sizeof before) != 0)
         sim_bail(w, SIM_EXIT_SAFETY, "p%u's sink answered %d (%s) to a flush while its flush is under way, not "
                  "CS_E_STATE with nothing changed", p->index, again, cs_strerror(again));
+    }
+    if (rc == CS_E_OK) {
+      /* sink.h: FLUSHED once the open pack and every seal in flight at the call complete (checked after every pump). */
+      p->sink_flush_waiting = true;
+      p->sink_flush_wait_id = act->id;
+      p->sink_flush_wait_seq = 0;
+      for (uint32_t i = 0; i < SIM_PENDING_PACKS; i++)
+        if (p->pending[i].used && p->pending[i].seq > p->sink_flush_wait_seq) p->sink_flush_wait_seq = p->pending[i].seq;
     }
     if (rc != CS_E_OK) engine_step_done(w, p, CS_STEP_FLUSH_SINK, rc == CS_E_CLOSED ? CS_E_OK : rc);
     return false;
@@ -1312,6 +1324,15 @@ void sim_proc_pump(sim_world *w, sim_proc *p) {
     }
     if (release_check(w, p)) progress = true;
     if (!progress) break;
+  }
+  /* sink.h: a flush is answered once the packs it waits for are sealed (or failed), not later. */
+  if (p->sink_open && p->sink_flush_waiting) {
+    bool owed = false;
+    for (uint32_t i = 0; i < SIM_PENDING_PACKS; i++)
+      owed = owed || (p->pending[i].used && p->pending[i].seq != 0 && p->pending[i].seq <= p->sink_flush_wait_seq);
+    if (!owed)
+      sim_bail(w, SIM_EXIT_SAFETY, "p%u's sink has not answered flush id=%" PRIu64 " though every pack it waits for"
+               " (up to pack %" PRIu64 ") is sealed", p->index, p->sink_flush_wait_id, p->sink_flush_wait_seq);
   }
   /* engine.h: a step issued with no time left fails at once, so no step in flight is past its deadline. */
   if (cs_engine_next_deadline(&p->engine) <= sim_local_now(w, p))

@@ -231,6 +231,9 @@ typedef struct sim_proc {
   cs_sink_config sink_cfg;
   cs_sink sink;
   bool sink_open;
+  bool sink_flush_waiting;    /* a FLUSH_SINK step's flush awaits its FLUSHED ... */
+  uint64_t sink_flush_wait_id;  /* ... its id ... */
+  uint64_t sink_flush_wait_seq; /* ... and the last pack it waits for: every pack open or sealing at the call */
   bool sink_closed;
   bool seal_asked;    /* the engine asked this sink to seal and close */
   int sink_err_kept;  /* a seal error the sink reported to a flush or close the engine had given up on */
