@@ -161,6 +161,32 @@ static void check_names(sim_world *w, cs_prng *r) {
     RULE_FAIL(w, "outcome %d, past the last, is named '%s' or counted an outage", (int)bad, cs_outcome_name(bad));
 }
 
+/* Names the status lines, traces and messages print: each value of a table has one of its own, and a value past
+   the table gets the table's "bad" name. */
+typedef const char *(*name_fn)(int);
+static const char *op_name(int v) { return cs_op_name((cs_op)v); }
+static const char *lease_name(int v) { return cs_lease_state_name((cs_lease_state)v); }
+static const char *step_name(int v) { return cs_engine_step_name((cs_engine_step)v); }
+static const char *reason_name(int v) { return cs_seal_reason_name((cs_seal_reason)v); }
+
+static void check_table(sim_world *w, cs_prng *r, const char *what, name_fn name, int first, int last, const char *bad) {
+  for (int v = first; v <= last; v++) {
+    const char *n = name(v);
+    if (n == NULL || n[0] == '\0' || strcmp(n, bad) == 0) RULE_FAIL(w, "%s %d has no name of its own", what, v);
+    for (int u = first; u < v; u++)
+      if (strcmp(name(u), n) == 0) RULE_FAIL(w, "%s %d and %d share the name '%s'", what, u, v, n);
+  }
+  int past = last + 1 + (int)below(r, 50);
+  if (name(past) == NULL || strcmp(name(past), bad) != 0) RULE_FAIL(w, "%s %d, past the last, is not named '%s'", what, past, bad);
+}
+
+static void check_tables(sim_world *w, cs_prng *r) {
+  check_table(w, r, "operation", op_name, CS_OP_NONE + 1, CS_OP_COUNT_ - 1, "bad_op");
+  check_table(w, r, "lease state", lease_name, CS_LEASE_NONE, CS_LEASE_RELEASED, "bad_state");
+  check_table(w, r, "engine step", step_name, CS_STEP_START_SERVICE, CS_STEP_COUNT_ - 1, "bad_step");
+  check_table(w, r, "seal reason", reason_name, CS_SEAL_RECORDS, CS_SEAL_CLOSE, "bad_reason");
+}
+
 /* ---- decimal and hex text ---------------------------------------------------------------------------------- */
 
 /* The verdict on len bytes of decimal text, by 128-bit arithmetic. */
@@ -681,6 +707,39 @@ static void check_plan_refusals(sim_world *w, cs_prng *r) {
     if (rc != CS_E_OK) RULE_FAIL(w, "read plan: a valid selection of %u records refused: %s", wc, msg);
     CHECK_SHORT_MESSAGE(w, "read plan (planned)",
                         cs_read_plan_make(packs, pc, wants, wc, &lim, order, spans, wc + pc, &plan, sm_, sz_));
+    /* Its payload is the wanted bytes, each once; its footers each named pack's [F, size); every want lies in a
+       read of its pack that lists it (an empty one is listed by one); and its bytes are its reads'. By brute force
+       over each pack's bytes. */
+    uint64_t payload = 0, footers = 0, read_bytes = 0;
+    for (uint32_t p = 0; p < pc; p++) {
+      uint8_t seen[64 * 17] = {0};
+      bool named = false;
+      for (uint32_t k = 0; k < wc; k++) {
+        if (wants[k].pack != p) continue;
+        named = true;
+        for (uint64_t b = wants[k].offset; b < wants[k].offset + wants[k].length; b++) payload += !seen[b], seen[b] = 1;
+      }
+      if (named) footers += packs[p].size_bytes - packs[p].footer_offset;
+    }
+    for (uint32_t sp = 0; sp < plan.span_count; sp++) read_bytes += spans[sp].length;
+    for (uint32_t k = 0; k < wc; k++) {
+      bool inside = false;
+      for (uint32_t sp = 0; sp < plan.span_count && !inside; sp++) {
+        const cs_read_span *x = &spans[sp];
+        bool listed = false;
+        for (uint32_t j = x->first; j < x->first + x->count && j < wc; j++) listed = listed || order[j] == k;
+        /* an empty record is listed with a read of its pack wherever it lies (read_plan.h) */
+        inside = listed && x->pack == wants[k].pack &&
+                 (wants[k].length == 0 ||
+                  (x->offset <= wants[k].offset && wants[k].offset + wants[k].length <= x->offset + x->length));
+      }
+      if (!inside) RULE_FAIL(w, "read plan: record %u (pack %u, [%" PRIu64 ", +%" PRIu64 ")) lies in no read that lists it", k,
+                             wants[k].pack, wants[k].offset, wants[k].length);
+    }
+    if (plan.payload_bytes != payload || plan.footer_bytes != footers || plan.bytes != read_bytes)
+      RULE_FAIL(w, "read plan: payload %" PRIu64 ", footers %" PRIu64 ", bytes %" PRIu64 "; the wants hold %" PRIu64
+                " bytes, their packs' footers %" PRIu64 ", the reads %" PRIu64, plan.payload_bytes, plan.footer_bytes,
+                plan.bytes, payload, footers, read_bytes);
     uint64_t bytes = plan.bytes, requests = plan.requests;
     if (wc > 0 && cs_read_plan_make(packs, pc, wants, wc, &lim, order, NULL, 0, &plan, msg, sizeof msg) != CS_E_FULL)
       RULE_FAIL(w, "read plan: no room for spans was not refused as full");
@@ -818,6 +877,7 @@ void sim_check_api_rules(sim_world *w) {
   cs_prng_seed(&r, w->opts->seed ^ UINT64_C(0x6170692072756c65));
   check_prng(w, &r);
   check_names(w, &r);
+  check_tables(w, &r);
   check_decimal(w, &r);
   check_hex(w, &r);
   check_uuids(w, &r);

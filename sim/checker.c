@@ -609,6 +609,10 @@ static void check_index(sim_world *w, sim_proc *p, const cs_action *act, const s
     if (w->packs[pack].too_large_gen[p->index] == p->svc_gen)
       sim_bail(w, SIM_EXIT_SAFETY, "p%u sent pack %s again after the catalog refused it alone as too large",
                p->index, pack_name(w, pack, id));
+    /* Its inventory row counts the pack's records (an adopted pack's, as its HEAD showed them). */
+    if (ref->record_count != sp->ref.record_count)
+      sim_bail(w, SIM_EXIT_SAFETY, "p%u indexed pack %s as %u records; it holds %u", p->index, pack_name(w, pack, id),
+               ref->record_count, sp->ref.record_count);
   }
   /* Re-indexing a pack the catalog holds is harmless (DESIGN.md 5: readers take one row per capture); counted. */
   for (uint32_t i = 0; i < act->count; i++) w->counters.index_of_committed += req->packs[i] != SIM_NONE &&
@@ -798,12 +802,25 @@ static void check_lease_lane(sim_world *w, sim_proc *p, const cs_action *act) {
 
 void sim_check_lease_step_done(sim_proc *p, const sim_req *req) {
   if (req->svc_gen == p->lease_req_gen && req->action_id == p->lease_req_action) p->lease_req_action = 0;
+  bool store = req->op == CS_OP_STORE_PUT || req->op == CS_OP_STORE_HEAD || req->op == CS_OP_STORE_LIST;
+  if (store && req->svc_gen == p->store_inflight_gen && p->store_inflight > 0) p->store_inflight--;
+}
+
+/* At most store_inflight_max object-store requests in flight per service (service.h: "parallel object-store
+   requests"; the runtime's store lane is sized by it). */
+static void check_store_inflight(sim_world *w, sim_proc *p, const cs_action *act) {
+  if (act->op != CS_OP_STORE_PUT && act->op != CS_OP_STORE_HEAD && act->op != CS_OP_STORE_LIST) return;
+  if (p->store_inflight_gen != p->svc_gen) p->store_inflight_gen = p->svc_gen, p->store_inflight = 0;
+  if (++p->store_inflight > p->svc_cfg.store_inflight_max)
+    sim_bail(w, SIM_EXIT_SAFETY, "p%u sent %s with %u object-store requests already in flight (store_inflight_max %u)",
+             p->index, cs_op_name(act->op), p->store_inflight - 1, p->svc_cfg.store_inflight_max);
 }
 
 void sim_check_send(sim_world *w, sim_proc *p, const cs_action *act, const sim_req *req) {
   char id[CS_UUID_TEXT_LEN + 1];
   check_volume(w, p, act);
   check_lease_lane(w, p, act);
+  check_store_inflight(w, p, act);
   if (act->op == CS_OP_CAT_INDEX || act->op == CS_OP_CAT_PUBLISH || act->op == CS_OP_CAT_REJECT) {
     /* Only a holder writes (6.7): the fence is the catalog's guard, not the service's licence. */
     cs_snapshot snap;

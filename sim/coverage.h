@@ -244,6 +244,7 @@
   X(SIT_REARRIVAL, "sit_rearrival", "") \
   X(SIT_REARRIVAL_SAME_SERVICE, "sit_rearrival_same_service", "") \
   X(SIT_BAD_EVENT, "sit_bad_event", "") /* a malformed event handed to a service, refused */ \
+  X(SIT_START_REFUSED, "sit_start_refused", "") /* a disk_full seed's service start refused: the open ends there */ \
   /* ... and a full spool, by the sink's answer and policy. */ \
   X(SIT_DISK_FULL_BLOCK, "sit_disk_full_block", "") \
   X(SIT_DISK_FULL_BLOCK_GAVE_UP, "sit_disk_full_block_gave_up", "") \

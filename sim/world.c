@@ -1084,9 +1084,38 @@ static bool open_refused(const sim_world *w, const sim_proc *p) {
   return x % 1000 < w->profile.rate_permille[F_DISK_FULL] / 4;
 }
 
+/*
+ * Whether the process cannot make this generation's service (the runtime's
+ * start refused: its memory not given). A hash like open_refused, of another
+ * constant: no draw moves.
+ */
+static bool start_refused(const sim_world *w, const sim_proc *p) {
+  uint64_t x = mix64(w->opts->seed ^ UINT64_C(0x73746172745f7366) ^ ((uint64_t)p->index << 56) ^ p->svc_gen ^
+                     (uint64_t)p->starts_refused << 32);
+  return !w->liveness && w->profile.on[F_DISK_FULL] && !(w->opts->without_mask & SIM_WITHOUT_OPEN_REFUSED) &&
+         x % 1000 < w->profile.rate_permille[F_DISK_FULL] / 4;
+}
+
 static bool exec_step_now(sim_world *w, sim_proc *p, const cs_engine_action *act) {
   switch (act->step) {
-  case CS_STEP_START_SERVICE: service_start(w, p); return true;
+  case CS_STEP_START_SERVICE:
+    /*
+     * A start refused made no service: the engine ends the open there, with
+     * nothing to stop and no lease to release (engine.c), and reports it IDLE;
+     * the process opens again later. Stopping a service that never started
+     * would stop the one before it a second time, or nothing.
+     */
+    if (start_refused(w, p)) {
+      sim_cov_fault(w, F_DISK_FULL);
+      sim_cov_mark(w, SIM_COV_SIT_START_REFUSED);
+      p->open_step_failed = true;
+      p->start_refused = true;
+      p->starts_refused++; /* the next start draws afresh; the stopped service before stays as it was */
+      engine_step_done(w, p, CS_STEP_START_SERVICE, CS_E_NO_MEMORY);
+      return false;
+    }
+    service_start(w, p);
+    return true;
   case CS_STEP_SWEEP_OPEN: sweep_open(w, p); return true;
   case CS_STEP_OPEN_SINK:
     /*
@@ -1197,8 +1226,12 @@ static void exec_engine_action(sim_world *w, sim_proc *p, const cs_engine_action
       sim_schedule(w, w->now_ns + (w->liveness ? CS_MS_NS : CS_SEC_NS), EV_REOPEN, p->index, 0, 0);
     }
     p->open_step_failed = false;
+    p->start_refused = false;
     return;
   }
+  if (p->start_refused && (act->step == CS_STEP_STOP_SERVICE || act->step == CS_STEP_RELEASE_LEASE))
+    sim_bail(w, SIM_EXIT_SAFETY, "p%u's engine issued %s after its service's start was refused: nothing started",
+             p->index, cs_engine_step_name(act->step));
   p->step = act->step;
   p->step_id = act->id;
   p->step_waits_release = false;

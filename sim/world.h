@@ -209,6 +209,8 @@ typedef struct sim_proc {
   uint64_t last_pause_end_local_ns;
   uint64_t pause_on_write_ns; /* armed: pause this long right after the next fenced write is sent */
   bool reopen_wanted;         /* a new engine opens on this spool once the close is done */
+  bool start_refused;         /* the world refused the START_SERVICE of the engine's operation in flight */
+  uint32_t starts_refused;    /* how many were */
   bool open_step_failed;      /* the world failed an open step of the engine's operation in flight */
   uint64_t reopen_delay_ns;   /* after the close's REPORT */
   int64_t skew_ns;
@@ -225,6 +227,8 @@ typedef struct sim_proc {
   uint32_t bad_event_probes; /* SEALED events delivered: every 16th is preceded by a malformed event */
   uint64_t lease_req_action; /* the lease step in flight (its action id), 0 for none ... */
   uint32_t lease_req_gen;    /* ... of the service of this generation */
+  uint32_t store_inflight;     /* object-store requests (PUT, HEAD, LIST) of this generation's service in flight ... */
+  uint32_t store_inflight_gen; /* ... of the service of this generation */
   uint64_t claim_terms[8];   /* the last distinct terms this generation's service claimed (CAT_CLAIM: base + 1; a ring) ... */
   uint32_t claim_terms_n;    /* ... how many were sent ... */
   uint32_t claim_terms_gen;  /* ... by the service of this generation */
