@@ -756,10 +756,11 @@ static bool odd_segment(const char *key) {
  * lease taken until the claim expires (a successor waits out the TTL).
  */
 static void check_release_term(sim_world *w, const sim_proc *p, const cs_action *act) {
-  /* A release names a term this service claimed (the one it holds, or the one an unknown renewal may have
+  /* A release names a term this service claimed (the last one it held, or the one an unknown renewal may have
      taken): any other term frees nothing of its own and leaves a claim that landed to hold rivals off until it
-     expires. */
-  bool claimed = false;
+     expires. The last held term may lie many failed claims back (docs/catalog-protocol.md: a holder whose claims
+     since failed still releases the last term it held). */
+  bool claimed = p->held_term_gen == p->svc_gen && p->held_term == act->term && act->term != 0;
   uint32_t n = p->claim_terms_gen == p->svc_gen ? p->claim_terms_n : 0;
   for (uint32_t i = 0; i < n && i < 8; i++) claimed = claimed || p->claim_terms[(n - 1 - i) % 8] == act->term;
   if (!claimed)
@@ -881,6 +882,8 @@ void sim_check_send(sim_world *w, sim_proc *p, const cs_action *act, const sim_r
 }
 
 void sim_check_reply(sim_world *w, sim_proc *p, const sim_req *req, const cs_event *ev) {
+  if (req->op == CS_OP_CAT_READ_CLAIMS && ev->outcome == CS_OUT_OK && ev->claims.sole_mine)
+    p->held_term = req->term, p->held_term_gen = p->svc_gen; /* check_release_term: a term this service held */
   switch (req->op) {
   case CS_OP_STORE_PUT: {
     /* It landed but the answer says it failed: the service cannot tell, and must look before sending again. */

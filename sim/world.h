@@ -229,6 +229,8 @@ typedef struct sim_proc {
   uint32_t lease_req_gen;    /* ... of the service of this generation */
   uint32_t store_inflight;     /* object-store requests (PUT, HEAD, LIST) of this generation's service in flight ... */
   uint32_t store_inflight_gen; /* ... of the service of this generation */
+  uint64_t held_term;          /* the last term a read-back of this generation's claims showed solely ours ... */
+  uint32_t held_term_gen;      /* ... by the service of this generation */
   uint64_t claim_terms[8];   /* the last distinct terms this generation's service claimed (CAT_CLAIM: base + 1; a ring) ... */
   uint32_t claim_terms_n;    /* ... how many were sent ... */
   uint32_t claim_terms_gen;  /* ... by the service of this generation */
