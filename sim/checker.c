@@ -317,6 +317,10 @@ void sim_check_proc(sim_world *w, const sim_proc *p) {
   if (snap.reconcile_head_errors != p->failed_heads)
     sim_bail(w, SIM_EXIT_SAFETY, "p%u's reconcile HEADs failed %" PRIu64 " times but its snapshot counts %" PRIu64
              " HEAD errors", i, p->failed_heads, snap.reconcile_head_errors);
+  /* ... and every refused reconcile LIST (an outage is retried, not counted: service.h). */
+  if (snap.reconcile_list_errors != p->refused_lists)
+    sim_bail(w, SIM_EXIT_SAFETY, "p%u's reconcile LISTs were refused %" PRIu64 " times but its snapshot counts %" PRIu64
+             " LIST errors", i, p->refused_lists, snap.reconcile_list_errors);
   if (snap.batch_splits != p->splits_seen)
     sim_bail(w, SIM_EXIT_SAFETY, "p%u's catalog refused %" PRIu64 " batches of several packs but its snapshot counts %"
              PRIu64 " splits", i, p->splits_seen, snap.batch_splits);
@@ -422,6 +426,7 @@ bool sim_check_drained(sim_world *w, char *why, size_t why_size) {
 
 void sim_check_service_start(sim_world *w, sim_proc *p) {
   p->failed_heads = 0;
+  p->refused_lists = 0;
   p->reported_total = 0;
   p->split_bound = 0;
   p->splits_seen = 0;
@@ -803,14 +808,13 @@ static void check_lease_lane(sim_world *w, sim_proc *p, const cs_action *act) {
 
 void sim_check_lease_step_done(sim_proc *p, const sim_req *req) {
   if (req->svc_gen == p->lease_req_gen && req->action_id == p->lease_req_action) p->lease_req_action = 0;
-  bool store = req->op == CS_OP_STORE_PUT || req->op == CS_OP_STORE_HEAD || req->op == CS_OP_STORE_LIST;
-  if (store && req->svc_gen == p->store_inflight_gen && p->store_inflight > 0) p->store_inflight--;
+  if (sim_op_is_store(req->op) && req->svc_gen == p->store_inflight_gen && p->store_inflight > 0) p->store_inflight--;
 }
 
 /* At most store_inflight_max object-store requests in flight per service (service.h: "parallel object-store
    requests"; the runtime's store lane is sized by it). */
 static void check_store_inflight(sim_world *w, sim_proc *p, const cs_action *act) {
-  if (act->op != CS_OP_STORE_PUT && act->op != CS_OP_STORE_HEAD && act->op != CS_OP_STORE_LIST) return;
+  if (!sim_op_is_store(act->op)) return;
   if (p->store_inflight_gen != p->svc_gen) p->store_inflight_gen = p->svc_gen, p->store_inflight = 0;
   if (++p->store_inflight > p->svc_cfg.store_inflight_max)
     sim_bail(w, SIM_EXIT_SAFETY, "p%u sent %s with %u object-store requests already in flight (store_inflight_max %u)",
@@ -893,6 +897,7 @@ void sim_check_reply(sim_world *w, sim_proc *p, const sim_req *req, const cs_eve
   }
   case CS_OP_STORE_LIST:
     if (ev->outcome == CS_OUT_OK) check_list_volume(w, p);
+    if (ev->outcome != CS_OUT_OK && !cs_outcome_is_outage(ev->outcome)) p->refused_lists++;
     return;
   case CS_OP_STORE_HEAD: {
     /* Every failed reconcile HEAD, of any kind, must be counted as a HEAD error (6.8). */

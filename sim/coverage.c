@@ -292,8 +292,7 @@ static void observe_delta(sim_world *w, uint64_t *seen, uint64_t now, sim_cov_id
 static uint32_t store_inflight(const cs_service *svc) {
   uint32_t n = 0;
   for (uint32_t i = 0; i < svc->request_max; i++) {
-    cs_op op = svc->requests[i].op;
-    n += svc->requests[i].id != 0 && (op == CS_OP_STORE_PUT || op == CS_OP_STORE_HEAD || op == CS_OP_STORE_LIST);
+    n += svc->requests[i].id != 0 && sim_op_is_store(svc->requests[i].op);
   }
   return n;
 }

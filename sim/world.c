@@ -918,6 +918,8 @@ static void engine_step_done(sim_world *w, sim_proc *p, cs_engine_step step, int
   if (p->step != step) return;
   uint64_t id = p->step_id;
   p->step = CS_STEP_NONE;
+  /* engine.h: a step is on time only when completed strictly before its deadline. */
+  if (step == CS_STEP_SEAL_SINK && (err != CS_E_OK || sim_local_now(w, p) >= p->step_deadline_ns)) p->seal_failed = true;
   /* The same completion twice, or a positive err, changes nothing (engine.h): every eighth step is told so. */
   if ((id & 7) == 3) {
     cs_engine before = p->engine;
@@ -1075,25 +1077,28 @@ static void sink_open(sim_world *w, sim_proc *p) {
 }
 
 /*
- * Whether a full disk refuses this service generation's new sink: a hash of
- * the seed, the process and its service generation, not a PRNG stream, so
- * that no other draw of a disk_full seed moved when this fault came in.
+ * A full disk's draw for this process and service generation: a hash of the
+ * seed, the process, its service generation and a salt per question, not a
+ * PRNG stream, so that no other draw of a disk_full seed moved when these
+ * faults came in.
  */
-static bool open_refused(const sim_world *w, const sim_proc *p) {
-  uint64_t x = mix64(w->opts->seed ^ UINT64_C(0x6f70656e5f73696e) ^ ((uint64_t)p->index << 56) ^ p->svc_gen);
+static bool disk_full_hit(const sim_world *w, const sim_proc *p, uint64_t salt) {
+  uint64_t x = mix64(w->opts->seed ^ salt ^ ((uint64_t)p->index << 56) ^ p->svc_gen);
   return x % 1000 < w->profile.rate_permille[F_DISK_FULL] / 4;
+}
+
+/* Whether a full disk refuses this service generation's new sink. */
+static bool open_refused(const sim_world *w, const sim_proc *p) {
+  return disk_full_hit(w, p, UINT64_C(0x6f70656e5f73696e));
 }
 
 /*
  * Whether the process cannot make this generation's service (the runtime's
- * start refused: its memory not given). A hash like open_refused, of another
- * constant: no draw moves.
+ * start refused: its memory not given); each refusal draws afresh.
  */
 static bool start_refused(const sim_world *w, const sim_proc *p) {
-  uint64_t x = mix64(w->opts->seed ^ UINT64_C(0x73746172745f7366) ^ ((uint64_t)p->index << 56) ^ p->svc_gen ^
-                     (uint64_t)p->starts_refused << 32);
   return !w->liveness && w->profile.on[F_DISK_FULL] && !(w->opts->without_mask & SIM_WITHOUT_OPEN_REFUSED) &&
-         x % 1000 < w->profile.rate_permille[F_DISK_FULL] / 4;
+         disk_full_hit(w, p, UINT64_C(0x73746172745f7366) ^ (uint64_t)p->starts_refused << 32);
 }
 
 static bool exec_step_now(sim_world *w, sim_proc *p, const cs_engine_action *act) {
@@ -1204,11 +1209,29 @@ static void close_released_check(sim_world *w, const sim_proc *p, const cs_engin
              p->index, term);
 }
 
+/*
+ * engine.h: an open sweeps stale .open files (SWEEP_OPEN between
+ * START_SERVICE and OPEN_SINK) unless a SEAL_SINK of this engine failed
+ * before it: that sink may still be writing its .open files, so no later
+ * open of this engine sweeps. Judged when OPEN_SINK is issued (every step
+ * before it succeeded).
+ */
+static void check_open_sweep(sim_world *w, sim_proc *p, cs_engine_step step) {
+  if (step == CS_STEP_START_SERVICE) p->swept_in_open = false;
+  if (step == CS_STEP_SWEEP_OPEN) p->swept_in_open = true;
+  if (step != CS_STEP_OPEN_SINK || p->swept_in_open != p->seal_failed) return;
+  sim_bail(w, SIM_EXIT_SAFETY, p->seal_failed ? "p%u's engine swept .open files at an open after a SEAL_SINK of it"
+           " failed (that sink may still write them)" : "p%u's engine opened a sink without sweeping stale .open files,"
+           " though no SEAL_SINK of it failed", p->index);
+}
+
 static void exec_engine_action(sim_world *w, sim_proc *p, const cs_engine_action *act) {
   hash_u64(w, (uint64_t)act->step << 40 | act->id);
   if (w->opts->trace)
     fprintf(w->opts->out, "%12.6f p%u  engine %s err=%d\n", (double)w->now_ns / 1e9, p->index,
             cs_engine_step_name(act->step), act->err);
+  /* The engine went on while its SEAL_SINK waited for our answer: that seal timed out. */
+  if (p->step == CS_STEP_SEAL_SINK) p->seal_failed = true;
   sim_cov_engine_action(w, act);
   if (act->step == CS_STEP_REPORT) {
     sim_check_engine_report(w, p, act);
@@ -1232,8 +1255,10 @@ static void exec_engine_action(sim_world *w, sim_proc *p, const cs_engine_action
   if (p->start_refused && (act->step == CS_STEP_STOP_SERVICE || act->step == CS_STEP_RELEASE_LEASE))
     sim_bail(w, SIM_EXIT_SAFETY, "p%u's engine issued %s after its service's start was refused: nothing started",
              p->index, cs_engine_step_name(act->step));
+  check_open_sweep(w, p, act->step);
   p->step = act->step;
   p->step_id = act->id;
+  p->step_deadline_ns = act->deadline_ns;
   p->step_waits_release = false;
   if (exec_step_now(w, p, act)) engine_step_done(w, p, act->step, CS_E_OK);
 }
@@ -1501,6 +1526,8 @@ void sim_proc_crash(sim_world *w, sim_proc *p) {
 
 static void proc_open(sim_world *w, sim_proc *p) {
   char msg[128];
+  p->seal_failed = false; /* a new engine */
+  p->swept_in_open = false;
   if (cs_engine_init(&p->engine, &p->engine_cfg, msg, sizeof msg) != CS_E_OK)
     sim_bail(w, SIM_EXIT_CRASH, "engine init: %s", msg);
   p->engine_op = CS_ENGINE_OP_OPEN;

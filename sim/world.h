@@ -212,6 +212,9 @@ typedef struct sim_proc {
   bool start_refused;         /* the world refused the START_SERVICE of the engine's operation in flight */
   uint32_t starts_refused;    /* how many were */
   bool open_step_failed;      /* the world failed an open step of the engine's operation in flight */
+  bool seal_failed;           /* a SEAL_SINK of this engine failed: none of its later opens may sweep (engine.h) */
+  bool swept_in_open;         /* the open under way issued SWEEP_OPEN */
+  uint64_t step_deadline_ns;  /* the deadline of the step in flight (local clock) */
   uint64_t reopen_delay_ns;   /* after the close's REPORT */
   int64_t skew_ns;
   int32_t drift_ppm;
@@ -282,6 +285,7 @@ typedef struct sim_proc {
   uint32_t fail_bucket_count;
   uint64_t forbidden_heads; /* reconcile HEADs answered 403 to the current service */
   uint64_t failed_heads;    /* reconcile HEADs that failed in any way (not OK, not 404) */
+  uint64_t refused_lists;   /* reconcile LISTs refused (failed, not an outage) */
   uint64_t reported_total;  /* set-aside packs the current service's flushes reported */
   uint32_t split_bound;     /* after a batch refused as too large: the next INDEX holds at most this many */
   uint64_t split_cycle;     /* the service's cycle count when split_bound was set: it holds in that cycle */
@@ -758,6 +762,10 @@ void sim_check_step(sim_world *w);
 void sim_check_proc(sim_world *w, const sim_proc *p);
 void sim_check_send(sim_world *w, sim_proc *p, const cs_action *act, const sim_req *req);
 void sim_check_lease_step_done(sim_proc *p, const sim_req *req); /* a lease step's answer reached its service */
+/* PUT, HEAD and LIST: the object-store requests that store_inflight_max bounds. */
+static inline bool sim_op_is_store(cs_op op) {
+  return op == CS_OP_STORE_PUT || op == CS_OP_STORE_HEAD || op == CS_OP_STORE_LIST;
+}
 void sim_check_reply(sim_world *w, sim_proc *p, const sim_req *req, const cs_event *ev);
 void sim_check_engine_report(sim_world *w, sim_proc *p, const cs_engine_action *act);
 void sim_check_service_start(sim_world *w, sim_proc *p);
