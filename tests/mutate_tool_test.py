@@ -103,5 +103,59 @@ class VerdictTest(unittest.TestCase):
         self.assertEqual(r, {})
 
 
+class ResumeTest(unittest.TestCase):
+    """--resume: verdicts of the journal are reused only for the same mutant on the same source."""
+
+    def setUp(self):
+        import tempfile
+        self.dir = tempfile.mkdtemp()
+        self.texts = {"src/core/x.c": SOURCE}
+        self.mutants = mutants_of(SOURCE)
+
+    def tearDown(self):
+        import shutil
+        shutil.rmtree(self.dir)
+
+    def args(self, rerun=False):
+        return types.SimpleNamespace(resume=True, rerun_survivors=rerun, out=self.dir, quiet=True)
+
+    def journal(self, rows, tail=""):
+        import json
+        with open(os.path.join(self.dir, "journal.jsonl"), "w") as f:
+            for r in rows:
+                f.write(json.dumps(r) + "\n")
+            f.write(tail)
+
+    def row(self, m, status, text=SOURCE):
+        return {"id": m.id, "file": m.path, "status": status, "src_sha": mutate.src_sha(text)}
+
+    def test_no_journal_runs_everything(self):
+        reused, queue = mutate.resume_split(self.args(), ".", self.mutants, self.texts)
+        self.assertEqual((reused, queue), ([], self.mutants))
+
+    def test_same_source_reused_other_source_run_again(self):
+        a, b, c = self.mutants[0], self.mutants[1], self.mutants[2]
+        self.journal([self.row(a, "killed"), self.row(b, "killed", SOURCE + "\n"), self.row(c, "survived")],
+                     tail='{"id": "cut off')
+        reused, queue = mutate.resume_split(self.args(), ".", self.mutants, self.texts)
+        self.assertEqual(sorted(r["id"] for r in reused), sorted([a.id, c.id]))
+        self.assertIn(b, queue)
+        self.assertNotIn(a, queue)
+        self.assertEqual(len(reused) + len(queue), len(self.mutants))
+
+    def test_rerun_survivors(self):
+        a, c = self.mutants[0], self.mutants[2]
+        self.journal([self.row(a, "killed"), self.row(c, "survived")])
+        reused, queue = mutate.resume_split(self.args(rerun=True), ".", self.mutants, self.texts)
+        self.assertEqual([r["id"] for r in reused], [a.id])
+        self.assertIn(c, queue)
+
+    def test_later_verdict_wins(self):
+        a = self.mutants[0]
+        self.journal([self.row(a, "survived"), self.row(a, "killed")])
+        reused, _ = mutate.resume_split(self.args(), ".", self.mutants, self.texts)
+        self.assertEqual([r["status"] for r in reused], ["killed"])
+
+
 if __name__ == "__main__":
     unittest.main()

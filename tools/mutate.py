@@ -1031,10 +1031,11 @@ def run_locked(args, root, mutants, texts, work):
         why = workers[0].baseline()
         if why:
             raise RuntimeError(why)
-    queue = list(mutants)
+    results, queue = resume_split(args, root, mutants, texts)
+    commit = head_commit(root)
+    journal = open_journal(args)
     lock = threading.Lock()
-    results = []
-    done = [0]
+    done = [len(results)]
 
     def loop(w):
         while True:
@@ -1043,8 +1044,13 @@ def run_locked(args, root, mutants, texts, work):
                     break
                 m = queue.pop(0)
             r = w.run(m)
+            r["src_sha"] = src_sha(texts[m.path])
+            r["judged_at"] = commit
             with lock:
                 results.append(r)
+                if journal is not None:
+                    journal.write(json.dumps(r, separators=(",", ":")) + "\n")
+                    journal.flush()
                 done[0] += 1
                 log(args, "[%d/%d] %s %s%s" % (done[0], len(mutants), r["id"], r["status"],
                                                " (%s)" % r["kind"] if r.get("kind") else ""))
@@ -1057,9 +1063,58 @@ def run_locked(args, root, mutants, texts, work):
     finally:
         for w in workers:
             w.restore()
+        if journal is not None:
+            journal.close()
     order = {m.id: i for i, m in enumerate(mutants)}
     results.sort(key=lambda r: order[r["id"]])
     return results
+
+
+def src_sha(text):
+    """The mutated file's original text, hashed: a verdict holds for its mutant id only on the same source."""
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def journal_path(args):
+    return os.path.join(args.out, "journal.jsonl")
+
+
+def open_journal(args):
+    """With --resume, every verdict is appended as it is reached, so a run cut off goes on where it stopped."""
+    if not args.resume:
+        return None
+    os.makedirs(args.out, exist_ok=True)
+    return open(journal_path(args), "a")
+
+
+def resume_split(args, root, mutants, texts):
+    """(verdicts reused from the journal, mutants still to run). A verdict is reused only for the same mutant id
+    on the same source text of its file (src_sha); with --rerun-survivors, survivors are judged again (the
+    checker may have grown since). A killed verdict stays sound while the simulator only gains checks."""
+    if not args.resume or not os.path.exists(journal_path(args)):
+        return [], list(mutants)
+    seen = {}
+    with open(journal_path(args)) as f:
+        for n, line in enumerate(f, 1):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                r = json.loads(line)
+            except ValueError:
+                log(args, "journal line %d is cut off (a run stopped while writing it): ignored" % n)
+                continue
+            seen[(r.get("id"), r.get("src_sha"))] = r  # a later verdict replaces an earlier one
+    reused, queue = [], []
+    for m in mutants:
+        r = seen.get((m.id, src_sha(texts[m.path])))
+        if r is None or (args.rerun_survivors and r["status"] in ("survived", "unit_killed", "model_bound")):
+            queue.append(m)
+        else:
+            reused.append(r)
+    log(args, "resume: %d verdicts from %s reused, %d mutants to run" % (len(reused), journal_path(args),
+                                                                           len(queue)))
+    return reused, queue
 
 
 def log(args, msg):
@@ -1119,6 +1174,7 @@ def write_reports(args, root, results, equivalent, notes, texts, wall_s, by_id):
         "commit": head_commit(root),
         "seeds": args.seeds, "timeout_s": args.timeout, "jobs": args.jobs,
         "notes": notes, "wall_s": round(wall_s, 1),
+        "judged_at": sorted({r["judged_at"] for r in results if r.get("judged_at")}),
         "total": total, "files": per, "timing": timing,
         "equivalent": [{"id": m.id, "reason": why, "desc": m.desc} for m, why in equivalent],
         "mutants": results,
@@ -1147,6 +1203,9 @@ def markdown(rep):
                 rep["wall_s"] / 60))
     for n in rep["notes"]:
         L.append("- %s" % n)
+    if len(rep.get("judged_at", [])) > 1:
+        L.append("- verdicts judged by the simulators of %d commits (a run resumed: `--resume`): %s"
+                 % (len(rep["judged_at"]), ", ".join(c[:12] for c in rep["judged_at"])))
     L.append("\nScore = killed / (killed + survived + unit_killed): the simulator's; with the unit tests = "
              "(killed + unit_killed) / the same. Stillborn, equivalent and table-bound mutants are not counted; "
              "timeouts count as killed.\n")
@@ -1210,6 +1269,10 @@ def main(argv=None):
                     help="exit 1 when the score (percent) is below SCORE")
     ap.add_argument("--no-baseline", action="store_true", help="skip the unmutated run that guards the verdicts")
     ap.add_argument("--no-unit", action="store_true", help="do not run the cores' unit tests on a simulator survivor")
+    ap.add_argument("--resume", action="store_true", help="keep a journal of verdicts in OUT/journal.jsonl and "
+                    "reuse those of mutants whose file is unchanged: a long run goes on where it stopped")
+    ap.add_argument("--rerun-survivors", action="store_true", help="with --resume: judge the journal's survivors "
+                    "again")
     ap.add_argument("--root", default=ROOT, help=argparse.SUPPRESS)
     ap.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     args = ap.parse_args(argv)
