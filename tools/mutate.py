@@ -1271,11 +1271,15 @@ def main(argv=None):
     ap.add_argument("--no-unit", action="store_true", help="do not run the cores' unit tests on a simulator survivor")
     ap.add_argument("--resume", action="store_true", help="keep a journal of verdicts in OUT/journal.jsonl and "
                     "reuse those of mutants whose file is unchanged: a long run goes on where it stopped")
+    ap.add_argument("--no-run", action="store_true", help="with --resume: run nothing, report the journal's "
+                    "verdicts for the selected mutants and how many are not judged yet")
     ap.add_argument("--rerun-survivors", action="store_true", help="with --resume: judge the journal's survivors "
                     "again")
     ap.add_argument("--root", default=ROOT, help=argparse.SUPPRESS)
     ap.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     args = ap.parse_args(argv)
+    if (args.no_run or args.rerun_survivors) and not args.resume:
+        ap.error("--no-run and --rerun-survivors go with --resume")
     root = os.path.abspath(args.root)
     t0 = time.monotonic()
     mutants, equivalent, notes, texts = select(args, root)
@@ -1294,7 +1298,12 @@ def main(argv=None):
         log(args, n)
     log(args, "%d mutants, %d job(s)" % (len(mutants), args.jobs))
     try:
-        results = run_all(args, root, mutants, texts) if mutants else []
+        if args.no_run:
+            results, pending = resume_split(args, root, mutants, texts)
+            notes.append("a report of the journal alone (--no-run): %d of %d mutants judged, %d not yet"
+                         % (len(results), len(mutants), len(pending)))
+        else:
+            results = run_all(args, root, mutants, texts) if mutants else []
     except RuntimeError as e:
         print("mutate: %s" % e, file=sys.stderr)
         return 2
