@@ -479,11 +479,11 @@ static void check_geometry_answers(sim_world *w, cs_prng *r, const cs_array_geom
 static void check_geometries(sim_world *w, cs_prng *r) {
   char msg[160];
   if (cs_array_geometry_check(NULL, msg, sizeof msg) != CS_E_INVALID_ARGUMENT) RULE_FAIL(w, "array: no geometry taken");
-  for (int i = 0; i < 24; i++) {
+  for (int i = 0; i < 30; i++) {
     cs_array_geometry g;
     draw_geometry(r, &g);
     uint32_t d = (uint32_t)below(r, g.dims);
-    switch (i % 8) {
+    switch (i % 10) {
     case 0: g.dims = below(r, 2) ? 0 : CS_ARRAY_DIMS_MAX + 1 + (uint32_t)below(r, 4); break;
     case 1: g.item_bytes = (uint32_t[]){0, 3, 5, 16}[below(r, 4)]; break;
     case 2: g.shape[d] = 0; break;
@@ -495,6 +495,20 @@ static void check_geometries(sim_world *w, cs_prng *r) {
       g.chunk[d] = (CS_ARRAY_CHUNK_BYTES_MAX / g.item_bytes) + below(r, 2) * (below(r, 2) ? 1 : 1000);
       g.shape[d] = g.chunk[d];
       break;
+    case 6: /* a chunk count whose product wraps 2^64 to a small number: refused, not taken as that number */
+    case 7: { /* the same for a chunk's elements */
+      if (g.dims < 2) g.dims = 2, g.shape[1] = g.chunk[1] = 1;
+      d = 1 + (uint32_t)below(r, g.dims - 1);
+      uint64_t before = 1; /* the product of dimensions before d, at least 2 */
+      g.shape[0] = g.chunk[0] = 2 + below(r, 7);
+      if (i % 10 == 6) g.chunk[0] = 1;
+      for (uint32_t k = 0; k < d; k++)
+        before *= i % 10 == 6 ? (g.shape[k] + g.chunk[k] - 1) / g.chunk[k] : g.chunk[k];
+      uint64_t wrap = UINT64_MAX / before + 1; /* before * wrap = 2^64 + less than before */
+      g.shape[d] = wrap;
+      g.chunk[d] = i % 10 == 6 ? 1 : wrap;
+      break;
+    }
     default: break;
     }
     uint32_t dim;
