@@ -489,11 +489,16 @@ static void check_geometries(sim_world *w, cs_prng *r) {
     case 2: g.shape[d] = 0; break;
     case 3: g.chunk[d] = below(r, 2) ? 0 : g.shape[d] + 1 + below(r, 2); break;
     case 4: /* too many chunks: 2^24 of them at dimension d, or one past */
-      g.shape[d] = g.chunk[d] * (CS_ARRAY_CHUNKS_MAX + below(r, 2));
-      break;
     case 5: /* chunks of 2^30 bytes, or more */
-      g.chunk[d] = (CS_ARRAY_CHUNK_BYTES_MAX / g.item_bytes) + below(r, 2) * (below(r, 2) ? 1 : 1000);
-      g.shape[d] = g.chunk[d];
+      if (below(r, 2)) /* every other dimension 1 long: exactly at the bound, or exactly one past */
+        for (uint32_t k = 0; k < g.dims; k++)
+          if (k != d) g.shape[k] = g.chunk[k] = 1;
+      if (i % 10 == 4) {
+        g.shape[d] = g.chunk[d] * (CS_ARRAY_CHUNKS_MAX + below(r, 2));
+      } else {
+        g.chunk[d] = (CS_ARRAY_CHUNK_BYTES_MAX / g.item_bytes) + below(r, 2) * (below(r, 2) ? 1 : 1000);
+        g.shape[d] = g.chunk[d];
+      }
       break;
     case 6: /* a chunk count whose product wraps 2^64 to a small number: refused, not taken as that number */
     case 7: { /* the same for a chunk's elements */
