@@ -116,8 +116,9 @@ class ResumeTest(unittest.TestCase):
         import shutil
         shutil.rmtree(self.dir)
 
-    def args(self, rerun=False):
-        return types.SimpleNamespace(resume=True, rerun_survivors=rerun, out=self.dir, quiet=True)
+    def args(self, rerun=False, seeds=2000, no_unit=False):
+        return types.SimpleNamespace(resume=True, rerun_survivors=rerun, out=self.dir, quiet=True, seeds=seeds,
+                                     no_unit=no_unit)
 
     def journal(self, rows, tail=""):
         import json
@@ -126,8 +127,10 @@ class ResumeTest(unittest.TestCase):
                 f.write(json.dumps(r) + "\n")
             f.write(tail)
 
-    def row(self, m, status, text=SOURCE):
-        return {"id": m.id, "file": m.path, "status": status, "src_sha": mutate.src_sha(text)}
+    def row(self, m, status, text=SOURCE, **extra):
+        r = {"id": m.id, "file": m.path, "desc": m.desc, "status": status, "src_sha": mutate.src_sha(text)}
+        r.update(extra)
+        return r
 
     def test_no_journal_runs_everything(self):
         reused, queue = mutate.resume_split(self.args(), ".", self.mutants, self.texts)
@@ -149,6 +152,37 @@ class ResumeTest(unittest.TestCase):
         reused, queue = mutate.resume_split(self.args(rerun=True), ".", self.mutants, self.texts)
         self.assertEqual([r["id"] for r in reused], [a.id])
         self.assertIn(c, queue)
+
+    def test_other_settings_or_mutant_run_again(self):
+        a, b, c = self.mutants[0], self.mutants[1], self.mutants[2]
+        self.journal([self.row(a, "killed", judged_under={"seeds": 300, "no_unit": False}),
+                      self.row(b, "killed", desc="another mutant under this id"),
+                      self.row(c, "killed", judged_under={"seeds": 2000, "no_unit": False})])
+        reused, queue = mutate.resume_split(self.args(), ".", self.mutants, self.texts)
+        self.assertEqual([r["id"] for r in reused], [c.id])
+        reused, _ = mutate.resume_split(self.args(seeds=300), ".", self.mutants, self.texts)
+        self.assertEqual([r["id"] for r in reused], [a.id])
+
+    def test_timeouts_judged_again_with_survivors(self):
+        a = self.mutants[0]
+        self.journal([self.row(a, "killed", kind="timeout")])
+        self.assertEqual(len(mutate.resume_split(self.args(), ".", self.mutants, self.texts)[0]), 1)
+        self.assertEqual(mutate.resume_split(self.args(rerun=True), ".", self.mutants, self.texts)[0], [])
+
+    def test_lines_that_are_no_verdict_are_ignored(self):
+        a = self.mutants[0]
+        self.journal([[1, 2], {"id": a.id}, self.row(a, "killed")], tail="17\n")
+        reused, _ = mutate.resume_split(self.args(), ".", self.mutants, self.texts)
+        self.assertEqual([r["id"] for r in reused], [a.id])
+
+    def test_a_cut_off_line_does_not_swallow_the_next_verdict(self):
+        a, b = self.mutants[0], self.mutants[1]
+        import json
+        self.journal([self.row(a, "killed")], tail=json.dumps(self.row(b, "killed")))  # no final newline
+        with mutate.open_journal(self.args()) as f:
+            f.write(json.dumps(self.row(self.mutants[2], "killed")) + "\n")
+        reused, _ = mutate.resume_split(self.args(), ".", self.mutants, self.texts)
+        self.assertEqual(sorted(r["id"] for r in reused), sorted([a.id, b.id, self.mutants[2].id]))
 
     def test_later_verdict_wins(self):
         a = self.mutants[0]

@@ -1020,8 +1020,11 @@ def run_all(args, root, mutants, texts):
 
 
 def run_locked(args, root, mutants, texts, work):
+    results, queue = resume_split(args, root, mutants, texts)
+    if not queue:
+        return results
     files = tree_files(root)
-    jobs = max(1, min(args.jobs, len(mutants) or 1))
+    jobs = max(1, min(args.jobs, len(queue)))
     workers = [Worker(root, work, i, texts, args) for i in range(jobs)]
     for w in workers:
         log(args, "preparing %s" % w.dir)
@@ -1031,7 +1034,6 @@ def run_locked(args, root, mutants, texts, work):
         why = workers[0].baseline()
         if why:
             raise RuntimeError(why)
-    results, queue = resume_split(args, root, mutants, texts)
     commit = head_commit(root)
     journal = open_journal(args)
     lock = threading.Lock()
@@ -1046,6 +1048,7 @@ def run_locked(args, root, mutants, texts, work):
             r = w.run(m)
             r["src_sha"] = src_sha(texts[m.path])
             r["judged_at"] = commit
+            r["judged_under"] = judged_under(args)
             with lock:
                 results.append(r)
                 if journal is not None:
@@ -1084,13 +1087,30 @@ def open_journal(args):
     if not args.resume:
         return None
     os.makedirs(args.out, exist_ok=True)
-    return open(journal_path(args), "a")
+    path = journal_path(args)
+    f = open(path, "a")
+    if f.tell() > 0:  # a run cut off mid-line: start the next verdict on a line of its own
+        with open(path, "rb") as g:
+            g.seek(-1, os.SEEK_END)
+            if g.read(1) != b"\n":
+                f.write("\n")
+    return f
+
+
+def judged_under(args):
+    """The settings a verdict depends on besides the mutant: reused only under the same ones."""
+    return {"seeds": args.seeds, "no_unit": bool(args.no_unit)}
+
+
+VERDICTS = ("killed", "survived", "unit_killed", "stillborn", "model_bound")
 
 
 def resume_split(args, root, mutants, texts):
-    """(verdicts reused from the journal, mutants still to run). A verdict is reused only for the same mutant id
-    on the same source text of its file (src_sha); with --rerun-survivors, survivors are judged again (the
-    checker may have grown since). A killed verdict stays sound while the simulator only gains checks."""
+    """(verdicts reused from the journal, mutants still to run). A verdict is reused only for the same mutant (id
+    and description) on the same source text of its file (src_sha), judged with the same seeds and unit-test
+    setting; with --rerun-survivors, survivors and timeouts are judged again (the checker may have grown since,
+    a timeout may have been a loaded machine). A killed verdict stays sound while the simulator only gains
+    checks, so verdicts of earlier simulators are reused on purpose: the report names their commits."""
     if not args.resume or not os.path.exists(journal_path(args)):
         return [], list(mutants)
     seen = {}
@@ -1102,13 +1122,21 @@ def resume_split(args, root, mutants, texts):
             try:
                 r = json.loads(line)
             except ValueError:
-                log(args, "journal line %d is cut off (a run stopped while writing it): ignored" % n)
+                r = None
+            if not isinstance(r, dict) or r.get("status") not in VERDICTS or not isinstance(r.get("id"), str):
+                log(args, "journal line %d is not a verdict (cut off by a stopped run?): ignored" % n)
                 continue
-            seen[(r.get("id"), r.get("src_sha"))] = r  # a later verdict replaces an earlier one
+            seen[(r["id"], r.get("src_sha"))] = r  # a later verdict replaces an earlier one
+    want = judged_under(args)
     reused, queue = [], []
     for m in mutants:
         r = seen.get((m.id, src_sha(texts[m.path])))
-        if r is None or (args.rerun_survivors and r["status"] in ("survived", "unit_killed", "model_bound")):
+        # Verdicts written before the settings were recorded were all judged under the defaults.
+        under = r.get("judged_under", {"seeds": 2000, "no_unit": False}) if r else None
+        stale = r is None or r.get("desc") != m.desc or under != want
+        rejudge = args.rerun_survivors and r is not None and (
+            r["status"] in ("survived", "unit_killed", "model_bound") or r.get("kind") == "timeout")
+        if stale or rejudge:
             queue.append(m)
         else:
             reused.append(r)
@@ -1302,6 +1330,9 @@ def main(argv=None):
             results, pending = resume_split(args, root, mutants, texts)
             notes.append("a report of the journal alone (--no-run): %d of %d mutants judged, %d not yet"
                          % (len(results), len(mutants), len(pending)))
+            if pending:
+                print("mutate: %d of %d mutants not judged yet: the score below is of the judged ones"
+                      % (len(pending), len(mutants)))
         else:
             results = run_all(args, root, mutants, texts) if mutants else []
     except RuntimeError as e:
@@ -1321,6 +1352,10 @@ def main(argv=None):
             print("survived: %s %s" % (r["id"], r["desc"]))
         if r["status"] == "unit_killed":
             print("survived the simulator, killed by %s: %s %s" % (r["by"], r["id"], r["desc"]))
+    if args.fail_under is not None and args.no_run and len(results) < len(mutants):
+        print("mutate: --fail-under judges a whole run, and %d mutants are not judged yet"
+              % (len(mutants) - len(results)), file=sys.stderr)
+        return 1
     if args.fail_under is not None and t.get("score") is not None and t["score"] < args.fail_under:
         print("mutate: score %.1f%% is under %.1f%%" % (t["score"], args.fail_under), file=sys.stderr)
         return 1

@@ -122,7 +122,9 @@ void cs_array_piece_copy(const cs_array_geometry *g, const cs_array_slice *s, co
  * chunk's bytes into consecutive blocks; the last may be shorter) that the
  * piece's region touches: bit b of `need` (need_words 64-bit words, zeroed
  * by the caller) set for each. Answers the number of blocks set, or 0 when
- * need_words is too small (then `need` is left as it was).
+ * need_words is too small for every block of the chunk, under
+ * ceil(ceil(chunk bytes / block_bytes) / 64), whatever blocks the region
+ * touches (then `need` is left as it was).
  */
 uint64_t cs_array_region_blocks(const cs_array_geometry *g, const cs_array_piece *p, uint64_t block_bytes,
                                 uint64_t *need, uint64_t need_words);
