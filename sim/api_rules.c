@@ -541,6 +541,120 @@ static void check_geometries(sim_world *w, cs_prng *r) {
   }
 }
 
+/* The byte b of the element at global linear index i: what every chunk of the pieces check holds. */
+static uint8_t piece_byte(uint64_t i, uint32_t b) { return (uint8_t)(i * 131u + b * 7u + 1u); }
+
+/*
+ * Every piece of a valid slice, copied out of chunks that hold piece_byte of
+ * each element's global index, must leave the slice buffer (C order, the
+ * slice's shape) holding each element's bytes, and nothing past it written;
+ * a chunk given as NULL reads as zeros; copied back (slice -> chunk) into a
+ * zeroed chunk, a piece writes exactly its region. Pieces come in chunk-index
+ * order, each chunk once, with their per-dimension entries past dims 0
+ * (array.h). Up to 8 dimensions: the swarm's arrays have at most 3.
+ */
+static void check_pieces(sim_world *w, const cs_array_geometry *g, const cs_array_slice *s, uint64_t elements) {
+  enum { CAP = 4096 };
+  static uint8_t slice[CAP * 8 + 16], chunk[CAP * 8], back[CAP * 8];
+  uint32_t ib = g->item_bytes;
+  uint64_t chunk_elems = 1, stride[CS_ARRAY_DIMS_MAX], sstride[CS_ARRAY_DIMS_MAX];
+  for (uint32_t d = 0; d < g->dims; d++) chunk_elems *= g->chunk[d];
+  if (elements == 0 || elements > CAP || chunk_elems > CAP) return;
+  for (uint32_t d = g->dims; d-- > 0;) {
+    stride[d] = d + 1 == g->dims ? 1 : stride[d + 1] * g->shape[d + 1];
+    sstride[d] = d + 1 == g->dims ? 1 : sstride[d + 1] * (s->stop[d + 1] - s->start[d + 1]);
+  }
+  memset(slice, 0xa5, sizeof slice);
+  cs_array_slice_iter it;
+  if (cs_array_slice_begin(&it, g, s) != CS_E_OK) RULE_FAIL(w, "array: a valid slice was not begun");
+  cs_array_piece p;
+  uint64_t count = 0, prev = 0;
+  while (cs_array_slice_next(&it, &p)) {
+    if ((count > 0 && p.chunk_index <= prev) || p.chunk_index >= cs_array_chunk_count(g))
+      RULE_FAIL(w, "array: piece of chunk %" PRIu64 " after chunk %" PRIu64 " (of %" PRIu64 ")", p.chunk_index, prev,
+                cs_array_chunk_count(g));
+    prev = p.chunk_index;
+    count++;
+    uint64_t origin[CS_ARRAY_DIMS_MAX], cshape[CS_ARRAY_DIMS_MAX], n = 1;
+    if (cs_array_chunk_at(g, p.chunk_index, NULL, origin, cshape) != CS_E_OK)
+      RULE_FAIL(w, "array: a piece names chunk %" PRIu64 ", which is refused", p.chunk_index);
+    for (uint32_t d = 0; d < CS_ARRAY_DIMS_MAX; d++) {
+      bool past = d >= g->dims;
+      if (past ? (p.chunk_shape[d] | p.lo[d] | p.hi[d] | p.at[d]) != 0
+               : p.chunk_shape[d] != cshape[d] || p.lo[d] >= p.hi[d] || p.hi[d] > cshape[d] ||
+                     origin[d] + p.lo[d] != (s->start[d] > origin[d] ? s->start[d] : origin[d]) ||
+                     origin[d] + p.hi[d] != (s->stop[d] < origin[d] + cshape[d] ? s->stop[d] : origin[d] + cshape[d]) ||
+                     p.at[d] != origin[d] + p.lo[d] - s->start[d])
+        RULE_FAIL(w, "array: the piece of chunk %" PRIu64 " is wrong at dimension %u of %u", p.chunk_index, d, g->dims);
+      if (!past) n *= cshape[d];
+    }
+    /* The chunk's bytes: each element's, by its global index. */
+    uint64_t local[CS_ARRAY_DIMS_MAX] = {0};
+    for (uint64_t e = 0; e < n; e++) {
+      uint64_t rest = e, gi = 0;
+      for (uint32_t d = g->dims; d-- > 0;) local[d] = rest % cshape[d], rest /= cshape[d];
+      for (uint32_t d = 0; d < g->dims; d++) gi += (origin[d] + local[d]) * stride[d];
+      for (uint32_t b = 0; b < ib; b++) chunk[e * ib + b] = piece_byte(gi, b);
+    }
+    bool unwritten = (p.chunk_index & 3) == 2; /* some chunks read as zeros */
+    cs_array_piece_copy(g, s, &p, unwritten ? NULL : chunk, slice, true);
+    /* The region in the slice, checked now, so that a zeroed chunk is told from a written one. */
+    memset(back, 0, n * ib);
+    for (uint64_t e = 0; e < n; e++) {
+      uint64_t rest = e, si = 0;
+      bool in = true;
+      for (uint32_t d = g->dims; d-- > 0;) local[d] = rest % cshape[d], rest /= cshape[d];
+      for (uint32_t d = 0; d < g->dims; d++) {
+        in = in && local[d] >= p.lo[d] && local[d] < p.hi[d];
+        si += (local[d] - p.lo[d] + p.at[d]) * sstride[d];
+      }
+      if (!in) continue;
+      for (uint32_t b = 0; b < ib; b++) {
+        uint8_t want = unwritten ? 0 : chunk[e * ib + b];
+        if (slice[si * ib + b] != want)
+          RULE_FAIL(w, "array: byte %u of element %" PRIu64 " of chunk %" PRIu64 " reads %u in the slice; want %u", b, e,
+                    p.chunk_index, slice[si * ib + b], want);
+        back[e * ib + b] = unwritten ? 0 : chunk[e * ib + b]; /* what a copy back must write */
+      }
+    }
+    if (!unwritten) {
+      static uint8_t into[CAP * 8];
+      memset(into, 0, n * ib);
+      cs_array_piece_copy(g, s, &p, into, slice, false);
+      if (memcmp(into, back, n * ib) != 0)
+        RULE_FAIL(w, "array: a piece copied back into chunk %" PRIu64 " wrote other bytes than its region's", p.chunk_index);
+    }
+  }
+  for (size_t i = elements * ib; i < elements * ib + 16; i++)
+    if (slice[i] != 0xa5) RULE_FAIL(w, "array: a slice of %" PRIu64 " bytes was written past its end", elements * ib);
+  /* Every overlapped chunk given once, and at the end every element holds its chunk's bytes (or zeros). */
+  uint64_t want_count = 1, grid[CS_ARRAY_DIMS_MAX];
+  for (uint32_t d = 0; d < g->dims; d++) {
+    want_count *= (s->stop[d] - 1) / g->chunk[d] - s->start[d] / g->chunk[d] + 1;
+    grid[d] = (g->shape[d] + g->chunk[d] - 1) / g->chunk[d];
+  }
+  if (count != want_count)
+    RULE_FAIL(w, "array: a slice overlapping %" PRIu64 " chunks gave %" PRIu64 " pieces", want_count, count);
+  for (uint64_t e = 0; e < elements; e++) {
+    uint64_t rest = e, gi = 0, ci = 0;
+    for (uint32_t d = g->dims; d-- > 0;) {
+      uint64_t ext = s->stop[d] - s->start[d];
+      gi += (s->start[d] + rest % ext) * stride[d];
+      rest /= ext;
+    }
+    uint64_t left = gi;
+    uint64_t coord[CS_ARRAY_DIMS_MAX];
+    for (uint32_t d = g->dims; d-- > 0;) coord[d] = left % g->shape[d], left /= g->shape[d];
+    for (uint32_t d = 0; d < g->dims; d++) ci = ci * grid[d] + coord[d] / g->chunk[d];
+    for (uint32_t b = 0; b < ib; b++) {
+      uint8_t want = (ci & 3) == 2 ? 0 : piece_byte(gi, b);
+      if (slice[e * ib + b] != want)
+        RULE_FAIL(w, "array: element %" PRIu64 " of a slice (chunk %" PRIu64 ") holds %u at byte %u after every piece; "
+                  "want %u", e, ci, slice[e * ib + b], b, want);
+    }
+  }
+}
+
 static void check_slices(sim_world *w, cs_prng *r) {
   char msg[160];
   for (int i = 0; i < 24; i++) {
@@ -574,6 +688,15 @@ static void check_slices(sim_world *w, cs_prng *r) {
                   cs_array_slice_elements(&g, &s));
       cs_array_piece p;
       if (elements == 0 && cs_array_slice_next(&it, &p)) RULE_FAIL(w, "array: an empty slice gave a piece");
+      check_pieces(w, &g, &s, (uint64_t)elements);
+      /* And a slice of the same geometry that is not empty in any dimension (a drawn one often is, in one of 8). */
+      uint64_t n = 1;
+      for (uint32_t k = 0; k < g.dims; k++) {
+        s.start[k] = below(r, g.shape[k]);
+        s.stop[k] = s.start[k] + 1 + below(r, g.shape[k] - s.start[k]);
+        n *= s.stop[k] - s.start[k];
+      }
+      check_pieces(w, &g, &s, n);
       continue;
     }
     if (rc != CS_E_INVALID_ARGUMENT || begin != CS_E_INVALID_ARGUMENT || !names_dim(msg, (uint32_t)bad))

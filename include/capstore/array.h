@@ -83,7 +83,8 @@ int cs_array_slice_check(const cs_array_geometry *g, const cs_array_slice *s, ch
 uint64_t cs_array_slice_elements(const cs_array_geometry *g, const cs_array_slice *s);
 
 /* One chunk a slice overlaps: the region [lo, hi) in the chunk's own coordinates, which is the
-   region [lo + origin - start, hi + origin - start) of the slice's dense buffer. */
+   region [lo + origin - start, hi + origin - start) of the slice's dense buffer. Per-dimension
+   entries past the geometry's dims are 0. */
 typedef struct cs_array_piece {
   uint64_t chunk_index;
   uint64_t chunk_shape[CS_ARRAY_DIMS_MAX];
