@@ -687,6 +687,73 @@ static void check_pieces(sim_world *w, cs_prng *r, const cs_array_geometry *g, c
   }
 }
 
+/* What cs_array_stamp_make was given, and what array.h says the stamp is. */
+typedef struct stamp_in {
+  const cs_array_geometry *g;
+  uint64_t nonce, written, at;
+  bool ok;
+  cs_array_stamp st;
+} stamp_in;
+
+/*
+ * Stamps (array.h): refused exactly when the values cannot describe the array
+ * (more chunks written than it has, a nonce without a write or a write
+ * without one), the output then untouched; else identity (nonce, size) always,
+ * the count and time only while filling, nothing that moves once complete; two
+ * stamps equal exactly when they name the same array in the same state of
+ * fill, and the same array exactly when nonce and size agree.
+ */
+static void check_stamps(sim_world *w, cs_prng *r) {
+  cs_array_geometry ga, gb;
+  draw_geometry(r, &ga);
+  gb = ga;
+  if (below(r, 2)) gb.shape[0] += 1 + below(r, 2), gb.chunk[0] = 1; /* another size, another count */
+  stamp_in in[8];
+  for (int i = 0; i < 8; i++) {
+    stamp_in *x = &in[i];
+    x->g = i < 5 ? &ga : &gb;
+    uint64_t chunks = cs_array_chunk_count(x->g);
+    x->nonce = below(r, 3);
+    uint64_t pick = below(r, 4);
+    x->written = pick == 0 ? 0 : pick == 1 ? chunks : pick == 2 ? chunks + 1 + below(r, 2) : 1 + below(r, chunks);
+    x->at = below(r, 3);
+    if (i > 0 && below(r, 3) == 0) x->nonce = in[i - 1].nonce, x->written = in[i - 1].written; /* near twins */
+    x->ok = x->written <= chunks && (x->written == 0) == (x->nonce == 0);
+    cs_array_stamp before;
+    memset(&before, 0x5c, sizeof before);
+    x->st = before;
+    int rc = cs_array_stamp_make(x->g, x->nonce, x->written, x->at, &x->st);
+    if (!x->ok) {
+      if (rc != CS_E_CORRUPT || memcmp(&x->st, &before, sizeof before) != 0)
+        RULE_FAIL(w, "array: a stamp of %" PRIu64 " of %" PRIu64 " chunks written, nonce %" PRIu64 ", was not refused "
+                  "untouched (%d)", x->written, chunks, x->nonce, rc);
+      continue;
+    }
+    uint64_t total = x->g->item_bytes;
+    for (uint32_t d = 0; d < x->g->dims; d++) total *= x->g->shape[d];
+    uint32_t state = x->written == 0 ? CS_ARRAY_EMPTY : x->written < chunks ? CS_ARRAY_FILLING : CS_ARRAY_COMPLETE;
+    bool filling = state == CS_ARRAY_FILLING;
+    if (rc != CS_E_OK || x->st.nonce != x->nonce || x->st.total_bytes != total || x->st.state != state ||
+        x->st.written != (filling ? x->written : 0) || x->st.changed_at_ns != (filling ? x->at : 0))
+      RULE_FAIL(w, "array: the stamp of %" PRIu64 " of %" PRIu64 " chunks written (nonce %" PRIu64 ", at %" PRIu64
+                ") is state %u, %" PRIu64 " written at %" PRIu64 ", nonce %" PRIu64 ", %" PRIu64 " bytes (%d)",
+                x->written, chunks, x->nonce, x->at, x->st.state, x->st.written, x->st.changed_at_ns, x->st.nonce,
+                x->st.total_bytes, rc);
+  }
+  for (int i = 0; i < 8; i++)
+    for (int j = 0; j < 8; j++) {
+      const stamp_in *a = &in[i], *b = &in[j];
+      if (!a->ok || !b->ok) continue;
+      bool same = a->nonce == b->nonce && a->st.total_bytes == b->st.total_bytes;
+      bool equal = same && a->st.state == b->st.state &&
+                   (a->st.state != CS_ARRAY_FILLING || (a->written == b->written && a->at == b->at));
+      if (cs_array_stamp_same_array(&a->st, &b->st) != same || cs_array_stamp_equal(&a->st, &b->st) != equal)
+        RULE_FAIL(w, "array: stamps %d and %d (states %u, %u) answered same array %d, equal %d; want %d, %d", i, j,
+                  a->st.state, b->st.state, (int)cs_array_stamp_same_array(&a->st, &b->st),
+                  (int)cs_array_stamp_equal(&a->st, &b->st), (int)same, (int)equal);
+    }
+}
+
 static void check_slices(sim_world *w, cs_prng *r) {
   char msg[160];
   for (int i = 0; i < 24; i++) {
@@ -1059,6 +1126,7 @@ void sim_check_api_rules(sim_world *w) {
   check_geometries(w, &r);
   check_slices(w, &r);
   check_claims(w, &r);
+  check_stamps(w, &r);
   check_plan_refusals(w, &r);
   check_exec(w, &r);
   check_config_messages(w, &r);
