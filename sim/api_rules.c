@@ -754,6 +754,55 @@ static void check_stamps(sim_world *w, cs_prng *r) {
     }
 }
 
+/*
+ * The slot arbiter (array.h) against a model of its header: candidates in
+ * the catalog's order (the geometry's first, then by slot, then by version),
+ * each slot's first one wins and every later one loses; a candidate out of
+ * that order (a geometry after a chunk, a lower slot, a lower version of the
+ * same slot) is refused, and the sequence judged no further.
+ */
+static void check_arbiter(sim_world *w, cs_prng *r) {
+  for (int round = 0; round < 16; round++) {
+    cs_array_arbiter a;
+    memset(&a, 0, sizeof a);
+    bool m_chunk = false, m_geom = false;
+    uint64_t m_slot = 0, m_version = 0, slot = below(r, 3), version = below(r, 4);
+    uint32_t geoms = (uint32_t)below(r, 3), n = 2 + (uint32_t)below(r, 12), bad_at = (uint32_t)below(r, 3 * n);
+    for (uint32_t i = 0; i < geoms + n; i++) {
+      bool geometry = i < geoms;
+      uint64_t s_ = 0, v = 0;
+      if (!geometry) {
+        uint32_t step = (uint32_t)below(r, 3); /* the same slot, a later one, or the same slot again at its version */
+        if (step == 1) slot += 1 + below(r, 3), version = below(r, 4);
+        else if (step == 0) version += below(r, 3);
+        s_ = slot, v = version;
+      }
+      if (i == bad_at && i > 0) { /* one candidate out of the catalog's order */
+        switch (below(r, 3)) {
+        case 0: geometry = true; break;
+        case 1: s_ = slot > 0 ? slot - 1 - below(r, slot) : s_; break;
+        default: v = version > 0 ? version - 1 : v; break;
+        }
+      }
+      cs_array_verdict want;
+      if (geometry) {
+        want = m_chunk ? CS_ARRAY_OUT_OF_ORDER : m_geom ? CS_ARRAY_LOSES : CS_ARRAY_WINS;
+        if (want != CS_ARRAY_OUT_OF_ORDER) m_geom = true;
+      } else if (m_chunk && (s_ < m_slot || (s_ == m_slot && v < m_version))) {
+        want = CS_ARRAY_OUT_OF_ORDER;
+      } else {
+        want = !m_chunk || s_ != m_slot ? CS_ARRAY_WINS : CS_ARRAY_LOSES;
+        m_chunk = true, m_slot = s_, m_version = v;
+      }
+      cs_array_verdict got = cs_array_arbiter_next(&a, geometry, geometry ? below(r, 9) : s_, geometry ? 0 : v);
+      if (got != want)
+        RULE_FAIL(w, "array: arbiter candidate %u (%s, slot %" PRIu64 ", version %" PRIu64 ") answered %d; want %d", i,
+                  geometry ? "geometry" : "chunk", s_, v, (int)got, (int)want);
+      if (want == CS_ARRAY_OUT_OF_ORDER) break;
+    }
+  }
+}
+
 static void check_slices(sim_world *w, cs_prng *r) {
   char msg[160];
   for (int i = 0; i < 24; i++) {
@@ -821,7 +870,7 @@ static void check_claims(sim_world *w, cs_prng *r) {
     for (uint32_t k = 0; k < CS_ARRAY_CLAIM_NONCE_HEX; k++) nonce[k] = "0123456789abcdef"[below(r, 16)];
     nonce[CS_ARRAY_CLAIM_NONCE_HEX] = '\0';
     bool nonce_ok = below(r, 4) != 0;
-    if (!nonce_ok) nonce[below(r, CS_ARRAY_CLAIM_NONCE_HEX)] = "AFg -"[below(r, 5)];
+    if (!nonce_ok) nonce[below(r, CS_ARRAY_CLAIM_NONCE_HEX)] = "AFg -/:`@G"[below(r, 10)]; /* the digits' neighbours */
     uint64_t at = i == 0 ? UINT64_MAX : i == 1 ? 0 : cs_prng_next(r) >> below(r, 64);
     size_t len = 0;
     int rc = cs_array_claim_format(nonce, at, body, &len);
@@ -834,7 +883,7 @@ static void check_claims(sim_world *w, cs_prng *r) {
       RULE_FAIL(w, "array: the claim of %s at %" PRIu64 " is '%.*s', want '%s'", nonce, at, (int)len, body, want);
     /* Its bytes read back; other bytes (a claim from the first writers, torn, or not a claim) never parse. */
     switch (below(r, 7)) {
-    case 0: body[below(r, len)] = "A -0x"[below(r, 5)]; break;
+    case 0: body[below(r, len)] = "A -0x/:`g@"[below(r, 10)]; break;
     case 1: len = below(r, len); break;
     case 2: if (len < CS_ARRAY_CLAIM_BYTES_MAX + 1) body[len++] = (char)('0' + below(r, 10)); break;
     case 3: /* a leading zero */
@@ -854,6 +903,7 @@ static void check_claims(sim_world *w, cs_prng *r) {
                 ok ? "its time" : "a parse error (never taken over)");
     /* Stale: at least ttl old; a claim from the future never. */
     uint64_t now = below(r, 2) ? at + below(r, 1000) : at - below(r, 1000), ttl = below(r, 1200);
+    if (i % 8 == 2) now = at + (ttl = below(r, 2)); /* exactly the TTL old, a TTL of 0 or 1 */
     bool stale = now >= at && now - at >= ttl;
     if (cs_array_claim_stale(at, now, ttl) != stale)
       RULE_FAIL(w, "array: a claim made at %" PRIu64 " with a TTL of %" PRIu64 " judged %s at %" PRIu64, at, ttl,
@@ -1127,6 +1177,7 @@ void sim_check_api_rules(sim_world *w) {
   check_slices(w, &r);
   check_claims(w, &r);
   check_stamps(w, &r);
+  check_arbiter(w, &r);
   check_plan_refusals(w, &r);
   check_exec(w, &r);
   check_config_messages(w, &r);
