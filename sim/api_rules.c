@@ -19,7 +19,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "array_oracle.h"
 #include "capstore/engine.h"
 #include "capstore/read_plan.h"
 #include "capstore/sink.h"
@@ -544,34 +543,11 @@ static void check_geometries(sim_world *w, cs_prng *r) {
 /* The byte b of the element at global linear index i: what every chunk of the pieces check holds. */
 static uint8_t piece_byte(uint64_t i, uint32_t b) { return (uint8_t)(i * 131u + b * 7u + 1u); }
 
-/*
- * The Blosc blocks a piece needs (cs_array_region_blocks) against brute
- * force, with block sizes that make from one block to thousands (so that the
- * map's words are counted past 64 blocks): the map of exactly the words the
- * chunk's blocks need is filled right, and one word short is refused with
- * the zeroed map untouched (array.h).
- */
-static void check_piece_blocks(sim_world *w, cs_prng *r, const cs_array_geometry *g, const cs_array_piece *p,
+/* The Blosc blocks a piece needs, with block sizes that make from one block to thousands (the map's words counted past 64 blocks). */
+static void check_piece_blocks(sim_world *w, cs_prng *r, const cs_array_piece *p, const cs_array_geometry *g,
                                uint64_t chunk_bytes) {
-  enum { WORDS = 4096 * 8 / 64 + 1 };
-  static uint64_t need[WORDS], want[WORDS];
   uint64_t small_max = chunk_bytes / 64 > 1 ? chunk_bytes / 64 : 1;
-  uint64_t block = 1 + (below(r, 2) ? below(r, small_max) : below(r, chunk_bytes + 8));
-  uint64_t blocks = chunk_bytes / block + (chunk_bytes % block != 0), words = blocks / 64 + (blocks % 64 != 0);
-  memset(need, 0, sizeof need);
-  memset(want, 0, sizeof want);
-  uint64_t want_count = array_oracle_region_blocks(g, p, block, want);
-  uint64_t got = cs_array_region_blocks(g, p, block, need, words);
-  if (got != want_count || memcmp(need, want, sizeof need) != 0)
-    RULE_FAIL(w, "array: chunk %" PRIu64 "'s piece needs %" PRIu64 " of its %" PRIu64 " blocks of %" PRIu64 " bytes;"
-              " the core named %" PRIu64 " (or other ones)", p->chunk_index, want_count, blocks, block, got);
-  memset(need, 0, sizeof need);
-  got = cs_array_region_blocks(g, p, block, need, words - 1);
-  for (uint64_t i = 0; i < WORDS && got == 0; i++)
-    if (need[i] != 0) got = UINT64_MAX;
-  if (got != 0)
-    RULE_FAIL(w, "array: chunk %" PRIu64 " has %" PRIu64 " blocks of %" PRIu64 " bytes (%" PRIu64 " words of map); the"
-              " core took %" PRIu64 " words", p->chunk_index, blocks, block, words, words - 1);
+  sim_check_region_blocks(w, g, p, 1 + (below(r, 2) ? below(r, small_max) : below(r, chunk_bytes + 8)));
 }
 
 /*
@@ -627,7 +603,7 @@ static void check_pieces(sim_world *w, cs_prng *r, const cs_array_geometry *g, c
       for (uint32_t d = 0; d < g->dims; d++) gi += (origin[d] + local[d]) * stride[d];
       for (uint32_t b = 0; b < ib; b++) chunk[e * ib + b] = piece_byte(gi, b);
     }
-    check_piece_blocks(w, r, g, &p, n * ib);
+    check_piece_blocks(w, r, &p, g, n * ib);
     bool unwritten = (p.chunk_index & 3) == 2; /* some chunks read as zeros */
     cs_array_piece_copy(g, s, &p, unwritten ? NULL : chunk, slice, true);
     /* The region in the slice, checked now, so that a zeroed chunk is told from a written one. */

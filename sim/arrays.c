@@ -274,24 +274,34 @@ static void oracle_chunk_fill(const cs_array_geometry *g, uint64_t c, uint64_t c
   } while (array_oracle_next(g->dims, zero, shape, local));
 }
 
-/* The blocks of block_bytes a piece's region needs, by brute force, against cs_array_region_blocks. */
-static void check_region_blocks(sim_world *w, const cs_array_geometry *g, const cs_array_piece *p) {
+/*
+ * The blocks of block_bytes a piece's region needs (cs_array_region_blocks)
+ * against brute force: the map of exactly the words the chunk's blocks need
+ * is filled right, and one word short is refused with the zeroed map
+ * untouched (array.h; the core only sets bits, so any write shows). Chunks of
+ * up to 2^15 bytes. The swarm's slice reader and the API rules both ask it.
+ */
+void sim_check_region_blocks(sim_world *w, const cs_array_geometry *g, const cs_array_piece *p, uint64_t block) {
+  enum { WORDS = 4096 * 8 / 64 + 1 };
+  static uint64_t need[WORDS], want[WORDS];
   uint64_t chunk_bytes = g->item_bytes;
   for (uint32_t d = 0; d < g->dims; d++) chunk_bytes *= p->chunk_shape[d];
-  uint64_t block = 1 + cs_prng_below(&w->prng_array_reads, chunk_bytes + 8);
-  uint64_t words = ((chunk_bytes + block - 1) / block + 63) / 64;
-  uint64_t need[4] = {0}, want[4] = {0};
+  if (chunk_bytes > 4096 * 8) sim_bail(w, SIM_EXIT_MODEL, "model bound: a chunk of %" PRIu64 " bytes", chunk_bytes);
+  uint64_t blocks = chunk_bytes / block + (chunk_bytes % block != 0), words = blocks / 64 + (blocks % 64 != 0);
+  memset(need, 0, sizeof need);
+  memset(want, 0, sizeof want);
   uint64_t want_count = array_oracle_region_blocks(g, p, block, want);
   uint64_t got = cs_array_region_blocks(g, p, block, need, words);
-  if (got != want_count || memcmp(need, want, words * sizeof need[0]) != 0)
-    sim_bail(w, SIM_EXIT_SAFETY, "array: chunk %" PRIu64 "'s region needs %" PRIu64 " blocks of %" PRIu64 " bytes; the "
-             "core named %" PRIu64 " (or other ones)", p->chunk_index, want_count, block, got);
-  /* One word short: refused, the (zeroed) map left as it was (array.h); the core only sets bits, so any write shows. */
-  uint64_t small[4] = {0}, kept[4] = {0};
-  got = cs_array_region_blocks(g, p, block, small, words - 1);
-  if (got != 0 || memcmp(small, kept, sizeof kept) != 0)
-    sim_bail(w, SIM_EXIT_SAFETY, "array: chunk %" PRIu64 "'s region needs %" PRIu64 " words of block map; the core "
-             "took %" PRIu64 " (named %" PRIu64 " blocks)", p->chunk_index, words, words - 1, got);
+  if (got != want_count || memcmp(need, want, sizeof need) != 0)
+    sim_bail(w, SIM_EXIT_SAFETY, "array: chunk %" PRIu64 "'s region needs %" PRIu64 " of its %" PRIu64 " blocks of %"
+             PRIu64 " bytes; the core named %" PRIu64 " (or other ones)", p->chunk_index, want_count, blocks, block, got);
+  memset(need, 0, sizeof need);
+  got = cs_array_region_blocks(g, p, block, need, words - 1);
+  for (uint32_t i = 0; i < WORDS && got == 0; i++)
+    if (need[i] != 0) got = UINT64_MAX;
+  if (got != 0)
+    sim_bail(w, SIM_EXIT_SAFETY, "array: chunk %" PRIu64 " has %" PRIu64 " blocks of %" PRIu64 " bytes (%" PRIu64
+             " words of map); the core took %" PRIu64 " words", p->chunk_index, blocks, block, words, words - 1);
 }
 
 /*
@@ -347,7 +357,9 @@ static void slice_read(sim_world *w, const uint32_t winners[SIM_ARRAY_SLOTS_MAX]
     uint32_t win = winners[p.chunk_index];
     if (win != SIM_NONE) oracle_chunk_fill(g, p.chunk_index, w->array_writes[win].capture_id, chunk);
     cs_array_piece_copy(g, &s, &p, win != SIM_NONE ? chunk : NULL, out, true);
-    check_region_blocks(w, g, &p);
+    uint64_t chunk_bytes = g->item_bytes;
+    for (uint32_t d = 0; d < g->dims; d++) chunk_bytes *= p.chunk_shape[d];
+    sim_check_region_blocks(w, g, &p, 1 + cs_prng_below(&w->prng_array_reads, chunk_bytes + 8));
   }
   if (elements > 0) {
     uint64_t at[CS_ARRAY_DIMS_MAX] = {0}, i = 0;

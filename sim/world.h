@@ -744,6 +744,7 @@ void sim_replicas_barrier(sim_world *w, sim_req *req, bool fence_ok, uint64_t wa
 void sim_mark_catalog_unhealthy(sim_world *w, uint64_t until_ns);
 void sim_arrays_admitted(sim_world *w, sim_proc *p, uint64_t capture_id);
 void sim_arrays_poll(sim_world *w);
+void sim_check_region_blocks(sim_world *w, const cs_array_geometry *g, const cs_array_piece *p, uint64_t block);
 void sim_arrays_flush_drained(sim_world *w, sim_proc *p, const sim_flush_rec *rec);
 void sim_reader_event(sim_world *w, const sim_event *ev);
 /* Record `record` of the pack lies at [*offset, *offset + *length); the footer starts at the returned F. */

@@ -133,14 +133,14 @@ class ResumeTest(unittest.TestCase):
         return r
 
     def test_no_journal_runs_everything(self):
-        reused, queue = mutate.resume_split(self.args(), ".", self.mutants, self.texts)
+        reused, queue = mutate.resume_split(self.args(), self.mutants, self.texts)
         self.assertEqual((reused, queue), ([], self.mutants))
 
     def test_same_source_reused_other_source_run_again(self):
         a, b, c = self.mutants[0], self.mutants[1], self.mutants[2]
         self.journal([self.row(a, "killed"), self.row(b, "killed", SOURCE + "\n"), self.row(c, "survived")],
                      tail='{"id": "cut off')
-        reused, queue = mutate.resume_split(self.args(), ".", self.mutants, self.texts)
+        reused, queue = mutate.resume_split(self.args(), self.mutants, self.texts)
         self.assertEqual(sorted(r["id"] for r in reused), sorted([a.id, c.id]))
         self.assertIn(b, queue)
         self.assertNotIn(a, queue)
@@ -149,7 +149,7 @@ class ResumeTest(unittest.TestCase):
     def test_rerun_survivors(self):
         a, c = self.mutants[0], self.mutants[2]
         self.journal([self.row(a, "killed"), self.row(c, "survived")])
-        reused, queue = mutate.resume_split(self.args(rerun=True), ".", self.mutants, self.texts)
+        reused, queue = mutate.resume_split(self.args(rerun=True), self.mutants, self.texts)
         self.assertEqual([r["id"] for r in reused], [a.id])
         self.assertIn(c, queue)
 
@@ -158,21 +158,21 @@ class ResumeTest(unittest.TestCase):
         self.journal([self.row(a, "killed", judged_under={"seeds": 300, "no_unit": False}),
                       self.row(b, "killed", desc="another mutant under this id"),
                       self.row(c, "killed", judged_under={"seeds": 2000, "no_unit": False})])
-        reused, queue = mutate.resume_split(self.args(), ".", self.mutants, self.texts)
+        reused, queue = mutate.resume_split(self.args(), self.mutants, self.texts)
         self.assertEqual([r["id"] for r in reused], [c.id])
-        reused, _ = mutate.resume_split(self.args(seeds=300), ".", self.mutants, self.texts)
+        reused, _ = mutate.resume_split(self.args(seeds=300), self.mutants, self.texts)
         self.assertEqual([r["id"] for r in reused], [a.id])
 
     def test_timeouts_judged_again_with_survivors(self):
         a = self.mutants[0]
         self.journal([self.row(a, "killed", kind="timeout")])
-        self.assertEqual(len(mutate.resume_split(self.args(), ".", self.mutants, self.texts)[0]), 1)
-        self.assertEqual(mutate.resume_split(self.args(rerun=True), ".", self.mutants, self.texts)[0], [])
+        self.assertEqual(len(mutate.resume_split(self.args(), self.mutants, self.texts)[0]), 1)
+        self.assertEqual(mutate.resume_split(self.args(rerun=True), self.mutants, self.texts)[0], [])
 
     def test_lines_that_are_no_verdict_are_ignored(self):
         a = self.mutants[0]
         self.journal([[1, 2], {"id": a.id}, self.row(a, "killed")], tail="17\n")
-        reused, _ = mutate.resume_split(self.args(), ".", self.mutants, self.texts)
+        reused, _ = mutate.resume_split(self.args(), self.mutants, self.texts)
         self.assertEqual([r["id"] for r in reused], [a.id])
 
     def test_a_cut_off_line_does_not_swallow_the_next_verdict(self):
@@ -181,13 +181,13 @@ class ResumeTest(unittest.TestCase):
         self.journal([self.row(a, "killed")], tail=json.dumps(self.row(b, "killed")))  # no final newline
         with mutate.open_journal(self.args()) as f:
             f.write(json.dumps(self.row(self.mutants[2], "killed")) + "\n")
-        reused, _ = mutate.resume_split(self.args(), ".", self.mutants, self.texts)
+        reused, _ = mutate.resume_split(self.args(), self.mutants, self.texts)
         self.assertEqual(sorted(r["id"] for r in reused), sorted([a.id, b.id, self.mutants[2].id]))
 
     def test_later_verdict_wins(self):
         a = self.mutants[0]
         self.journal([self.row(a, "survived"), self.row(a, "killed")])
-        reused, _ = mutate.resume_split(self.args(), ".", self.mutants, self.texts)
+        reused, _ = mutate.resume_split(self.args(), self.mutants, self.texts)
         self.assertEqual([r["status"] for r in reused], ["killed"])
 
 

@@ -1027,7 +1027,7 @@ def run_all(args, root, mutants, texts):
 
 
 def run_locked(args, root, mutants, texts, work):
-    results, queue = resume_split(args, root, mutants, texts)
+    results, queue = resume_split(args, mutants, texts)
     if not queue:
         return results
     files = tree_files(root)
@@ -1109,10 +1109,12 @@ def judged_under(args):
     return {"seeds": args.seeds, "no_unit": bool(args.no_unit)}
 
 
+DEFAULT_SEEDS = 2000  # swarm seeds per mutant, and the setting of journal verdicts that did not record theirs
+
 VERDICTS = ("killed", "survived", "unit_killed", "stillborn", "model_bound")
 
 
-def resume_split(args, root, mutants, texts):
+def resume_split(args, mutants, texts):
     """(verdicts reused from the journal, mutants still to run). A verdict is reused only for the same mutant (id
     and description) on the same source text of its file (src_sha), judged with the same seeds and unit-test
     setting; with --rerun-survivors, survivors and timeouts are judged again (the checker may have grown since,
@@ -1139,7 +1141,7 @@ def resume_split(args, root, mutants, texts):
     for m in mutants:
         r = seen.get((m.id, src_sha(texts[m.path])))
         # Verdicts written before the settings were recorded were all judged under the defaults.
-        under = r.get("judged_under", {"seeds": 2000, "no_unit": False}) if r else None
+        under = r.get("judged_under", {"seeds": DEFAULT_SEEDS, "no_unit": False}) if r else None
         stale = r is None or r.get("desc") != m.desc or under != want
         rejudge = args.rerun_survivors and r is not None and (
             r["status"] in ("survived", "unit_killed", "model_bound") or r.get("kind") == "timeout")
@@ -1294,7 +1296,8 @@ def main(argv=None):
                     "and only mutants on the touched lines when there are enough of them")
     ap.add_argument("--sample", type=int, default=0, metavar="K", help="a random sample of K mutants")
     ap.add_argument("--seed", default="0", help="the sample's seed (any string; CI passes the commit)")
-    ap.add_argument("--seeds", type=int, default=2000, metavar="N", help="swarm seeds per mutant (2000)")
+    ap.add_argument("--seeds", type=int, default=DEFAULT_SEEDS, metavar="N",
+                    help="swarm seeds per mutant (%d)" % DEFAULT_SEEDS)
     ap.add_argument("-j", "--jobs", type=int, default=2, help="parallel jobs, one tree copy each (2)")
     ap.add_argument("--timeout", type=int, default=120, help="seconds per simulator run before it counts as "
                     "a hang (120)")
@@ -1334,7 +1337,7 @@ def main(argv=None):
     log(args, "%d mutants, %d job(s)" % (len(mutants), args.jobs))
     try:
         if args.no_run:
-            results, pending = resume_split(args, root, mutants, texts)
+            results, pending = resume_split(args, mutants, texts)
             notes.append("a report of the journal alone (--no-run): %d of %d mutants judged, %d not yet"
                          % (len(results), len(mutants), len(pending)))
             if pending:
