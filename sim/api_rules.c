@@ -903,6 +903,43 @@ static bool oracle_want_ok(const cs_read_want *x, const cs_read_pack *packs, uin
   return x->offset >= 64 && x->offset % 64 == 0 && x->offset <= f && x->length <= f - x->offset;
 }
 
+/*
+ * whole_objects: one read [0, size) per named pack, in pack order, listing every want of its pack and marked as the
+ * tail; its bytes are the packs' sizes. With one read too few it is refused as full.
+ */
+static void check_whole_plan(sim_world *w, const cs_read_pack *packs, uint32_t pc, const cs_read_want *wants, uint32_t wc,
+                             uint32_t *order, cs_read_span *spans) {
+  cs_read_limits lim;
+  cs_read_limits_default(&lim);
+  lim.whole_objects = true;
+  cs_read_plan plan;
+  char msg[200];
+  int rc = cs_read_plan_make(packs, pc, wants, wc, &lim, order, spans, wc + pc, &plan, msg, sizeof msg);
+  if (rc != CS_E_OK) RULE_FAIL(w, "read plan (whole objects): a valid selection refused: %s", msg);
+  uint32_t named = 0;
+  uint64_t bytes = 0, footers = 0;
+  for (uint32_t p = 0; p < pc; p++) {
+    uint32_t wanted = 0;
+    for (uint32_t k = 0; k < wc; k++) wanted += wants[k].pack == p;
+    if (wanted == 0) continue;
+    const cs_read_span *x = named < plan.span_count ? &spans[named] : NULL;
+    if (x == NULL || x->pack != p || x->offset != 0 || x->length != packs[p].size_bytes || !x->tail || x->count != wanted)
+      RULE_FAIL(w, "read plan (whole objects): pack %u's %u records are not in read %u of [0, %" PRIu64 ") as its tail", p,
+                wanted, named, packs[p].size_bytes);
+    for (uint32_t j = x->first; j < x->first + x->count; j++)
+      if (j >= wc || wants[order[j]].pack != p) RULE_FAIL(w, "read plan (whole objects): read %u lists a record of another pack", named);
+    named++;
+    bytes += packs[p].size_bytes;
+    footers += packs[p].size_bytes - packs[p].footer_offset;
+  }
+  if (plan.span_count != named || plan.requests != named || plan.pack_count != named || plan.bytes != bytes ||
+      plan.footer_bytes != footers)
+    RULE_FAIL(w, "read plan (whole objects): %u reads of %" PRIu64 " bytes (footers %" PRIu64 ") for %u packs of %" PRIu64
+              " bytes (footers %" PRIu64 ")", plan.span_count, plan.bytes, plan.footer_bytes, named, bytes, footers);
+  if (named > 0 && cs_read_plan_make(packs, pc, wants, wc, &lim, order, spans, named - 1, &plan, msg, sizeof msg) != CS_E_FULL)
+    RULE_FAIL(w, "read plan (whole objects): %u packs in %u reads were not refused as full", named, named - 1);
+}
+
 static void check_plan_refusals(sim_world *w, cs_prng *r) {
   cs_read_limits lim;
   memset(&lim, 0x5a, sizeof lim);
@@ -914,7 +951,7 @@ static void check_plan_refusals(sim_world *w, cs_prng *r) {
   for (int i = 0; i < 24; i++) {
     cs_read_pack packs[PACKS];
     cs_read_want wants[WANTS];
-    uint32_t order[WANTS];
+    uint32_t order[WANTS + 1]; /* order[wc] is a guard the planner must not write */
     cs_read_span spans[WANTS + PACKS];
     cs_read_plan plan;
     char msg[200];
@@ -929,9 +966,9 @@ static void check_plan_refusals(sim_world *w, cs_prng *r) {
       wants[k].offset = 64 * (1 + below(r, f / 64));
       wants[k].length = below(r, f - wants[k].offset + 1);
     }
-    /* At most one defect, in a pack or a record. */
+    /* At most one defect, in a pack or a record; or an edge that must be planned. */
     uint32_t at;
-    switch (below(r, 3) == 0 ? 0 : 1 + below(r, 9)) {
+    switch (below(r, 3) == 0 ? 0 : 1 + below(r, 12)) {
     case 1: packs[at = (uint32_t)below(r, pc)].footer_offset = below(r, 64); break;
     case 2: packs[at = (uint32_t)below(r, pc)].footer_offset += 1 + below(r, 63); break;
     case 3: at = (uint32_t)below(r, pc); packs[at].size_bytes = packs[at].footer_offset + below(r, 65); break;
@@ -951,8 +988,29 @@ static void check_plan_refusals(sim_world *w, cs_prng *r) {
         wants[at].length = packs[wants[at].pack].footer_offset - wants[at].offset + 1 + below(r, 64);
       }
       break;
+    case 10: /* a pack of exactly 2^62 bytes, or between 2^61 and 2^62: planned */
+      at = (uint32_t)below(r, pc);
+      packs[at].size_bytes = below(r, 2) ? UINT64_C(1) << 62 : (UINT64_C(1) << 61) + 1 + below(r, UINT64_C(1) << 61);
+      break;
+    case 11: /* a record wanted again one byte longer (the read must reach its last byte), or to the footer */
+      if (wc > 1) {
+        at = (uint32_t)below(r, wc);
+        uint32_t again = (at + 1 + (uint32_t)below(r, wc - 1)) % wc;
+        uint64_t f = packs[wants[at].pack].footer_offset;
+        wants[again] = wants[at];
+        wants[again].length = below(r, 2) && wants[at].length < f - wants[at].offset ? wants[at].length + 1
+                                                                                      : f - wants[at].offset;
+      }
+      break;
+    case 12: /* a record that ends exactly at its pack's footer */
+      if (wc > 0) {
+        at = (uint32_t)below(r, wc);
+        wants[at].length = packs[wants[at].pack].footer_offset - wants[at].offset;
+      }
+      break;
     default: break;
     }
+    order[wc] = UINT32_C(0x600dF00d);
     (void)at;
     int bad_pack = -1, bad_want = -1;
     for (uint32_t p = 0; p < pc && bad_pack < 0; p++)
@@ -972,6 +1030,7 @@ static void check_plan_refusals(sim_world *w, cs_prng *r) {
       continue;
     }
     if (rc != CS_E_OK) RULE_FAIL(w, "read plan: a valid selection of %u records refused: %s", wc, msg);
+    if (order[wc] != UINT32_C(0x600dF00d)) RULE_FAIL(w, "read plan: the order array of %u entries written past its end", wc);
     CHECK_SHORT_MESSAGE(w, "read plan (planned)",
                         cs_read_plan_make(packs, pc, wants, wc, &lim, order, spans, wc + pc, &plan, sm_, sz_));
     /* Its payload is the wanted bytes, each once; its footers each named pack's [F, size); every want lies in a
@@ -1003,6 +1062,20 @@ static void check_plan_refusals(sim_world *w, cs_prng *r) {
       if (!inside) RULE_FAIL(w, "read plan: record %u (pack %u, [%" PRIu64 ", +%" PRIu64 ")) lies in no read that lists it", k,
                              wants[k].pack, wants[k].offset, wants[k].length);
     }
+    /* And every read lists only records of its pack that lie in it (an empty one wherever it lies), each record once. */
+    uint64_t listed_total = 0;
+    for (uint32_t sp = 0; sp < plan.span_count; sp++) {
+      const cs_read_span *x = &spans[sp];
+      listed_total += x->count;
+      for (uint32_t j = x->first; j < x->first + x->count; j++) {
+        const cs_read_want *y = j < wc ? &wants[order[j]] : NULL;
+        if (y == NULL || y->pack != x->pack ||
+            (y->length > 0 && (y->offset < x->offset || y->offset + y->length > x->offset + x->length)))
+          RULE_FAIL(w, "read plan: read %u (pack %u, [%" PRIu64 ", +%" PRIu64 ")) lists position %u, a record not in it",
+                    sp, x->pack, x->offset, x->length, j);
+      }
+    }
+    if (listed_total != wc) RULE_FAIL(w, "read plan: the reads list %" PRIu64 " records of %u", listed_total, wc);
     if (plan.payload_bytes != payload || plan.footer_bytes != footers || plan.bytes != read_bytes)
       RULE_FAIL(w, "read plan: payload %" PRIu64 ", footers %" PRIu64 ", bytes %" PRIu64 "; the wants hold %" PRIu64
                 " bytes, their packs' footers %" PRIu64 ", the reads %" PRIu64, plan.payload_bytes, plan.footer_bytes,
@@ -1010,6 +1083,12 @@ static void check_plan_refusals(sim_world *w, cs_prng *r) {
     uint64_t bytes = plan.bytes, requests = plan.requests;
     if (wc > 0 && cs_read_plan_make(packs, pc, wants, wc, &lim, order, NULL, 0, &plan, msg, sizeof msg) != CS_E_FULL)
       RULE_FAIL(w, "read plan: no room for spans was not refused as full");
+    if (wc > 0) {
+      uint32_t fewer = (uint32_t)requests - 1; /* one read too few */
+      CHECK_SHORT_MESSAGE(w, "read plan without room for its spans",
+                          cs_read_plan_make(packs, pc, wants, wc, &lim, order, spans, fewer, &plan, sm_, sz_));
+    }
+    check_whole_plan(w, packs, pc, wants, wc, order, spans);
     /* The limits: exactly at them is planned, one under is refused saying by how much, the plan filled. */
     lim.byte_limit = bytes;
     lim.request_limit = requests > 0 ? requests : 1;
@@ -1124,6 +1203,39 @@ static void check_exec(sim_world *w, cs_prng *r) {
   }
 }
 
+/*
+ * A message in a buffer of every size from one byte to one past its length: the longest prefix that fits and a
+ * NUL inside the buffer, never a byte past it (a sentinel follows). full is the message in a buffer with room.
+ */
+typedef int (*validate_fn)(const void *cfg, char *msg, size_t msg_size);
+
+static int validate_engine(const void *cfg, char *msg, size_t msg_size) {
+  return cs_engine_config_validate(cfg, msg, msg_size);
+}
+
+static int validate_sink(const void *cfg, char *msg, size_t msg_size) {
+  return cs_sink_config_validate(cfg, msg, msg_size);
+}
+
+static void check_message_fits(sim_world *w, cs_prng *r, const char *what, validate_fn validate, const void *cfg) {
+  char full[256];
+  int rc = validate(cfg, full, sizeof full);
+  size_t length = strlen(full);
+  if (length + 1 >= sizeof full) RULE_FAIL(w, "%s: a message of %zu bytes", what, length);
+  size_t sizes[3] = {length, length + 1, 1 + below(r, length + 1)};
+  for (int i = 0; i < 3; i++) {
+    char buf[257];
+    memset(buf, '#', sizeof buf);
+    size_t size = sizes[i] == 0 ? 1 : sizes[i];
+    int got = validate(cfg, buf, size);
+    size_t want = length < size ? length : size - 1;
+    if (got != rc || buf[size] != '#' || memchr(buf, '\0', size) == NULL || strlen(buf) != want ||
+        memcmp(buf, full, want) != 0)
+      RULE_FAIL(w, "%s: the message \"%s\" in a buffer of %zu bytes is not its first %zu bytes inside the buffer"
+                " (answer %d, then %d)", what, full, size, want, rc, got);
+  }
+}
+
 /* The engine's and the sink's config refusals write their message only where there is room for it. */
 static void check_config_messages(sim_world *w, cs_prng *r) {
   cs_engine_config e;
@@ -1131,12 +1243,14 @@ static void check_config_messages(sim_world *w, cs_prng *r) {
   if (below(r, 2)) e.start_timeout_ns = below(r, CS_MS_NS);
   else e.stop_reserve_ns = below(r, CS_MS_NS);
   CHECK_SHORT_MESSAGE(w, "engine config", cs_engine_config_validate(&e, sm_, sz_));
+  check_message_fits(w, r, "engine config", validate_engine, &e);
   cs_engine_config_default(&e);
   CHECK_SHORT_MESSAGE(w, "engine config (valid)", cs_engine_config_validate(&e, sm_, sz_));
   cs_sink_config k;
   cs_sink_config_default(&k);
   k.pack_records_max = 0;
   CHECK_SHORT_MESSAGE(w, "sink config", cs_sink_config_validate(&k, sm_, sz_));
+  check_message_fits(w, r, "sink config", validate_sink, &k);
 }
 
 void sim_check_api_rules(sim_world *w) {
@@ -1157,4 +1271,5 @@ void sim_check_api_rules(sim_world *w) {
   check_plan_refusals(w, &r);
   check_exec(w, &r);
   check_config_messages(w, &r);
+  sim_check_engine_rules(w, &r);
 }

@@ -781,6 +781,7 @@ void sim_check_token_refused(sim_world *w, sim_proc *p);
 void sim_check_claim_named(sim_world *w, const sim_proc *p, const cs_claims *claims);
 void sim_check_config_rules(sim_world *w); /* 6.10, once per run (config_rules.c) */
 void sim_check_api_rules(sim_world *w);    /* the cores' helpers and refusals, once per run (api_rules.c) */
+void sim_check_engine_rules(sim_world *w, cs_prng *r); /* the engine against a model of engine.h (engine_rules.c) */
 bool sim_config_valid_by_spec(const cs_service_config *cfg);
 void sim_check_admit(sim_world *w, const sim_proc *p, int rc, uint64_t first_try_local_ns, const cs_sink_stats *before,
                      uint64_t record_bytes);

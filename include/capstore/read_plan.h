@@ -97,7 +97,8 @@ typedef struct cs_read_plan {
  *                          request_limit 0, a want naming no pack, a record
  *                          outside [64, F) of its pack or not 64-aligned, a
  *                          pack whose footer offset is not aligned or leaves
- *                          no room for a footer and trailer;
+ *                          no room for a footer and trailer, or a pack over
+ *                          2^62 bytes (2^62 itself is planned);
  *   CS_E_FULL              span_capacity is too small;
  *   CS_E_TOO_LARGE         the plan reads more bytes than byte_limit or
  *                          issues more requests than request_limit: msg
