@@ -318,6 +318,8 @@ typedef struct sim_proc {
   uint64_t wake_at_ns;
   uint64_t wakes[SIM_WAKES_MAX]; /* times of pending wakes (0: free), so one time is scheduled once */
   uint32_t spins;           /* consecutive quiet pumps with a deadline already due */
+  uint64_t probed_deadline; /* the service deadline last probed one nanosecond early (schedule_wake) */
+  uint32_t deadline_probes; /* service deadlines seen as the earliest, for the one-in-four probe */
   /* Stats carried across incarnations. */
   cs_snapshot last_snapshot;
   uint64_t cycles_total;
