@@ -132,7 +132,26 @@ void sim_check_flush_done(sim_world *w, sim_proc *p, const cs_flush_result *res)
   } else {
     w->counters.flush_not_drained++;
   }
+  /* service.h: err is CS_E_OK exactly when drained; otherwise TIMEOUT, FULL (no room) or CLOSED (stopping). */
+  bool err_known = res->err == CS_E_OK || res->err == CS_E_TIMEOUT || res->err == CS_E_FULL || res->err == CS_E_CLOSED;
+  if (!err_known || res->drained != (res->err == CS_E_OK))
+    sim_bail(w, SIM_EXIT_SAFETY, "flush %" PRIu64 " of p%u answered %s with err %s", res->flush_id, p->index,
+             res->drained ? "drained" : "not drained", cs_strerror(res->err));
   flush_rejected(w, p, res);
+  /*
+   * It names what it counts while there is room (CS_FLUSH_REJECTED_MAX). A service whose rejected list is still
+   * short of rejected_max never evicted an entry nor set a pack aside without one (the list only grows until it
+   * is full), so every pack it counts has an entry: it names min(count, CS_FLUSH_REJECTED_MAX) of them.
+   */
+  if (p->svc != NULL && res->err != CS_E_FULL && res->err != CS_E_CLOSED) {
+    cs_snapshot list = {0};
+    cs_service_snapshot(p->svc, sim_local_now(w, p), &list);
+    uint32_t want = res->rejected_count < CS_FLUSH_REJECTED_MAX ? res->rejected_count : CS_FLUSH_REJECTED_MAX;
+    if (res->rejected_named > want || (list.rejected_count < p->svc_cfg.rejected_max && res->rejected_named != want))
+      sim_bail(w, SIM_EXIT_SAFETY, "flush %" PRIu64 " of p%u counts %u set-aside packs and names %u (its list holds"
+               " %u of %u)", res->flush_id, p->index, res->rejected_count, res->rejected_named, list.rejected_count,
+               p->svc_cfg.rejected_max);
+  }
   /* An answer that is not drained says what is missing. */
   if (!res->drained && res->err == CS_E_TIMEOUT && res->missing_packs + res->owed_packs == 0)
     sim_bail(w, SIM_EXIT_SAFETY, "flush %" PRIu64 " of p%u was not drained but names nothing missing or owed",
@@ -286,6 +305,26 @@ void sim_check_backoff(sim_world *w, sim_proc *p) {
   if (++p->fail_bucket_count > w->backoff_answers_max)
     sim_bail(w, SIM_EXIT_SAFETY, "p%u got more than %u failed answers within one second: it does not back off", p->index,
              w->backoff_answers_max);
+}
+
+/*
+ * A step that set a pack aside names it in last_error (6.11: "set aside <pack id>: <reason>"; the last one,
+ * where one step set several aside): the canonical id of a pack that may be set aside.
+ */
+void sim_check_set_aside_named(sim_world *w, const sim_proc *p, uint64_t set_aside_before) {
+  if (sim_svc_set_aside(p->svc) == set_aside_before) return;
+  cs_snapshot snap;
+  cs_service_snapshot(p->svc, 0, &snap);
+  const char *t = snap.last_error;
+  static const char head[] = "set aside ";
+  size_t n = sizeof head - 1;
+  cs_uuid id;
+  bool ok = strncmp(t, head, n) == 0 && strnlen(t, sizeof snap.last_error) > n + CS_UUID_TEXT_LEN &&
+            t[n + CS_UUID_TEXT_LEN] == ':' && cs_uuid_parse(t + n, CS_UUID_TEXT_LEN, &id) == CS_E_OK;
+  uint32_t pack = ok ? sim_truth_of(w, &id) : SIM_NONE;
+  if (pack == SIM_NONE || !sim_pack_may_set_aside(w, pack))
+    sim_bail(w, SIM_EXIT_SAFETY, "p%u set a pack aside but its last_error says \"%s\" (not \"set aside <that pack's"
+             " id>: <why>\")", p->index, t);
 }
 
 /* A claim of this lease that is live at the catalog's clock. */

@@ -354,3 +354,7 @@ void sim_cov_observe(sim_world *w, const sim_proc *p) {
   if (p->sink_open) observe_sink(w, &p->sink);
   if (p->svc != NULL) observe_service(w, p);
 }
+
+/* The service's set-aside count, read as the snapshot would give it but without its scan of the table (the world
+   asks before and after every call to a service). */
+uint64_t sim_svc_set_aside(const cs_service *svc) { return svc->stats.set_aside; }

@@ -161,10 +161,24 @@ void sim_mark_catalog_unhealthy(sim_world *w, uint64_t until_ns) {
   if (end > w->catalog_unhealthy_until_ns) w->catalog_unhealthy_until_ns = end;
 }
 
-/* Every event the sim gives a service goes through here: the pump knows whether one came since it last ran. */
-static int svc_event(sim_proc *p, uint64_t now_ns, const cs_event *ev) {
+/*
+ * Every event the sim gives a service goes through here: the pump knows whether one came since it last ran,
+ * and a call that set a pack aside is seen naming it (sim_check_set_aside_named).
+ */
+static int svc_event(sim_world *w, sim_proc *p, uint64_t now_ns, const cs_event *ev) {
   p->svc_events++;
-  return cs_service_on_event(p->svc, now_ns, ev);
+  uint64_t before = sim_svc_set_aside(p->svc);
+  int rc = cs_service_on_event(p->svc, now_ns, ev);
+  sim_check_set_aside_named(w, p, before);
+  return rc;
+}
+
+/* Every poll of a service's actions, likewise. */
+static bool svc_poll(sim_world *w, sim_proc *p, uint64_t now_ns, cs_action *out) {
+  uint64_t before = sim_svc_set_aside(p->svc);
+  bool got = cs_service_poll(p->svc, now_ns, out);
+  sim_check_set_aside_named(w, p, before);
+  return got;
 }
 
 /* splitmix64's finaliser: the draws that must not move any PRNG stream (a fault added after seeds were recorded). */
@@ -291,7 +305,7 @@ static void deliver_reply(sim_world *w, sim_proc *p, sim_req *req) {
   sim_cov_reply(w, req, &ev);
   sim_check_lease_step_done(p, req);
   req->delivered = true;
-  int rc = svc_event(p, sim_local_now(w, p), &ev);
+  int rc = svc_event(w, p, sim_local_now(w, p), &ev);
   if (rc != CS_E_OK) sim_bail(w, SIM_EXIT_CRASH, "proc %u: completion refused: %s", p->index, cs_strerror(rc));
   sim_ledger_done(p, req->op, ev.outcome);
   sim_check_error_named(w, p, req->op, ev.outcome);
@@ -422,7 +436,7 @@ static void tell_recovered(sim_world *w, sim_proc *p, uint32_t file, bool from_b
     sim_cov_recovered(w, f->pack);
   }
   cs_event ev = {.kind = CS_EV_SEALED, .pack = &pack->ref, .recovered = true, .backlog = from_backlog};
-  int rc = svc_event(p, sim_local_now(w, p), &ev);
+  int rc = svc_event(w, p, sim_local_now(w, p), &ev);
   sim_ledger_told(w, p, file, rc, true);
   if (rc == CS_E_OK) {
     f->backlog = false;
@@ -605,7 +619,7 @@ static void seal_ack(sim_world *w, sim_proc *p, uint32_t file, int err) {
   if (f->told_gen != p->svc_gen) pack->verified_gen[p->index] = 0;
   bool arrival = seal_arrives(w);
   cs_event ev = {.kind = CS_EV_SEALED, .pack = &pack->ref, .recovered = arrival};
-  int rc = svc_event(p, sim_local_now(w, p), &ev);
+  int rc = svc_event(w, p, sim_local_now(w, p), &ev);
   if (++p->bad_event_probes % 16 == 0) bad_event_refused(w, p, &pack->ref);
   sim_ledger_told(w, p, file, rc, arrival);
   sim_cov_sealed(w, f->pack, seq, rc);
@@ -683,7 +697,7 @@ void sim_seal_direct(sim_world *w, sim_proc *p, const cs_plan_step *step) {
     sp->sealed_order = ++w->sealed_order;
     bool arrival = seal_arrives(w);
     cs_event ev = {.kind = CS_EV_SEALED, .pack = &sp->ref, .recovered = arrival};
-    int rc = svc_event(p, sim_local_now(w, p), &ev);
+    int rc = svc_event(w, p, sim_local_now(w, p), &ev);
     sim_ledger_told(w, p, file, rc, arrival);
     sim_cov_sealed(w, pack, 1, rc);
     if (arrival) arrival_taken(w, p, pack, rc);
@@ -744,6 +758,9 @@ static void spool_op(sim_world *w, sim_proc *p, const cs_action *act) {
     return;
   }
   if (act->op == CS_OP_SPOOL_REMOVE) sim_check_removal(w, p, pack);
+  /* service.h: a SPOOL_QUARANTINE says why (the spool keeps the reason beside the pack). */
+  if (act->op == CS_OP_SPOOL_QUARANTINE && (act->reason == NULL || act->reason[0] == '\0'))
+    sim_bail(w, SIM_EXIT_SAFETY, "proc %u: pack %s quarantined with no reason", p->index, act->pack->key);
   if (act->op == CS_OP_SPOOL_QUARANTINE && !sim_pack_may_set_aside_now(w, pack))
     sim_bail(w, SIM_EXIT_SAFETY, "proc %u: healthy pack %s set aside (%s)", p->index, act->pack->key,
              act->reason != NULL ? act->reason : "");
@@ -819,7 +836,7 @@ static void spool_done(sim_world *w, sim_proc *p, uint64_t action_id, uint64_t b
     }
     sim_cov_fault(w, F_DISK_FULL);
     cs_event ev = {.kind = CS_EV_DONE, .id = action_id, .outcome = CS_OUT_SERVER_ERROR};
-    int rc = svc_event(p, sim_local_now(w, p), &ev);
+    int rc = svc_event(w, p, sim_local_now(w, p), &ev);
     if (rc != CS_E_OK) sim_bail(w, SIM_EXIT_CRASH, "spool completion refused: %s", cs_strerror(rc));
     sim_ledger_done(p, quarantine ? CS_OP_SPOOL_QUARANTINE : CS_OP_SPOOL_REMOVE, ev.outcome);
     sim_check_error_named(w, p, quarantine ? CS_OP_SPOOL_QUARANTINE : CS_OP_SPOOL_REMOVE, ev.outcome);
@@ -836,7 +853,7 @@ static void spool_done(sim_world *w, sim_proc *p, uint64_t action_id, uint64_t b
   sim_cov_mark(w, file != SIM_NONE ? SIM_COV_OUT_SPOOL_OK : SIM_COV_OUT_SPOOL_NOT_FOUND);
   cs_event ev = {.kind = CS_EV_DONE, .id = action_id,
                  .outcome = file != SIM_NONE ? CS_OUT_OK : CS_OUT_NOT_FOUND};
-  int rc = svc_event(p, sim_local_now(w, p), &ev);
+  int rc = svc_event(w, p, sim_local_now(w, p), &ev);
   if (rc != CS_E_OK) sim_bail(w, SIM_EXIT_CRASH, "spool completion refused: %s", cs_strerror(rc));
   sim_ledger_done(p, quarantine ? CS_OP_SPOOL_QUARANTINE : CS_OP_SPOOL_REMOVE, ev.outcome);
   if (file != SIM_NONE) backlog_next(w, p);
@@ -903,7 +920,7 @@ static uint64_t service_flush(sim_world *w, sim_proc *p, uint64_t deadline_local
   for (uint32_t i = 0; i < p->files_end; i++)
     rec->backlog_at_call = rec->backlog_at_call || (p->files[i].state == FILE_READY && p->files[i].backlog);
   cs_event ev = {.kind = CS_EV_FLUSH, .id = rec->id, .deadline_ns = deadline_local};
-  int rc = svc_event(p, sim_local_now(w, p), &ev);
+  int rc = svc_event(w, p, sim_local_now(w, p), &ev);
   if (rc == CS_E_FULL && rec->after_stop) { /* the answers of the stop wait to be polled: no room for one more */
     rec->used = false;
     return 0;
@@ -1011,7 +1028,7 @@ static void service_start(sim_world *w, sim_proc *p) {
   if (cs_service_poll(p->svc, local, &early))
     sim_bail(w, SIM_EXIT_SAFETY, "p%u's service emitted %s before its START", p->index, cs_op_name(early.op));
   cs_event start = {.kind = CS_EV_START};
-  svc_event(p, local, &start);
+  svc_event(w, p, local, &start);
   for (uint32_t i = 0; i < p->files_end; i++) {
     p->files[i].backlog = false;
     /* The listing runs on the spool lane after the removals queued before it: those packs are gone. */
@@ -1178,7 +1195,7 @@ static bool exec_step_now(sim_world *w, sim_proc *p, const cs_engine_action *act
     if (p->svc == NULL || cs_service_stopped(p->svc)) return true;
     cs_event ev = {.kind = CS_EV_STOP};
     p->svc_stop_sent = true;
-    svc_event(p, sim_local_now(w, p), &ev);
+    svc_event(w, p, sim_local_now(w, p), &ev);
     /* Every fourth stopped service is asked for one more flush: it answers CS_E_CLOSED (service.h). */
     if (p->svc_gen % 4 == 0) (void)service_flush(w, p, sim_local_now(w, p) + CS_SEC_NS, CS_PLAN_EXPECT_ANY);
     return false;
@@ -1186,7 +1203,7 @@ static bool exec_step_now(sim_world *w, sim_proc *p, const cs_engine_action *act
   case CS_STEP_RELEASE_LEASE: {
     if (p->svc == NULL || p->kind == PROC_UPLOADER) return true;
     cs_event ev = {.kind = CS_EV_RELEASE};
-    svc_event(p, sim_local_now(w, p), &ev);
+    svc_event(w, p, sim_local_now(w, p), &ev);
     p->step_waits_release = true;
     return false;
   }
@@ -1364,7 +1381,7 @@ void sim_proc_pump(sim_world *w, sim_proc *p) {
     uint64_t local = sim_local_now(w, p);
     bool progress = false;
     cs_action act;
-    while (p->svc != NULL && cs_service_poll(p->svc, local, &act)) {
+    while (p->svc != NULL && svc_poll(w, p, local, &act)) {
       /*
        * Work that falls due by time alone is announced by the deadline
        * (service.h): with no event since the service last went quiet and
@@ -1852,9 +1869,37 @@ static void liveness_begin(sim_world *w) {
   sim_schedule(w, w->now_ns + CS_SEC_NS, EV_LIVENESS_CHECK, SIM_NONE, 0, 0);
 }
 
+/*
+ * At the end every pack a running service set aside has been counted by one of its flush answers (6.3): a last
+ * flush, due at once, counts the rest, and the answers together count exactly what it set aside (one set aside
+ * with no room in the list and no flush after it would otherwise go unchecked). Asked outside the event queue
+ * once the run is decided: no event or draw moves.
+ */
+static void final_reported_check(sim_world *w) {
+  for (uint32_t i = 0; i < w->proc_count; i++) {
+    sim_proc *p = &w->procs[i];
+    if (!p->alive || p->svc == NULL || p->svc_stop_sent || cs_service_stopped(p->svc)) continue;
+    uint64_t local = sim_local_now(w, p);
+    cs_event ev = {.kind = CS_EV_FLUSH, .id = UINT64_MAX, .deadline_ns = local};
+    if (cs_service_on_event(p->svc, local, &ev) != CS_E_OK) continue;
+    cs_action act;
+    bool answered = false;
+    for (uint32_t n = 0; !answered && n < 100000 && cs_service_poll(p->svc, local, &act); n++)
+      answered = act.op == CS_OP_FLUSH_DONE && act.flush.flush_id == UINT64_MAX;
+    if (!answered) sim_bail(w, SIM_EXIT_SAFETY, "p%u never answered a flush due at once", p->index);
+    if (act.flush.err == CS_E_FULL || act.flush.err == CS_E_CLOSED) continue;
+    cs_snapshot snap;
+    cs_service_snapshot(p->svc, local, &snap);
+    if (p->reported_total + act.flush.rejected_count != snap.set_aside)
+      sim_bail(w, SIM_EXIT_SAFETY, "at the end p%u's flush answers counted %" PRIu64 " set-aside packs; it set aside %"
+               PRIu64, p->index, p->reported_total + act.flush.rejected_count, snap.set_aside);
+  }
+}
+
 static void liveness_check(sim_world *w) {
   char why[256];
   if (sim_check_drained(w, why, sizeof why)) {
+    final_reported_check(w);
     w->done = true;
     return;
   }
