@@ -358,3 +358,10 @@ void sim_cov_observe(sim_world *w, const sim_proc *p) {
 /* The service's set-aside count, read as the snapshot would give it but without its scan of the table (the world
    asks before and after every call to a service). */
 uint64_t sim_svc_set_aside(const cs_service *svc) { return svc->stats.set_aside; }
+
+/* Whether the service's request table holds id (in flight: network, spool or lease work alike). */
+bool sim_svc_request_live(const cs_service *svc, uint64_t id) {
+  for (uint32_t i = 0; i < svc->request_max; i++)
+    if (svc->requests[i].id == id) return true;
+  return false;
+}

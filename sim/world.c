@@ -500,8 +500,24 @@ static bool seal_in_flight(const sim_world *w, const sim_proc *p, uint32_t pack)
  * request stays in flight: its real answer comes later). A stopping service
  * answers a SEALED CS_E_CLOSED first. Nothing it counts may move.
  */
-static void bad_event_refused(sim_world *w, sim_proc *p, const cs_pack_ref *ref) {
+/* The service answers ev (NULL: no event) CS_E_INVALID_ARGUMENT and takes nothing (service.h). */
+static void bad_event_check(sim_world *w, sim_proc *p, const cs_event *ev, const char *what, bool closed_ok) {
   uint64_t local = sim_local_now(w, p);
+  cs_snapshot before, after;
+  cs_service_snapshot(p->svc, local, &before);
+  int rc = cs_service_on_event(p->svc, local, ev);
+  cs_service_snapshot(p->svc, local, &after);
+  if ((rc != CS_E_INVALID_ARGUMENT && !(closed_ok && rc == CS_E_CLOSED)) || before.spooled != after.spooled ||
+      before.pending_spool != after.pending_spool || before.pending_index != after.pending_index ||
+      before.requests != after.requests || before.inflight != after.inflight || before.backlog != after.backlog ||
+      before.set_aside != after.set_aside || before.handed_off != after.handed_off)
+    sim_bail(w, SIM_EXIT_SAFETY, "p%u's service took %s (answered %d; spooled %" PRIu64 " -> %" PRIu64
+             ", requests %" PRIu64 " -> %" PRIu64 ", in flight %u -> %u), not refused CS_E_INVALID_ARGUMENT with"
+             " nothing taken", p->index, what, rc, before.spooled, after.spooled, before.requests, after.requests,
+             before.inflight, after.inflight);
+}
+
+static void bad_event_refused(sim_world *w, sim_proc *p, const cs_pack_ref *ref) {
   cs_pack_ref bad = *ref;
   cs_event ev = {.kind = CS_EV_SEALED, .pack = &bad};
   static const char *const what[] = {"a SEALED with an empty key", "a SEALED with a key of CS_KEY_MAX bytes",
@@ -512,7 +528,19 @@ static void bad_event_refused(sim_world *w, sim_proc *p, const cs_pack_ref *ref)
   if (k == 0) bad.key_len = 0;
   if (k == 1) bad.key_len = CS_KEY_MAX;
   if (k == 2) ev.pack = NULL;
-  if (k == 3) ev = (cs_event){.kind = CS_EV_DONE, .id = UINT64_MAX, .outcome = CS_OUT_OK};
+  if (k == 3) {
+    /* An id never issued, and every small id not in flight (answered long ago, or not issued yet; the service's own
+       table says which are in flight: spool and lease work are not the world's network requests). */
+    ev = (cs_event){.kind = CS_EV_DONE, .id = UINT64_MAX, .outcome = CS_OUT_OK};
+    bad_event_check(w, p, &ev, what[k], false);
+    for (uint64_t id = 1; id <= 64; id++) {
+      if (sim_svc_request_live(p->svc, id)) continue;
+      ev.id = id;
+      bad_event_check(w, p, &ev, "a completion of a request not in flight", false);
+    }
+    sim_cov_mark(w, SIM_COV_SIT_BAD_EVENT);
+    return;
+  }
   if (k == 4) ev = (cs_event){.kind = (cs_event_kind)(CS_EV_BACKLOG + 1)};
   if (k == 6) {
     ev = (cs_event){.kind = CS_EV_DONE, .id = UINT64_MAX, .outcome = CS_OUT_COUNT_};
@@ -525,18 +553,7 @@ static void bad_event_refused(sim_world *w, sim_proc *p, const cs_pack_ref *ref)
       }
     }
   }
-  cs_snapshot before, after;
-  cs_service_snapshot(p->svc, local, &before);
-  int rc = cs_service_on_event(p->svc, local, k == 5 ? NULL : &ev);
-  cs_service_snapshot(p->svc, local, &after);
-  bool closed_ok = rc == CS_E_CLOSED && k <= 2 && p->svc_stop_sent;
-  if ((rc != CS_E_INVALID_ARGUMENT && !closed_ok) || before.spooled != after.spooled ||
-      before.pending_spool != after.pending_spool || before.pending_index != after.pending_index ||
-      before.requests != after.requests || before.inflight != after.inflight || before.backlog != after.backlog ||
-      before.set_aside != after.set_aside || before.handed_off != after.handed_off)
-    sim_bail(w, SIM_EXIT_SAFETY, "p%u's service took %s (answered %d; spooled %" PRIu64 " -> %" PRIu64
-             ", requests %" PRIu64 " -> %" PRIu64 "), not refused CS_E_INVALID_ARGUMENT with nothing taken",
-             p->index, what[k], rc, before.spooled, after.spooled, before.requests, after.requests);
+  bad_event_check(w, p, k == 5 ? NULL : &ev, what[k], k <= 2 && p->svc_stop_sent);
   sim_cov_mark(w, SIM_COV_SIT_BAD_EVENT);
 }
 

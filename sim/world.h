@@ -766,6 +766,7 @@ void sim_check_proc(sim_world *w, const sim_proc *p);
 /* A call that set a pack aside left last_error "set aside <its id>: <why>" (6.11), naming a pack that may be. */
 void sim_check_set_aside_named(sim_world *w, const sim_proc *p, uint64_t set_aside_before);
 uint64_t sim_svc_set_aside(const cs_service *svc); /* the snapshot's set_aside, without its scan (coverage.c) */
+bool sim_svc_request_live(const cs_service *svc, uint64_t id); /* id is in the service's request table (coverage.c) */
 void sim_check_send(sim_world *w, sim_proc *p, const cs_action *act, const sim_req *req);
 void sim_check_lease_step_done(sim_proc *p, const sim_req *req); /* a lease step's answer reached its service */
 /* PUT, HEAD and LIST: the object-store requests that store_inflight_max bounds. */
