@@ -908,7 +908,7 @@ static bool oracle_want_ok(const cs_read_want *x, const cs_read_pack *packs, uin
  * tail; its bytes are the packs' sizes. With one read too few it is refused as full.
  */
 static void check_whole_plan(sim_world *w, const cs_read_pack *packs, uint32_t pc, const cs_read_want *wants, uint32_t wc,
-                             uint32_t *order, cs_read_span *spans) {
+                             uint32_t *order, cs_read_span *spans, uint64_t payload) {
   cs_read_limits lim;
   cs_read_limits_default(&lim);
   lim.whole_objects = true;
@@ -933,9 +933,10 @@ static void check_whole_plan(sim_world *w, const cs_read_pack *packs, uint32_t p
     footers += packs[p].size_bytes - packs[p].footer_offset;
   }
   if (plan.span_count != named || plan.requests != named || plan.pack_count != named || plan.bytes != bytes ||
-      plan.footer_bytes != footers)
-    RULE_FAIL(w, "read plan (whole objects): %u reads of %" PRIu64 " bytes (footers %" PRIu64 ") for %u packs of %" PRIu64
-              " bytes (footers %" PRIu64 ")", plan.span_count, plan.bytes, plan.footer_bytes, named, bytes, footers);
+      plan.footer_bytes != footers || plan.payload_bytes != payload)
+    RULE_FAIL(w, "read plan (whole objects): %u reads of %" PRIu64 " bytes (footers %" PRIu64 ", payload %" PRIu64
+              ") for %u packs of %" PRIu64 " bytes (footers %" PRIu64 ", payload %" PRIu64 ")", plan.span_count,
+              plan.bytes, plan.footer_bytes, plan.payload_bytes, named, bytes, footers, payload);
   if (named > 0 && cs_read_plan_make(packs, pc, wants, wc, &lim, order, spans, named - 1, &plan, msg, sizeof msg) != CS_E_FULL)
     RULE_FAIL(w, "read plan (whole objects): %u packs in %u reads were not refused as full", named, named - 1);
 }
@@ -1085,10 +1086,13 @@ static void check_plan_refusals(sim_world *w, cs_prng *r) {
       RULE_FAIL(w, "read plan: no room for spans was not refused as full");
     if (wc > 0) {
       uint32_t fewer = (uint32_t)requests - 1; /* one read too few */
+      if (cs_read_plan_make(packs, pc, wants, wc, &lim, order, spans, fewer, &plan, msg, sizeof msg) != CS_E_FULL)
+        RULE_FAIL(w, "read plan: %u reads for a plan of %" PRIu64 " were not refused as full", fewer, requests);
       CHECK_SHORT_MESSAGE(w, "read plan without room for its spans",
                           cs_read_plan_make(packs, pc, wants, wc, &lim, order, spans, fewer, &plan, sm_, sz_));
     }
-    check_whole_plan(w, packs, pc, wants, wc, order, spans);
+    check_whole_plan(w, packs, pc, wants, wc, order, spans, payload);
+    if (order[wc] != UINT32_C(0x600dF00d)) RULE_FAIL(w, "read plan: the order array of %u entries written past its end", wc);
     /* The limits: exactly at them is planned, one under is refused saying by how much, the plan filled. */
     lim.byte_limit = bytes;
     lim.request_limit = requests > 0 ? requests : 1;
@@ -1217,16 +1221,14 @@ static int validate_sink(const void *cfg, char *msg, size_t msg_size) {
   return cs_sink_config_validate(cfg, msg, msg_size);
 }
 
-static void check_message_fits(sim_world *w, cs_prng *r, const char *what, validate_fn validate, const void *cfg) {
+static void check_message_fits(sim_world *w, const char *what, validate_fn validate, const void *cfg) {
   char full[256];
   int rc = validate(cfg, full, sizeof full);
   size_t length = strlen(full);
   if (length + 1 >= sizeof full) RULE_FAIL(w, "%s: a message of %zu bytes", what, length);
-  size_t sizes[3] = {length, length + 1, 1 + below(r, length + 1)};
-  for (int i = 0; i < 3; i++) {
+  for (size_t size = 1; size <= length + 1; size++) {
     char buf[257];
     memset(buf, '#', sizeof buf);
-    size_t size = sizes[i] == 0 ? 1 : sizes[i];
     int got = validate(cfg, buf, size);
     size_t want = length < size ? length : size - 1;
     if (got != rc || buf[size] != '#' || memchr(buf, '\0', size) == NULL || strlen(buf) != want ||
@@ -1243,14 +1245,14 @@ static void check_config_messages(sim_world *w, cs_prng *r) {
   if (below(r, 2)) e.start_timeout_ns = below(r, CS_MS_NS);
   else e.stop_reserve_ns = below(r, CS_MS_NS);
   CHECK_SHORT_MESSAGE(w, "engine config", cs_engine_config_validate(&e, sm_, sz_));
-  check_message_fits(w, r, "engine config", validate_engine, &e);
+  check_message_fits(w, "engine config", validate_engine, &e);
   cs_engine_config_default(&e);
   CHECK_SHORT_MESSAGE(w, "engine config (valid)", cs_engine_config_validate(&e, sm_, sz_));
   cs_sink_config k;
   cs_sink_config_default(&k);
   k.pack_records_max = 0;
   CHECK_SHORT_MESSAGE(w, "sink config", cs_sink_config_validate(&k, sm_, sz_));
-  check_message_fits(w, r, "sink config", validate_sink, &k);
+  check_message_fits(w, "sink config", validate_sink, &k);
 }
 
 void sim_check_api_rules(sim_world *w) {

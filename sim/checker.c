@@ -309,10 +309,12 @@ void sim_check_backoff(sim_world *w, sim_proc *p) {
 
 /*
  * A step that set a pack aside names it in last_error (6.11: "set aside <pack id>: <reason>"; the last one,
- * where one step set several aside): the canonical id of a pack that may be set aside.
+ * where one step set several aside): the canonical id of a pack that may be set aside, and when every pack the
+ * step set aside took an entry in the rejected list, the one in its newest entry.
  */
-void sim_check_set_aside_named(sim_world *w, const sim_proc *p, uint64_t set_aside_before) {
-  if (sim_svc_set_aside(p->svc) == set_aside_before) return;
+void sim_check_set_aside_named(sim_world *w, const sim_proc *p, sim_svc_marks before) {
+  sim_svc_marks after = sim_svc_marks_of(p->svc);
+  if (after.set_aside == before.set_aside) return;
   cs_snapshot snap;
   cs_service_snapshot(p->svc, 0, &snap);
   const char *t = snap.last_error;
@@ -322,6 +324,9 @@ void sim_check_set_aside_named(sim_world *w, const sim_proc *p, uint64_t set_asi
   bool ok = strncmp(t, head, n) == 0 && strnlen(t, sizeof snap.last_error) > n + CS_UUID_TEXT_LEN &&
             t[n + CS_UUID_TEXT_LEN] == ':' && cs_uuid_parse(t + n, CS_UUID_TEXT_LEN, &id) == CS_E_OK;
   uint32_t pack = ok ? sim_truth_of(w, &id) : SIM_NONE;
+  cs_uuid newest;
+  bool all_entered = after.rejected_seq - before.rejected_seq == after.set_aside - before.set_aside;
+  if (ok && all_entered && sim_svc_rejected_newest(p->svc, &newest) && !cs_uuid_equal(&newest, &id)) pack = SIM_NONE;
   if (pack == SIM_NONE || !sim_pack_may_set_aside(w, pack))
     sim_bail(w, SIM_EXIT_SAFETY, "p%u set a pack aside but its last_error says \"%s\" (not \"set aside <that pack's"
              " id>: <why>\")", p->index, t);

@@ -355,9 +355,21 @@ void sim_cov_observe(sim_world *w, const sim_proc *p) {
   if (p->svc != NULL) observe_service(w, p);
 }
 
-/* The service's set-aside count, read as the snapshot would give it but without its scan of the table (the world
-   asks before and after every call to a service). */
-uint64_t sim_svc_set_aside(const cs_service *svc) { return svc->stats.set_aside; }
+/* The service's set-aside count (as the snapshot gives it, without its scan of the table) and the seq of its newest
+   rejected entry: the world reads both before and after every call to a service. */
+sim_svc_marks sim_svc_marks_of(const cs_service *svc) {
+  return (sim_svc_marks){.set_aside = svc->stats.set_aside, .rejected_seq = svc->rejected_seq};
+}
+
+/* The pack id of the rejected entry with the newest seq; false when no entry holds it. */
+bool sim_svc_rejected_newest(const cs_service *svc, cs_uuid *id) {
+  for (uint32_t k = 0; k < svc->rejected_len; k++) {
+    if (svc->rejected[k].seq != svc->rejected_seq || svc->rejected_seq == 0) continue;
+    *id = svc->rejected[k].pack_id;
+    return true;
+  }
+  return false;
+}
 
 /* Whether the service's request table holds id (in flight: network, spool or lease work alike). */
 bool sim_svc_request_live(const cs_service *svc, uint64_t id) {

@@ -46,6 +46,7 @@ typedef struct model {
   bool open_step_failed;
   cs_engine_action queue[MODEL_QUEUE_MAX];
   uint32_t q_first, q_len;
+  bool overflow;           /* a plan or queue past the model's bounds: cannot happen, and fails the rule */
 } model;
 
 typedef struct driver {
@@ -81,12 +82,19 @@ static uint64_t model_deadline(const model *m, cs_engine_step s, uint64_t now) {
 }
 
 static void model_push(model *m, cs_engine_action a) {
-  if (m->q_len == MODEL_QUEUE_MAX) return; /* cannot happen: at most one plan and its REPORT */
+  if (m->q_len == MODEL_QUEUE_MAX) { /* at most one plan and its REPORT */
+    m->overflow = true;
+    return;
+  }
   m->queue[(m->q_first + m->q_len++) % MODEL_QUEUE_MAX] = a;
 }
 
 static void model_add(model *m, cs_engine_step s) {
-  if (m->plan_len < MODEL_PLAN_MAX) m->plan[m->plan_len++] = s;
+  if (m->plan_len == MODEL_PLAN_MAX) {
+    m->overflow = true;
+    return;
+  }
+  m->plan[m->plan_len++] = s;
 }
 
 static void model_issue(model *m, uint64_t now) {
@@ -179,6 +187,7 @@ static const char *state_name(cs_engine_state s) {
 
 /* After every call: the same answer, the same state, the same next deadline. */
 static void agree(driver *d, const char *call, int got, int want) {
+  if (d->m.overflow) RULE_FAIL(d->w, "call %u, %s: the model's plan or queue overflowed", d->call, call);
   if (got != want)
     RULE_FAIL(d->w, "call %u, %s at %" PRIu64 " answered %s, engine.h says %s", d->call, call, d->now,
               cs_strerror(got), cs_strerror(want));
@@ -254,7 +263,7 @@ static uint64_t draw_budget(driver *d) {
   case 3: target = r; break;
   case 4: target = plus(r, 1); break;
   case 5: return CS_NEVER;
-  case 6: return CS_NEVER - now + below(d->r, 2); /* end exactly 2^64 - 1, or one past */
+  case 6: return plus(CS_NEVER - now, below(d->r, 2)); /* end exactly 2^64 - 1, or a budget one past it */
   case 7: return plus(r, below(d->r, 3)) - below(d->r, 2);
   default: return below(d->r, 4 * r + 1);
   }

@@ -764,8 +764,13 @@ void sim_check_claim(sim_world *w, uint32_t proc, uint64_t term);
 void sim_check_step(sim_world *w);
 void sim_check_proc(sim_world *w, const sim_proc *p);
 /* A call that set a pack aside left last_error "set aside <its id>: <why>" (6.11), naming a pack that may be. */
-void sim_check_set_aside_named(sim_world *w, const sim_proc *p, uint64_t set_aside_before);
-uint64_t sim_svc_set_aside(const cs_service *svc); /* the snapshot's set_aside, without its scan (coverage.c) */
+typedef struct sim_svc_marks {
+  uint64_t set_aside;    /* the snapshot's set_aside */
+  uint64_t rejected_seq; /* the seq of the newest entry of the rejected list */
+} sim_svc_marks;
+sim_svc_marks sim_svc_marks_of(const cs_service *svc);         /* read-only white-box reads (coverage.c) */
+bool sim_svc_rejected_newest(const cs_service *svc, cs_uuid *id);
+void sim_check_set_aside_named(sim_world *w, const sim_proc *p, sim_svc_marks before);
 bool sim_svc_request_live(const cs_service *svc, uint64_t id); /* id is in the service's request table (coverage.c) */
 void sim_check_send(sim_world *w, sim_proc *p, const cs_action *act, const sim_req *req);
 void sim_check_lease_step_done(sim_proc *p, const sim_req *req); /* a lease step's answer reached its service */

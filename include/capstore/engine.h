@@ -40,7 +40,10 @@
  *
  * Open: START_SERVICE refused with an error means nothing started, so REPORT
  * follows at once. Any later failure, or START_SERVICE timing out (it may
- * have started after all), runs STOP_SERVICE and RELEASE_LEASE first. A
+ * have started after all), runs STOP_SERVICE and RELEASE_LEASE first; a
+ * START_SERVICE completed with CS_E_TIMEOUT counts as timing out. The
+ * clean-up of a replace's failed open half takes its deadlines from the
+ * replace's end. A
  * failed open (or the open half of a replace) leaves the engine IDLE, so
  * open may be tried again; close always ends CLOSED, which is final.
  *
@@ -175,6 +178,7 @@ int cs_engine_replace(cs_engine *engine, uint64_t now_ns, uint64_t budget_ns);
  */
 int cs_engine_on_step_done(cs_engine *engine, uint64_t now_ns, uint64_t id, int err);
 
+/* Hands out the next queued action; never acts on time (only on_step_done and tick do). */
 bool cs_engine_poll(cs_engine *engine, uint64_t now_ns, cs_engine_action *out);
 /* 0 while actions wait to be polled; else the step deadline, CS_NEVER when idle. */
 uint64_t cs_engine_next_deadline(const cs_engine *engine);

@@ -258,7 +258,9 @@ typedef struct cs_snapshot {
   uint64_t lease_renewals;
   uint64_t watermark;
   uint64_t oldest_unshipped_age_ns;
-  uint32_t rejected_count;   /* entries in the rejected list now */
+  uint32_t rejected_count;   /* entries in the rejected list now: it only grows until it holds rejected_max;
+                                then a new entry replaces the oldest one the catalog has recorded, or, with
+                                none recorded, the pack is only counted (flushes count it without its name) */
   uint32_t backlog;          /* own packs sealed in the spool waiting outside the table: flushes count them missing */
   char last_error[CS_LAST_ERROR_MAX];
 } cs_snapshot;
