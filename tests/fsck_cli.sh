@@ -166,7 +166,11 @@ example_of objects_differing_from_catalog | grep -q "another pack id" || fail "t
 # Bytes changed under the same metadata: only --deep sees it.
 fresh deep
 obj=$(objects deep | head -1)
-printf 'X' | dd of="$obj" bs=1 seek=200 conv=notrunc status=none
+# Flip every bit of one byte (a fixed byte value would leave the bytes unchanged where the object holds it already).
+cp "$obj" "$work/deep.before"
+byte=$(od -An -tu1 -j200 -N1 "$obj" | tr -d ' ')
+printf "\\$(printf '%03o' $((byte ^ 255)))" | dd of="$obj" bs=1 seek=200 conv=notrunc status=none
+cmp -s "$obj" "$work/deep.before" && fail "the byte flip changed nothing"
 fsck_json "$work/deep.json"
 expect_clean "changed bytes without --deep (HEAD agrees)"
 fsck_json "$work/deep.json" --deep
