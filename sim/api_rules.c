@@ -941,6 +941,9 @@ static void check_whole_plan(sim_world *w, const cs_read_pack *packs, uint32_t p
     RULE_FAIL(w, "read plan (whole objects): %u packs in %u reads were not refused as full", named, named - 1);
 }
 
+/* Written after a selection's order array: the planner must leave it. */
+#define ORDER_GUARD UINT32_C(0x600dF00d)
+
 static void check_plan_refusals(sim_world *w, cs_prng *r) {
   cs_read_limits lim;
   memset(&lim, 0x5a, sizeof lim);
@@ -1011,7 +1014,7 @@ static void check_plan_refusals(sim_world *w, cs_prng *r) {
       break;
     default: break;
     }
-    order[wc] = UINT32_C(0x600dF00d);
+    order[wc] = ORDER_GUARD;
     (void)at;
     int bad_pack = -1, bad_want = -1;
     for (uint32_t p = 0; p < pc && bad_pack < 0; p++)
@@ -1031,7 +1034,7 @@ static void check_plan_refusals(sim_world *w, cs_prng *r) {
       continue;
     }
     if (rc != CS_E_OK) RULE_FAIL(w, "read plan: a valid selection of %u records refused: %s", wc, msg);
-    if (order[wc] != UINT32_C(0x600dF00d)) RULE_FAIL(w, "read plan: the order array of %u entries written past its end", wc);
+    if (order[wc] != ORDER_GUARD) RULE_FAIL(w, "read plan: the order array of %u entries written past its end", wc);
     CHECK_SHORT_MESSAGE(w, "read plan (planned)",
                         cs_read_plan_make(packs, pc, wants, wc, &lim, order, spans, wc + pc, &plan, sm_, sz_));
     /* Its payload is the wanted bytes, each once; its footers each named pack's [F, size); every want lies in a
@@ -1092,7 +1095,7 @@ static void check_plan_refusals(sim_world *w, cs_prng *r) {
                           cs_read_plan_make(packs, pc, wants, wc, &lim, order, spans, fewer, &plan, sm_, sz_));
     }
     check_whole_plan(w, packs, pc, wants, wc, order, spans, payload);
-    if (order[wc] != UINT32_C(0x600dF00d)) RULE_FAIL(w, "read plan: the order array of %u entries written past its end", wc);
+    if (order[wc] != ORDER_GUARD) RULE_FAIL(w, "read plan: the order array of %u entries written past its end", wc);
     /* The limits: exactly at them is planned, one under is refused saying by how much, the plan filled. */
     lim.byte_limit = bytes;
     lim.request_limit = requests > 0 ? requests : 1;

@@ -143,13 +143,14 @@ void sim_check_flush_done(sim_world *w, sim_proc *p, const cs_flush_result *res)
    * short of rejected_max never evicted an entry nor set a pack aside without one (the list only grows until it
    * is full), so every pack it counts has an entry: it names min(count, CS_FLUSH_REJECTED_MAX) of them.
    */
+  cs_snapshot now_snap = {0};
+  if (p->svc != NULL) cs_service_snapshot(p->svc, sim_local_now(w, p), &now_snap);
   if (p->svc != NULL && res->err != CS_E_FULL && res->err != CS_E_CLOSED) {
-    cs_snapshot list = {0};
-    cs_service_snapshot(p->svc, sim_local_now(w, p), &list);
+    const cs_snapshot *list = &now_snap;
     uint32_t want = res->rejected_count < CS_FLUSH_REJECTED_MAX ? res->rejected_count : CS_FLUSH_REJECTED_MAX;
-    if (res->rejected_named > want || (list.rejected_count < p->svc_cfg.rejected_max && res->rejected_named != want))
+    if (res->rejected_named > want || (list->rejected_count < p->svc_cfg.rejected_max && res->rejected_named != want))
       sim_bail(w, SIM_EXIT_SAFETY, "flush %" PRIu64 " of p%u counts %u set-aside packs and names %u (its list holds"
-               " %u of %u)", res->flush_id, p->index, res->rejected_count, res->rejected_named, list.rejected_count,
+               " %u of %u)", res->flush_id, p->index, res->rejected_count, res->rejected_named, list->rejected_count,
                p->svc_cfg.rejected_max);
   }
   /* An answer that is not drained says what is missing. */
@@ -159,8 +160,6 @@ void sim_check_flush_done(sim_world *w, sim_proc *p, const cs_flush_result *res)
   /* Every pack set aside before the call is reported by this answer or an earlier one (6.3). */
   p->reported_total += res->rejected_count;
   /* ... and none more than once: never more reported than set aside so far. */
-  cs_snapshot now_snap = {0};
-  if (p->svc != NULL) cs_service_snapshot(p->svc, sim_local_now(w, p), &now_snap);
   if (p->svc != NULL && p->reported_total > now_snap.set_aside)
     sim_bail(w, SIM_EXIT_SAFETY, "flush %" PRIu64 " of p%u: its service's answers reported %" PRIu64
              " set-aside packs, more than the %" PRIu64 " it set aside", res->flush_id, p->index, p->reported_total,

@@ -363,8 +363,8 @@ sim_svc_marks sim_svc_marks_of(const cs_service *svc) {
 
 /* The pack id of the rejected entry with the newest seq; false when no entry holds it. */
 bool sim_svc_rejected_newest(const cs_service *svc, cs_uuid *id) {
-  for (uint32_t k = 0; k < svc->rejected_len; k++) {
-    if (svc->rejected[k].seq != svc->rejected_seq || svc->rejected_seq == 0) continue;
+  for (uint32_t k = 0; k < svc->rejected_len && svc->rejected_seq != 0; k++) {
+    if (svc->rejected[k].seq != svc->rejected_seq) continue;
     *id = svc->rejected[k].pack_id;
     return true;
   }

@@ -28,7 +28,9 @@
 
 #define RULE_FAIL(w, ...) sim_bail((w), SIM_EXIT_SAFETY, "api rule: engine: " __VA_ARGS__)
 
-enum { MODEL_PLAN_MAX = 16, MODEL_QUEUE_MAX = 32, IDS_MAX = 512, CALLS = 300, CALLS_AFTER_CLOSE = 3 };
+enum { MODEL_PLAN_MAX = 16, MODEL_QUEUE_MAX = 32, CALLS = 300, CALLS_AFTER_CLOSE = 3 };
+/* One id per poll: a poll per call, then the last plan's actions drained. */
+enum { IDS_MAX = CALLS + CS_ENGINE_QUEUE_MAX + 1 };
 
 typedef struct model {
   uint64_t start_timeout_ns, reserve_ns;
@@ -228,7 +230,8 @@ static void poll_one(driver *d) {
   if (got.id == 0) RULE_FAIL(d->w, "call %u, %s has id 0, which marks REPORT", d->call, cs_engine_step_name(got.step));
   for (uint32_t i = 0; i < d->id_count; i++)
     if (d->ids[i] == got.id) RULE_FAIL(d->w, "call %u, %s reuses id %" PRIu64, d->call, cs_engine_step_name(got.step), got.id);
-  if (d->id_count < IDS_MAX) d->ids[d->id_count++] = got.id;
+  if (d->id_count == IDS_MAX) RULE_FAIL(d->w, "call %u: more ids polled than calls", d->call);
+  d->ids[d->id_count++] = got.id;
   /* The last step queued is the one in flight (the others already ended). */
   if (m->busy && m->q_len == 0) m->id = got.id;
 }

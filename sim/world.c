@@ -488,18 +488,6 @@ static bool seal_in_flight(const sim_world *w, const sim_proc *p, uint32_t pack)
   return false;
 }
 
-/*
- * A malformed event is refused CS_E_INVALID_ARGUMENT and taken nowhere
- * (service.h): right after every 16th SEALED of a process, its service is
- * handed one of seven in turn, at the SEALED's own instant (so the flushes
- * it answers were answered by the SEALED's call already: the run goes on as
- * without it):
- * a SEALED with an empty key, with a key of CS_KEY_MAX bytes, with no pack, a
- * completion of no request, an event of no kind, no event at all, and the
- * completion of a request in flight with an outcome past the last (the
- * request stays in flight: its real answer comes later). A stopping service
- * answers a SEALED CS_E_CLOSED first. Nothing it counts may move.
- */
 /* The service answers ev (NULL: no event) CS_E_INVALID_ARGUMENT and takes nothing (service.h). */
 static void bad_event_check(sim_world *w, sim_proc *p, const cs_event *ev, const char *what, bool closed_ok) {
   uint64_t local = sim_local_now(w, p);
@@ -517,6 +505,19 @@ static void bad_event_check(sim_world *w, sim_proc *p, const cs_event *ev, const
              before.inflight, after.inflight);
 }
 
+/*
+ * A malformed event is refused CS_E_INVALID_ARGUMENT and taken nowhere
+ * (service.h): right after every 16th SEALED of a process, its service is
+ * handed one of seven in turn, at the SEALED's own instant (so the flushes
+ * it answers were answered by the SEALED's call already: the run goes on as
+ * without it):
+ * a SEALED with an empty key, with a key of CS_KEY_MAX bytes, with no pack, a
+ * completion of no request (then of each id from 1 to 64 the request table
+ * does not hold), an event of no kind, no event at all, and the
+ * completion of a request in flight with an outcome past the last (the
+ * request stays in flight: its real answer comes later). A stopping service
+ * answers a SEALED CS_E_CLOSED first. Nothing it counts may move.
+ */
 static void bad_event_refused(sim_world *w, sim_proc *p, const cs_pack_ref *ref) {
   cs_pack_ref bad = *ref;
   cs_event ev = {.kind = CS_EV_SEALED, .pack = &bad};
